@@ -1,0 +1,59 @@
+/*
+ * ded_limits.h: every bound on what a peer can make us hold.
+ *
+ * One header, so that the whole attack surface is readable at a glance
+ * (WireGuard's messages.h). Crossing any of these is a protocol error that
+ * drops the peer responsible; it never aborts the process.
+ */
+#ifndef DED_LIMITS_H
+#define DED_LIMITS_H
+
+enum ded_limits {
+  /* Largest frame on the wire (type byte + payload). A data chunk plus its
+   * header must fit; so must a COMMIT of DED_ROUND_MEMBERS_MAX members. */
+  DED_FRAME_MAX = 1 << 20,
+  /* Largest data chunk the engine sends (settings may choose smaller). */
+  DED_CHUNK_BYTES_MAX = 512 * 1024,
+  /* Smallest data chunk: keeps the per-frame overhead sane. */
+  DED_CHUNK_BYTES_MIN = 64,
+  /* Peers we keep records of; beyond this, records of strangers are
+   * refused (a Kademlia DHT replaces the full table later). */
+  DED_PEERS_MAX = 1024,
+  /* Open connections, inbound and outbound together. */
+  DED_CONNS_MAX = 2048,
+  /* Members of one round. */
+  DED_ROUND_MEMBERS_MAX = 1024,
+  /* Rounds a node has in flight at once (gradient buckets). */
+  DED_ROUNDS_ACTIVE_MAX = 64,
+  /* How far ahead of our own position a JOIN may be for a round that we
+   * coordinate; anything further is a protocol error. */
+  DED_ROUNDS_AHEAD_MAX = 256,
+  /* Join requests held per round by its coordinator. */
+  DED_JOINS_MAX = DED_ROUND_MEMBERS_MAX,
+  /* Addresses in one discovery record. */
+  DED_RECORD_ADDRS_MAX = 4,
+  /* Opaque extension bytes in a record (measured bandwidth, later). */
+  DED_RECORD_EXT_MAX = 256,
+  /* Encoded record upper bound. */
+  DED_RECORD_BYTES_MAX = 512,
+  /* Longest lifetime a record may claim. */
+  DED_RECORD_TTL_MS_MAX = 3600 * 1000,
+  /* Records in one RECORDS frame. */
+  DED_RECORDS_PER_FRAME_MAX = 256,
+  /* Clock skew tolerated between peers' wall clocks. */
+  DED_CLOCK_SKEW_MS_MAX = 60 * 1000,
+  /* Bootstrap addresses in DEDMPI_JOIN. */
+  DED_BOOTSTRAP_MAX = 16,
+  /* Run names. */
+  DED_RUN_NAME_MAX = 128,
+};
+
+/* Bytes a peer may make us buffer for a round we have joined but whose
+ * commit has not reached us yet: data that overtook the COMMIT on another
+ * connection. Bounded by the round's own size, plus slack for headers. */
+#define DED_EARLY_BYTES_MAX(round_bytes) ((round_bytes) + (size_t)DED_FRAME_MAX)
+
+/* Elements in one round: MPI counts are int. */
+#define DED_COUNT_MAX ((uint64_t)0x7fffffff)
+
+#endif /* DED_LIMITS_H */

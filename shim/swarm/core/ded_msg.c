@@ -1,0 +1,262 @@
+#include "ded_msg.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ded_err.h"
+#include "ded_limits.h"
+
+const char *ded_msg_name(uint8_t type) {
+  switch (type) {
+  case DED_MSG_HELLO: return "HELLO";
+  case DED_MSG_RECORDS: return "RECORDS";
+  case DED_MSG_JOIN: return "JOIN";
+  case DED_MSG_COMMIT: return "COMMIT";
+  case DED_MSG_REDIRECT: return "REDIRECT";
+  case DED_MSG_DATA: return "DATA";
+  case DED_MSG_RESULT: return "RESULT";
+  case DED_MSG_LEAVE: return "LEAVE";
+  case DED_MSG_STALE: return "STALE";
+  default: return "unknown";
+  }
+}
+
+/* Writes the frame header with a placeholder length; msg_end fixes it. */
+static size_t msg_begin(ded_wr *w, uint8_t type) {
+  size_t start = w->pos;
+  ded_wr_u32(w, 0);
+  ded_wr_u8(w, type);
+  return start;
+}
+
+static void msg_end(ded_wr *w, size_t start) {
+  if (w->err) return;
+  size_t payload = w->pos - start - DED_FRAME_HDR_BYTES;
+  ded_frame_put_hdr(w->p + start, w->p[start + 4], payload);
+}
+
+void ded_msg_hello_encode(ded_wr *w, const uint8_t run_id[DED_RUN_ID_BYTES], const uint8_t *rec,
+                          size_t rec_len) {
+  size_t s = msg_begin(w, DED_MSG_HELLO);
+  ded_wr_bytes(w, DED_HELLO_MAGIC, DED_HELLO_MAGIC_LEN);
+  ded_wr_u16(w, DED_PROTO_VERSION);
+  ded_wr_bytes(w, run_id, DED_RUN_ID_BYTES);
+  ded_wr_u16(w, (uint16_t)rec_len);
+  ded_wr_bytes(w, rec, rec_len);
+  msg_end(w, s);
+}
+
+void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m) {
+  size_t s = msg_begin(w, DED_MSG_JOIN);
+  ded_wr_u64(w, m->round);
+  ded_wr_u8(w, m->dtype);
+  ded_wr_u64(w, m->count);
+  ded_wr_f64(w, m->weight);
+  ded_wr_u32(w, m->n_local);
+  ded_wr_u8(w, m->flags);
+  msg_end(w, s);
+}
+
+void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m) {
+  size_t s = msg_begin(w, DED_MSG_COMMIT);
+  ded_wr_u64(w, m->round);
+  ded_wr_u8(w, m->dtype);
+  ded_wr_u64(w, m->count);
+  ded_wr_u32(w, m->chunk_elems);
+  ded_wr_u16(w, m->k);
+  for (unsigned i = 0; i < m->k; i++) {
+    ded_wr_bytes(w, m->members[i].id, DED_ID_BYTES);
+    ded_wr_f64(w, m->members[i].weight);
+    ded_wr_u32(w, m->members[i].n_local);
+    ded_wr_u64(w, m->members[i].shard_off);
+  }
+  msg_end(w, s);
+}
+
+void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m) {
+  size_t s = msg_begin(w, DED_MSG_REDIRECT);
+  ded_wr_u64(w, m->round);
+  ded_wr_bytes(w, m->id, DED_ID_BYTES);
+  msg_end(w, s);
+}
+
+void ded_msg_leave_encode(ded_wr *w, uint8_t reason) {
+  size_t s = msg_begin(w, DED_MSG_LEAVE);
+  ded_wr_u8(w, reason);
+  msg_end(w, s);
+}
+
+void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m) {
+  size_t s = msg_begin(w, DED_MSG_STALE);
+  ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->next_round);
+  msg_end(w, s);
+}
+
+void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
+                             uint64_t offset, size_t elem_bytes) {
+  ded_frame_put_hdr(hdr, type, 16 + elem_bytes);
+  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 16);
+  ded_wr_u64(&w, round);
+  ded_wr_u64(&w, offset);
+  DED_ASSERT(!w.err);
+}
+
+void ded_msg_records_begin(ded_msg_records_wr *rw, ded_wr *w) {
+  rw->w = w;
+  rw->start = msg_begin(w, DED_MSG_RECORDS);
+  ded_wr_u16(w, 0);
+  rw->n = 0;
+}
+
+int ded_msg_records_add(ded_msg_records_wr *rw, const uint8_t *rec, size_t len) {
+  ded_wr *w = rw->w;
+  if (rw->n >= DED_RECORDS_PER_FRAME_MAX || w->err || w->cap - w->pos < 2 + len ||
+      w->pos + 2 + len - rw->start > DED_FRAME_MAX)
+    return -1;
+  ded_wr_u16(w, (uint16_t)len);
+  ded_wr_bytes(w, rec, len);
+  rw->n++;
+  return 0;
+}
+
+void ded_msg_records_end(ded_msg_records_wr *rw) {
+  ded_wr *w = rw->w;
+  if (w->err) return;
+  uint8_t *n = w->p + rw->start + DED_FRAME_HDR_BYTES;
+  n[0] = (uint8_t)rw->n;
+  n[1] = (uint8_t)(rw->n >> 8);
+  msg_end(w, rw->start);
+}
+
+int ded_msg_hello_decode(const uint8_t *p, size_t len, ded_msg_hello *m) {
+  ded_rd r = ded_rd_init(p, len);
+  const uint8_t *magic = ded_rd_ptr(&r, DED_HELLO_MAGIC_LEN);
+  if (!magic || memcmp(magic, DED_HELLO_MAGIC, DED_HELLO_MAGIC_LEN) != 0) return DED_ERR_PROTO;
+  m->version = ded_rd_u16(&r);
+  ded_rd_bytes(&r, m->run_id, DED_RUN_ID_BYTES);
+  m->rec_len = ded_rd_u16(&r);
+  m->rec = ded_rd_ptr(&r, m->rec_len);
+  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
+  if (m->version != DED_PROTO_VERSION) return DED_ERR_VERSION;
+  if (m->rec_len > DED_RECORD_BYTES_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+static bool msg_dtype_ok(uint8_t dtype) { return ded_dtype_size(dtype) != 0; }
+
+static bool msg_weight_ok(double w) { return isfinite(w) && w >= 0.0; }
+
+int ded_msg_join_decode(const uint8_t *p, size_t len, ded_msg_join *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->dtype = ded_rd_u8(&r);
+  m->count = ded_rd_u64(&r);
+  m->weight = ded_rd_f64(&r);
+  m->n_local = ded_rd_u32(&r);
+  m->flags = ded_rd_u8(&r);
+  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
+  if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX) return DED_ERR_PROTO;
+  if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
+  if (m->flags & ~DED_JOIN_F_GENESIS) return DED_ERR_PROTO;
+  return 0;
+}
+
+/* Checks the invariants the engine relies on: ids strictly increasing (one
+ * fixed summation order, no duplicates), shards contiguous, weights sane. */
+static int msg_commit_check(const ded_msg_commit *m) {
+  double total = 0.0;
+  for (unsigned i = 0; i < m->k; i++) {
+    const ded_msg_member *mb = &m->members[i];
+    if (i > 0 && memcmp(m->members[i - 1].id, mb->id, DED_ID_BYTES) >= 0) return DED_ERR_PROTO;
+    if (!msg_weight_ok(mb->weight) || mb->n_local == 0) return DED_ERR_PROTO;
+    uint64_t lo = i == 0 ? 0 : m->members[i - 1].shard_off;
+    if (mb->shard_off < lo || mb->shard_off > m->count) return DED_ERR_PROTO;
+    if (i == 0 && mb->shard_off != 0) return DED_ERR_PROTO;
+    total += mb->weight;
+  }
+  if (!(total > 0.0) || !isfinite(total)) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_commit *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->members = NULL;
+  m->round = ded_rd_u64(&r);
+  m->dtype = ded_rd_u8(&r);
+  m->count = ded_rd_u64(&r);
+  m->chunk_elems = ded_rd_u32(&r);
+  m->k = ded_rd_u16(&r);
+  if (r.err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
+    return DED_ERR_PROTO;
+  if (m->chunk_elems == 0 ||
+      (uint64_t)m->chunk_elems * ded_dtype_size(m->dtype) > DED_CHUNK_BYTES_MAX)
+    return DED_ERR_PROTO;
+  if (m->k == 0 || m->k > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
+  if (ded_rd_left(&r) != (size_t)m->k * DED_COMMIT_MEMBER_BYTES) return DED_ERR_PROTO;
+  m->members = ded_mem_calloc(mem, m->k, sizeof *m->members);
+  if (!m->members) return DED_ERR_NOMEM;
+  for (unsigned i = 0; i < m->k; i++) {
+    ded_rd_bytes(&r, m->members[i].id, DED_ID_BYTES);
+    m->members[i].weight = ded_rd_f64(&r);
+    m->members[i].n_local = ded_rd_u32(&r);
+    m->members[i].shard_off = ded_rd_u64(&r);
+  }
+  int rv = ded_rd_done(&r) ? msg_commit_check(m) : DED_ERR_PROTO;
+  if (rv) ded_msg_commit_free(m, mem);
+  return rv;
+}
+
+void ded_msg_commit_free(ded_msg_commit *m, const ded_mem *mem) {
+  ded_mem_free(mem, m->members);
+  m->members = NULL;
+}
+
+int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  ded_rd_bytes(&r, m->id, DED_ID_BYTES);
+  return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+}
+
+int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->offset = ded_rd_u64(&r);
+  if (r.err) return DED_ERR_PROTO;
+  m->len = ded_rd_left(&r);
+  m->elems = ded_rd_ptr(&r, m->len);
+  if (m->len == 0 || m->offset > DED_COUNT_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason) {
+  ded_rd r = ded_rd_init(p, len);
+  *reason = ded_rd_u8(&r);
+  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
+  return (*reason == DED_LEAVE_FINALIZE || *reason == DED_LEAVE_SHUTDOWN) ? 0 : DED_ERR_PROTO;
+}
+
+int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->next_round = ded_rd_u64(&r);
+  if (!ded_rd_done(&r) || m->next_round <= m->round) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_records_begin_rd(ded_msg_records_rd *it, const uint8_t *p, size_t len) {
+  it->r = ded_rd_init(p, len);
+  it->left = ded_rd_u16(&it->r);
+  if (it->r.err || it->left > DED_RECORDS_PER_FRAME_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_records_next(ded_msg_records_rd *it, const uint8_t **rec, size_t *len) {
+  if (it->left == 0) return ded_rd_done(&it->r) ? 0 : DED_ERR_PROTO;
+  *len = ded_rd_u16(&it->r);
+  *rec = ded_rd_ptr(&it->r, *len);
+  if (it->r.err || *len > DED_RECORD_BYTES_MAX) return DED_ERR_PROTO;
+  it->left--;
+  return 1;
+}

@@ -1,0 +1,203 @@
+/*
+ * ded_msg.h: every message of the wire protocol, version 1.
+ *
+ * One header for the whole protocol (WireGuard's messages.h): the layout
+ * of each message, its encoder and its bounded decoder. Decoders check
+ * syntax and the bounds of ded_limits.h; what a message means for a round
+ * is checked by the engine. docs/wire-protocol.md is the prose version of
+ * this file and must be kept in step with it.
+ *
+ * All integers are little endian; f64 is IEEE-754 binary64. Every frame is
+ * "u32 len | u8 type | payload" (ded_frame.h); the layouts below are the
+ * payloads. The first frame on a connection, in both directions, is HELLO.
+ */
+#ifndef DED_MSG_H
+#define DED_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ded_assert.h"
+#include "ded_frame.h"
+#include "ded_mem.h"
+#include "ded_types.h"
+#include "ded_wire.h"
+
+#define DED_PROTO_VERSION 1
+#define DED_HELLO_MAGIC "DEDMPI"
+#define DED_HELLO_MAGIC_LEN 6
+
+enum ded_msg_type {
+  DED_MSG_HELLO = 1,
+  DED_MSG_RECORDS = 2,
+  DED_MSG_JOIN = 3,
+  DED_MSG_COMMIT = 4,
+  DED_MSG_REDIRECT = 6,
+  DED_MSG_DATA = 7,
+  DED_MSG_RESULT = 8,
+  DED_MSG_LEAVE = 9,
+  DED_MSG_STALE = 10,
+};
+
+/* Name of |type| for logs. */
+const char *ded_msg_name(uint8_t type);
+
+/*
+ * HELLO: magic[6] "DEDMPI" | u16 version | run_id[32] | u16 rec_len |
+ * record[rec_len]. The sender's own signed record (ded_record.h).
+ */
+typedef struct ded_msg_hello {
+  uint16_t version;
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  const uint8_t *rec; /* points into the decoded payload */
+  size_t rec_len;
+} ded_msg_hello;
+
+/* RECORDS: u16 n (<= DED_RECORDS_PER_FRAME_MAX) | n x (u16 len | record). */
+
+/*
+ * JOIN (member -> coordinator): u64 round | u8 dtype | u64 count |
+ * f64 weight | u32 n_local | u8 flags.
+ * |weight| is the job's weight w_j, |n_local| its rank count n_j.
+ */
+enum { DED_JOIN_F_GENESIS = 1 };
+
+typedef struct ded_msg_join {
+  uint64_t round;
+  uint8_t dtype;
+  uint64_t count;
+  double weight;
+  uint32_t n_local;
+  uint8_t flags;
+} ded_msg_join;
+
+/*
+ * COMMIT (coordinator -> everyone who asked to join the round):
+ * u64 round | u8 dtype | u64 count | u32 chunk_elems | u16 k |
+ * k x (id[32] | f64 weight | u32 n_local | u64 shard_off).
+ * Members appear in increasing id order, which is also the fixed order of
+ * summation; member i reduces elements [shard_off_i, shard_off_{i+1}),
+ * the last one up to |count|, and every shard travels in chunks of
+ * |chunk_elems| elements. A peer that joined but is not listed was left
+ * out: because its buffer differs from the round's (dtype/count tell it
+ * what the round's is), or because it came after the round closed. Either
+ * way it learns the round's membership, from which it finds the next
+ * round's coordinator.
+ */
+#define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8)
+
+typedef struct ded_msg_member {
+  uint8_t id[DED_ID_BYTES];
+  double weight;
+  uint32_t n_local;
+  uint64_t shard_off;
+} ded_msg_member;
+
+typedef struct ded_msg_commit {
+  uint64_t round;
+  uint8_t dtype;
+  uint64_t count;
+  uint32_t chunk_elems;
+  uint16_t k;
+  ded_msg_member *members; /* owned; ded_msg_commit_free */
+} ded_msg_commit;
+
+/* REDIRECT (would-be coordinator -> member): u64 round | id[32]. */
+typedef struct ded_msg_redirect {
+  uint64_t round;
+  uint8_t id[DED_ID_BYTES];
+} ded_msg_redirect;
+
+/*
+ * DATA (member -> reducer) and RESULT (reducer -> member):
+ * u64 round | u64 offset | elements. |offset| counts elements from the
+ * start of the vector; the element count is the payload length divided by
+ * the round's element size.
+ */
+#define DED_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 16)
+
+typedef struct ded_msg_data {
+  uint64_t round;
+  uint64_t offset;
+  const uint8_t *elems; /* points into the decoded payload */
+  size_t len;           /* bytes */
+} ded_msg_data;
+
+/* LEAVE: u8 reason. The sender is going away for good. */
+enum { DED_LEAVE_FINALIZE = 1, DED_LEAVE_SHUTDOWN = 2 };
+
+/* STALE (coordinator -> late member): u64 round | u64 next_round.
+ * |round| was committed without the member; the swarm is at |next_round|. */
+typedef struct ded_msg_stale {
+  uint64_t round;
+  uint64_t next_round;
+} ded_msg_stale;
+
+/* Sizes of whole frames (header included). */
+#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 8 + 4 + 1)
+#define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + DED_ID_BYTES)
+#define DED_LEAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 1)
+#define DED_STALE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8)
+#define DED_HELLO_FRAME_BYTES(rec_len)                                                   \
+  (DED_FRAME_HDR_BYTES + DED_HELLO_MAGIC_LEN + 2 + DED_RUN_ID_BYTES + 2 + (rec_len))
+#define DED_COMMIT_FRAME_BYTES(k)                                                        \
+  (DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 4 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+
+/*
+ * Encoders write a whole frame (header included) into |w| and leave
+ * |w->err| set if it did not fit.
+ */
+void ded_msg_hello_encode(ded_wr *w, const uint8_t run_id[DED_RUN_ID_BYTES], const uint8_t *rec,
+                          size_t rec_len);
+void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m);
+void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m);
+void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
+void ded_msg_leave_encode(ded_wr *w, uint8_t reason);
+void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m);
+/* DATA/RESULT header only: the elements follow separately (zero copy). */
+void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
+                             uint64_t offset, size_t elem_bytes);
+
+/*
+ * RECORDS frames are built incrementally: begin, add records while
+ * ded_msg_records_add returns 0, then end. |w| must have room for at
+ * least the header.
+ */
+typedef struct ded_msg_records_wr {
+  ded_wr *w;
+  size_t start;
+  uint16_t n;
+} ded_msg_records_wr;
+
+void ded_msg_records_begin(ded_msg_records_wr *rw, ded_wr *w);
+/* 0, or -1 when the record does not fit (frame full): nothing written. */
+int ded_msg_records_add(ded_msg_records_wr *rw, const uint8_t *rec, size_t len);
+void ded_msg_records_end(ded_msg_records_wr *rw);
+
+/*
+ * Decoders take a frame's payload. They return 0 or DED_ERR_PROTO (or
+ * DED_ERR_VERSION for a HELLO of another version, DED_ERR_NOMEM).
+ */
+int ded_msg_hello_decode(const uint8_t *p, size_t len, ded_msg_hello *m);
+int ded_msg_join_decode(const uint8_t *p, size_t len, ded_msg_join *m);
+int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_commit *m);
+void ded_msg_commit_free(ded_msg_commit *m, const ded_mem *mem);
+int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
+int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
+int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason);
+int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
+
+/*
+ * Iterates over the records of a RECORDS payload: call _begin, then _next
+ * until it returns 0 (end) or a negative error. Each record is handed out
+ * as bytes for ded_record_decode.
+ */
+typedef struct ded_msg_records_rd {
+  ded_rd r;
+  uint16_t left;
+} ded_msg_records_rd;
+
+int ded_msg_records_begin_rd(ded_msg_records_rd *it, const uint8_t *p, size_t len);
+int ded_msg_records_next(ded_msg_records_rd *it, const uint8_t **rec, size_t *len);
+
+#endif /* DED_MSG_H */

@@ -1,0 +1,47 @@
+#include "ded_ident.h"
+
+#include <sodium.h>
+#include <string.h>
+
+#include "../core/ded_err.h"
+
+DED_STATIC_ASSERT(DED_PK_BYTES == crypto_sign_PUBLICKEYBYTES, "public key size");
+DED_STATIC_ASSERT(DED_SK_BYTES == crypto_sign_SECRETKEYBYTES, "secret key size");
+DED_STATIC_ASSERT(DED_SIG_BYTES == crypto_sign_BYTES, "signature size");
+DED_STATIC_ASSERT(DED_SEED_BYTES == crypto_sign_SEEDBYTES, "seed size");
+
+int ded_crypto_init(void) { return sodium_init() < 0 ? DED_ERR_INTERNAL : 0; }
+
+void ded_ident_from_seed(ded_ident *ident, const uint8_t seed[DED_SEED_BYTES]) {
+  int rv = crypto_sign_seed_keypair(ident->pk, ident->sk, seed);
+  DED_ASSERT(rv == 0);
+  ded_peer_id(ident->pk, ident->id);
+}
+
+void ded_ident_wipe(ded_ident *ident) { sodium_memzero(ident->sk, sizeof ident->sk); }
+
+void ded_ident_sign(const ded_ident *ident, const uint8_t *msg, size_t len,
+                    uint8_t sig[DED_SIG_BYTES]) {
+  int rv = crypto_sign_detached(sig, NULL, msg, len, ident->sk);
+  DED_ASSERT(rv == 0);
+}
+
+int ded_ident_verify(const uint8_t pk[DED_PK_BYTES], const uint8_t *msg, size_t len,
+                     const uint8_t sig[DED_SIG_BYTES]) {
+  return crypto_sign_verify_detached(sig, msg, len, pk) == 0 ? 0 : -1;
+}
+
+void ded_peer_id(const uint8_t pk[DED_PK_BYTES], uint8_t id[DED_ID_BYTES]) {
+  /* Keyed with a domain label so an id is never confused with another hash
+   * of the same key. */
+  static const uint8_t label[] = "dedmpi peer id v1";
+  int rv = crypto_generichash(id, DED_ID_BYTES, pk, DED_PK_BYTES, label, sizeof label - 1);
+  DED_ASSERT(rv == 0);
+}
+
+void ded_hash32(const void *in, size_t len, uint8_t out[32]) {
+  int rv = crypto_generichash(out, 32, in, len, NULL, 0);
+  DED_ASSERT(rv == 0);
+}
+
+void ded_wipe(void *p, size_t len) { sodium_memzero(p, len); }

@@ -1,0 +1,53 @@
+/*
+ * ded_ident.h: a peer's identity, and the only door to libsodium.
+ *
+ * Every peer holds an Ed25519 key pair; its peer id is the BLAKE2b-256
+ * hash of the public key, so an id cannot be claimed without the key.
+ * This directory is the only place that includes sodium.h (DESIGN §4):
+ * everything else sees fixed-size byte arrays and these functions.
+ *
+ * The engine is sans-I/O, so keys come from a seed the driver supplies
+ * (from the OS RNG, or from the simulator's seeded RNG).
+ */
+#ifndef DED_IDENT_H
+#define DED_IDENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_assert.h"
+#include "../core/ded_types.h"
+
+typedef struct ded_ident {
+  uint8_t pk[DED_PK_BYTES];
+  uint8_t sk[DED_SK_BYTES];
+  uint8_t id[DED_ID_BYTES];
+} ded_ident;
+
+/* Initialises libsodium; safe to call many times. 0 or DED_ERR_INTERNAL. */
+int ded_crypto_init(void);
+
+/* Derives a key pair and id from |seed|. */
+void ded_ident_from_seed(ded_ident *ident, const uint8_t seed[DED_SEED_BYTES]);
+
+/* Wipes the secret key. */
+void ded_ident_wipe(ded_ident *ident);
+
+/* Detached Ed25519 signature of |msg|. */
+void ded_ident_sign(const ded_ident *ident, const uint8_t *msg, size_t len,
+                    uint8_t sig[DED_SIG_BYTES]);
+
+/* 0 if |sig| is |pk|'s signature of |msg|, -1 otherwise. */
+DED_UNUSED_RESULT int ded_ident_verify(const uint8_t pk[DED_PK_BYTES], const uint8_t *msg,
+                                       size_t len, const uint8_t sig[DED_SIG_BYTES]);
+
+/* The peer id of |pk|. */
+void ded_peer_id(const uint8_t pk[DED_PK_BYTES], uint8_t id[DED_ID_BYTES]);
+
+/* BLAKE2b-256 of |in|; names a run (run id = hash of the run name). */
+void ded_hash32(const void *in, size_t len, uint8_t out[32]);
+
+/* Zeroes |len| bytes in a way the compiler cannot elide. */
+void ded_wipe(void *p, size_t len);
+
+#endif /* DED_IDENT_H */

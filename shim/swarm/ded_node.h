@@ -1,0 +1,216 @@
+/*
+ * ded_node.h: one swarm peer, as a sans-I/O state machine.
+ *
+ * A ded_node never touches a socket, a clock, a random source or a
+ * thread. Its driver feeds it bytes, connection events and the current
+ * monotonic time; it answers through callbacks (open or close a
+ * connection, "I have bytes to send", a round finished) and through
+ * ded_node_conn_pending(), which hands out what to write. Two drivers
+ * exist: shim/io/ (epoll and TCP, one background thread) and tests/sim/
+ * (hundreds of nodes in one process over a modelled network, one seed per
+ * run).
+ *
+ * Threading: a node is not thread-safe; one thread calls into it. No
+ * callback may call back into the node.
+ *
+ * Time: every entry point takes |now_ns|, a monotonic clock in
+ * nanoseconds. Wall-clock time (for record expiry) is now_ns +
+ * settings.wall_offset_ns.
+ *
+ * Buffers: a submitted round's buffer belongs to the node until its
+ * round_done callback; the node reads and writes it in place.
+ */
+#ifndef DED_NODE_H
+#define DED_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ded_err.h"
+#include "core/ded_limits.h"
+#include "core/ded_mem.h"
+#include "core/ded_types.h"
+
+typedef struct ded_node ded_node;
+
+enum ded_log_level {
+  DED_LOG_ERROR = 0,
+  DED_LOG_WARN = 1,
+  DED_LOG_INFO = 2,
+  DED_LOG_DEBUG = 3,
+};
+
+typedef struct ded_node_settings {
+  /* Run name: peers of different runs never talk. Required. */
+  const char *run;
+  /* enum ded_mode. */
+  uint8_t mode;
+  /* The first round waits until this many peers (us included) are present. */
+  uint32_t min_peers;
+  /* 32 bytes of secret randomness the identity is derived from. Required. */
+  const uint8_t *identity_seed;
+  /* Addresses published in our record, where others can reach us. None
+   * means we accept no connections. */
+  ded_addr announce[DED_RECORD_ADDRS_MAX];
+  unsigned n_announce;
+  /* DEDMPI_JOIN. None means we start a new swarm. */
+  ded_addr bootstrap[DED_BOOTSTRAP_MAX];
+  unsigned n_bootstrap;
+  /* How long to try the bootstrap addresses before giving up. */
+  uint64_t bootstrap_timeout_ns;
+  /* How long the first round waits for min_peers. */
+  uint64_t rendezvous_timeout_ns;
+  /* How long a round may take once joined: a coordinator commits with the
+   * members it has after this, and a member fails the round. */
+  uint64_t round_timeout_ns;
+  /* Size of the chunks a shard travels in. 0 = 64 KiB. */
+  uint32_t chunk_bytes;
+  /* Lifetime of our discovery record; refreshed at a third of it. 0 = 5 min. */
+  uint32_t record_ttl_ms;
+  /* Wall clock minus monotonic clock, in ns. */
+  int64_t wall_offset_ns;
+  /* Lines above this level are not formatted at all. */
+  int log_level;
+  /* This peer takes no part in rounds (backbone). */
+  bool no_rounds;
+  /* Allocator; NULL = libc. */
+  const ded_mem *mem;
+} ded_node_settings;
+
+/* What a finished round reports. */
+typedef struct ded_round_result {
+  int status;            /* 0 or a DED_ERR_* code */
+  uint64_t round;        /* the round number */
+  uint32_t contributors; /* members whose vectors were averaged (1 = alone) */
+  double total_weight;   /* sum of their weights */
+  bool alone;            /* the buffer was left as it was (no one else) */
+  bool late;             /* the round closed without us; we kept our own values */
+  /* The contributors' ids in summation order, |contributors| x
+   * DED_ID_BYTES; valid only during the callback; NULL when alone. */
+  const uint8_t *members;
+} ded_round_result;
+
+enum ded_event_type {
+  /* Bootstrap finished: status 0, or DED_ERR_BOOTSTRAP after the bound. */
+  DED_EVENT_BOOTSTRAP = 1,
+  /* A peer's connection became ready. */
+  DED_EVENT_PEER_UP = 2,
+  /* A peer went away (status: why). */
+  DED_EVENT_PEER_DOWN = 3,
+};
+
+typedef struct ded_event {
+  int type; /* enum ded_event_type */
+  int status;
+  uint8_t peer[DED_ID_BYTES];
+} ded_event;
+
+typedef struct ded_node_callbacks {
+  /*
+   * Open a connection |conn_id| to |addr|. Report the outcome later with
+   * ded_node_conn_connected() or ded_node_conn_closed(). Return nonzero if
+   * it cannot even be attempted (the node treats that as closed).
+   */
+  int (*connect)(void *user, uint32_t conn_id, const ded_addr *addr);
+  /* Close |conn_id|. The node has already forgotten it. */
+  void (*close)(void *user, uint32_t conn_id);
+  /* |conn_id| has bytes to send: poll ded_node_conn_pending() when writable. */
+  void (*want_write)(void *user, uint32_t conn_id);
+  /* A submitted round finished; |ctx| is ded_round_args.ctx. */
+  void (*round_done)(void *user, void *ctx, const ded_round_result *res);
+  /* Something the driver may want to know (optional). */
+  void (*event)(void *user, const ded_event *ev);
+  /* One formatted log line, without newline (optional). */
+  void (*log)(void *user, int level, const char *line);
+} ded_node_callbacks;
+
+/* One round: an intercepted all-reduce. */
+typedef struct ded_round_args {
+  void *buf;        /* in: this job's sum S_j; out: n_j * weighted mean */
+  uint64_t count;   /* elements, 1..DED_COUNT_MAX */
+  uint8_t dtype;    /* enum ded_dtype */
+  double weight;    /* w_j >= 0 */
+  uint32_t n_local; /* n_j >= 1: ranks whose sum |buf| holds */
+  void *ctx;        /* handed back to round_done */
+} ded_round_args;
+
+/*
+ * Creates a node. Returns 0 and sets |*out|, or DED_ERR_INVALID_ARG,
+ * DED_ERR_NOMEM. Nothing happens on the network until ded_node_start().
+ */
+int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb, void *user,
+                 uint64_t now_ns, ded_node **out);
+
+/* Frees the node. Rounds still in flight are NOT reported: finish them
+ * (ded_node_leave) first if anyone waits on them. */
+void ded_node_free(ded_node *node);
+
+/* Starts bootstrap. DED_EVENT_BOOTSTRAP reports the outcome. */
+int ded_node_start(ded_node *node, uint64_t now_ns);
+
+/* Our peer id. */
+const uint8_t *ded_node_id(const ded_node *node);
+
+/* An inbound connection from |remote|; sets |*conn_id|. DED_ERR_LIMIT if
+ * there are too many: the driver closes the socket. */
+int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *conn_id,
+                           uint64_t now_ns);
+
+/* An outbound connection asked for by the connect callback is established. */
+void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns);
+
+/* Bytes arrived on |conn_id|. The node may decide to close the connection
+ * (the close callback fires); unknown ids are ignored. */
+void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, size_t len,
+                        uint64_t now_ns);
+
+/* |conn_id| is gone (EOF, error, failed connect). |status| is informative. */
+void ded_node_conn_closed(ded_node *node, uint32_t conn_id, int status, uint64_t now_ns);
+
+/* A piece of output: |len| bytes at |base|. */
+typedef struct ded_iov {
+  const void *base;
+  size_t len;
+} ded_iov;
+
+/*
+ * Fills up to |max| pieces of what |conn_id| should send next, in order.
+ * Returns how many. The pieces stay valid until the next call into the
+ * node other than ded_node_conn_pending.
+ */
+int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int max);
+
+/* The driver handed |n| bytes of the pending output to the network. */
+void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns);
+
+/* When the node next needs ded_node_handle_expiry (UINT64_MAX: never). */
+uint64_t ded_node_expiry(const ded_node *node);
+
+/* Runs timers due at |now_ns|. */
+void ded_node_handle_expiry(ded_node *node, uint64_t now_ns);
+
+/*
+ * Starts the next round with |args|. Rounds are numbered in submission
+ * order, which must be the same on every job (the trainer's sequence of
+ * all-reduces). Returns the round number (>= 0) or DED_ERR_INVALID_ARG,
+ * DED_ERR_LIMIT (too many rounds in flight), DED_ERR_CLOSING, DED_ERR_NOMEM.
+ * round_done fires exactly once per accepted round, possibly from inside
+ * this call.
+ */
+int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns);
+
+/*
+ * Leaves the swarm: tells every peer, fails rounds in flight with
+ * DED_ERR_CLOSING, and accepts no more work. Keep driving the node until
+ * ded_node_flushed() so the goodbyes get out.
+ */
+void ded_node_leave(ded_node *node, uint64_t now_ns);
+
+/* True when no connection has output pending. */
+bool ded_node_flushed(const ded_node *node);
+
+/* Peers with a ready connection (not counting us). */
+unsigned ded_node_peer_count(const ded_node *node);
+
+#endif /* DED_NODE_H */

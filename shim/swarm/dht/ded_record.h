@@ -1,0 +1,84 @@
+/*
+ * ded_record.h: signed, expiring discovery records.
+ *
+ * A record is how a peer tells the swarm where to reach it. It is signed by
+ * the owner's key and names the run, so it cannot be forged, moved to
+ * another run, or replayed forever: it carries the owner's wall-clock issue
+ * time and a lifetime, and a newer sequence number replaces an older one.
+ *
+ * Encoding (little endian), signature over every byte before it:
+ *
+ *     u8   version (1)
+ *     u8   mode (enum ded_mode)
+ *     u16  flags (DED_RECORD_F_*)
+ *     pk   [32]
+ *     run  [32]     run id
+ *     u64  seq      strictly increasing per owner
+ *     u64  issued_ms  owner's wall clock, Unix ms
+ *     u32  ttl_ms
+ *     u8   naddr (<= DED_RECORD_ADDRS_MAX), then per address:
+ *          u8 family (4 or 6), ip [16], u16 port
+ *     u16  ext_len (<= DED_RECORD_EXT_MAX), ext [ext_len]
+ *     sig  [64]
+ */
+#ifndef DED_RECORD_H
+#define DED_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_limits.h"
+#include "../core/ded_types.h"
+#include "../crypto/ded_ident.h"
+
+#define DED_RECORD_VERSION 1
+
+/* Flags. */
+enum {
+  /* The owner takes no part in rounds: a backbone or an observer. */
+  DED_RECORD_F_NO_ROUNDS = 1 << 0,
+};
+
+typedef struct ded_record {
+  uint8_t mode;
+  uint16_t flags;
+  uint8_t pk[DED_PK_BYTES];
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  uint64_t seq;
+  uint64_t issued_ms;
+  uint32_t ttl_ms;
+  uint8_t naddr;
+  ded_addr addr[DED_RECORD_ADDRS_MAX];
+  uint16_t ext_len;
+  uint8_t ext[DED_RECORD_EXT_MAX];
+  uint8_t sig[DED_SIG_BYTES];
+} ded_record;
+
+/* Encodes |rec| (signature included) into |out|; the length or a negative
+ * error (DED_ERR_INVALID_ARG when |cap| is too small or |rec| malformed). */
+int ded_record_encode(const ded_record *rec, uint8_t *out, size_t cap);
+
+/* Fills in |rec->pk| and |rec->sig| from |ident|. */
+void ded_record_sign(ded_record *rec, const ded_ident *ident);
+
+/*
+ * Parses |len| bytes into |rec|, checking syntax only. DED_ERR_PROTO when
+ * the bytes are not exactly one well-formed record.
+ */
+int ded_record_decode(const uint8_t *p, size_t len, ded_record *rec);
+
+/*
+ * Checks what syntax cannot: the signature, the run, and the time window
+ * (issued no later than |now_ms| + skew, expiring no earlier than
+ * |now_ms| - skew). 0, DED_ERR_SIGNATURE, DED_ERR_WRONG_RUN or
+ * DED_ERR_EXPIRED.
+ */
+int ded_record_verify(const ded_record *rec, const uint8_t run_id[DED_RUN_ID_BYTES],
+                      uint64_t now_ms);
+
+/* Absolute expiry of |rec|, in the owner's clock. */
+static inline uint64_t ded_record_expiry_ms(const ded_record *rec) {
+  return rec->issued_ms + rec->ttl_ms;
+}
+
+#endif /* DED_RECORD_H */

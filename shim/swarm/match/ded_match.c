@@ -1,0 +1,122 @@
+#include "ded_match.h"
+
+#include <string.h>
+
+#include "../avg/ded_partition.h"
+#include "../core/ded_err.h"
+#include "../core/ded_limits.h"
+
+void ded_gather_init(ded_gather *g, uint64_t round, bool genesis) {
+  memset(g, 0, sizeof *g);
+  g->round = round;
+  g->genesis = genesis;
+}
+
+void ded_gather_free(ded_gather *g, const ded_mem *mem) {
+  ded_mem_free(mem, g->v);
+  g->v = NULL;
+  g->n = g->cap = 0;
+}
+
+static size_t gather_lower_bound(const ded_gather *g, const uint8_t id[DED_ID_BYTES]) {
+  size_t lo = 0, hi = g->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (memcmp(g->v[mid].id, id, DED_ID_BYTES) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+const ded_gather_join *ded_gather_find(const ded_gather *g, const uint8_t id[DED_ID_BYTES]) {
+  size_t i = gather_lower_bound(g, id);
+  return i < g->n && memcmp(g->v[i].id, id, DED_ID_BYTES) == 0 ? &g->v[i] : NULL;
+}
+
+int ded_gather_add(ded_gather *g, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   const ded_msg_join *join) {
+  size_t i = gather_lower_bound(g, id);
+  if (i < g->n && memcmp(g->v[i].id, id, DED_ID_BYTES) == 0) return DED_ERR_PROTO;
+  if (g->n >= DED_JOINS_MAX) return DED_ERR_LIMIT;
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 8;
+    ded_gather_join *v = ded_mem_realloc(mem, g->v, cap * sizeof *v);
+    if (!v) return DED_ERR_NOMEM;
+    g->v = v;
+    g->cap = cap;
+  }
+  memmove(&g->v[i + 1], &g->v[i], (g->n - i) * sizeof *g->v);
+  memcpy(g->v[i].id, id, DED_ID_BYTES);
+  g->v[i].join = *join;
+  g->n++;
+  return 0;
+}
+
+static bool gather_same_sig(const ded_msg_join *a, const ded_msg_join *b) {
+  return a->dtype == b->dtype && a->count == b->count;
+}
+
+void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count) {
+  DED_ASSERT(g->n > 0);
+  /* Joins are sorted by id, so the first joiner with a signature is its
+   * smallest: scanning in order and keeping strict improvements breaks
+   * ties towards the smallest id. O(n^2), n <= DED_JOINS_MAX, once per
+   * round. */
+  size_t best = 0, best_votes = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++) seen = gather_same_sig(&g->v[j].join, &g->v[i].join);
+    if (seen) continue;
+    size_t votes = 0;
+    for (size_t j = i; j < g->n; j++) votes += gather_same_sig(&g->v[j].join, &g->v[i].join);
+    if (votes > best_votes) {
+      best = i;
+      best_votes = votes;
+    }
+  }
+  *dtype = g->v[best].join.dtype;
+  *count = g->v[best].join.count;
+}
+
+int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
+                      ded_msg_commit *out) {
+  memset(out, 0, sizeof *out);
+  ded_gather_signature(g, &out->dtype, &out->count);
+  out->round = g->round;
+  size_t es = ded_dtype_size(out->dtype);
+  DED_ASSERT(es != 0 && chunk_bytes >= es && chunk_bytes <= DED_CHUNK_BYTES_MAX);
+  out->chunk_elems = (uint32_t)(chunk_bytes / es);
+  size_t k = 0;
+  for (size_t i = 0; i < g->n; i++)
+    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) k++;
+  DED_ASSERT(k >= 1 && k <= DED_ROUND_MEMBERS_MAX);
+  out->members = ded_mem_calloc(mem, k, sizeof *out->members);
+  if (!out->members) return DED_ERR_NOMEM;
+  uint64_t *off = ded_mem_calloc(mem, k, sizeof *off);
+  if (!off) {
+    ded_msg_commit_free(out, mem);
+    return DED_ERR_NOMEM;
+  }
+  ded_partition_equal(out->count, (unsigned)k, off);
+  size_t m = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    const ded_gather_join *j = &g->v[i];
+    if (j->join.dtype != out->dtype || j->join.count != out->count) continue;
+    memcpy(out->members[m].id, j->id, DED_ID_BYTES);
+    out->members[m].weight = j->join.weight;
+    out->members[m].n_local = j->join.n_local;
+    out->members[m].shard_off = off[m];
+    m++;
+  }
+  out->k = (uint16_t)k;
+  /* Nobody brought weight (every job set 0): average plainly by ranks
+   * rather than divide by zero. Members use the commit's weights. */
+  double total = 0.0;
+  for (size_t i = 0; i < k; i++) total += out->members[i].weight;
+  if (!(total > 0.0))
+    for (size_t i = 0; i < k; i++) out->members[i].weight = out->members[i].n_local;
+  ded_mem_free(mem, off);
+  return 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * ded_match.h: round matchmaking, the coordinator's side.
+ *
+ * Every round r is keyed by (run, r, buffer signature). One member
+ * coordinates it: the member at index r mod k of round r-1's membership,
+ * which every member of r-1 knows identically from r-1's COMMIT, so they
+ * all address the same coordinator without exchanging a word. The very
+ * first round of a swarm (genesis) has no previous membership: its
+ * coordinator is the smallest id a peer can see, and a would-be
+ * coordinator that knows a smaller one redirects the joiner there.
+ *
+ * The coordinator gathers JOINs, then fixes the round: the signature most
+ * joiners share, the members that have it in id order (the order of
+ * summation), and each member's shard. That COMMIT is what every member
+ * agrees on.
+ */
+#ifndef DED_MATCH_H
+#define DED_MATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_mem.h"
+#include "../core/ded_msg.h"
+
+/* Index of round |round|'s coordinator among |k| sorted members of round-1. */
+static inline unsigned ded_match_coordinator(uint64_t round, unsigned k) {
+  return (unsigned)(round % k);
+}
+
+typedef struct ded_gather_join {
+  uint8_t id[DED_ID_BYTES];
+  ded_msg_join join;
+} ded_gather_join;
+
+typedef struct ded_gather {
+  uint64_t round;
+  bool genesis;
+  ded_gather_join *v; /* sorted by id */
+  size_t n;
+  size_t cap;
+} ded_gather;
+
+void ded_gather_init(ded_gather *g, uint64_t round, bool genesis);
+void ded_gather_free(ded_gather *g, const ded_mem *mem);
+
+/* Adds |id|'s join. DED_ERR_PROTO if |id| already joined, DED_ERR_LIMIT
+ * past DED_JOINS_MAX, DED_ERR_NOMEM. */
+int ded_gather_add(ded_gather *g, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   const ded_msg_join *join);
+
+/* |id|'s join, or NULL. */
+const ded_gather_join *ded_gather_find(const ded_gather *g, const uint8_t id[DED_ID_BYTES]);
+
+/*
+ * The round's signature: the (dtype, count) most joiners share; on a tie,
+ * the one whose smallest joiner id is smallest. |g| must not be empty.
+ */
+void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count);
+
+/*
+ * Builds the COMMIT: joiners with the round's signature, in id order, with
+ * equal shares and chunks of |chunk_bytes| (rounded down to elements).
+ * |out->members| is allocated from |mem|; free with ded_msg_commit_free.
+ */
+int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
+                      ded_msg_commit *out);
+
+#endif /* DED_MATCH_H */

@@ -1,0 +1,330 @@
+/*
+ * sim_avg.c: randomized averaging runs over the simulator (issue-2 tier).
+ *
+ * Each seed draws a swarm of 1..16 nodes, their start times and bootstrap
+ * addresses, the network's latency, jitter and segmentation, per-node
+ * uplink rates and chunk sizes, every job's rank count and weight, the
+ * element type and vector length, how many buckets a step keeps in flight
+ * and how long each step computes. Every node runs the same sequence of
+ * rounds; afterwards every round is checked on every node:
+ *
+ *   agreement  every node reports the same contributors, in the same order;
+ *   validity   each node's buffer equals n_j * g bit for bit, where g is
+ *              recomputed here, independently, as the weighted mean of the
+ *              contributors' inputs summed in commit order;
+ *   liveness   every round completes, with everyone, within the time bound.
+ *
+ * Usage: sim_avg [--seeds N] [--first S] [--seed S] [-v]
+ * A failure prints its seed; --seed S -v replays it with the nodes' logs.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define MAX_NODES 16
+#define MAX_ROUNDS 12
+
+typedef struct round_out {
+  bool done;
+  int status;
+  ded_round_result res;
+  uint8_t members[MAX_NODES][DED_ID_BYTES];
+  uint64_t done_ns;
+} round_out;
+
+typedef struct job {
+  int node;
+  uint32_t n_local;
+  double weight;
+  int submitted;
+  int completed;
+  int inflight;
+  void *in[MAX_ROUNDS];  /* inputs, kept for the check */
+  void *buf[MAX_ROUNDS]; /* handed to the engine */
+  round_out out[MAX_ROUNDS];
+} job;
+
+typedef struct scenario {
+  uint64_t seed;
+  bool verbose;
+  sim *s;
+  int n;
+  int rounds;
+  int buckets;
+  uint8_t dtype;
+  uint64_t count;
+  uint64_t compute_max_ns;
+  job jobs[MAX_NODES];
+  int failures;
+  char why[512];
+} scenario;
+
+static size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 8; }
+
+static void fail(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(scenario *sc, const char *fmt, ...) {
+  if (sc->failures++ == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sc->why, sizeof sc->why, fmt, ap);
+    va_end(ap);
+  }
+}
+
+static void fill_input(scenario *sc, job *j, int r) {
+  size_t es = es_of(sc->dtype);
+  j->in[r] = malloc(sc->count * es);
+  j->buf[r] = malloc(sc->count * es);
+  sim_rng *rng = sim_rand(sc->s);
+  double scale = (double)(1 << sim_rng_range(rng, 0, 6));
+  for (uint64_t e = 0; e < sc->count; e++) {
+    double v = (sim_rng_unit(rng) * 2.0 - 1.0) * scale;
+    if (sc->dtype == DED_DTYPE_F32)
+      ((float *)j->in[r])[e] = (float)v;
+    else
+      ((double *)j->in[r])[e] = v;
+  }
+  memcpy(j->buf[r], j->in[r], sc->count * es);
+}
+
+static void submit_next(scenario *sc, job *j) {
+  int r = j->submitted;
+  fill_input(sc, j, r);
+  ded_round_args a = {j->buf[r], sc->count, sc->dtype, j->weight, j->n_local,
+                      (void *)(intptr_t)r};
+  /* Counted first: the round may finish inside the call (alone). */
+  j->submitted++;
+  j->inflight++;
+  int64_t no = ded_node_round_submit(sim_node(sc->s, j->node), &a, sim_now(sc->s));
+  if (no != r) fail(sc, "node %d: submit of round %d returned %" PRId64, j->node, r, no);
+}
+
+/* A step: submit a bucket; the rest of the step's buckets follow after
+ * small gaps, up to |buckets| in flight. */
+static void hook_timer(void *user, int node, uint64_t tag) {
+  scenario *sc = user;
+  job *j = &sc->jobs[node];
+  (void)tag;
+  if (j->submitted >= sc->rounds || j->inflight >= sc->buckets) return;
+  submit_next(sc, j);
+  if (j->submitted < sc->rounds && j->inflight < sc->buckets &&
+      j->submitted % sc->buckets != 0)
+    sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, 2000000), 0);
+}
+
+static void hook_started(void *user, int node) {
+  scenario *sc = user;
+  sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns), 0);
+}
+
+static void hook_round_done(void *user, int node, void *ctx, const ded_round_result *res) {
+  scenario *sc = user;
+  job *j = &sc->jobs[node];
+  int r = (int)(intptr_t)ctx;
+  round_out *o = &j->out[r];
+  if (o->done) {
+    fail(sc, "node %d round %d reported twice", node, r);
+    return;
+  }
+  o->done = true;
+  o->status = res->status;
+  o->res = *res;
+  o->res.members = NULL;
+  o->done_ns = sim_now(sc->s);
+  if (res->members && res->contributors <= MAX_NODES)
+    memcpy(o->members, res->members, (size_t)res->contributors * DED_ID_BYTES);
+  j->inflight--;
+  j->completed++;
+  /* Next step once the whole step is in. */
+  if (j->inflight == 0 && j->submitted < sc->rounds)
+    sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns), 0);
+  bool all = true;
+  for (int i = 0; i < sc->n; i++) all &= sc->jobs[i].completed == sc->rounds;
+  if (all) sim_stop(sc->s);
+}
+
+static void hook_log(void *user, int node, int level, const char *line) {
+  scenario *sc = user;
+  if (sc->verbose) printf("%12.6f n%-2d %d %s\n", (double)sim_now(sc->s) / 1e9, node, level, line);
+}
+
+/* Reference: g = sum_m a_m x_m / W in commit order, then out = n_j * g. */
+static void check_round(scenario *sc, int r) {
+  job *j0 = &sc->jobs[0];
+  const round_out *o0 = &j0->out[r];
+  unsigned k = o0->res.contributors;
+  if (o0->res.alone) { /* alone: the buffer must be untouched */
+    for (int i = 0; i < sc->n; i++)
+      if (!sc->jobs[i].out[r].res.alone ||
+          memcmp(sc->jobs[i].in[r], sc->jobs[i].buf[r], sc->count * es_of(sc->dtype)) != 0)
+        fail(sc, "round %d node %d: alone but buffer changed", r, i);
+    return;
+  }
+  int order[MAX_NODES];
+  for (unsigned m = 0; m < k; m++) {
+    order[m] = -1;
+    for (int i = 0; i < sc->n; i++)
+      if (memcmp(ded_node_id(sim_node(sc->s, i)), o0->members[m], DED_ID_BYTES) == 0) order[m] = i;
+    if (order[m] < 0) {
+      fail(sc, "round %d: unknown member", r);
+      return;
+    }
+  }
+  double W = 0;
+  for (unsigned m = 0; m < k; m++) W += sc->jobs[order[m]].weight;
+  size_t es = es_of(sc->dtype);
+  for (int i = 0; i < sc->n; i++) {
+    const job *j = &sc->jobs[i];
+    const round_out *o = &j->out[r];
+    if (o->res.contributors != k || memcmp(o->members, o0->members, k * DED_ID_BYTES) != 0 ||
+        o->res.total_weight != o0->res.total_weight) {
+      fail(sc, "round %d: node %d disagrees on the contributors", r, i);
+      return;
+    }
+    for (uint64_t e = 0; e < sc->count; e++) {
+      if (sc->dtype == DED_DTYPE_F32) {
+        float acc = 0, want;
+        for (unsigned m = 0; m < k; m++) {
+          const job *c = &sc->jobs[order[m]];
+          float a = (float)(c->weight / (double)c->n_local);
+          float x = ((const float *)c->in[r])[e];
+          acc = m == 0 ? a * x : acc + a * x;
+        }
+        want = k == 1 ? ((const float *)j->in[r])[e] : (float)j->n_local * (acc / (float)W);
+        float got = ((const float *)j->buf[r])[e];
+        if (memcmp(&got, &want, sizeof got) != 0) {
+          fail(sc, "round %d node %d elem %" PRIu64 ": got %.9g want %.9g", r, i, e, got, want);
+          return;
+        }
+      } else {
+        double acc = 0, want;
+        for (unsigned m = 0; m < k; m++) {
+          const job *c = &sc->jobs[order[m]];
+          double a = c->weight / (double)c->n_local;
+          double x = ((const double *)c->in[r])[e];
+          acc = m == 0 ? a * x : acc + a * x;
+        }
+        want = k == 1 ? ((const double *)j->in[r])[e] : (double)j->n_local * (acc / W);
+        double got = ((const double *)j->buf[r])[e];
+        if (memcmp(&got, &want, sizeof got) != 0) {
+          fail(sc, "round %d node %d elem %" PRIu64 ": got %.17g want %.17g", r, i, e, got, want);
+          return;
+        }
+      }
+    }
+    (void)es;
+  }
+}
+
+static int run_seed(uint64_t seed, bool verbose) {
+  scenario *sc = calloc(1, sizeof *sc);
+  sc->seed = seed;
+  sc->verbose = verbose;
+  sim_rng pick;
+  sim_rng_seed(&pick, seed ^ 0x5eed5eed5eedull);
+  sc->n = (int)sim_rng_range(&pick, 1, MAX_NODES);
+  if (sim_rng_chance(&pick, 0.3)) sc->n = (int)sim_rng_range(&pick, 2, 4);
+  sc->rounds = (int)sim_rng_range(&pick, 1, MAX_ROUNDS);
+  sc->buckets = (int)sim_rng_range(&pick, 1, 4);
+  sc->dtype = sim_rng_chance(&pick, 0.5) ? DED_DTYPE_F32 : DED_DTYPE_F64;
+  sc->count = sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.2) ? 40 : 3000);
+  sc->compute_max_ns = sim_rng_range(&pick, 0, 50) * 1000000ull;
+  sim_link_params lp = {
+      sim_rng_range(&pick, 10, 30000) * 1000ull,  /* latency 10 us .. 30 ms */
+      sim_rng_range(&pick, 0, 20000) * 1000ull,   /* jitter 0 .. 20 ms */
+      (uint32_t)sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.3) ? 64 : 20000),
+  };
+  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL};
+  sc->s = sim_new(seed, sc->n, &lp, &hooks);
+  for (int i = 0; i < sc->n; i++) {
+    job *j = &sc->jobs[i];
+    j->node = i;
+    j->n_local = 1u << sim_rng_range(&pick, 0, 2);
+    j->weight = sim_rng_chance(&pick, 0.5) ? (double)j->n_local
+                                           : (double)sim_rng_range(&pick, 1, 1000) / 8.0;
+    sim_node_params p;
+    memset(&p, 0, sizeof p);
+    p.settings.run = "sim";
+    p.settings.min_peers = (uint32_t)sc->n;
+    p.settings.bootstrap_timeout_ns = 60ull * 1000000000ull;
+    p.settings.rendezvous_timeout_ns = 60ull * 1000000000ull;
+    p.settings.round_timeout_ns = 30ull * 1000000000ull;
+    p.settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
+    p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
+    /* Bootstrap through an earlier node (or ourselves: the first peer may
+     * list its own address, as a shared DEDMPI_JOIN does). */
+    if (i > 0 || sim_rng_chance(&pick, 0.5)) {
+      p.settings.bootstrap[0] = sim_node_addr(i == 0 ? 0 : (int)sim_rng_range(&pick, 0, (uint64_t)i - 1));
+      p.settings.n_bootstrap = 1;
+      if (i > 1 && sim_rng_chance(&pick, 0.3)) {
+        p.settings.bootstrap[1] = sim_node_addr((int)sim_rng_range(&pick, 0, (uint64_t)sc->n - 1));
+        p.settings.n_bootstrap = 2;
+      }
+    }
+    p.start_ns = sim_rng_range(&pick, 0, 300) * 1000000ull;
+    p.uplink_bytes_per_s = (double)sim_rng_range(&pick, 1, 100) * 1e6;
+    sim_node_setup(sc->s, i, &p);
+  }
+  const uint64_t bound_ns = 600ull * 1000000000ull;
+  sim_run(sc->s, bound_ns);
+  for (int i = 0; i < sc->n && !sc->failures; i++)
+    for (int r = 0; r < sc->rounds && !sc->failures; r++) {
+      const round_out *o = &sc->jobs[i].out[r];
+      if (!o->done)
+        fail(sc, "liveness: node %d round %d not done by %.0f s", i, r, (double)bound_ns / 1e9);
+      else if (o->status != 0)
+        fail(sc, "node %d round %d failed: %s", i, r, ded_strerror(o->status));
+      else if ((int)o->res.contributors != sc->n)
+        fail(sc, "node %d round %d: %u contributors of %d", i, r, o->res.contributors, sc->n);
+    }
+  for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
+  /* Everyone leaves; the goodbyes must flow without incident. */
+  for (int i = 0; i < sc->n; i++) ded_node_leave(sim_node(sc->s, i), sim_now(sc->s));
+  sim_run(sc->s, sim_now(sc->s) + 10ull * 1000000000ull);
+  int rv = sc->failures ? 1 : 0;
+  if (rv)
+    printf("FAIL seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 ": %s\n"
+           "  replay: sim_avg --seed %" PRIu64 " -v\n",
+           seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count, sc->why, seed);
+  else if (verbose)
+    printf("ok seed=%" PRIu64 " nodes=%d rounds=%d events=%" PRIu64 " t=%.3fs\n", seed, sc->n,
+           sc->rounds, sim_events(sc->s), (double)sim_now(sc->s) / 1e9);
+  for (int i = 0; i < sc->n; i++)
+    for (int r = 0; r < sc->jobs[i].submitted; r++) {
+      free(sc->jobs[i].in[r]);
+      free(sc->jobs[i].buf[r]);
+    }
+  sim_free(sc->s);
+  free(sc);
+  return rv;
+}
+
+int main(int argc, char **argv) {
+  uint64_t first = 1, seeds = 200;
+  bool verbose = false, one = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
+      seeds = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--first") && i + 1 < argc)
+      first = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+      first = strtoull(argv[++i], NULL, 0);
+      one = true;
+    } else if (!strcmp(argv[i], "-v"))
+      verbose = true;
+    else {
+      fprintf(stderr, "usage: %s [--seeds N] [--first S] [--seed S] [-v]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (one) seeds = 1;
+  int failed = 0;
+  for (uint64_t s = first; s < first + seeds; s++) failed += run_seed(s, verbose);
+  printf("sim_avg: %" PRIu64 " seeds, %d failed\n", seeds, failed);
+  return failed ? 1 : 0;
+}
