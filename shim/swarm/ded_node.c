@@ -232,10 +232,9 @@ DED_PRINTF(3, 4)
 static void node_log(ded_node *node, int level, const char *fmt, ...) {
   if (!node->cb.log || level > node->s.log_level) return;
   char line[512];
-  int n = snprintf(line, sizeof line, "[%s] ", node->sid);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   node->cb.log(node->user, level, line);
 }

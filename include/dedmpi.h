@@ -1,0 +1,66 @@
+/*
+ * dedmpi.h: what a trainer can ask dedmpi beyond plain MPI.
+ *
+ * Nothing here is needed: an unmodified MPI program runs under dedmpi as
+ * it is. A trainer that wants to know who contributed to its last
+ * all-reduce, or to weight its contribution by samples, includes this
+ * header and links with -ldedmpi (or, under LD_PRELOAD only, looks the
+ * symbols up with dlsym(RTLD_DEFAULT, "dedmpi_last_round")).
+ *
+ * Every function may be called from any rank, after MPI_Init and before
+ * MPI_Finalize, from any thread. They return MPI error codes.
+ */
+#ifndef DEDMPI_H
+#define DEDMPI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEDMPI_VERSION_MAJOR 0
+#define DEDMPI_VERSION_MINOR 1
+
+/* What happened in one swarm all-reduce (one "round"). */
+typedef struct dedmpi_round_info {
+  /* The round's number: the swarm's count of averaged all-reduces. */
+  unsigned long long round;
+  /* Jobs whose buffers were averaged, this one included; 1 = alone. */
+  int contributors;
+  /* Sum of the contributors' weights (by default their rank counts, so
+   * for jobs of one rank each this equals |contributors|). */
+  double total_weight;
+  /* 1 when this job's buffer was left as its own local sum: no other job
+   * took part (or the round closed before this job joined, see |late|). */
+  int alone;
+  /* 1 when the round closed before this job joined it. */
+  int late;
+  /* MPI_SUCCESS, or the error code the all-reduce returned. */
+  int error;
+} dedmpi_round_info;
+
+/*
+ * Fills |info| with the last swarm all-reduce this process completed
+ * (blocking or not). Returns MPI_SUCCESS, MPI_ERR_ARG if |info| is NULL,
+ * or MPI_ERR_OTHER if no all-reduce has gone to the swarm yet.
+ */
+int dedmpi_last_round(dedmpi_round_info *info);
+
+/*
+ * Sets this job's weight w_j for the all-reduces that start after the call
+ * (for example the number of samples behind this step's gradient). The
+ * swarm returns n_j * sum_j(w_j * S_j / n_j) / sum_j(w_j); the default
+ * w_j = n_j gives the plain mean over all ranks of all jobs. The job's
+ * rank 0 value counts; call it on every rank with the same value.
+ * Returns MPI_SUCCESS or MPI_ERR_ARG (negative, NaN or infinite).
+ */
+int dedmpi_set_weight(double weight);
+
+/* 1 if this process's large float sums go to the swarm, 0 if dedmpi is
+ * passing everything through (DEDMPI_DISABLE=1, or no dedmpi at all). */
+int dedmpi_active(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DEDMPI_H */

@@ -1,0 +1,778 @@
+/*
+ * ded_driver.c: epoll, TCP and a thread around one ded_node.
+ *
+ * Every call into the node happens on the driver thread. After each one,
+ * driver_settle() carries out what the node asked for through its
+ * callbacks: connections it closed are closed, connections it gave output
+ * are written until the kernel pushes back (then EPOLLOUT takes over).
+ */
+#define _GNU_SOURCE
+#include "ded_driver.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/ded_assert.h"
+#include "crypto/ded_ident.h"
+
+#define DRV_READ_BYTES (256 * 1024)
+#define DRV_READS_PER_EVENT 16
+#define DRV_IOV_MAX 64
+#define DRV_EVENTS_MAX 64
+#define DRV_TAG_LISTEN UINT64_MAX
+#define DRV_TAG_WAKE (UINT64_MAX - 1)
+
+typedef struct dconn {
+  uint32_t id;
+  int fd;
+  bool connecting;
+  bool out_armed; /* EPOLLOUT is in the interest set */
+  bool dirty;     /* the node may have output for it */
+  bool closing;   /* the node closed it: close the socket */
+  bool in_list;   /* on the settle list */
+  struct dconn *next_settle;
+} dconn;
+
+typedef struct pending_round {
+  struct pending_round *next;
+  ded_round_args args;
+} pending_round;
+
+struct ded_driver {
+  ded_driver_config cfg;
+  char log_prefix[64];
+  ded_node *node;
+  char sid[9];
+  int ep, listen_fd, wake_fd;
+  uint16_t port;
+  pthread_t thread;
+  bool thread_started;
+  /* Connections by node slot (id & 0xffff). */
+  dconn **conns;
+  uint32_t nconns;
+  dconn *settle; /* conns with work for driver_settle */
+  uint8_t *rbuf;
+  /* Shared with other threads, under |mu|. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pending_round *subs_head, *subs_tail;
+  bool stop_requested;
+  uint64_t flush_ns;
+  bool booted;
+  int boot_status;
+  bool leaving;
+  uint64_t leave_deadline_ns;
+};
+
+uint64_t ded_driver_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t drv_wall_offset_ns(void) {
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  int64_t wall = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
+  return wall - (int64_t)ded_driver_now_ns();
+}
+
+static const char *drv_level_name(int level) {
+  switch (level) {
+  case DED_LOG_ERROR: return "error";
+  case DED_LOG_WARN: return "warning";
+  case DED_LOG_INFO: return "info";
+  default: return "debug";
+  }
+}
+
+static void drv_write_log(const ded_driver *d, int level, const char *line) {
+  struct timespec rt;
+  struct tm tm;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  localtime_r(&rt.tv_sec, &tm);
+  fprintf(stderr, "%02d:%02d:%02d.%03ld %s %s: %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+          rt.tv_nsec / 1000000, d->log_prefix, drv_level_name(level), line);
+}
+
+DED_PRINTF(3, 4)
+static void drv_log(const ded_driver *d, int level, const char *fmt, ...) {
+  if (level > d->cfg.node.log_level) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  drv_write_log(d, level, line);
+}
+
+/* ---------------------------------------------------------------- addresses */
+
+static void addr_to_sockaddr(const ded_addr *a, struct sockaddr_storage *ss, socklen_t *len) {
+  memset(ss, 0, sizeof *ss);
+  if (a->family == 6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    memcpy(&s6->sin6_addr, a->ip, 16);
+    s6->sin6_port = htons(a->port);
+    *len = sizeof *s6;
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    memcpy(&s4->sin_addr, a->ip, 4);
+    s4->sin_port = htons(a->port);
+    *len = sizeof *s4;
+  }
+}
+
+static void sockaddr_to_addr(const struct sockaddr *sa, ded_addr *a) {
+  memset(a, 0, sizeof *a);
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    a->family = 6;
+    memcpy(a->ip, &s6->sin6_addr, 16);
+    a->port = ntohs(s6->sin6_port);
+  } else if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+    a->family = 4;
+    memcpy(a->ip, &s4->sin_addr, 4);
+    a->port = ntohs(s4->sin_port);
+  }
+}
+
+/* Splits "host:port" / "[v6]:port" into its parts. */
+static int split_host_port(const char *text, char *host, size_t hostlen, char *port,
+                           size_t portlen) {
+  const char *colon;
+  if (text[0] == '[') {
+    const char *end = strchr(text, ']');
+    if (!end || end[1] != ':') return -1;
+    if ((size_t)(end - text - 1) >= hostlen) return -1;
+    memcpy(host, text + 1, (size_t)(end - text - 1));
+    host[end - text - 1] = '\0';
+    colon = end + 1;
+  } else {
+    colon = strrchr(text, ':');
+    if (!colon || (size_t)(colon - text) >= hostlen) return -1;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+  }
+  if (strlen(colon + 1) == 0 || strlen(colon + 1) >= portlen) return -1;
+  for (const char *c = colon + 1; *c; c++)
+    if (*c < '0' || *c > '9') return -1;
+  long p = strtol(colon + 1, NULL, 10);
+  if (p < 0 || p > 65535) return -1;
+  snprintf(port, portlen, "%s", colon + 1);
+  return 0;
+}
+
+/* Resolves "host:port" (names allowed). An empty host means "any". */
+static int resolve(const char *text, bool allow_any, ded_addr *out, char *err, size_t errlen) {
+  char host[256], port[16];
+  if (split_host_port(text, host, sizeof host, port, sizeof port) != 0) {
+    snprintf(err, errlen, "'%s' is not host:port", text);
+    return DED_ERR_INVALID_ARG;
+  }
+  if (host[0] == '\0' || strcmp(host, "*") == 0) {
+    if (!allow_any) {
+      snprintf(err, errlen, "'%s' has no host", text);
+      return DED_ERR_INVALID_ARG;
+    }
+    snprintf(host, sizeof host, "0.0.0.0");
+  }
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rv = getaddrinfo(host, port, &hints, &res);
+  if (rv != 0 || !res) {
+    snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rv));
+    return DED_ERR_INVALID_ARG;
+  }
+  /* Prefer IPv4: loopback labs and most home links. */
+  struct addrinfo *pick = res;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+    if (ai->ai_family == AF_INET) {
+      pick = ai;
+      break;
+    }
+  sockaddr_to_addr(pick->ai_addr, out);
+  freeaddrinfo(res);
+  return 0;
+}
+
+static int resolve_list(const char *text, ded_addr *out, unsigned max, unsigned *n, bool allow_any,
+                        char *err, size_t errlen) {
+  *n = 0;
+  if (!text) return 0;
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s", text);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    if (*tok == '\0') continue;
+    if (*n >= max) {
+      snprintf(err, errlen, "more than %u addresses in '%s'", max, text);
+      return DED_ERR_INVALID_ARG;
+    }
+    int rv = resolve(tok, allow_any, &out[*n], err, errlen);
+    if (rv) return rv;
+    (*n)++;
+  }
+  return 0;
+}
+
+/* The addresses others may reach us on, when none was announced: the
+ * listen address itself if it is specific, else every IPv4 address of an
+ * interface that is up, non-loopback first, loopback last (peers on this
+ * same machine). */
+static void find_announce(const ded_addr *listen, ded_addr *out, unsigned *n) {
+  *n = 0;
+  if (!ded_addr_is_any(listen)) {
+    out[(*n)++] = *listen;
+    return;
+  }
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0) return;
+  for (int pass = 0; pass < 2; pass++)
+    for (struct ifaddrs *i = ifs; i && *n < DED_RECORD_ADDRS_MAX; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+      bool loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+      if (loop != (pass == 1)) continue;
+      ded_addr a;
+      sockaddr_to_addr(i->ifa_addr, &a);
+      a.port = listen->port;
+      out[(*n)++] = a;
+    }
+  freeifaddrs(ifs);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static dconn *dconn_get(ded_driver *d, uint32_t id) {
+  uint32_t slot = id & 0xffff;
+  if (slot >= d->nconns || !d->conns[slot] || d->conns[slot]->id != id) return NULL;
+  return d->conns[slot];
+}
+
+static dconn *dconn_add(ded_driver *d, uint32_t id, int fd) {
+  uint32_t slot = id & 0xffff;
+  if (slot >= d->nconns) {
+    uint32_t n = d->nconns ? d->nconns : 16;
+    while (n <= slot) n *= 2;
+    dconn **v = realloc(d->conns, n * sizeof *v);
+    if (!v) return NULL;
+    for (uint32_t i = d->nconns; i < n; i++) v[i] = NULL;
+    d->conns = v;
+    d->nconns = n;
+  }
+  DED_ASSERT(!d->conns[slot]);
+  dconn *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->id = id;
+  c->fd = fd;
+  d->conns[slot] = c;
+  return c;
+}
+
+static void settle_mark(ded_driver *d, dconn *c) {
+  if (c->in_list) return;
+  c->in_list = true;
+  c->next_settle = d->settle;
+  d->settle = c;
+}
+
+static void dconn_drop(ded_driver *d, dconn *c) {
+  epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  d->conns[c->id & 0xffff] = NULL;
+  free(c);
+}
+
+static void set_out(ded_driver *d, dconn *c, bool on) {
+  if (c->out_armed == on) return;
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0);
+  ev.data.u64 = c->id;
+  epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
+  c->out_armed = on;
+}
+
+static void sock_tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+/* The node dropped |c|, or the socket failed: tell the node (unless it
+ * initiated), then close. */
+static void dconn_fail(ded_driver *d, dconn *c, int status) {
+  if (c->closing) return;
+  c->closing = true;
+  ded_node_conn_closed(d->node, c->id, status, ded_driver_now_ns());
+  settle_mark(d, c);
+}
+
+/* Writes what the node has for |c| until done or the kernel is full. */
+static void dconn_flush(ded_driver *d, dconn *c) {
+  c->dirty = false;
+  if (c->connecting || c->closing) return;
+  for (;;) {
+    ded_iov iov[DRV_IOV_MAX];
+    struct iovec sys[DRV_IOV_MAX];
+    int n = ded_node_conn_pending(d->node, c->id, iov, DRV_IOV_MAX);
+    if (n == 0) {
+      set_out(d, c, false);
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      sys[i].iov_base = (void *)iov[i].base;
+      sys[i].iov_len = iov[i].len;
+    }
+    ssize_t w = writev(c->fd, sys, n);
+    if (w > 0) {
+      ded_node_conn_consume(d->node, c->id, (size_t)w, ded_driver_now_ns());
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      set_out(d, c, true);
+      return;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    dconn_fail(d, c, DED_ERR_PEER_LOST);
+    return;
+  }
+}
+
+/* Carries out what the node asked for during the last calls. */
+static void driver_settle(ded_driver *d) {
+  while (d->settle) {
+    dconn *c = d->settle;
+    d->settle = c->next_settle;
+    c->in_list = false;
+    if (c->closing)
+      dconn_drop(d, c);
+    else if (c->dirty)
+      dconn_flush(d, c);
+  }
+}
+
+/* ---------------------------------------------------------------- node callbacks */
+
+static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
+  ded_driver *d = user;
+  struct sockaddr_storage ss;
+  socklen_t len;
+  addr_to_sockaddr(addr, &ss, &len);
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sock_tune(fd);
+  int rv = connect(fd, (struct sockaddr *)&ss, len);
+  if (rv < 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  dconn *c = dconn_add(d, conn_id, fd);
+  if (!c) {
+    close(fd);
+    return -1;
+  }
+  c->connecting = true;
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = conn_id;
+  c->out_armed = true;
+  if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    d->conns[conn_id & 0xffff] = NULL;
+    free(c);
+    close(fd);
+    return -1;
+  }
+  return 0;
+}
+
+static void cb_close(void *user, uint32_t conn_id) {
+  ded_driver *d = user;
+  dconn *c = dconn_get(d, conn_id);
+  if (!c) return;
+  c->closing = true;
+  settle_mark(d, c);
+}
+
+static void cb_want_write(void *user, uint32_t conn_id) {
+  ded_driver *d = user;
+  dconn *c = dconn_get(d, conn_id);
+  if (!c) return;
+  c->dirty = true;
+  settle_mark(d, c);
+}
+
+static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
+  ded_driver *d = user;
+  d->cfg.done(d->cfg.user, ctx, res);
+}
+
+static void cb_event(void *user, const ded_event *ev) {
+  ded_driver *d = user;
+  if (ev->type != DED_EVENT_BOOTSTRAP) return;
+  pthread_mutex_lock(&d->mu);
+  d->booted = true;
+  d->boot_status = ev->status;
+  pthread_cond_broadcast(&d->cv);
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void cb_log(void *user, int level, const char *line) { drv_write_log(user, level, line); }
+
+static const ded_node_callbacks drv_callbacks = {cb_connect, cb_close, cb_want_write,
+                                                 cb_round_done, cb_event, cb_log};
+
+/* ---------------------------------------------------------------- the loop */
+
+static void on_accept(ded_driver *d) {
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = accept4(d->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return; /* EAGAIN, or a transient error: epoll tells us again */
+    sock_tune(fd);
+    ded_addr remote;
+    sockaddr_to_addr((struct sockaddr *)&ss, &remote);
+    uint32_t id;
+    if (ded_node_conn_accepted(d->node, &remote, &id, ded_driver_now_ns()) != 0) {
+      close(fd);
+      continue;
+    }
+    dconn *c = dconn_add(d, id, fd);
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = id;
+    if (!c || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      if (c) d->conns[id & 0xffff] = NULL;
+      free(c);
+      close(fd);
+      ded_node_conn_closed(d->node, id, DED_ERR_INTERNAL, ded_driver_now_ns());
+      continue;
+    }
+    /* The node queued its HELLO already (want_write fired before we knew
+     * the fd): flush now. */
+    c->dirty = true;
+    settle_mark(d, c);
+    driver_settle(d);
+  }
+}
+
+static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
+  if (c->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      dconn_fail(d, c, DED_ERR_PEER_LOST);
+      return;
+    }
+    c->connecting = false;
+    ded_node_conn_connected(d->node, c->id, ded_driver_now_ns());
+    c->dirty = true;
+    settle_mark(d, c);
+  }
+  uint32_t id = c->id;
+  driver_settle(d);
+  if (!dconn_get(d, id)) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    for (int i = 0; i < DRV_READS_PER_EVENT; i++) {
+      ssize_t r = read(c->fd, d->rbuf, DRV_READ_BYTES);
+      if (r > 0) {
+        ded_node_conn_recv(d->node, id, d->rbuf, (size_t)r, ded_driver_now_ns());
+        if (c->closing) break;
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      dconn_fail(d, c, DED_ERR_PEER_LOST); /* EOF or error */
+      break;
+    }
+    driver_settle(d);
+    if (!dconn_get(d, id)) return;
+  }
+  if ((events & EPOLLOUT) && !c->closing) {
+    c->dirty = true;
+    settle_mark(d, c);
+    driver_settle(d);
+  }
+}
+
+/* Moves queued submissions into the node; handles a stop request. */
+static void on_wake(ded_driver *d) {
+  uint64_t v;
+  while (read(d->wake_fd, &v, sizeof v) > 0) {
+  }
+  pthread_mutex_lock(&d->mu);
+  pending_round *list = d->subs_head;
+  d->subs_head = d->subs_tail = NULL;
+  bool stop = d->stop_requested;
+  pthread_mutex_unlock(&d->mu);
+  while (list) {
+    pending_round *p = list;
+    list = p->next;
+    int64_t rv = ded_node_round_submit(d->node, &p->args, ded_driver_now_ns());
+    if (rv < 0) {
+      ded_round_result res;
+      memset(&res, 0, sizeof res);
+      res.status = (int)rv;
+      d->cfg.done(d->cfg.user, p->args.ctx, &res);
+    }
+    free(p);
+  }
+  if (stop && !d->leaving) {
+    d->leaving = true;
+    d->leave_deadline_ns = ded_driver_now_ns() + d->flush_ns;
+    ded_node_leave(d->node, ded_driver_now_ns());
+  }
+  driver_settle(d);
+}
+
+static void *driver_main(void *arg) {
+  ded_driver *d = arg;
+  struct epoll_event evs[DRV_EVENTS_MAX];
+  for (;;) {
+    uint64_t now = ded_driver_now_ns();
+    if (d->leaving && (ded_node_flushed(d->node) || now >= d->leave_deadline_ns)) break;
+    uint64_t exp = ded_node_expiry(d->node);
+    if (d->leaving) exp = DED_MIN(exp, d->leave_deadline_ns);
+    int timeout = exp <= now ? 0 : (int)DED_MIN((exp - now + 999999) / 1000000, 1000);
+    int n = epoll_wait(d->ep, evs, DRV_EVENTS_MAX, timeout);
+    for (int i = 0; i < n; i++) {
+      uint64_t tag = evs[i].data.u64;
+      if (tag == DRV_TAG_LISTEN)
+        on_accept(d);
+      else if (tag == DRV_TAG_WAKE)
+        on_wake(d);
+      else {
+        dconn *c = dconn_get(d, (uint32_t)tag);
+        if (c) on_conn(d, c, evs[i].events);
+      }
+    }
+    now = ded_driver_now_ns();
+    if (now >= ded_node_expiry(d->node)) {
+      ded_node_handle_expiry(d->node, now);
+      driver_settle(d);
+    }
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- API */
+
+static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  socklen_t len;
+  addr_to_sockaddr(a, &ss, &len);
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+    char txt[64];
+    ded_addr_format(a, txt, sizeof txt);
+    snprintf(err, errlen, "cannot listen on %s: %s", txt, strerror(errno));
+    if (fd >= 0) close(fd);
+    return DED_ERR_INVALID_ARG;
+  }
+  len = sizeof ss;
+  getsockname(fd, (struct sockaddr *)&ss, &len);
+  ded_addr bound;
+  sockaddr_to_addr((struct sockaddr *)&ss, &bound);
+  d->port = bound.port;
+  d->listen_fd = fd;
+  return 0;
+}
+
+static void driver_free(ded_driver *d) {
+  for (uint32_t i = 0; i < d->nconns; i++)
+    if (d->conns[i]) {
+      close(d->conns[i]->fd);
+      free(d->conns[i]);
+    }
+  free(d->conns);
+  while (d->subs_head) {
+    pending_round *p = d->subs_head;
+    d->subs_head = p->next;
+    free(p);
+  }
+  ded_node_free(d->node);
+  if (d->listen_fd >= 0) close(d->listen_fd);
+  if (d->wake_fd >= 0) close(d->wake_fd);
+  if (d->ep >= 0) close(d->ep);
+  free(d->rbuf);
+  pthread_mutex_destroy(&d->mu);
+  pthread_cond_destroy(&d->cv);
+  free(d);
+}
+
+static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, size_t errlen) {
+  int rv = resolve_list(d->cfg.join, st->bootstrap, DED_BOOTSTRAP_MAX, &st->n_bootstrap, false,
+                        err, errlen);
+  if (rv) return rv;
+  if (d->cfg.listen && d->cfg.listen[0]) {
+    ded_addr la;
+    rv = resolve(d->cfg.listen, true, &la, err, errlen);
+    if (rv) return rv;
+    rv = open_listener(d, &la, err, errlen);
+    if (rv) return rv;
+    la.port = d->port;
+    if (d->cfg.announce && d->cfg.announce[0]) {
+      rv = resolve_list(d->cfg.announce, st->announce, DED_RECORD_ADDRS_MAX, &st->n_announce,
+                        false, err, errlen);
+      if (rv) return rv;
+    } else {
+      find_announce(&la, st->announce, &st->n_announce);
+    }
+  }
+  return 0;
+}
+
+int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen) {
+  *out = NULL;
+  err[0] = '\0';
+  ded_driver *d = calloc(1, sizeof *d);
+  if (!d) return DED_ERR_NOMEM;
+  d->cfg = *cfg;
+  d->ep = d->listen_fd = d->wake_fd = -1;
+  snprintf(d->log_prefix, sizeof d->log_prefix, "%s", cfg->log_prefix ? cfg->log_prefix : "dedmpi");
+  pthread_mutex_init(&d->mu, NULL);
+  pthread_cond_init(&d->cv, NULL);
+  d->rbuf = malloc(DRV_READ_BYTES);
+  d->ep = epoll_create1(EPOLL_CLOEXEC);
+  d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!d->rbuf || d->ep < 0 || d->wake_fd < 0) {
+    snprintf(err, errlen, "cannot set up the event loop: %s", strerror(errno));
+    driver_free(d);
+    return DED_ERR_INTERNAL;
+  }
+  ded_node_settings st = cfg->node;
+  int rv = driver_setup_net(d, &st, err, errlen);
+  if (rv) {
+    driver_free(d);
+    return rv;
+  }
+  uint8_t seed[DED_SEED_BYTES];
+  if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
+    driver_free(d);
+    return DED_ERR_INTERNAL;
+  }
+  st.identity_seed = seed;
+  st.wall_offset_ns = drv_wall_offset_ns();
+  rv = ded_node_new(&st, &drv_callbacks, d, ded_driver_now_ns(), &d->node);
+  ded_wipe(seed, sizeof seed);
+  if (rv) {
+    snprintf(err, errlen, "cannot create the swarm node: %s", ded_strerror(rv));
+    driver_free(d);
+    return rv;
+  }
+  ded_id_short(ded_node_id(d->node), d->sid);
+  snprintf(d->log_prefix, sizeof d->log_prefix, "%s %s", cfg->log_prefix ? cfg->log_prefix : "dedmpi",
+           d->sid);
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN;
+  ev.data.u64 = DRV_TAG_WAKE;
+  epoll_ctl(d->ep, EPOLL_CTL_ADD, d->wake_fd, &ev);
+  if (d->listen_fd >= 0) {
+    ev.data.u64 = DRV_TAG_LISTEN;
+    epoll_ctl(d->ep, EPOLL_CTL_ADD, d->listen_fd, &ev);
+    drv_log(d, DED_LOG_INFO, "listening on port %u", d->port);
+  }
+  ded_node_start(d->node, ded_driver_now_ns());
+  driver_settle(d);
+  if (pthread_create(&d->thread, NULL, driver_main, d) != 0) {
+    snprintf(err, errlen, "cannot start the driver thread");
+    driver_free(d);
+    return DED_ERR_INTERNAL;
+  }
+  d->thread_started = true;
+  /* Bootstrap is bounded by the node's own deadline; the slack covers a
+   * loop that is slow to notice it. */
+  uint64_t limit = ded_driver_now_ns() + cfg->node.bootstrap_timeout_ns + 5000000000ull;
+  pthread_mutex_lock(&d->mu);
+  while (!d->booted && ded_driver_now_ns() < limit) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+  }
+  int status = d->booted ? d->boot_status : DED_ERR_BOOTSTRAP;
+  pthread_mutex_unlock(&d->mu);
+  if (status != 0) {
+    snprintf(err, errlen, "no peer answered at DEDMPI_JOIN=%s within %.0f s", cfg->join ? cfg->join : "",
+             (double)cfg->node.bootstrap_timeout_ns / 1e9);
+    ded_driver_stop(d, 0);
+    return status;
+  }
+  *out = d;
+  return 0;
+}
+
+int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
+  pending_round *p = calloc(1, sizeof *p);
+  if (!p) return DED_ERR_NOMEM;
+  p->args = *args;
+  pthread_mutex_lock(&d->mu);
+  if (d->stop_requested) {
+    pthread_mutex_unlock(&d->mu);
+    free(p);
+    return DED_ERR_CLOSING;
+  }
+  if (d->subs_tail)
+    d->subs_tail->next = p;
+  else
+    d->subs_head = p;
+  d->subs_tail = p;
+  pthread_mutex_unlock(&d->mu);
+  uint64_t one = 1;
+  ssize_t w = write(d->wake_fd, &one, sizeof one);
+  (void)w; /* a full counter still wakes the loop */
+  return 0;
+}
+
+void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
+  if (!d) return;
+  pthread_mutex_lock(&d->mu);
+  d->stop_requested = true;
+  d->flush_ns = flush_ns;
+  pthread_mutex_unlock(&d->mu);
+  uint64_t one = 1;
+  ssize_t w = write(d->wake_fd, &one, sizeof one);
+  (void)w;
+  if (d->thread_started) pthread_join(d->thread, NULL);
+  driver_free(d);
+}
+
+uint16_t ded_driver_port(const ded_driver *d) { return d->port; }
+
+const char *ded_driver_peer_sid(const ded_driver *d) { return d->sid; }

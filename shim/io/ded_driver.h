@@ -1,0 +1,68 @@
+/*
+ * ded_driver.h: the real driver of a ded_node: TCP, a clock, randomness
+ * and one background thread.
+ *
+ * The thread owns the node and runs an epoll loop (Redis ae style: file
+ * events, the node's next deadline as the poll timeout, an eventfd to wake
+ * it). Other threads talk to it only through ded_driver_submit and
+ * ded_driver_stop; completions come back through the config's callback,
+ * called on the driver thread.
+ */
+#ifndef DED_DRIVER_H
+#define DED_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ded_node.h"
+
+typedef struct ded_driver ded_driver;
+
+/* Called on the driver thread when a submitted round finishes; |ctx| is
+ * ded_round_args.ctx. Must not block. */
+typedef void (*ded_driver_done_fn)(void *user, void *ctx, const ded_round_result *res);
+
+typedef struct ded_driver_config {
+  /* Engine settings. The driver fills in identity_seed, announce,
+   * bootstrap and wall_offset_ns itself. */
+  ded_node_settings node;
+  /* "host:port" to accept peers on; NULL or "" = do not listen. */
+  const char *listen;
+  /* Comma-separated "host:port" list (DEDMPI_JOIN); names are resolved. */
+  const char *join;
+  /* Comma-separated "host:port" list to publish instead of the addresses
+   * found on the machine (DEDMPI_ANNOUNCE); NULL = find them. */
+  const char *announce;
+  ded_driver_done_fn done;
+  void *user;
+  /* Prefix of log lines, e.g. "dedmpi[1234]". */
+  const char *log_prefix;
+} ded_driver_config;
+
+/*
+ * Opens the listening socket, creates the node, starts the thread and waits
+ * until bootstrap finished (at most cfg->node.bootstrap_timeout_ns).
+ * Returns 0, or a negative DED_ERR_* with a message in |err|:
+ * DED_ERR_INVALID_ARG (bad address), DED_ERR_BOOTSTRAP (nobody answered),
+ * DED_ERR_INTERNAL (a system call failed).
+ */
+int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen);
+
+/* Queues a round; thread-safe. 0, or DED_ERR_CLOSING after stop. The
+ * outcome arrives through cfg->done (also for a round the node refuses). */
+int ded_driver_submit(ded_driver *d, const ded_round_args *args);
+
+/* Leaves the swarm, flushes for at most |flush_ns|, stops the thread and
+ * frees everything. Rounds still queued finish with DED_ERR_CLOSING. */
+void ded_driver_stop(ded_driver *d, uint64_t flush_ns);
+
+/* The port we listen on (0 if not listening). */
+uint16_t ded_driver_port(const ded_driver *d);
+
+/* Short printable id of this peer. */
+const char *ded_driver_peer_sid(const ded_driver *d);
+
+/* Monotonic clock, ns. */
+uint64_t ded_driver_now_ns(void);
+
+#endif /* DED_DRIVER_H */

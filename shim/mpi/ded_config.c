@@ -1,0 +1,281 @@
+#include "ded_config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ded_assert.h"
+#include "core/ded_types.h"
+#include "ded_node.h"
+
+typedef struct parse_ctx {
+  ded_config *cfg;
+  char *err;
+  size_t errlen;
+  int nerr;
+} parse_ctx;
+
+static void cfg_error(parse_ctx *p, const char *name, const char *val, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void cfg_error(parse_ctx *p, const char *name, const char *val, const char *fmt, ...) {
+  size_t used = strlen(p->err);
+  if (used < p->errlen) {
+    int n = snprintf(p->err + used, p->errlen - used, "%s='%s': ", name, val);
+    if (n > 0 && used + (size_t)n < p->errlen) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(p->err + used + (size_t)n, p->errlen - used - (size_t)n, fmt, ap);
+      va_end(ap);
+      used = strlen(p->err);
+      if (used + 1 < p->errlen) strcat(p->err, "\n");
+    }
+  }
+  p->nerr++;
+}
+
+/* Integer with an optional binary suffix (K, M, G). */
+static int parse_size(const char *s, uint64_t *out) {
+  errno = 0;
+  char *end;
+  if (*s < '0' || *s > '9') return -1;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno) return -1;
+  uint64_t mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+  if (*end == 'i' || *end == 'B') end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+  if (*end != '\0' || v > UINT64_MAX / mul) return -1;
+  *out = v * mul;
+  return 0;
+}
+
+/* A duration: a number of seconds, or with a unit (ms, s, m). */
+static int parse_duration(const char *s, uint64_t *ns) {
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (errno || end == s || !isfinite(v) || v < 0) return -1;
+  double unit = 1e9;
+  if (!strcmp(end, "ms")) unit = 1e6;
+  else if (!strcmp(end, "m") || !strcmp(end, "min")) unit = 60e9;
+  else if (strcmp(end, "s") != 0 && *end != '\0') return -1;
+  if (v * unit > 1e18) return -1;
+  *ns = (uint64_t)(v * unit);
+  return 0;
+}
+
+static void set_bool(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+    p->cfg->disable = true;
+  else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+    p->cfg->disable = false;
+  else
+    cfg_error(p, name, v, "expected 0 or 1");
+}
+
+static void set_run(parse_ctx *p, const char *name, const char *v) {
+  size_t n = strlen(v);
+  bool ok = n > 0 && n <= DED_RUN_NAME_MAX;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= '0' && v[i] <= '9') ||
+         v[i] == '-' || v[i] == '_' || v[i] == '.';
+  if (!ok)
+    cfg_error(p, name, v, "expected 1 to %d letters, digits, '-', '_' or '.'", DED_RUN_NAME_MAX);
+  else
+    snprintf(p->cfg->run, sizeof p->cfg->run, "%s", v);
+}
+
+/* "host:port" with a port in 0..65535 (host may be a name: resolved later). */
+static bool host_port_ok(const char *s, bool allow_any, bool allow_port0) {
+  const char *colon = s[0] == '[' ? strstr(s, "]:") : strrchr(s, ':');
+  if (!colon) return false;
+  if (s[0] == '[') colon++;
+  if (colon == s && !allow_any) return false;
+  const char *port = colon + 1;
+  if (!*port || strlen(port) > 5) return false;
+  for (const char *c = port; *c; c++)
+    if (*c < '0' || *c > '9') return false;
+  long v = strtol(port, NULL, 10);
+  return v <= 65535 && (v > 0 || allow_port0);
+}
+
+static void set_addr_list(parse_ctx *p, const char *name, const char *v, char *dst, size_t cap,
+                          unsigned max) {
+  char buf[2048];
+  if (strlen(v) >= sizeof buf || strlen(v) >= cap) {
+    cfg_error(p, name, v, "too long");
+    return;
+  }
+  snprintf(buf, sizeof buf, "%s", v);
+  unsigned n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    if (!*tok) continue;
+    if (!host_port_ok(tok, false, false)) {
+      cfg_error(p, name, v, "'%s' is not host:port", tok);
+      return;
+    }
+    n++;
+  }
+  if (n > max) {
+    cfg_error(p, name, v, "at most %u addresses", max);
+    return;
+  }
+  snprintf(dst, cap, "%s", v);
+}
+
+static void set_join(parse_ctx *p, const char *name, const char *v) {
+  set_addr_list(p, name, v, p->cfg->join, sizeof p->cfg->join, DED_BOOTSTRAP_MAX);
+}
+
+static void set_announce(parse_ctx *p, const char *name, const char *v) {
+  set_addr_list(p, name, v, p->cfg->announce, sizeof p->cfg->announce, DED_RECORD_ADDRS_MAX);
+}
+
+static void set_listen(parse_ctx *p, const char *name, const char *v) {
+  if (!host_port_ok(v, true, true))
+    cfg_error(p, name, v, "expected host:port (':0' = any address, any free port)");
+  else
+    snprintf(p->cfg->listen, sizeof p->cfg->listen, "%s", v);
+}
+
+static void set_min_bytes(parse_ctx *p, const char *name, const char *v) {
+  if (parse_size(v, &p->cfg->min_bytes) != 0)
+    cfg_error(p, name, v, "expected a byte count such as 65536 or 64K");
+}
+
+static void set_min_peers(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n < 1 || n > DED_PEERS_MAX)
+    cfg_error(p, name, v, "expected an integer from 1 to %d", DED_PEERS_MAX);
+  else
+    p->cfg->min_peers = (uint32_t)n;
+}
+
+static void set_mode(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "node"))
+    p->cfg->mode = DED_MODE_NODE;
+  else if (!strcmp(v, "client"))
+    p->cfg->mode = DED_MODE_CLIENT;
+  else if (!strcmp(v, "aux"))
+    cfg_error(p, name, v, "aux peers (no gradients of their own) are not available in this version");
+  else
+    cfg_error(p, name, v, "expected node or client");
+}
+
+static void set_log(parse_ctx *p, const char *name, const char *v) {
+  static const char *names[] = {"error", "warn", "info", "debug"};
+  for (int i = 0; i < 4; i++)
+    if (!strcasecmp(v, names[i])) {
+      p->cfg->log_level = i;
+      return;
+    }
+  cfg_error(p, name, v, "expected error, warn, info or debug");
+}
+
+static void set_duration(parse_ctx *p, const char *name, const char *v, uint64_t *dst) {
+  uint64_t ns;
+  if (parse_duration(v, &ns) != 0 || ns == 0)
+    cfg_error(p, name, v, "expected a positive duration such as 30, 30s, 500ms or 2m");
+  else
+    *dst = ns;
+}
+
+static void set_join_timeout(parse_ctx *p, const char *name, const char *v) {
+  set_duration(p, name, v, &p->cfg->join_timeout_ns);
+}
+
+static void set_rendezvous_timeout(parse_ctx *p, const char *name, const char *v) {
+  set_duration(p, name, v, &p->cfg->rendezvous_timeout_ns);
+}
+
+static void set_round_timeout(parse_ctx *p, const char *name, const char *v) {
+  set_duration(p, name, v, &p->cfg->round_timeout_ns);
+}
+
+static void set_chunk(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n < DED_CHUNK_BYTES_MIN || n > DED_CHUNK_BYTES_MAX)
+    cfg_error(p, name, v, "expected a size from %d to %d bytes", DED_CHUNK_BYTES_MIN,
+              DED_CHUNK_BYTES_MAX);
+  else
+    p->cfg->chunk_bytes = (uint32_t)n;
+}
+
+static void refuse_secret(parse_ctx *p, const char *name, const char *v) {
+  (void)v;
+  cfg_error(p, name, "...", "swarm secrets (authenticated, encrypted sessions) are not available "
+                            "in this version; unset it to run an open swarm on a trusted network");
+}
+
+typedef struct var_def {
+  ded_config_var doc;
+  void (*set)(parse_ctx *p, const char *name, const char *v);
+} var_def;
+
+static const var_def vars[] = {
+    {{"DEDMPI_RUN", "default", "run name; peers of different runs never mix"}, set_run},
+    {{"DEDMPI_JOIN", "", "comma-separated host:port of peers to bootstrap from; empty = start a new swarm"}, set_join},
+    {{"DEDMPI_LISTEN", "0.0.0.0:0", "host:port to accept peers on (port 0 = any free port)"}, set_listen},
+    {{"DEDMPI_ANNOUNCE", "", "host:port list to publish instead of this machine's addresses (NAT port forwards)"}, set_announce},
+    {{"DEDMPI_SWARM_KEY", "", "shared secret of the run (not available in this version)"}, refuse_secret},
+    {{"DEDMPI_SWARM_KEY_FILE", "", "file holding the shared secret (not available in this version)"}, refuse_secret},
+    {{"DEDMPI_MIN_BYTES", "65536", "smallest all-reduce (bytes) that goes to the swarm"}, set_min_bytes},
+    {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},
+    {{"DEDMPI_MODE", "node", "node, or client (accepts no connections: behind NAT)"}, set_mode},
+    {{"DEDMPI_LOG", "warn", "error, warn, info or debug (to stderr, one line per event)"}, set_log},
+    {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_bool},
+    {{"DEDMPI_JOIN_TIMEOUT", "30s", "how long MPI_Init tries the DEDMPI_JOIN peers"}, set_join_timeout},
+    {{"DEDMPI_RENDEZVOUS_TIMEOUT", "300s", "how long the first round waits for DEDMPI_MIN_PEERS"}, set_rendezvous_timeout},
+    {{"DEDMPI_ROUND_TIMEOUT", "60s", "how long a round waits for members before closing without them"}, set_round_timeout},
+    {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
+    {{NULL, NULL, NULL}, NULL},
+};
+
+const ded_config_var *ded_config_vars(void) {
+  DED_STATIC_ASSERT(offsetof(var_def, doc) == 0, "doc first");
+  static ded_config_var table[sizeof vars / sizeof vars[0]];
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) table[i] = vars[i].doc;
+  return table;
+}
+
+int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), char **environ_list,
+                    char *errors, size_t errlen, char *warnings, size_t warnlen) {
+  memset(cfg, 0, sizeof *cfg);
+  snprintf(cfg->run, sizeof cfg->run, "default");
+  snprintf(cfg->listen, sizeof cfg->listen, "0.0.0.0:0");
+  cfg->min_bytes = 65536;
+  cfg->min_peers = 1;
+  cfg->mode = DED_MODE_NODE;
+  cfg->log_level = DED_LOG_WARN;
+  cfg->join_timeout_ns = 30ull * 1000000000ull;
+  cfg->rendezvous_timeout_ns = 300ull * 1000000000ull;
+  cfg->round_timeout_ns = 60ull * 1000000000ull;
+  cfg->chunk_bytes = 256 * 1024;
+  if (errlen) errors[0] = '\0';
+  if (warnlen) warnings[0] = '\0';
+  parse_ctx p = {cfg, errors, errlen, 0};
+  for (const var_def *v = vars; v->doc.name; v++) {
+    const char *val = getenv_fn(v->doc.name);
+    if (val) v->set(&p, v->doc.name, val);
+  }
+  /* Names that look like ours but are not: most likely typos. */
+  for (char **e = environ_list; e && *e; e++) {
+    if (strncmp(*e, "DEDMPI_", 7) != 0) continue;
+    size_t len = strcspn(*e, "=");
+    bool known = false;
+    for (const var_def *v = vars; v->doc.name && !known; v++)
+      known = strlen(v->doc.name) == len && strncmp(v->doc.name, *e, len) == 0;
+    if (!known) {
+      size_t used = strlen(warnings);
+      snprintf(warnings + used, warnlen - used, "unknown variable %.*s (ignored)\n", (int)len, *e);
+    }
+  }
+  return p.nerr;
+}

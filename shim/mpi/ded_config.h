@@ -1,0 +1,53 @@
+/*
+ * ded_config.h: the DEDMPI_* environment, parsed and checked.
+ *
+ * Configuration is environment first, so that `mpirun -x` and batch
+ * schedulers carry it. Every variable is in one table (ded_config.c)
+ * with its default and a one-line description; docs/configuration.md
+ * mirrors it. An invalid value is an error reported at MPI_Init, never a
+ * silent fallback; an unknown DEDMPI_ name is a warning (likely a typo).
+ */
+#ifndef DED_CONFIG_H
+#define DED_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ded_limits.h"
+
+typedef struct ded_config {
+  bool disable;                   /* DEDMPI_DISABLE */
+  char run[DED_RUN_NAME_MAX + 1]; /* DEDMPI_RUN */
+  char join[2048];                /* DEDMPI_JOIN */
+  char listen[256];               /* DEDMPI_LISTEN */
+  char announce[1024];            /* DEDMPI_ANNOUNCE */
+  uint64_t min_bytes;             /* DEDMPI_MIN_BYTES */
+  uint32_t min_peers;             /* DEDMPI_MIN_PEERS */
+  uint8_t mode;                   /* DEDMPI_MODE (enum ded_mode) */
+  int log_level;                  /* DEDMPI_LOG (enum ded_log_level) */
+  uint64_t join_timeout_ns;       /* DEDMPI_JOIN_TIMEOUT */
+  uint64_t rendezvous_timeout_ns; /* DEDMPI_RENDEZVOUS_TIMEOUT */
+  uint64_t round_timeout_ns;      /* DEDMPI_ROUND_TIMEOUT */
+  uint32_t chunk_bytes;           /* DEDMPI_CHUNK_BYTES */
+} ded_config;
+
+/*
+ * Fills |cfg| from the environment (|getenv_fn| = getenv, or a test's own
+ * lookup). Problems go to |errors| and |warnings| as lines. Returns the
+ * number of errors; |cfg| holds defaults for every variable in error.
+ */
+int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), char **environ_list,
+                    char *errors, size_t errlen, char *warnings, size_t warnlen);
+
+/* One documented variable, for help texts. */
+typedef struct ded_config_var {
+  const char *name;
+  const char *def;
+  const char *help;
+} ded_config_var;
+
+/* The table, terminated by a NULL name. */
+const ded_config_var *ded_config_vars(void);
+
+#endif /* DED_CONFIG_H */
