@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""Multi-process tests: real Open MPI jobs with libdedmpi.so preloaded, on loopback.
+
+Each test starts one or more independent `mpirun` jobs (each job is a swarm
+peer), waits for them with a hard timeout, and checks what they printed or
+wrote. Run one test:  mp_test.py --lib build/shim/libdedmpi.so --bin build/tests/mp <name>
+`mp_test.py --list` prints the names.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ARGS = None
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__] = fn
+    return fn
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """One mpirun job. Output goes to files so that nothing blocks on a pipe."""
+
+    def __init__(self, name, np, argv, env=None, preload=True, workdir=None):
+        self.name = name
+        self.dir = workdir or tempfile.mkdtemp(prefix="dedmp-")
+        self.out_path = os.path.join(self.dir, name + ".out")
+        self.err_path = os.path.join(self.dir, name + ".err")
+        env = dict(env or {})
+        if preload:
+            env["LD_PRELOAD"] = " ".join(filter(None, [ARGS.preload_extra, ARGS.lib]))
+        cmd = ["mpirun", "-np", str(np), "--oversubscribe", "--bind-to", "none"]
+        for k, v in env.items():
+            cmd += ["-x", "%s=%s" % (k, v)]
+        cmd += argv
+        penv = dict(os.environ)
+        penv.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                     "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+                     "ASAN_OPTIONS": "detect_leaks=0"})
+        self.cmd = cmd
+        self.t0 = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=open(self.out_path, "w"),
+                                     stderr=open(self.err_path, "w"), cwd=self.dir, env=penv,
+                                     start_new_session=True)
+        self.rc = None
+
+    def wait(self, timeout):
+        try:
+            self.rc = self.proc.wait(timeout=max(0.1, timeout))
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.rc = "timeout"
+        self.seconds = time.time() - self.t0
+        return self.rc
+
+    @property
+    def out(self):
+        return open(self.out_path).read()
+
+    @property
+    def err(self):
+        return open(self.err_path).read()
+
+    def describe(self):
+        return "job %s rc=%s (%.1fs)\n  cmd: %s\n  stdout:\n%s\n  stderr:\n%s" % (
+            self.name, self.rc, self.seconds, " ".join(self.cmd), indent(self.out[-3000:]),
+            indent(self.err[-3000:]))
+
+
+def indent(text):
+    return "\n".join("    " + l for l in text.splitlines())
+
+
+def run_jobs(jobs, timeout, expect_rc=0):
+    deadline = time.time() + timeout
+    for j in jobs:
+        j.wait(deadline - time.time())
+    bad = [j for j in jobs if expect_rc is not None and j.rc != expect_rc]
+    if bad:
+        raise Fail("unexpected exit:\n" + "\n".join(j.describe() for j in jobs))
+    return jobs
+
+
+def swarm_env(port, first, min_peers, **extra):
+    env = {"DEDMPI_RUN": "mp-%d" % port, "DEDMPI_JOIN": "127.0.0.1:%d" % port,
+           "DEDMPI_MIN_PEERS": str(min_peers), "DEDMPI_LOG": "info"}
+    if first:
+        env["DEDMPI_LISTEN"] = "127.0.0.1:%d" % port
+    else:
+        env["DEDMPI_LISTEN"] = "127.0.0.1:0"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def binpath(name):
+    return os.path.join(ARGS.bin, name)
+
+
+def read_floats(path):
+    import struct
+    data = open(path, "rb").read()
+    return struct.unpack("<%df" % (len(data) // 4), data)
+
+
+# ---------------------------------------------------------------- tests
+
+
+@test
+def routing():
+    """What goes to the swarm and what stays in the job: two jobs of two ranks,
+    one blocking and one nonblocking (Iallreduce mixed with an ordinary
+    request in one Waitall); every case checked against its closed form."""
+    port = free_port()
+    # job a: values 1,2; job b: 5,6 -> sum 14 over 4 ranks
+    a = Job("a", 2, [binpath("ar_check"), "--value", "1", "--swarm-sum", "14", "--swarm-ranks", "4"],
+            swarm_env(port, True, 2))
+    b = Job("b", 2, [binpath("ar_check"), "--value", "5", "--swarm-sum", "14", "--swarm-ranks", "4",
+                     "--nonblocking"], swarm_env(port, False, 2), workdir=a.dir)
+    run_jobs([a, b], 120)
+    for j in (a, b):
+        check("BAD" not in j.out and j.out.count(" ok") >= 20, "routing cases failed:\n" + j.describe())
+        # dedmpi_last_round: both jobs contributed, weight = 4 ranks
+        check(re.search(r"round_info rc 0 round \d+ contributors 2 weight 4 alone 0 error 0", j.out),
+              "round info wrong:\n" + j.describe())
+
+
+@test
+def garbage_on_port():
+    """Bytes that are not the protocol drop that connection and nothing else: a
+    client sends junk, an HTTP request, a huge frame length, and one connection
+    stays open silent; the two jobs still average correctly."""
+    port = free_port()
+    a = Job("a", 1, [binpath("ar_check"), "--value", "1", "--swarm-sum", "4", "--swarm-ranks", "2",
+                     "--rounds", "3", "--cases", "swarm"], swarm_env(port, True, 2))
+    socks = []
+    deadline = time.time() + 30
+    payloads = [b"\x00\x01garbage" * 100, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"\xff\xff\xff\xff\x01" + b"A" * 64, b"\x10\x00\x00\x00\x07" + os.urandom(15),
+                os.urandom(4096)]
+    while payloads and time.time() < deadline:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        s.sendall(payloads.pop(0))
+        socks.append(s)
+    check(not payloads, "the first job never listened")
+    silent = socket.create_connection(("127.0.0.1", port), timeout=1)
+    b = Job("b", 1, [binpath("ar_check"), "--value", "3", "--swarm-sum", "4", "--swarm-ranks", "2",
+                     "--rounds", "3", "--cases", "swarm"], swarm_env(port, False, 2), workdir=a.dir)
+    run_jobs([a, b], 120)
+    silent.close()
+    for s in socks:
+        s.close()
+    for j in (a, b):
+        check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    drops = a.err.count("dropping connection from")
+    check(drops >= 4, "expected the junk connections to be dropped and logged (%d):\n%s" %
+          (drops, a.describe()))
+
+
+@test
+def join_unanswered():
+    """A DEDMPI_JOIN nobody answers: a clear error, within the bound."""
+    port = free_port()
+    j = Job("lonely", 1, [binpath("ar_check"), "--cases", "swarm"],
+            {"DEDMPI_JOIN": "127.0.0.1:%d" % port, "DEDMPI_JOIN_TIMEOUT": "2s"})
+    j.wait(60)
+    check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
+    check("no peer answered at DEDMPI_JOIN=127.0.0.1:%d within 2 s" % port in j.err,
+          "no clear error:\n" + j.describe())
+    check(j.seconds < 20, "took %.1f s, bound is 2 s (+ start-up)" % j.seconds)
+
+
+@test
+def size_mismatch():
+    """Three jobs, one with a different buffer: it gets MPI_ERR_COUNT and a clear
+    log line; the other two average with each other."""
+    port = free_port()
+    common = ["--cases", "swarm", "--swarm-sum", "4", "--swarm-ranks", "2"]
+    a = Job("a", 1, [binpath("ar_check"), "--value", "1"] + common, swarm_env(port, True, 3))
+    b = Job("b", 1, [binpath("ar_check"), "--value", "3"] + common, swarm_env(port, False, 3),
+            workdir=a.dir)
+    odd = Job("odd", 1, [binpath("ar_check"), "--value", "9", "--count", "70000",
+                         "--expect-error", "2", "--cases", "swarm", "--swarm-sum", "4",
+                         "--swarm-ranks", "2"],
+              swarm_env(port, False, 3), workdir=a.dir)
+    run_jobs([a, b, odd], 120)
+    for j in (a, b):
+        check("swarm_world_in_place rc 0" in j.out and "BAD" not in j.out,
+              "the matching jobs should average:\n" + j.describe())
+    check("swarm_world_in_place rc 2" in odd.out and "BAD" not in odd.out,
+          "expected MPI_ERR_COUNT (2):\n" + odd.describe())
+    check("this job reduces 70000 elements" in odd.err and "every job runs the same model" in odd.err,
+          "expected a clear log line:\n" + odd.describe())
+
+
+@test
+def invalid_env():
+    """An invalid DEDMPI_* value is reported at MPI_Init and the job fails there;
+    an unknown DEDMPI_ name is a warning."""
+    j = Job("bad", 1, [binpath("ar_check"), "--cases", "swarm"],
+            {"DEDMPI_MIN_PEERS": "three", "DEDMPI_ROUND_TIMEOUT": "-5", "DEDMPI_MINPEERS": "3"})
+    j.wait(60)
+    check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
+    check("DEDMPI_MIN_PEERS='three': expected an integer" in j.err, "no error:\n" + j.describe())
+    check("DEDMPI_ROUND_TIMEOUT='-5'" in j.err, "no error:\n" + j.describe())
+    check("unknown variable DEDMPI_MINPEERS" in j.err, "no warning:\n" + j.describe())
+    check("case swarm" not in j.out, "the program ran past MPI_Init:\n" + j.describe())
+
+
+@test
+def disabled_passthrough():
+    """DEDMPI_DISABLE=1: the shim is loaded but everything goes to MPI."""
+    j = Job("off", 2, [binpath("ar_check"), "--value", "1", "--swarm-sum", "3", "--swarm-ranks", "2"],
+            {"DEDMPI_DISABLE": "1"})
+    run_jobs([j], 60)
+    # No round ever went to the swarm: dedmpi_last_round says MPI_ERR_OTHER (16).
+    check("BAD" not in j.out and j.out.count("round_info rc 16") == 2,
+          "pass-through broke:\n" + j.describe())
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", help="path of libdedmpi.so")
+    ap.add_argument("--bin", help="directory of the test binaries")
+    ap.add_argument("--examples", help="directory of the example binaries and scripts")
+    ap.add_argument("--preload-extra", default="", help="libraries to preload first (sanitizers)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("tests", nargs="*")
+    ARGS = ap.parse_args()
+    if ARGS.list:
+        print("\n".join(TESTS))
+        return 0
+    failed = 0
+    for name in ARGS.tests or list(TESTS):
+        t0 = time.time()
+        try:
+            TESTS[name]()
+            print("PASS %s (%.1fs)" % (name, time.time() - t0))
+        except Fail as e:
+            failed += 1
+            print("FAIL %s (%.1fs)\n%s" % (name, time.time() - t0, e))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
