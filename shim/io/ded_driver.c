@@ -48,6 +48,7 @@ typedef struct dconn {
   bool dirty;     /* the node may have output for it */
   bool closing;   /* the node closed it: close the socket */
   bool in_list;   /* on the settle list */
+  bool shut;      /* leaving: our FIN is sent, we read until theirs */
   struct dconn *next_settle;
 } dconn;
 
@@ -553,12 +554,34 @@ static void on_wake(ded_driver *d) {
   driver_settle(d);
 }
 
+/*
+ * Leaving, once our output is out: half-close every connection and keep
+ * reading until the peer closes too. Closing a socket that still has unread
+ * input makes the kernel send RST, and a RST can destroy data the peer has
+ * not read yet, such as the last results we sent it.
+ */
+static bool driver_leave_done(ded_driver *d, uint64_t now) {
+  if (now >= d->leave_deadline_ns) return true;
+  if (!ded_node_flushed(d->node)) return false;
+  bool any = false;
+  for (uint32_t i = 0; i < d->nconns; i++) {
+    dconn *c = d->conns[i];
+    if (!c || c->closing) continue;
+    any = true;
+    if (!c->shut && !c->connecting) {
+      shutdown(c->fd, SHUT_WR);
+      c->shut = true;
+    }
+  }
+  return !any;
+}
+
 static void *driver_main(void *arg) {
   ded_driver *d = arg;
   struct epoll_event evs[DRV_EVENTS_MAX];
   for (;;) {
     uint64_t now = ded_driver_now_ns();
-    if (d->leaving && (ded_node_flushed(d->node) || now >= d->leave_deadline_ns)) break;
+    if (d->leaving && driver_leave_done(d, now)) break;
     uint64_t exp = ded_node_expiry(d->node);
     if (d->leaving) exp = DED_MIN(exp, d->leave_deadline_ns);
     int timeout = exp <= now ? 0 : (int)DED_MIN((exp - now + 999999) / 1000000, 1000);

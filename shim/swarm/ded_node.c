@@ -50,7 +50,10 @@
  * coordinator's own deadline comes first, so members never give up on a
  * round the coordinator is about to commit. */
 #define NODE_MEMBER_TIMEOUT_FACTOR 2
-#define NODE_ID_NONE UINT64_MAX
+/* Round buffers (accumulators, staging) kept for reuse: a trainer repeats
+ * the same bucket sizes every step, and fresh multi-megabyte allocations
+ * cost a page fault and a zeroed page per 4 KiB. */
+#define NODE_BUF_CACHE 16
 
 typedef struct ded_round ded_round;
 typedef struct ded_peer ded_peer;
@@ -218,6 +221,12 @@ struct ded_node {
   enum boot_state boot;
   uint64_t boot_deadline_ns;
   boot_slot boot_slots[DED_BOOTSTRAP_MAX];
+  /* Freed round buffers, for reuse (exact sizes). */
+  struct {
+    void *p;
+    size_t len;
+  } buf_cache[NODE_BUF_CACHE];
+  unsigned nbuf_cache;
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
   bool leaving;
@@ -256,6 +265,29 @@ static void node_emit(ded_node *node, int type, int status, const uint8_t *peer)
   ev.status = status;
   if (peer) memcpy(ev.peer, peer, DED_ID_BYTES);
   node->cb.event(node->user, &ev);
+}
+
+/* A round buffer of |len| bytes, from the cache when one fits exactly. */
+static void *node_buf_get(ded_node *node, size_t len) {
+  for (unsigned i = 0; i < node->nbuf_cache; i++)
+    if (node->buf_cache[i].len == len) {
+      void *p = node->buf_cache[i].p;
+      node->buf_cache[i] = node->buf_cache[--node->nbuf_cache];
+      return p;
+    }
+  return ded_mem_malloc(node->mem, len);
+}
+
+static void node_buf_put(ded_node *node, void *p, size_t len) {
+  if (!p) return;
+  if (node->nbuf_cache == NODE_BUF_CACHE) { /* evict the oldest */
+    ded_mem_free(node->mem, node->buf_cache[0].p);
+    memmove(&node->buf_cache[0], &node->buf_cache[1], (NODE_BUF_CACHE - 1) * sizeof node->buf_cache[0]);
+    node->nbuf_cache--;
+  }
+  node->buf_cache[node->nbuf_cache].p = p;
+  node->buf_cache[node->nbuf_cache].len = len;
+  node->nbuf_cache++;
 }
 
 static void bit_set(uint8_t *bits, uint64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
@@ -633,8 +665,11 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   }
   p->conn = NULL;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
-  node_log(node, p->left ? DED_LOG_INFO : DED_LOG_WARN, "peer %s %s (%s)", p->sid,
-           p->left ? "left" : "lost", ded_strerror(why));
+  /* While we leave, peers closing on us is the expected answer to LEAVE. */
+  if (p->left || node->leaving)
+    node_log(node, DED_LOG_INFO, "peer %s %s", p->sid, p->left ? "left" : "closed");
+  else
+    node_log(node, DED_LOG_WARN, "peer %s lost (%s)", p->sid, ded_strerror(why));
   node_emit(node, DED_EVENT_PEER_DOWN, why, p->id);
   rounds_on_peer_down(node, p, node->now_ns);
 }
@@ -681,11 +716,11 @@ static ded_round *round_find(ded_node *node, uint64_t no) {
 
 static void round_free(ded_node *node, ded_round *r) {
   ded_msg_commit_free(&r->commit, node->mem);
-  ded_mem_free(node->mem, r->acc);
+  node_buf_put(node, r->acc, r->my_len * r->es);
   ded_mem_free(node->mem, r->next_m);
   ded_mem_free(node->mem, r->recv_bits);
   if (r->staging)
-    for (unsigned i = 0; i < r->commit.k; i++) ded_mem_free(node->mem, r->staging[i]);
+    for (unsigned i = 0; i < r->commit.k; i++) node_buf_put(node, r->staging[i], r->my_len * r->es);
   ded_mem_free(node->mem, r->staging);
   ded_mem_free(node->mem, r->res_base);
   ded_mem_free(node->mem, r->res_bits);
@@ -872,8 +907,9 @@ static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
   ded_reduce_scale(r->a.dtype, out, acc, n, (double)r->a.n_local);
   for (unsigned m = 0; m < r->commit.k; m++) {
     if (m == r->me) continue;
+    /* A member that is gone cannot use the result; our round goes on. */
     ded_peer *p = round_member_peer(node, r, m);
-    if (!p || !p->conn) return DED_ERR_PEER_LOST;
+    if (!p || !p->conn) continue;
     int rv = conn_send_data(node, p->conn, r, DED_MSG_RESULT, r->my_off + first, acc, n * r->es,
                             false);
     if (rv) return rv;
@@ -922,7 +958,7 @@ static int round_start(ded_node *node, ded_round *r, uint64_t now_ns) {
   for (unsigned m = 0; m < k; m++) off[m] = cm->members[m].shard_off;
   r->my_len = ded_shard_len(off, k, cm->count, r->me);
   r->my_nchunks = ded_chunks(r->my_len, r->chunk);
-  r->acc = ded_mem_malloc(node->mem, r->my_len * r->es);
+  r->acc = node_buf_get(node, r->my_len * r->es);
   r->next_m = ded_mem_calloc(node->mem, r->my_nchunks, sizeof *r->next_m);
   r->recv_bits = ded_mem_calloc(node->mem, ((uint64_t)k * r->my_nchunks + 7) / 8, 1);
   r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
@@ -1036,7 +1072,7 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
     bit_set(r->recv_bits, bit);
     if (r->next_m[c] == m) return round_advance_chunk(node, r, c, d->elems, m);
     if (!r->staging[m]) {
-      r->staging[m] = ded_mem_malloc(node->mem, r->my_len * r->es);
+      r->staging[m] = node_buf_get(node, r->my_len * r->es);
       if (!r->staging[m]) return DED_ERR_NOMEM;
     }
     memcpy(r->staging[m] + first * r->es, d->elems, d->len);
@@ -1099,9 +1135,20 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, uint8
   round_complete_if_done(node, r);
 }
 
-/* A peer went away: rounds that needed it cannot finish (issue-3 recovery
- * replaces this with re-reduction), genesis joins find a new coordinator,
- * and coordinators stop waiting for it. */
+/* True if round |r| still waits for anything from member |m|: a
+ * contribution to our shard, or a chunk of its own shard's result. */
+static bool round_needs_member(const ded_round *r, unsigned m) {
+  for (uint64_t c = 0; c < r->my_nchunks; c++)
+    if (!bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
+  for (uint64_t b = r->res_base[m]; b < r->res_base[m + 1]; b++)
+    if (!bit_get(r->res_bits, b)) return true;
+  return false;
+}
+
+/* A peer went away: rounds that still needed something from it cannot
+ * finish (issue-3 recovery replaces this with re-reduction), genesis joins
+ * find a new coordinator, and coordinators stop waiting for it. A member
+ * that already gave us everything may go: it finished the round first. */
 static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
@@ -1116,8 +1163,8 @@ static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
       }
     } else if (r->state == ROUND_RUNNING) {
       for (unsigned m = 0; m < r->commit.k; m++)
-        if (memcmp(r->commit.members[m].id, p->id, DED_ID_BYTES) == 0) {
-          round_fail(node, r, DED_ERR_PEER_LOST);
+        if (m != r->me && memcmp(r->commit.members[m].id, p->id, DED_ID_BYTES) == 0) {
+          if (round_needs_member(r, m)) round_fail(node, r, DED_ERR_PEER_LOST);
           break;
         }
     }
@@ -1697,6 +1744,7 @@ void ded_node_free(ded_node *node) {
   }
   for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
   for (size_t i = 0; i < node->npeers; i++) ded_mem_free(node->mem, node->peers[i]);
+  for (unsigned i = 0; i < node->nbuf_cache; i++) ded_mem_free(node->mem, node->buf_cache[i].p);
   ded_mem_free(node->mem, node->coords);
   ded_mem_free(node->mem, node->peers);
   ded_mem_free(node->mem, node->conns);
@@ -1877,13 +1925,14 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   for (size_t i = 0; i < node->ncoords; i++)
     if (!node->coords[i]->committed && node->coords[i]->g.n > 0)
       coord_commit(node, node->coords[i], now_ns);
-  /* LEAVE goes last on each connection, behind results still queued for
-   * peers that finish a round we already finished. */
+  /* LEAVE goes last on the connection each peer's data travels on, behind
+   * results still queued for peers that finish a round we already
+   * finished: on any other connection it could overtake them. */
   uint8_t frame[DED_LEAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
+  for (size_t i = 0; i < node->npeers; i++) {
+    ded_conn *c = node->peers[i]->conn;
     if (!c || c->state != CONN_READY) continue;
     sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);

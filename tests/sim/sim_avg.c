@@ -140,6 +140,9 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
     memcpy(o->members, res->members, (size_t)res->contributors * DED_ID_BYTES);
   j->inflight--;
   j->completed++;
+  /* A job that is done finalizes at once, as a real trainer does, while
+   * others may still be finishing the same round. */
+  if (j->completed == sc->rounds) ded_node_leave(sim_node(sc->s, node), sim_now(sc->s));
   /* Next step once the whole step is in. */
   if (j->inflight == 0 && j->submitted < sc->rounds)
     sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns), 0);
@@ -283,8 +286,7 @@ static int run_seed(uint64_t seed, bool verbose) {
         fail(sc, "node %d round %d: %u contributors of %d", i, r, o->res.contributors, sc->n);
     }
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
-  /* Everyone leaves; the goodbyes must flow without incident. */
-  for (int i = 0; i < sc->n; i++) ded_node_leave(sim_node(sc->s, i), sim_now(sc->s));
+  /* The goodbyes must flow without incident. */
   sim_run(sc->s, sim_now(sc->s) + 10ull * 1000000000ull);
   int rv = sc->failures ? 1 : 0;
   if (rv)
