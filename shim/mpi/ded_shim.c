@@ -168,7 +168,9 @@ static void *stage_reduce(void *arg) {
   (void)arg;
   for (;;) {
     shim_op *op = q_pop_wait(&S.qa);
-    if (!op->stop) {
+    /* Read now: once handed on, |op| may complete and be freed at once. */
+    bool stop = op->stop;
+    if (!stop) {
       op->local_err = MPI_SUCCESS;
       if (S.size > 1)
         op->local_err = PMPI_Allreduce(op->sendbuf, op->recvbuf, op->count, op->dt, MPI_SUM,
@@ -193,7 +195,7 @@ static void *stage_reduce(void *arg) {
       }
     }
     q_push_signal(&S.qc, op);
-    if (op->stop) return NULL;
+    if (stop) return NULL;
   }
 }
 

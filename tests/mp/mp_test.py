@@ -244,6 +244,99 @@ def disabled_passthrough():
           "pass-through broke:\n" + j.describe())
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def trainer_cmd(python, extra):
+    if python:
+        return ["/usr/bin/python3", os.path.join(ROOT, "examples", "trainer.py")] + extra
+    return [os.path.join(ARGS.examples, "trainer")] + extra
+
+
+def final_line(job):
+    m = re.findall(r"final loss (\S+) checksum (\S+)", job.out)
+    check(m, "no final line:\n" + job.describe())
+    return m[-1]
+
+
+def swarm_train(jobs_ranks, common, python=False, nonblocking=False, **env):
+    """Starts one trainer job per entry of |jobs_ranks| (its rank count), shard
+    bases laid out so that together they cover shards 0..sum-1, waits, and
+    returns the jobs and their parameter files."""
+    port = free_port()
+    total = sum(jobs_ranks)
+    jobs, base, wd = [], 0, None
+    for i, n in enumerate(jobs_ranks):
+        out = "params-%d.bin" % i
+        argv = trainer_cmd(python, common + ["--shards", str(total), "--shard-base", str(base),
+                                             "--out", out] + (["--nonblocking"] if nonblocking else []))
+        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, len(jobs_ranks), **env), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+        base += n
+    run_jobs(jobs, 240)
+    return jobs, [os.path.join(wd, "params-%d.bin" % i) for i in range(len(jobs))]
+
+
+def plain_train(np, common, python=False, preload=False, name="plain", **env):
+    out = "params-%s.bin" % name
+    j = Job(name, np, trainer_cmd(python, common + ["--out", out]), env, preload=preload)
+    run_jobs([j], 240)
+    return j, os.path.join(j.dir, out)
+
+
+def max_rel_diff(a, b):
+    check(len(a) == len(b), "parameter counts differ")
+    scale = max(1e-6, max(abs(x) for x in b))
+    return max(abs(x - y) for x, y in zip(a, b)) / scale
+
+
+TRAIN = ["--steps", "40", "--buckets", "4", "--log-every", "10"]
+
+
+@test
+def jobs_2_1_1():
+    """Three jobs of 2+1+1 ranks end with bit-identical parameters, equal within
+    float tolerance to one 4-rank Open MPI job on the same data."""
+    jobs, files = swarm_train([2, 1, 1], TRAIN)
+    blobs = [open(f, "rb").read() for f in files]
+    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "swarm jobs disagree: %s" % [final_line(j) for j in jobs])
+    ref, ref_file = plain_train(4, TRAIN + ["--shards", "4"])
+    d = max_rel_diff(read_floats(files[0]), read_floats(ref_file))
+    check(d < 1e-4, "swarm vs one 4-rank job: max relative difference %.3g" % d)
+    losses = [float(l) for l in re.findall(r"step \d+ loss (\S+)", jobs[0].out)]
+    check(len(losses) >= 2 and losses[-1] < losses[0], "the loss did not fall: %s" % losses)
+    print("  2+1+1 swarm vs 4-rank job: max relative parameter difference %.2g" % d)
+
+
+@test
+def alone_equals_plain():
+    """A job alone in the swarm gets bit for bit what plain Open MPI gives it,
+    blocking and nonblocking, C and mpi4py."""
+    for python in (False, True):
+        for nb in ([], ["--nonblocking"]):
+            args = TRAIN + nb
+            shim, f1 = plain_train(2, args, python=python, preload=True, name="shim",
+                                   DEDMPI_RUN="alone-%d" % free_port(), DEDMPI_LISTEN="127.0.0.1:0")
+            plain, f2 = plain_train(2, args, python=python, name="plain")
+            check(open(f1, "rb").read() == open(f2, "rb").read(),
+                  "alone with the shim differs from plain MPI (%s %s):\n%s\n%s" %
+                  ("python" if python else "C", nb, final_line(shim), final_line(plain)))
+
+
+@test
+def mpi4py_iallreduce():
+    """The mpi4py trainer with Iallreduce buckets across two jobs (1 + 2 ranks):
+    identical results in both, close to one 3-rank job."""
+    jobs, files = swarm_train([1, 2], TRAIN, python=True, nonblocking=True)
+    blobs = [open(f, "rb").read() for f in files]
+    check(len(set(blobs)) == 1, "jobs disagree: %s" % [final_line(j) for j in jobs])
+    ref, ref_file = plain_train(3, TRAIN + ["--shards", "3", "--nonblocking"], python=True)
+    d = max_rel_diff(read_floats(files[0]), read_floats(ref_file))
+    check(d < 1e-4, "swarm vs one 3-rank job: max relative difference %.3g" % d)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
