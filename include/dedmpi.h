@@ -51,7 +51,7 @@ int dedmpi_last_round(dedmpi_round_info *info);
  * swarm returns n_j * sum_j(w_j * S_j / n_j) / sum_j(w_j); the default
  * w_j = n_j gives the plain mean over all ranks of all jobs. The job's
  * rank 0 value counts; call it on every rank with the same value.
- * Returns MPI_SUCCESS or MPI_ERR_ARG (negative, NaN or infinite).
+ * Returns MPI_SUCCESS or MPI_ERR_ARG (negative, NaN, or above 2^53).
  */
 int dedmpi_set_weight(double weight);
 

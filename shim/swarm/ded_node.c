@@ -597,7 +597,8 @@ static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, de
 
 /* Sends our whole table to a connection that just became ready. */
 static void node_send_table(ded_node *node, ded_conn *c) {
-  size_t cap = DED_FRAME_MAX;
+  size_t cap = DED_MIN((size_t)DED_FRAME_MAX,
+                       DED_FRAME_HDR_BYTES + 2 + node->table.n * (2 + DED_RECORD_BYTES_MAX));
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   if (!frame) return;
   size_t i = 0;
@@ -1248,14 +1249,18 @@ static void coord_deliver(ded_node *node, coord_round *cr, uint64_t now_ns) {
   ded_round *r = round_find(node, cr->g.round);
   if (!r || r->state != ROUND_JOINED) return;
   ded_msg_commit cm;
-  if (ded_msg_commit_decode(cr->commit_frame + DED_FRAME_HDR_BYTES,
-                            cr->commit_len - DED_FRAME_HDR_BYTES, node->mem, &cm) != 0) {
-    round_fail(node, r, DED_ERR_NOMEM);
+  int rv = ded_msg_commit_decode(cr->commit_frame + DED_FRAME_HDR_BYTES,
+                                 cr->commit_len - DED_FRAME_HDR_BYTES, node->mem, &cm);
+  if (rv) {
+    round_fail(node, r, rv);
     return;
   }
-  int rv = round_on_commit(node, r, &cm, now_ns);
+  rv = round_on_commit(node, r, &cm, now_ns);
   ded_msg_commit_free(&cm, node->mem);
   if (rv) round_fail(node, r, rv);
+  /* The commit extends our lineage: the next round can join right away
+   * instead of at the next tick. */
+  rounds_advance(node, now_ns);
 }
 
 /* Fixes the round: signature, members, shares. */
@@ -1691,6 +1696,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   }
   coord_evaluate_all(node, now_ns);
   coord_prune(node);
+  rounds_advance(node, now_ns);
 }
 
 int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb, void *user,
@@ -1836,11 +1842,14 @@ int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int ma
     while (cls < Q_COUNT && !c->q[cls].head) cls++;
     it = cls < Q_COUNT ? c->q[cls].head : NULL;
   }
-  while (it && n + 2 <= max) {
+  while (it && n < max) {
     size_t head = item_head_len(it);
     if (it->pos < head) iov[n++] = (ded_iov){item_head(it) + it->pos, head - it->pos};
     size_t from = it->pos > head ? it->pos - head : 0;
-    if (it->ref_len > from) iov[n++] = (ded_iov){it->ref + from, it->ref_len - from};
+    if (it->ref_len > from) {
+      if (n == max) break; /* the payload goes out next time */
+      iov[n++] = (ded_iov){it->ref + from, it->ref_len - from};
+    }
     /* Next in the same order consume() walks. */
     if (it == c->cur) {
       cls = 0;
@@ -1896,6 +1905,7 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
   if (node->leaving) return DED_ERR_CLOSING;
   if (node->s.no_rounds || !args->buf || args->count == 0 || args->count > DED_COUNT_MAX ||
       ded_dtype_size(args->dtype) == 0 || !isfinite(args->weight) || args->weight < 0.0 ||
+      args->weight > DED_WEIGHT_MAX ||
       args->n_local == 0)
     return DED_ERR_INVALID_ARG;
   if (node->nrounds >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;

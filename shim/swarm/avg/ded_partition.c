@@ -17,17 +17,21 @@ void ded_partition_equal(uint64_t count, unsigned k, uint64_t *off) {
 
 int ded_partition_weighted(uint64_t count, unsigned k, const double *frac, uint64_t *off) {
   DED_ASSERT(k > 0);
-  double total = 0.0;
+  /* Scaled by the largest fraction first: finite inputs whose plain sum
+   * would overflow still have a finite total (at most k). */
+  double top = 0.0;
   for (unsigned i = 0; i < k; i++) {
     if (!isfinite(frac[i]) || frac[i] < 0.0) return -1;
-    total += frac[i];
+    top = DED_MAX(top, frac[i]);
   }
-  if (!(total > 0.0)) return -1;
+  if (!(top > 0.0)) return -1;
+  double total = 0.0;
+  for (unsigned i = 0; i < k; i++) total += frac[i] / top;
   /* Floors first, then hand out the remaining elements one by one to the
    * largest remainders. */
   uint64_t given = 0;
   for (unsigned i = 0; i < k; i++) {
-    double exact = (double)count * (frac[i] / total);
+    double exact = (double)count * (frac[i] / top / total);
     uint64_t fl = (uint64_t)floor(exact);
     if (fl > count) fl = count;
     off[i] = fl; /* shard sizes for now */
@@ -45,7 +49,7 @@ int ded_partition_weighted(uint64_t count, unsigned k, const double *frac, uint6
     double best_rem = -1.0;
     for (unsigned i = 0; i < k; i++) {
       if (frac[i] == 0.0) continue;
-      double rem = (double)count * (frac[i] / total) - (double)off[i];
+      double rem = (double)count * (frac[i] / top / total) - (double)off[i];
       if (rem > best_rem) {
         best_rem = rem;
         best = i;

@@ -48,6 +48,11 @@ enum ded_limits {
   DED_RUN_NAME_MAX = 128,
 };
 
+/* Largest weight a job may claim (samples behind a gradient): every integer
+ * up to it is exact in a double, and DED_ROUND_MEMBERS_MAX of them sum to
+ * a finite total, so a commit can never overflow its own checks. */
+#define DED_WEIGHT_MAX 9007199254740992.0 /* 2^53 */
+
 /* Bytes a peer may make us buffer for a round we have joined but whose
  * commit has not reached us yet: data that overtook the COMMIT on another
  * connection. Bounded by the round's own size, plus slack for headers. */

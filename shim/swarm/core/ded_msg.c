@@ -145,7 +145,7 @@ int ded_msg_hello_decode(const uint8_t *p, size_t len, ded_msg_hello *m) {
 
 static bool msg_dtype_ok(uint8_t dtype) { return ded_dtype_size(dtype) != 0; }
 
-static bool msg_weight_ok(double w) { return isfinite(w) && w >= 0.0; }
+static bool msg_weight_ok(double w) { return isfinite(w) && w >= 0.0 && w <= DED_WEIGHT_MAX; }
 
 int ded_msg_join_decode(const uint8_t *p, size_t len, ded_msg_join *m) {
   ded_rd r = ded_rd_init(p, len);

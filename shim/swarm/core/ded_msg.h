@@ -58,7 +58,8 @@ typedef struct ded_msg_hello {
 /*
  * JOIN (member -> coordinator): u64 round | u8 dtype | u64 count |
  * f64 weight | u32 n_local | u8 flags.
- * |weight| is the job's weight w_j, |n_local| its rank count n_j.
+ * |weight| is the job's weight w_j (0 .. DED_WEIGHT_MAX), |n_local| its
+ * rank count n_j.
  */
 enum { DED_JOIN_F_GENESIS = 1 };
 

@@ -7,6 +7,7 @@
 
 /* Everything but the signature. Returns the length, or -1 if it didn't fit. */
 static int record_put_body(const ded_record *rec, ded_wr *w) {
+  if (rec->naddr > DED_RECORD_ADDRS_MAX || rec->ext_len > DED_RECORD_EXT_MAX) return -1;
   ded_wr_u8(w, DED_RECORD_VERSION);
   ded_wr_u8(w, rec->mode);
   ded_wr_u16(w, rec->flags);
@@ -40,7 +41,7 @@ void ded_record_sign(ded_record *rec, const ded_ident *ident) {
   memcpy(rec->pk, ident->pk, DED_PK_BYTES);
   ded_wr w = ded_wr_init(body, sizeof body);
   int n = record_put_body(rec, &w);
-  DED_ASSERT(n > 0);
+  DED_ASSERT(n > 0); /* our own record: a malformed one is a bug here */
   ded_ident_sign(ident, body, (size_t)n, rec->sig);
 }
 

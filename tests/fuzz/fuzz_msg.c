@@ -1,0 +1,181 @@
+/*
+ * fuzz_msg.c: every message decoder, on payloads a peer chose.
+ *
+ * Input: u8 selector | payload. The selector picks the decoder
+ * (FUZZ_MSG_TYPES). Besides the sanitizers, one property is checked: a
+ * payload that decodes is canonical, i.e. encoding what was decoded gives
+ * back exactly the same bytes. A decoder that accepted two spellings of
+ * one message, or lost a field, would fail that.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fuzz.h"
+
+#include "core/ded_err.h"
+#include "core/ded_limits.h"
+#include "core/ded_msg.h"
+#include "dht/ded_record.h"
+
+/* Checks that |w| holds one frame of |type| whose payload is |p|/|len|. */
+static void check_reencoded(const ded_wr *w, uint8_t type, const uint8_t *p, size_t len) {
+  FUZZ_CHECK(!w->err);
+  FUZZ_CHECK(w->pos == DED_FRAME_HDR_BYTES + len);
+  uint8_t hdr[DED_FRAME_HDR_BYTES];
+  ded_frame_put_hdr(hdr, type, len);
+  FUZZ_CHECK(memcmp(w->p, hdr, sizeof hdr) == 0);
+  FUZZ_CHECK(len == 0 || memcmp(w->p + DED_FRAME_HDR_BYTES, p, len) == 0);
+}
+
+/* A record inside HELLO or RECORDS: decoded, it re-encodes to itself. */
+static void check_record(const uint8_t *p, size_t len) {
+  ded_record rec;
+  if (ded_record_decode(p, len, &rec) != 0) return;
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  int n = ded_record_encode(&rec, buf, sizeof buf);
+  FUZZ_CHECK(n >= 0 && (size_t)n == len && memcmp(buf, p, len) == 0);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  ded_hash32(FUZZ_RUN, FUZZ_RUN_LEN, run_id);
+  int rv = ded_record_verify(&rec, run_id, FUZZ_NOW_MS);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_SIGNATURE || rv == DED_ERR_WRONG_RUN ||
+             rv == DED_ERR_EXPIRED);
+}
+
+static void fuzz_hello(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_hello h;
+  int rv = ded_msg_hello_decode(p, len, &h);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO || rv == DED_ERR_VERSION);
+  if (rv) return;
+  FUZZ_CHECK(h.rec_len <= DED_RECORD_BYTES_MAX);
+  FUZZ_CHECK(h.rec >= p && h.rec + h.rec_len == p + len);
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_hello_encode(&w, h.run_id, h.rec, h.rec_len);
+  check_reencoded(&w, DED_MSG_HELLO, p, len);
+  check_record(h.rec, h.rec_len);
+}
+
+static void fuzz_records(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_records_rd it;
+  if (ded_msg_records_begin_rd(&it, p, len) != 0) return;
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_records_wr rw;
+  ded_msg_records_begin(&rw, &w);
+  const uint8_t *rec;
+  size_t rec_len;
+  int rv;
+  unsigned n = 0;
+  while ((rv = ded_msg_records_next(&it, &rec, &rec_len)) == 1) {
+    FUZZ_CHECK(rec >= p && rec + rec_len <= p + len && rec_len <= DED_RECORD_BYTES_MAX);
+    FUZZ_CHECK(++n <= DED_RECORDS_PER_FRAME_MAX);
+    FUZZ_CHECK(ded_msg_records_add(&rw, rec, rec_len) == 0);
+    check_record(rec, rec_len);
+  }
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv) return;
+  ded_msg_records_end(&rw);
+  check_reencoded(&w, DED_MSG_RECORDS, p, len);
+}
+
+static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_join j;
+  int rv = ded_msg_join_decode(p, len, &j);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv) return;
+  FUZZ_CHECK(ded_dtype_size(j.dtype) != 0 && j.count > 0 && j.count <= DED_COUNT_MAX);
+  FUZZ_CHECK(j.weight >= 0.0 && j.n_local > 0);
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_join_encode(&w, &j);
+  check_reencoded(&w, DED_MSG_JOIN, p, len);
+}
+
+static void fuzz_commit(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_commit c;
+  int rv = ded_msg_commit_decode(p, len, NULL, &c);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv) {
+    FUZZ_CHECK(c.members == NULL);
+    return;
+  }
+  /* The invariants the engine builds on (ded_msg.h). */
+  FUZZ_CHECK(c.k >= 1 && c.k <= DED_ROUND_MEMBERS_MAX && c.members[0].shard_off == 0);
+  FUZZ_CHECK(c.chunk_elems > 0 &&
+             (uint64_t)c.chunk_elems * ded_dtype_size(c.dtype) <= DED_CHUNK_BYTES_MAX);
+  double total = 0.0;
+  for (unsigned i = 0; i < c.k; i++) {
+    if (i > 0) {
+      FUZZ_CHECK(memcmp(c.members[i - 1].id, c.members[i].id, DED_ID_BYTES) < 0);
+      FUZZ_CHECK(c.members[i - 1].shard_off <= c.members[i].shard_off);
+    }
+    FUZZ_CHECK(c.members[i].shard_off <= c.count && c.members[i].n_local > 0);
+    total += c.members[i].weight;
+  }
+  FUZZ_CHECK(total > 0.0 && isfinite(total));
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_commit_encode(&w, &c);
+  check_reencoded(&w, DED_MSG_COMMIT, p, len);
+  ded_msg_commit_free(&c, NULL);
+}
+
+static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_wr w = ded_wr_init(out, cap);
+  int rv;
+  switch (type) {
+  case DED_MSG_REDIRECT: {
+    ded_msg_redirect m;
+    rv = ded_msg_redirect_decode(p, len, &m);
+    if (rv == 0) ded_msg_redirect_encode(&w, &m);
+    break;
+  }
+  case DED_MSG_LEAVE: {
+    uint8_t reason;
+    rv = ded_msg_leave_decode(p, len, &reason);
+    if (rv == 0) ded_msg_leave_encode(&w, reason);
+    break;
+  }
+  case DED_MSG_STALE: {
+    ded_msg_stale m;
+    rv = ded_msg_stale_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.next_round > m.round);
+      ded_msg_stale_encode(&w, &m);
+    }
+    break;
+  }
+  default: { /* DATA, RESULT: the header is encoded apart from the elements */
+    ded_msg_data d;
+    rv = ded_msg_data_decode(p, len, &d);
+    if (rv == 0) {
+      FUZZ_CHECK(d.len > 0 && d.elems == p + 16 && d.len == len - 16);
+      FUZZ_CHECK(d.offset <= DED_COUNT_MAX);
+      uint8_t hdr[DED_DATA_HDR_BYTES];
+      ded_msg_data_hdr_encode(hdr, type, d.round, d.offset, d.len);
+      ded_wr_bytes(&w, hdr, sizeof hdr);
+      ded_wr_bytes(&w, d.elems, d.len);
+    }
+  }
+  }
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv == 0) check_reencoded(&w, type, p, len);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const uint8_t types[FUZZ_MSG_NTYPES] = FUZZ_MSG_TYPES;
+  if (size < 1 || size - 1 + DED_FRAME_HDR_BYTES > DED_FRAME_MAX) return 0;
+  uint8_t type = types[data[0] % FUZZ_MSG_NTYPES];
+  const uint8_t *p = data + 1;
+  size_t len = size - 1;
+  /* Room for the re-encoded frame: never more than the payload plus the
+   * header, since decoders take no more than they are given. */
+  size_t cap = len + DED_FRAME_HDR_BYTES;
+  uint8_t *out = malloc(cap);
+  FUZZ_CHECK(out);
+  switch (type) {
+  case DED_MSG_HELLO: fuzz_hello(p, len, out, cap); break;
+  case DED_MSG_RECORDS: fuzz_records(p, len, out, cap); break;
+  case DED_MSG_JOIN: fuzz_join(p, len, out, cap); break;
+  case DED_MSG_COMMIT: fuzz_commit(p, len, out, cap); break;
+  default: fuzz_small(type, p, len, out, cap); break;
+  }
+  free(out);
+  return 0;
+}

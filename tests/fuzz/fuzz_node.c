@@ -1,0 +1,243 @@
+/*
+ * fuzz_node.c: a whole swarm peer, talking to one fuzzed stranger.
+ *
+ * Input: u8 flags (FUZZ_NODE_F_*) | u8 schedule seed | bytes the stranger
+ * sends. The stranger either connects to the node, or (FUZZ_NODE_F_OUTBOUND)
+ * is the bootstrap address the node dials. The bytes arrive in reads of
+ * varying size, interleaved with the driver's other duties: taking the
+ * node's output (all of it, part of it, or none for a while, as a full
+ * socket would), and running its timers at increasing times. Whenever the
+ * node drops the connection, the stranger connects again (or the node
+ * dials again) and the rest of the bytes go on the new connection, so one
+ * input can try several HELLOs. At the end the node may leave, its timers
+ * run far ahead (round and rendezvous timeouts, record refresh and
+ * expiry), and it is freed: LeakSanitizer reports what it kept.
+ *
+ * Checked besides the sanitizers: every round submitted is reported
+ * exactly once, within its timeouts, with a sane result.
+ *
+ * The node is real: signatures are checked, so to get past the HELLO the
+ * corpus carries HELLOs signed for this run (gen_corpus.c), after which
+ * the fuzzer mutates the frames that follow.
+ */
+#include <string.h>
+
+#include "fuzz.h"
+
+#include "ded_node.h"
+
+#define FUZZ_NODE_CONNS_MAX 4
+#define SEC_NS (1000ull * 1000 * 1000)
+
+typedef struct fuzz_driver {
+  uint32_t conn;
+  bool conn_open;
+  ded_addr boot;     /* the bootstrap address, in outbound mode */
+  bool dial_boot;    /* outbound mode: dials to |boot| succeed */
+  bool dial_pending; /* the node dialled |dial| and waits for it */
+  uint32_t dial;
+  unsigned rounds_done;
+} fuzz_driver;
+
+/* DEDMPI_FUZZ_VERBOSE=1 prints what the node logs and reports: how to
+ * see what a corpus input makes the node do. */
+static int fuzz_verbose = -1;
+
+static bool drv_verbose(void) {
+  if (fuzz_verbose < 0) fuzz_verbose = getenv("DEDMPI_FUZZ_VERBOSE") != NULL;
+  return fuzz_verbose;
+}
+
+/* Only the stranger can be reached, and only in outbound mode. */
+static int drv_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
+  fuzz_driver *d = user;
+  if (!d->dial_boot || d->dial_pending || !ded_addr_equal(addr, &d->boot)) return -1;
+  d->dial = conn_id;
+  d->dial_pending = true;
+  return 0;
+}
+
+static void drv_close(void *user, uint32_t conn_id) {
+  fuzz_driver *d = user;
+  if (conn_id == d->conn) d->conn_open = false;
+  if (d->dial_pending && conn_id == d->dial) d->dial_pending = false;
+}
+
+static void drv_want_write(void *user, uint32_t conn_id) {
+  (void)user;
+  (void)conn_id;
+}
+
+static void drv_round_done(void *user, void *ctx, const ded_round_result *res) {
+  fuzz_driver *d = user;
+  (void)ctx;
+  FUZZ_CHECK(res->status <= 0);
+  FUZZ_CHECK(res->contributors >= 1 && res->contributors <= DED_ROUND_MEMBERS_MAX);
+  FUZZ_CHECK(res->alone ? res->members == NULL : 1);
+  d->rounds_done++;
+  if (drv_verbose())
+    fprintf(stderr, "  round %llu done: status %d, %u contributors%s%s\n",
+            (unsigned long long)res->round, res->status, res->contributors,
+            res->alone ? ", alone" : "", res->late ? ", late" : "");
+}
+
+static void drv_event(void *user, const ded_event *ev) {
+  (void)user;
+  FUZZ_CHECK(ev->type >= DED_EVENT_BOOTSTRAP && ev->type <= DED_EVENT_PEER_DOWN);
+}
+
+/* Formatting runs (log_level is DEBUG), so format bugs show; the text goes
+ * nowhere unless asked for. */
+static void drv_log(void *user, int level, const char *line) {
+  (void)user;
+  FUZZ_CHECK(line != NULL && strlen(line) < 512);
+  if (drv_verbose()) fprintf(stderr, "  log %d %s\n", level, line);
+}
+
+/* Takes the node's output for the connection: usually all of it, now and
+ * then a short write, sometimes stopping there as a full socket would. */
+static void drv_drain(ded_node *node, fuzz_driver *d, uint32_t *rng, uint64_t now) {
+  for (int rounds = 0; rounds < 64 && d->conn_open; rounds++) {
+    ded_iov iov[8];
+    int n = ded_node_conn_pending(node, d->conn, iov, 8);
+    if (n <= 0) return;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+      FUZZ_CHECK(iov[i].len > 0);
+      /* Touch the bytes: a dangling piece shows under ASan. */
+      volatile uint8_t sink = 0;
+      for (size_t j = 0; j < iov[i].len; j += 64) sink ^= ((const uint8_t *)iov[i].base)[j];
+      sink ^= ((const uint8_t *)iov[i].base)[iov[i].len - 1];
+      (void)sink;
+      total += iov[i].len;
+    }
+    uint32_t r = fuzz_rng_next(rng);
+    bool partial = r % 4 == 0;
+    ded_node_conn_consume(node, d->conn, partial ? 1 + (size_t)(r >> 8) % total : total, now);
+    if (partial && (r & 0x10)) return; /* the rest, maybe half a frame, waits */
+  }
+}
+
+/* A (new) connection with the stranger: accepted, or the node's dial
+ * answered. False when there is none to be had. */
+static bool drv_open(ded_node *node, fuzz_driver *d, uint64_t now) {
+  if (d->dial_boot) {
+    if (!d->dial_pending) return false;
+    d->dial_pending = false;
+    d->conn = d->dial;
+    d->conn_open = true;
+    ded_node_conn_connected(node, d->conn, now);
+    return true;
+  }
+  ded_addr remote;
+  memset(&remote, 0, sizeof remote);
+  remote.family = 4;
+  remote.ip[0] = 10;
+  remote.ip[3] = 9;
+  remote.port = 40000;
+  if (ded_node_conn_accepted(node, &remote, &d->conn, now) != 0) return false;
+  d->conn_open = true;
+  return true;
+}
+
+static void drv_advance(ded_node *node, fuzz_driver *d, uint32_t *rng, uint64_t *now,
+                        uint64_t by_ns) {
+  *now += by_ns;
+  if (*now >= ded_node_expiry(node)) ded_node_handle_expiry(node, *now);
+  drv_drain(node, d, rng, *now);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2) return 0;
+  uint8_t flags = data[0];
+  uint32_t rng = fuzz_rng_seed(data[1]);
+  const uint8_t *in = data + 2;
+  size_t len = size - 2;
+
+  fuzz_driver d;
+  memset(&d, 0, sizeof d);
+  uint8_t seed[DED_SEED_BYTES];
+  memset(seed, FUZZ_NODE_SEED_BYTE, sizeof seed);
+  ded_node_settings s;
+  memset(&s, 0, sizeof s);
+  s.run = FUZZ_RUN;
+  s.mode = DED_MODE_NODE;
+  s.min_peers = flags & FUZZ_NODE_F_ALONE_OK ? 1 : 2;
+  s.identity_seed = seed;
+  s.rendezvous_timeout_ns = 5 * SEC_NS;
+  s.round_timeout_ns = 2 * SEC_NS;
+  s.chunk_bytes = FUZZ_NODE_CHUNK_BYTES;
+  s.record_ttl_ms = 30000; /* refreshed every 10 s: within an input's time */
+  s.log_level = DED_LOG_DEBUG;
+  s.no_rounds = flags & FUZZ_NODE_F_NO_ROUNDS;
+  if (flags & FUZZ_NODE_F_OUTBOUND) {
+    FUZZ_CHECK(ded_addr_parse(FUZZ_NODE_BOOT_ADDR, &d.boot) == 0);
+    s.bootstrap[0] = d.boot;
+    s.n_bootstrap = 1;
+    s.bootstrap_timeout_ns = 3 * SEC_NS;
+    d.dial_boot = true;
+  }
+  ded_node_callbacks cb = {drv_connect, drv_close, drv_want_write, drv_round_done, drv_event,
+                           drv_log};
+  uint64_t now = FUZZ_NOW_NS;
+  ded_node *node;
+  FUZZ_CHECK(ded_node_new(&s, &cb, &d, now, &node) == 0);
+  FUZZ_CHECK(ded_node_start(node, now) == 0);
+
+  /* The rounds' buffers outlive the node: it is freed before we return. */
+  double buf0[FUZZ_NODE_COUNT], buf1[FUZZ_NODE_COUNT];
+  for (int i = 0; i < FUZZ_NODE_COUNT; i++) buf0[i] = buf1[i] = 0.25 * i;
+  uint8_t dtype = flags & FUZZ_NODE_F_F64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
+  unsigned submitted = 0;
+  if (flags & FUZZ_NODE_F_ROUND0) {
+    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL};
+    int64_t no = ded_node_round_submit(node, &a, now);
+    FUZZ_CHECK(no == 0 || (s.no_rounds && no == DED_ERR_INVALID_ARG));
+    submitted += no == 0;
+    if (no == 0 && (flags & FUZZ_NODE_F_ROUND1)) {
+      ded_round_args b = {buf1, FUZZ_NODE_COUNT, dtype, 2.0, 3, NULL};
+      FUZZ_CHECK(ded_node_round_submit(node, &b, now) == 1);
+      submitted++;
+    }
+  }
+
+  unsigned opened = drv_open(node, &d, now);
+  size_t pos = 0;
+  while (pos < len && d.conn_open) {
+    uint32_t r = fuzz_rng_next(&rng);
+    /* Mostly small reads, now and then a large one. */
+    size_t piece = r % 8 == 0 ? 1 + (r >> 3) % 4096 : 1 + (r >> 3) % 64;
+    if (piece > len - pos) piece = len - pos;
+    ded_node_conn_recv(node, d.conn, in + pos, piece, now);
+    pos += piece;
+    drv_drain(node, &d, &rng, now);
+    r = fuzz_rng_next(&rng);
+    if (r % 4 == 0) drv_advance(node, &d, &rng, &now, (r >> 2) % (50 * SEC_NS / 1000));
+    if (!d.conn_open && pos < len && opened < FUZZ_NODE_CONNS_MAX) {
+      /* A dial back takes the node's backoff: let its timers run. */
+      for (int i = 0; i < 20 && d.dial_boot && !d.dial_pending; i++)
+        drv_advance(node, &d, &rng, &now, SEC_NS / 10);
+      opened += drv_open(node, &d, now);
+    }
+  }
+  FUZZ_CHECK(d.rounds_done <= submitted);
+
+  /* The end: leave if asked, then let every timer fire. */
+  if (flags & FUZZ_NODE_F_LEAVE) {
+    ded_node_leave(node, now);
+    drv_drain(node, &d, &rng, now);
+    /* Everything submitted is reported by now. */
+    FUZZ_CHECK(d.rounds_done == submitted);
+  }
+  for (int step = 0; step < 4; step++) drv_advance(node, &d, &rng, &now, 3 * SEC_NS);
+  /* Every round ends within its timeouts: reported once, never twice. */
+  FUZZ_CHECK(d.rounds_done == submitted);
+  /* Far ahead: the stranger's record expires and it is forgotten. */
+  if (d.conn_open) ded_node_conn_closed(node, d.conn, DED_ERR_PEER_LOST, now);
+  d.conn_open = false;
+  drv_advance(node, &d, &rng, &now, 600 * SEC_NS);
+  drv_advance(node, &d, &rng, &now, SEC_NS);
+  FUZZ_CHECK(ded_node_peer_count(node) == 0);
+  ded_node_free(node);
+  return 0;
+}

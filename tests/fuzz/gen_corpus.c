@@ -1,0 +1,647 @@
+/*
+ * gen_corpus.c: writes the seed corpora of the fuzz targets.
+ *
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node}/NAME)
+ *
+ * Seeds are valid encodings of every message, records, and whole
+ * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
+ * fuzz run, then the frames a real peer would send next, so that the
+ * fuzzer starts deep inside the protocol instead of at the signature.
+ * Truncated and corrupted variants are added so that error paths are
+ * covered from the first run. Everything is deterministic (fixed seeds,
+ * fixed clock): rerunning the generator rewrites the same bytes.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz.h"
+
+#include "core/ded_limits.h"
+#include "core/ded_msg.h"
+#include "crypto/ded_ident.h"
+#include "dht/ded_record.h"
+
+/* ------------------------------------------------------------ buffers */
+
+typedef struct gbuf {
+  uint8_t *p;
+  size_t len, cap;
+} gbuf;
+
+static void gbuf_put(gbuf *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *q = realloc(b->p, cap);
+    FUZZ_CHECK(q);
+    b->p = q;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->p + b->len, p, n);
+  b->len += n;
+}
+
+static void gbuf_u8(gbuf *b, uint8_t v) { gbuf_put(b, &v, 1); }
+
+static void gbuf_reset(gbuf *b) { b->len = 0; }
+
+static void gbuf_free(gbuf *b) {
+  free(b->p);
+  memset(b, 0, sizeof *b);
+}
+
+/* -------------------------------------------------------------- files */
+
+static const char *out_dir;
+
+static void make_dir(const char *path) {
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "gen_corpus: mkdir %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+}
+
+static void write_seed(const char *target, const char *name, const uint8_t *p, size_t len) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", out_dir, target);
+  make_dir(path);
+  snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, len, f) != len || fclose(f) != 0) {
+    fprintf(stderr, "gen_corpus: %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+}
+
+/* ---------------------------------------------------- identities, records */
+
+static uint8_t run_id[DED_RUN_ID_BYTES];
+
+static void ident_from_byte(ded_ident *id, uint8_t b) {
+  uint8_t seed[DED_SEED_BYTES];
+  memset(seed, b, sizeof seed);
+  ded_ident_from_seed(id, seed);
+}
+
+typedef struct rec_opts {
+  uint8_t naddr;
+  uint16_t ext_len;
+  uint16_t flags;
+  uint8_t mode;
+  uint64_t issued_ms;
+  const uint8_t *run; /* NULL: the fuzz run */
+} rec_opts;
+
+/* A signed record of |id|, encoded into |out|; its length. */
+static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) {
+  ded_record rec;
+  memset(&rec, 0, sizeof rec);
+  rec.mode = o->mode;
+  rec.flags = o->flags;
+  memcpy(rec.run_id, o->run ? o->run : run_id, DED_RUN_ID_BYTES);
+  rec.seq = 1;
+  rec.issued_ms = o->issued_ms ? o->issued_ms : FUZZ_NOW_MS;
+  rec.ttl_ms = 300000;
+  rec.naddr = o->naddr;
+  for (unsigned i = 0; i < o->naddr; i++) {
+    rec.addr[i].family = i % 2 ? 6 : 4;
+    rec.addr[i].ip[0] = 10;
+    rec.addr[i].ip[15] = (uint8_t)(i + 1);
+    rec.addr[i].port = (uint16_t)(7000 + i);
+  }
+  rec.ext_len = o->ext_len;
+  for (unsigned i = 0; i < o->ext_len; i++) rec.ext[i] = (uint8_t)(i * 13);
+  ded_record_sign(&rec, id);
+  int n = ded_record_encode(&rec, out, DED_RECORD_BYTES_MAX);
+  FUZZ_CHECK(n > 0);
+  return (size_t)n;
+}
+
+/* ------------------------------------------------------------- frames */
+
+static void frame_hello(gbuf *b, const ded_ident *id, const uint8_t *run) {
+  uint8_t rec[DED_RECORD_BYTES_MAX];
+  rec_opts o = {.naddr = 1, .run = run};
+  size_t rl = make_record(id, &o, rec);
+  uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_hello_encode(&w, run ? run : run_id, rec, rl);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+/* RECORDS with the records of identities |bytes[0..n)|, varied shapes. */
+static void frame_records(gbuf *b, const uint8_t *bytes, unsigned n) {
+  uint8_t f[DED_FRAME_HDR_BYTES + 2 + 8 * (2 + DED_RECORD_BYTES_MAX)];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_records_wr rw;
+  ded_msg_records_begin(&rw, &w);
+  for (unsigned i = 0; i < n && i < 8; i++) {
+    ded_ident id;
+    ident_from_byte(&id, bytes[i]);
+    uint8_t rec[DED_RECORD_BYTES_MAX];
+    rec_opts o = {.naddr = (uint8_t)(1 + i % DED_RECORD_ADDRS_MAX),
+                  .ext_len = (uint16_t)(i * 20),
+                  .flags = i == 2 ? DED_RECORD_F_NO_ROUNDS : 0,
+                  .mode = (uint8_t)(i % 3)};
+    size_t rl = make_record(&id, &o, rec);
+    FUZZ_CHECK(ded_msg_records_add(&rw, rec, rl) == 0);
+  }
+  ded_msg_records_end(&rw);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+static void frame_join(gbuf *b, uint64_t round, uint8_t dtype, uint64_t count, double weight,
+                       uint32_t n_local, uint8_t flags) {
+  ded_msg_join j = {round, dtype, count, weight, n_local, flags};
+  uint8_t f[DED_JOIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_join_encode(&w, &j);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+/* A two-member COMMIT; |ids| in increasing order. */
+static void frame_commit2(gbuf *b, uint64_t round, uint8_t dtype, uint64_t count,
+                          uint32_t chunk_elems, const uint8_t *ids[2], const double w[2],
+                          const uint32_t n_local[2]) {
+  ded_msg_member m[2];
+  memset(m, 0, sizeof m);
+  for (int i = 0; i < 2; i++) {
+    memcpy(m[i].id, ids[i], DED_ID_BYTES);
+    m[i].weight = w[i];
+    m[i].n_local = n_local[i];
+    m[i].shard_off = i == 0 ? 0 : count / 2;
+  }
+  ded_msg_commit c = {round, dtype, count, chunk_elems, 2, m};
+  uint8_t f[DED_COMMIT_FRAME_BYTES(2)];
+  ded_wr wr = ded_wr_init(f, sizeof f);
+  ded_msg_commit_encode(&wr, &c);
+  FUZZ_CHECK(!wr.err);
+  gbuf_put(b, f, wr.pos);
+}
+
+static void frame_redirect(gbuf *b, uint64_t round, const uint8_t id[DED_ID_BYTES]) {
+  ded_msg_redirect m = {.round = round};
+  memcpy(m.id, id, DED_ID_BYTES);
+  uint8_t f[DED_REDIRECT_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_redirect_encode(&w, &m);
+  gbuf_put(b, f, w.pos);
+}
+
+static void frame_leave(gbuf *b, uint8_t reason) {
+  uint8_t f[DED_LEAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_leave_encode(&w, reason);
+  gbuf_put(b, f, w.pos);
+}
+
+static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
+  ded_msg_stale m = {round, next};
+  uint8_t f[DED_STALE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_stale_encode(&w, &m);
+  gbuf_put(b, f, w.pos);
+}
+
+/* DATA or RESULT frames covering elements [from, to) in chunks of |chunk|;
+ * element i has the value base + i. */
+static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint8_t dtype, uint64_t from,
+                        uint64_t to, uint64_t chunk, double base) {
+  size_t es = ded_dtype_size(dtype);
+  for (uint64_t off = from; off < to; off += chunk) {
+    uint64_t n = to - off < chunk ? to - off : chunk;
+    uint8_t hdr[DED_DATA_HDR_BYTES];
+    ded_msg_data_hdr_encode(hdr, type, round, off, n * es);
+    gbuf_put(b, hdr, sizeof hdr);
+    for (uint64_t i = off; i < off + n; i++) {
+      if (dtype == DED_DTYPE_F32) {
+        float v = (float)(base + (double)i);
+        gbuf_put(b, &v, sizeof v);
+      } else {
+        double v = base + (double)i;
+        gbuf_put(b, &v, sizeof v);
+      }
+    }
+  }
+}
+
+/* Empty RECORDS frames: valid and without effect. They lengthen a
+ * conversation, so the node's timers get to run between two phases (the
+ * fuzz driver advances time between reads). */
+static void frames_padding(gbuf *b, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    uint8_t f[DED_FRAME_HDR_BYTES + 2];
+    ded_wr w = ded_wr_init(f, sizeof f);
+    ded_msg_records_wr rw;
+    ded_msg_records_begin(&rw, &w);
+    ded_msg_records_end(&rw);
+    gbuf_put(b, f, w.pos);
+  }
+}
+
+/* ------------------------------------------------------------- record */
+
+static void gen_record(void) {
+  ded_ident id;
+  ident_from_byte(&id, 0x11);
+  uint8_t rec[DED_RECORD_BYTES_MAX];
+  static const struct {
+    const char *name;
+    rec_opts o;
+  } shapes[] = {
+      {"minimal", {0}},
+      {"two_addrs", {.naddr = 2, .ext_len = 3}},
+      {"largest", {.naddr = DED_RECORD_ADDRS_MAX, .ext_len = DED_RECORD_EXT_MAX}},
+      {"no_rounds_client", {.naddr = 1, .flags = DED_RECORD_F_NO_ROUNDS, .mode = DED_MODE_CLIENT}},
+      {"aux", {.naddr = 3, .mode = DED_MODE_AUX}},
+      {"expired", {.naddr = 1, .issued_ms = 1000}},
+      {"future", {.naddr = 1, .issued_ms = FUZZ_NOW_MS + 24 * 3600 * 1000ull}},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    size_t n = make_record(&id, &shapes[i].o, rec);
+    write_seed("record", shapes[i].name, rec, n);
+  }
+  uint8_t other_run[DED_RUN_ID_BYTES];
+  ded_hash32("other", 5, other_run);
+  rec_opts o = {.naddr = 1, .run = other_run};
+  size_t n = make_record(&id, &o, rec);
+  write_seed("record", "wrong_run", rec, n);
+  /* Broken ones: cut short, a bit flipped in the signature, a byte too many. */
+  o = (rec_opts){.naddr = 2, .ext_len = 5};
+  n = make_record(&id, &o, rec);
+  write_seed("record", "truncated", rec, n / 2);
+  rec[n - 1] ^= 1;
+  write_seed("record", "bad_signature", rec, n);
+  rec[n - 1] ^= 1;
+  rec[n] = 0;
+  write_seed("record", "trailing_byte", rec, n + 1);
+}
+
+/* ---------------------------------------------------------------- msg */
+
+/* Writes |frame| as a fuzz_msg input: selector, then the payload. */
+static void write_msg(const char *name, const gbuf *frame, size_t payload_len) {
+  static const uint8_t types[FUZZ_MSG_NTYPES] = FUZZ_MSG_TYPES;
+  uint8_t type = frame->p[4], sel = 0;
+  while (sel < FUZZ_MSG_NTYPES && types[sel] != type) sel++;
+  FUZZ_CHECK(sel < FUZZ_MSG_NTYPES);
+  gbuf in = {0};
+  gbuf_u8(&in, sel);
+  gbuf_put(&in, frame->p + DED_FRAME_HDR_BYTES, payload_len);
+  write_seed("msg", name, in.p, in.len);
+  gbuf_free(&in);
+}
+
+/* The frame's payload whole, cut in half, and with a byte too many. */
+static void write_msg_variants(const char *name, gbuf *frame) {
+  char n[128];
+  size_t payload = frame->len - DED_FRAME_HDR_BYTES;
+  write_msg(name, frame, payload);
+  snprintf(n, sizeof n, "%s_truncated", name);
+  write_msg(n, frame, payload / 2);
+  gbuf_u8(frame, 0);
+  snprintf(n, sizeof n, "%s_trailing", name);
+  write_msg(n, frame, payload + 1);
+  frame->len--;
+}
+
+static void gen_msg(void) {
+  ded_ident a, b;
+  ident_from_byte(&a, 0x21);
+  ident_from_byte(&b, 0x22);
+  const uint8_t *ids[2] = {a.id, b.id};
+  if (memcmp(a.id, b.id, DED_ID_BYTES) > 0) {
+    ids[0] = b.id;
+    ids[1] = a.id;
+  }
+  const double w[2] = {1.0, 3.5};
+  const uint32_t nl[2] = {1, 4};
+  gbuf f = {0};
+  frame_hello(&f, &a, NULL);
+  write_msg_variants("hello", &f);
+  gbuf_reset(&f);
+  const uint8_t rb[4] = {0x31, 0x32, 0x33, 0x34};
+  frame_records(&f, rb, 4);
+  write_msg_variants("records", &f);
+  gbuf_reset(&f);
+  frames_padding(&f, 1);
+  write_msg("records_empty", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_join(&f, 7, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_GENESIS);
+  write_msg_variants("join", &f);
+  gbuf_reset(&f);
+  frame_join(&f, 8, DED_DTYPE_F64, 3, 0.0, 1, 0);
+  write_msg("join_f64", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_commit2(&f, 7, DED_DTYPE_F32, 1000, 128, ids, w, nl);
+  write_msg_variants("commit", &f);
+  gbuf_reset(&f);
+  frame_redirect(&f, 7, ids[0]);
+  write_msg_variants("redirect", &f);
+  gbuf_reset(&f);
+  frames_data(&f, DED_MSG_DATA, 7, DED_DTYPE_F32, 500, 508, 8, 0.5);
+  write_msg_variants("data", &f);
+  gbuf_reset(&f);
+  frames_data(&f, DED_MSG_RESULT, 7, DED_DTYPE_F64, 0, 4, 4, -2.0);
+  write_msg_variants("result", &f);
+  gbuf_reset(&f);
+  frame_leave(&f, DED_LEAVE_FINALIZE);
+  write_msg_variants("leave", &f);
+  gbuf_reset(&f);
+  frame_stale(&f, 7, 9);
+  write_msg_variants("stale", &f);
+  gbuf_free(&f);
+}
+
+/* -------------------------------------------------------------- frame */
+
+static void write_frame_input(const char *name, uint8_t seed, uint8_t bound, const gbuf *stream,
+                              size_t len) {
+  gbuf in = {0};
+  gbuf_u8(&in, seed);
+  gbuf_u8(&in, bound);
+  gbuf_put(&in, stream->p, len);
+  write_seed("frame", name, in.p, in.len);
+  gbuf_free(&in);
+}
+
+static void gen_frame(void) {
+  ded_ident a;
+  ident_from_byte(&a, 0x21);
+  gbuf s = {0};
+  frame_hello(&s, &a, NULL);
+  frame_join(&s, 1, DED_DTYPE_F32, 10, 1.0, 1, 0);
+  frames_padding(&s, 2);
+  frames_data(&s, DED_MSG_DATA, 1, DED_DTYPE_F64, 0, 700, 700, 0.0); /* > 4 KiB frame */
+  frame_leave(&s, DED_LEAVE_SHUTDOWN);
+  /* Piece bounds from 1 byte to 64 KiB. */
+  const uint8_t bounds[] = {0, 1, 3, 7, 12, 16};
+  for (size_t i = 0; i < sizeof bounds; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "stream_bound%u", bounds[i]);
+    write_frame_input(name, (uint8_t)(i * 40 + 1), bounds[i], &s, s.len);
+  }
+  write_frame_input("stream_partial_tail", 5, 4, &s, s.len - 3);
+  /* A bad length after good frames: zero, and one past the largest. */
+  gbuf bad = {0};
+  frame_join(&bad, 1, DED_DTYPE_F32, 10, 1.0, 1, 0);
+  const uint8_t zero[DED_FRAME_HDR_BYTES] = {0, 0, 0, 0, 3};
+  gbuf_put(&bad, zero, sizeof zero);
+  write_frame_input("len_zero", 9, 2, &bad, bad.len);
+  gbuf_reset(&bad);
+  frame_leave(&bad, DED_LEAVE_FINALIZE);
+  uint8_t huge[DED_FRAME_HDR_BYTES];
+  ded_frame_put_hdr(huge, 7, DED_FRAME_MAX - 1);
+  huge[2]++; /* length DED_FRAME_MAX + 1 */
+  gbuf_put(&bad, huge, sizeof huge);
+  write_frame_input("len_too_large", 3, 0, &bad, bad.len);
+  gbuf_free(&bad);
+  gbuf_free(&s);
+}
+
+/* --------------------------------------------------------------- node */
+
+/* One conversation with the node: flags, schedule seed, the bytes. */
+static void write_node(const char *name, uint8_t flags, uint8_t sched, const gbuf *bytes) {
+  gbuf in = {0};
+  gbuf_u8(&in, flags);
+  gbuf_u8(&in, sched);
+  gbuf_put(&in, bytes->p, bytes->len);
+  write_seed("node", name, in.p, in.len);
+  /* The same conversation cut short: the node must cope with a peer that
+   * vanishes mid-frame. */
+  if (bytes->len > 64) {
+    char cut[128];
+    snprintf(cut, sizeof cut, "%s_cut", name);
+    write_seed("node", cut, in.p, 2 + bytes->len * 2 / 3);
+  }
+  gbuf_free(&in);
+}
+
+static void gen_node(void) {
+  ded_ident node, lo, hi;
+  ident_from_byte(&node, FUZZ_NODE_SEED_BYTE);
+  /* |lo| sorts before the node (so it coordinates genesis rounds), |hi|
+   * after it (the node coordinates). */
+  bool have_lo = false, have_hi = false;
+  for (unsigned s = 1; s < 256 && !(have_lo && have_hi); s++) {
+    if (s == FUZZ_NODE_SEED_BYTE) continue;
+    ded_ident id;
+    ident_from_byte(&id, (uint8_t)s);
+    bool below = memcmp(id.id, node.id, DED_ID_BYTES) < 0;
+    if (below && !have_lo) {
+      lo = id;
+      have_lo = true;
+    } else if (!below && !have_hi) {
+      hi = id;
+      have_hi = true;
+    }
+  }
+  FUZZ_CHECK(have_lo && have_hi);
+  const uint64_t N = FUZZ_NODE_COUNT, half = N / 2;
+  const uint32_t one[2] = {1, 1};
+  const double w1[2] = {1.0, 1.0};
+  gbuf b = {0};
+
+  for (int f64 = 0; f64 <= 1; f64++) {
+    uint8_t dtype = f64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
+    uint8_t flags = FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0);
+    uint64_t node_chunk = FUZZ_NODE_CHUNK_BYTES / ded_dtype_size(dtype);
+    char name[64];
+
+    /* The peer coordinates the genesis round: HELLO, COMMIT, then its
+     * data for our shard (the second) and its results for its own. */
+    gbuf_reset(&b);
+    frame_hello(&b, &lo, NULL);
+    const uint8_t *ids_lo[2] = {lo.id, node.id};
+    frame_commit2(&b, 0, dtype, N, 8, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, 8, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, 8, 50.0);
+    snprintf(name, sizeof name, "round_peer_coordinates_%s", f64 ? "f64" : "f32");
+    write_node(name, flags, 1, &b);
+
+    /* We coordinate: HELLO, JOIN, data for our shard (the first), results
+     * for the peer's, in our chunk size. */
+    gbuf_reset(&b);
+    frame_hello(&b, &hi, NULL);
+    frame_join(&b, 0, dtype, N, 1.0, 1, DED_JOIN_F_GENESIS);
+    frames_data(&b, DED_MSG_DATA, 0, dtype, 0, half, node_chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, dtype, half, N, node_chunk, 50.0);
+    snprintf(name, sizeof name, "round_node_coordinates_%s", f64 ? "f64" : "f32");
+    write_node(name, flags, 2, &b);
+  }
+
+  /* Data that overtakes the COMMIT, and results before data. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  const uint8_t *ids_lo[2] = {lo.id, node.id};
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, half + 8, N, 8, 1.0);
+  frame_commit2(&b, 0, DED_DTYPE_F32, N, 8, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, 0, half, 8, 2.0);
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, half, half + 8, 8, 1.0);
+  write_node("early_data", FUZZ_NODE_F_ROUND0, 3, &b);
+
+  /* Two rounds: we coordinate round 0; round 1's coordinator is the peer
+   * (member 1 % 2), which commits with the weights we joined with. The
+   * node sends its JOIN for round 1 only at a timer tick after round 0
+   * commits, so the schedule seed (5) is one under which the driver runs
+   * the timers before the COMMIT of round 1 arrives. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, half, N, 16, 50.0);
+  frames_padding(&b, 60);
+  const uint8_t *ids_hi[2] = {node.id, hi.id};
+  const double w21[2] = {2.0, 1.0};
+  const uint32_t n31[2] = {3, 1};
+  frame_commit2(&b, 1, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
+  frames_data(&b, DED_MSG_DATA, 1, DED_DTYPE_F32, 0, half, 16, 7.0);
+  frames_data(&b, DED_MSG_RESULT, 1, DED_DTYPE_F32, half, N, 16, 9.0);
+  write_node("two_rounds", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 5, &b);
+
+  /* Discovery: records of other peers (with addresses: the node tries to
+   * call them), then the peer leaves. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  const uint8_t others[5] = {0x51, 0x52, 0x53, 0x54, 0x55};
+  frame_records(&b, others, 5);
+  frame_records(&b, others, 2); /* the same again: duplicates */
+  frame_leave(&b, DED_LEAVE_FINALIZE);
+  write_node("records_then_leave", 0, 5, &b);
+
+  /* A genesis coordinator that redirects us to a smaller id, unknown to us. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  uint8_t smaller[DED_ID_BYTES] = {0};
+  frame_redirect(&b, 0, smaller);
+  write_node("redirect", FUZZ_NODE_F_ROUND0, 6, &b);
+
+  /* The swarm went on without us. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_stale(&b, 0, 5);
+  write_node("stale", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 7, &b);
+
+  /* A COMMIT for a buffer of another size, leaving us out. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  const uint8_t *ids_x[2] = {lo.id, hi.id};
+  frame_commit2(&b, 0, DED_DTYPE_F32, N / 2, 8, ids_x, w1, one);
+  write_node("commit_size_mismatch", FUZZ_NODE_F_ROUND0, 8, &b);
+
+  /* Joins the node must refuse or redirect. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 1000, DED_DTYPE_F32, N, 1.0, 1, 0);
+  write_node("joins_redirect_far_ahead", 0, 9, &b);
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS); /* twice */
+  write_node("join_duplicate", FUZZ_NODE_F_ROUND0, 10, &b);
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  write_node("backbone_join", FUZZ_NODE_F_NO_ROUNDS | FUZZ_NODE_F_ALONE_OK, 11, &b);
+
+  /* Alone: rounds finish without the peer, which then only talks. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_records(&b, others, 1);
+  write_node("alone_two_rounds",
+             FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1 | FUZZ_NODE_F_ALONE_OK, 12, &b);
+
+  /* We leave in the middle of a round. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, 16, 16, 1.0);
+  write_node("leave_mid_round", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_LEAVE, 13, &b);
+
+  /* Bad starts: no HELLO, a HELLO of another run, garbage, a bad length. */
+  gbuf_reset(&b);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  write_node("no_hello", FUZZ_NODE_F_ROUND0, 14, &b);
+  gbuf_reset(&b);
+  uint8_t other_run[DED_RUN_ID_BYTES];
+  ded_hash32("other", 5, other_run);
+  frame_hello(&b, &hi, other_run);
+  write_node("hello_wrong_run", 0, 15, &b);
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  for (unsigned i = 0; i < 64; i++) gbuf_u8(&b, (uint8_t)(i * 97 + 3));
+  write_node("garbage_after_hello", 0, 16, &b);
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  const uint8_t zero_len[DED_FRAME_HDR_BYTES] = {0, 0, 0, 0, DED_MSG_JOIN};
+  gbuf_put(&b, zero_len, sizeof zero_len);
+  write_node("bad_frame_length", FUZZ_NODE_F_ROUND0, 17, &b);
+
+  /* After round 0 (which we coordinated), JOINs for round 1: a genesis
+   * one (we are past genesis: STALE), and one for a round whose
+   * coordinator is the peer itself, by the lineage. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_join(&b, 1, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, 0); /* late for round 0 */
+  write_node("joins_after_lineage", FUZZ_NODE_F_ROUND0, 19, &b);
+
+  /* The node dials its bootstrap address: the peer coordinates, as above;
+   * then the peer that answers is the node itself. */
+  for (int f64 = 0; f64 <= 1; f64++) {
+    uint8_t dtype = f64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
+    gbuf_reset(&b);
+    frame_hello(&b, &lo, NULL);
+    frame_commit2(&b, 0, dtype, N, 8, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, 8, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, 8, 50.0);
+    write_node(f64 ? "outbound_round_f64" : "outbound_round_f32",
+               FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0), 20, &b);
+  }
+  gbuf_reset(&b);
+  frame_hello(&b, &node, NULL);
+  write_node("outbound_self", FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ALONE_OK, 21,
+             &b);
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_records(&b, others, 3);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  write_node("outbound_join", FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_LEAVE, 22,
+             &b);
+
+  /* The peer is dropped, connects again as someone else, and joins. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_leave(&b, 0); /* an unknown reason: dropped */
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 3.0);
+  write_node("reconnect", FUZZ_NODE_F_ROUND0, 18, &b);
+  gbuf_free(&b);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  out_dir = argv[1];
+  make_dir(out_dir);
+  FUZZ_CHECK(ded_crypto_init() == 0);
+  ded_hash32(FUZZ_RUN, FUZZ_RUN_LEN, run_id);
+  gen_record();
+  gen_msg();
+  gen_frame();
+  gen_node();
+  return 0;
+}

@@ -1,0 +1,322 @@
+/*
+ * test_match.c: match/ded_match, the coordinator gathering joins and
+ * fixing a round.
+ *
+ * The commit is what every member agrees on, so it must be a pure function
+ * of the joins: the majority signature (ties to the smallest id), the
+ * matching joiners in id order, equal shards, and a commit that every
+ * member's decoder accepts.
+ */
+#include "unit_util.h"
+
+#include "avg/ded_partition.h"
+#include "core/ded_limits.h"
+#include "core/ded_msg.h"
+#include "match/ded_match.h"
+
+/* An id whose order is that of |n|. */
+static void match_id(uint8_t id[DED_ID_BYTES], unsigned n) {
+  memset(id, 0x5a, DED_ID_BYTES);
+  id[0] = (uint8_t)(n >> 8);
+  id[1] = (uint8_t)n;
+}
+
+static ded_msg_join match_join(uint64_t round, uint8_t dtype, uint64_t count, double weight,
+                               uint32_t n_local) {
+  ded_msg_join j = {round, dtype, count, weight, n_local, 0};
+  return j;
+}
+
+static void match_add(ded_gather *g, unsigned who, ded_msg_join j) {
+  uint8_t id[DED_ID_BYTES];
+  match_id(id, who);
+  assert_int_equal(ded_gather_add(g, NULL, id, &j), 0);
+}
+
+/* Encodes |c| and decodes it again, as a member receiving it would. */
+static int match_commit_redecode(const ded_msg_commit *c) {
+  size_t cap = DED_COMMIT_FRAME_BYTES(c->k);
+  uint8_t *buf = malloc(cap);
+  assert_non_null(buf);
+  ded_wr w = ded_wr_init(buf, cap);
+  ded_msg_commit_encode(&w, c);
+  assert_false(w.err);
+  ded_msg_commit out;
+  int rv =
+      ded_msg_commit_decode(buf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES, NULL, &out);
+  if (rv == 0) {
+    assert_int_equal(out.k, c->k);
+    for (unsigned i = 0; i < c->k; i++) {
+      assert_memory_equal(out.members[i].id, c->members[i].id, DED_ID_BYTES);
+      assert_memory_equal(&out.members[i].weight, &c->members[i].weight, sizeof(double));
+      assert_int_equal(out.members[i].n_local, c->members[i].n_local);
+      assert_int_equal(out.members[i].shard_off, c->members[i].shard_off);
+    }
+    ded_msg_commit_free(&out, NULL);
+  }
+  free(buf);
+  return rv;
+}
+
+static void test_match_add_find_sorted(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 12, true);
+  assert_int_equal(g.round, 12);
+  assert_true(g.genesis);
+  /* Out of order, enough to grow the array twice. */
+  for (unsigned i = 0; i < 20; i++) match_add(&g, (i * 7) % 20, match_join(12, 1, 10, 1.0, 1));
+  assert_int_equal(g.n, 20);
+  for (size_t i = 1; i < g.n; i++) assert_true(memcmp(g.v[i - 1].id, g.v[i].id, DED_ID_BYTES) < 0);
+  uint8_t id[DED_ID_BYTES];
+  match_id(id, 13);
+  const ded_gather_join *j = ded_gather_find(&g, id);
+  assert_non_null(j);
+  assert_memory_equal(j->id, id, DED_ID_BYTES);
+  match_id(id, 20);
+  assert_null(ded_gather_find(&g, id));
+  ded_gather_free(&g, NULL);
+  assert_null(g.v);
+  assert_int_equal(g.n, 0);
+}
+
+static void test_match_duplicate_join(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 3, match_join(0, DED_DTYPE_F32, 10, 1.0, 1));
+  uint8_t id[DED_ID_BYTES];
+  match_id(id, 3);
+  ded_msg_join other = match_join(0, DED_DTYPE_F64, 99, 5.0, 2);
+  assert_int_equal(ded_gather_add(&g, NULL, id, &other), DED_ERR_PROTO);
+  /* The first join stands. */
+  assert_int_equal(g.n, 1);
+  assert_int_equal(ded_gather_find(&g, id)->join.count, 10);
+  ded_gather_free(&g, NULL);
+}
+
+static void test_match_join_limit(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 0, false);
+  for (unsigned i = 0; i < DED_JOINS_MAX; i++) match_add(&g, i, match_join(0, 1, 10, 1.0, 1));
+  uint8_t id[DED_ID_BYTES];
+  match_id(id, DED_JOINS_MAX);
+  ded_msg_join j = match_join(0, 1, 10, 1.0, 1);
+  assert_int_equal(ded_gather_add(&g, NULL, id, &j), DED_ERR_LIMIT);
+  assert_int_equal(g.n, DED_JOINS_MAX);
+  ded_gather_free(&g, NULL);
+}
+
+static void test_match_signature_majority(void **state) {
+  (void)state;
+  ded_gather g;
+  uint8_t dtype;
+  uint64_t count;
+  /* The smallest id is in the minority. */
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 100, 1, 1));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 200, 1, 1));
+  match_add(&g, 3, match_join(0, DED_DTYPE_F32, 200, 1, 1));
+  ded_gather_signature(&g, &dtype, &count);
+  assert_int_equal(dtype, DED_DTYPE_F32);
+  assert_int_equal(count, 200);
+  ded_gather_free(&g, NULL);
+  /* Same count, different type: the type is part of the signature. */
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 100, 1, 1));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F64, 100, 1, 1));
+  match_add(&g, 3, match_join(0, DED_DTYPE_F64, 100, 1, 1));
+  ded_gather_signature(&g, &dtype, &count);
+  assert_int_equal(dtype, DED_DTYPE_F64);
+  assert_int_equal(count, 100);
+  ded_gather_free(&g, NULL);
+}
+
+static void test_match_signature_tie_smallest_id(void **state) {
+  (void)state;
+  ded_gather g;
+  uint8_t dtype;
+  uint64_t count;
+  /* 2 against 2; the smallest id (1) has signature B though A arrived
+   * first and holds the largest id. */
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 9, match_join(0, DED_DTYPE_F32, 111, 1, 1)); /* A */
+  match_add(&g, 4, match_join(0, DED_DTYPE_F32, 111, 1, 1)); /* A */
+  match_add(&g, 7, match_join(0, DED_DTYPE_F64, 222, 1, 1)); /* B */
+  match_add(&g, 1, match_join(0, DED_DTYPE_F64, 222, 1, 1)); /* B */
+  ded_gather_signature(&g, &dtype, &count);
+  assert_int_equal(dtype, DED_DTYPE_F64);
+  assert_int_equal(count, 222);
+  /* Three singletons: the smallest id's. */
+  ded_gather_free(&g, NULL);
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 5, match_join(0, DED_DTYPE_F32, 5, 1, 1));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 2, 1, 1));
+  match_add(&g, 8, match_join(0, DED_DTYPE_F32, 8, 1, 1));
+  ded_gather_signature(&g, &dtype, &count);
+  assert_int_equal(count, 2);
+  ded_gather_free(&g, NULL);
+}
+
+static void test_match_commit_members(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 41, false);
+  /* Five match (f64, 1003), two do not. */
+  const unsigned match_ids[5] = {30, 10, 50, 20, 40};
+  for (int i = 0; i < 5; i++)
+    match_add(&g, match_ids[i], match_join(41, DED_DTYPE_F64, 1003, 0.5 + i, (uint32_t)(i + 1)));
+  match_add(&g, 5, match_join(41, DED_DTYPE_F64, 1002, 1, 1));
+  match_add(&g, 60, match_join(41, DED_DTYPE_F32, 1003, 1, 1));
+  ded_msg_commit c;
+  assert_int_equal(ded_gather_commit(&g, NULL, 1000, &c), 0);
+  assert_int_equal(c.round, 41);
+  assert_int_equal(c.dtype, DED_DTYPE_F64);
+  assert_int_equal(c.count, 1003);
+  assert_int_equal(c.chunk_elems, 125); /* 1000 bytes / 8 */
+  assert_int_equal(c.k, 5);
+  uint64_t off[5];
+  ded_partition_equal(1003, 5, off);
+  for (unsigned m = 0; m < 5; m++) {
+    uint8_t id[DED_ID_BYTES];
+    match_id(id, 10 * (m + 1)); /* sorted: 10, 20, 30, 40, 50 */
+    assert_memory_equal(c.members[m].id, id, DED_ID_BYTES);
+    assert_int_equal(c.members[m].shard_off, off[m]);
+    const ded_gather_join *j = ded_gather_find(&g, id);
+    assert_true(c.members[m].weight == j->join.weight);
+    assert_int_equal(c.members[m].n_local, j->join.n_local);
+  }
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  assert_null(c.members);
+  ded_gather_free(&g, NULL);
+}
+
+/* chunk_bytes is rounded down to whole elements. */
+static void test_match_commit_chunk_elems(void **state) {
+  (void)state;
+  const struct {
+    uint8_t dtype;
+    uint32_t bytes, elems;
+  } cases[] = {{DED_DTYPE_F32, 1001, 250}, {DED_DTYPE_F32, 4, 1}, {DED_DTYPE_F64, 15, 1},
+               {DED_DTYPE_F64, DED_CHUNK_BYTES_MAX, DED_CHUNK_BYTES_MAX / 8},
+               {DED_DTYPE_F32, DED_CHUNK_BYTES_MAX, DED_CHUNK_BYTES_MAX / 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ded_gather g;
+    ded_gather_init(&g, 0, true);
+    match_add(&g, 1, match_join(0, cases[i].dtype, 10, 1, 1));
+    match_add(&g, 2, match_join(0, cases[i].dtype, 10, 1, 1));
+    ded_msg_commit c;
+    assert_int_equal(ded_gather_commit(&g, NULL, cases[i].bytes, &c), 0);
+    assert_int_equal(c.chunk_elems, cases[i].elems);
+    assert_int_equal(match_commit_redecode(&c), 0);
+    ded_msg_commit_free(&c, NULL);
+    ded_gather_free(&g, NULL);
+  }
+}
+
+static void test_match_commit_zero_weights(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_msg_commit c;
+  /* Nobody brought weight: the rank counts stand in. */
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 10, 0.0, 3));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 10, 0.0, 5));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_true(c.members[0].weight == 3.0);
+  assert_true(c.members[1].weight == 5.0);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  /* Some weight somewhere: a zero weight stays zero. */
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 10, 0.0, 3));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 10, 2.0, 5));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_true(c.members[0].weight == 0.0);
+  assert_true(c.members[1].weight == 2.0);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  /* A zero-weight joiner outside the signature does not count either way. */
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 99, 7.0, 1));
+  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 10, 0.0, 4));
+  match_add(&g, 3, match_join(0, DED_DTYPE_F32, 10, 0.0, 6));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_int_equal(c.k, 2);
+  assert_true(c.members[0].weight == 4.0);
+  assert_true(c.members[1].weight == 6.0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+}
+
+/* More members than elements: empty shards at the end, still decodable. */
+static void test_match_commit_more_members_than_elements(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 0, true);
+  for (unsigned i = 0; i < 5; i++) match_add(&g, i, match_join(0, DED_DTYPE_F32, 2, 1, 1));
+  ded_msg_commit c;
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  const uint64_t want[5] = {0, 1, 2, 2, 2};
+  for (int i = 0; i < 5; i++) assert_int_equal(c.members[i].shard_off, want[i]);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+}
+
+/*
+ * The largest weight a JOIN may carry is DED_WEIGHT_MAX (the decoder
+ * refuses more), and even the most members all at that weight must give a
+ * COMMIT whose total weight is finite: a coordinator must never publish a
+ * commit its members reject as a protocol violation.
+ */
+static void test_match_commit_huge_weights_decodable(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 0, true);
+  for (uint32_t i = 1; i <= DED_ROUND_MEMBERS_MAX; i++)
+    match_add(&g, i, match_join(0, DED_DTYPE_F32, 10, DED_WEIGHT_MAX, 1));
+  ded_msg_commit c;
+  int rv = ded_gather_commit(&g, NULL, 64, &c);
+  assert_int_equal(rv, 0);
+  int drv = match_commit_redecode(&c);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  if (drv != 0)
+    fail_msg("ded_gather_commit built a COMMIT that ded_msg_commit_decode rejects (%s)",
+             ded_strerror(drv));
+}
+
+static void test_match_coordinator(void **state) {
+  (void)state;
+  assert_int_equal(ded_match_coordinator(0, 1), 0);
+  assert_int_equal(ded_match_coordinator(7, 1), 0);
+  assert_int_equal(ded_match_coordinator(7, 3), 1);
+  assert_int_equal(ded_match_coordinator(9, 3), 0);
+  assert_int_equal(ded_match_coordinator(UINT64_MAX, 1024), 1023);
+  /* Every member coordinates in turn. */
+  unsigned seen[5] = {0};
+  for (uint64_t r = 100; r < 110; r++) seen[ded_match_coordinator(r, 5)]++;
+  for (int i = 0; i < 5; i++) assert_int_equal(seen[i], 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_match_add_find_sorted),
+      cmocka_unit_test(test_match_duplicate_join),
+      cmocka_unit_test(test_match_join_limit),
+      cmocka_unit_test(test_match_signature_majority),
+      cmocka_unit_test(test_match_signature_tie_smallest_id),
+      cmocka_unit_test(test_match_commit_members),
+      cmocka_unit_test(test_match_commit_chunk_elems),
+      cmocka_unit_test(test_match_commit_zero_weights),
+      cmocka_unit_test(test_match_commit_more_members_than_elements),
+      cmocka_unit_test(test_match_commit_huge_weights_decodable),
+      cmocka_unit_test(test_match_coordinator),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

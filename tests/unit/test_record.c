@@ -1,0 +1,350 @@
+/*
+ * test_record.c: dht/ded_record, signed and expiring discovery records.
+ *
+ * A record must survive encode/decode/verify unchanged, and nothing a
+ * forger can do to the bytes may pass: no single flipped bit, no record
+ * moved to another run, no replay outside its time window, no signature
+ * borrowed from another key.
+ */
+#include "unit_util.h"
+
+#include "core/ded_limits.h"
+#include "dht/ded_record.h"
+
+#define NOW_MS 1700000000000ull /* a plausible wall clock, Unix ms */
+
+/* Offset of naddr in the encoding: version, mode, flags, pk, run, seq,
+ * issued, ttl. */
+#define REC_OFF_NADDR (1 + 1 + 2 + DED_PK_BYTES + DED_RUN_ID_BYTES + 8 + 8 + 4)
+#define REC_OFF_TTL (REC_OFF_NADDR - 4)
+#define REC_ADDR_BYTES (1 + 16 + 2)
+
+static size_t rec_encode(const ded_record *rec, uint8_t *buf) {
+  int n = ded_record_encode(rec, buf, DED_RECORD_BYTES_MAX);
+  assert_true(n > 0);
+  return (size_t)n;
+}
+
+static void rec_assert_same(const ded_record *a, const ded_record *b) {
+  assert_int_equal(a->mode, b->mode);
+  assert_int_equal(a->flags, b->flags);
+  assert_memory_equal(a->pk, b->pk, DED_PK_BYTES);
+  assert_memory_equal(a->run_id, b->run_id, DED_RUN_ID_BYTES);
+  assert_int_equal(a->seq, b->seq);
+  assert_int_equal(a->issued_ms, b->issued_ms);
+  assert_int_equal(a->ttl_ms, b->ttl_ms);
+  assert_int_equal(a->naddr, b->naddr);
+  for (unsigned i = 0; i < a->naddr; i++) assert_true(ded_addr_equal(&a->addr[i], &b->addr[i]));
+  assert_int_equal(a->ext_len, b->ext_len);
+  assert_memory_equal(a->ext, b->ext, a->ext_len);
+  assert_memory_equal(a->sig, b->sig, DED_SIG_BYTES);
+}
+
+static void test_record_round_trip(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 1);
+  ded_record rec;
+  unit_record(&rec, &id, 42, NOW_MS, 300000);
+  assert_memory_equal(rec.pk, id.pk, DED_PK_BYTES);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(n, REC_OFF_NADDR + 1 + 2 * REC_ADDR_BYTES + 2 + 3 + DED_SIG_BYTES);
+  ded_record out;
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  rec_assert_same(&rec, &out);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  assert_int_equal(ded_record_verify(&out, run_id, NOW_MS), 0);
+  assert_int_equal(ded_record_expiry_ms(&out), NOW_MS + 300000);
+  /* Encoding the decoded record gives the same bytes. */
+  uint8_t again[DED_RECORD_BYTES_MAX];
+  assert_int_equal(rec_encode(&out, again), n);
+  assert_memory_equal(again, buf, n);
+}
+
+/* The largest record: every address, every extension byte, every mode. */
+static void test_record_largest(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 2);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  for (uint8_t mode = DED_MODE_NODE; mode <= DED_MODE_AUX; mode++) {
+    ded_record rec;
+    unit_record(&rec, &id, 1, NOW_MS, DED_RECORD_TTL_MS_MAX);
+    rec.mode = mode;
+    rec.flags = DED_RECORD_F_NO_ROUNDS;
+    rec.naddr = DED_RECORD_ADDRS_MAX;
+    for (unsigned i = 0; i < DED_RECORD_ADDRS_MAX; i++) {
+      rec.addr[i].family = i % 2 ? 6 : 4;
+      rec.addr[i].ip[0] = (uint8_t)(i + 1);
+      rec.addr[i].port = (uint16_t)(65535 - i);
+    }
+    rec.ext_len = DED_RECORD_EXT_MAX;
+    for (unsigned i = 0; i < DED_RECORD_EXT_MAX; i++) rec.ext[i] = (uint8_t)i;
+    ded_record_sign(&rec, &id);
+    uint8_t buf[DED_RECORD_BYTES_MAX];
+    size_t n = rec_encode(&rec, buf);
+    assert_true(n <= DED_RECORD_BYTES_MAX);
+    ded_record out;
+    assert_int_equal(ded_record_decode(buf, n, &out), 0);
+    rec_assert_same(&rec, &out);
+    assert_int_equal(ded_record_verify(&out, run_id, NOW_MS), 0);
+  }
+}
+
+/* Every single-bit change of the encoding is refused: by the decoder, or
+ * by the signature even when the forged fields are otherwise acceptable
+ * (the run and the time are taken from the forged record itself, so that
+ * only the signature can catch it). */
+static void test_record_every_bit_flip(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 3);
+  ded_record rec;
+  unit_record(&rec, &id, 7, NOW_MS, 300000);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  unsigned decoded = 0;
+  for (size_t bit = 0; bit < n * 8; bit++) {
+    buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    ded_record out;
+    if (ded_record_decode(buf, n, &out) == 0) {
+      decoded++;
+      assert_int_not_equal(ded_record_verify(&out, run_id, NOW_MS), 0);
+      if (ded_record_verify(&out, out.run_id, out.issued_ms) != DED_ERR_SIGNATURE)
+        fail_msg("flipping bit %zu gave a record that verifies", bit);
+    }
+    buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+  }
+  /* Most flips decode (keys, ids, addresses, signature): the signature is
+   * what refuses them, so this test exercises it. */
+  assert_true(decoded > n * 8 / 2);
+}
+
+static void test_record_wrong_run(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 4);
+  ded_record rec;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  uint8_t other[DED_RUN_ID_BYTES];
+  ded_hash32("another run", 11, other);
+  assert_int_equal(ded_record_verify(&rec, other, NOW_MS), DED_ERR_WRONG_RUN);
+  /* Signed for the other run, it verifies there and only there. */
+  memcpy(rec.run_id, other, DED_RUN_ID_BYTES);
+  ded_record_sign(&rec, &id);
+  assert_int_equal(ded_record_verify(&rec, other, NOW_MS), 0);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), DED_ERR_WRONG_RUN);
+}
+
+/* The window is [issued - skew, issued + ttl + skew] on our clock. */
+static void test_record_time_window(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 5);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  const uint32_t ttl = 300000;
+  ded_record rec;
+  unit_record(&rec, &id, 1, NOW_MS, ttl);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS - DED_CLOCK_SKEW_MS_MAX), 0);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS - DED_CLOCK_SKEW_MS_MAX - 1),
+                   DED_ERR_EXPIRED);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS - 86400000), DED_ERR_EXPIRED);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS + ttl + DED_CLOCK_SKEW_MS_MAX), 0);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS + ttl + DED_CLOCK_SKEW_MS_MAX + 1),
+                   DED_ERR_EXPIRED);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS + 86400000), DED_ERR_EXPIRED);
+  /* Issued at the end of time: refused, without the sum wrapping around. */
+  unit_record(&rec, &id, 1, UINT64_MAX - 10, ttl);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), DED_ERR_EXPIRED);
+}
+
+/* A valid signature, but by another key than the one the record names. */
+static void test_record_other_keys_signature(void **state) {
+  (void)state;
+  ded_ident alice, mallory;
+  unit_ident(&alice, 6);
+  unit_ident(&mallory, 7);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  ded_record rec;
+  unit_record(&rec, &mallory, 1, NOW_MS, 300000);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), 0);
+  memcpy(rec.pk, alice.pk, DED_PK_BYTES);
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), DED_ERR_SIGNATURE);
+  /* Also through the wire: encode, decode, verify. */
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  ded_record out;
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_verify(&out, run_id, NOW_MS), DED_ERR_SIGNATURE);
+  /* And Alice's own signature on Mallory's address is not hers either. */
+  ded_record a;
+  unit_record(&a, &alice, 1, NOW_MS, 300000);
+  a.addr[0].port = 6666;
+  assert_int_equal(ded_record_verify(&a, run_id, NOW_MS), DED_ERR_SIGNATURE);
+}
+
+/* Fields the encoder writes as given but the decoder must refuse. */
+static void test_record_decode_invalid_fields(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 8);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  ded_record rec, out;
+  const uint8_t families[] = {0, 1, 5, 7, 255};
+  for (size_t i = 0; i < sizeof families; i++) {
+    unit_record(&rec, &id, 1, NOW_MS, 300000);
+    rec.addr[1].family = families[i];
+    assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  }
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  rec.addr[0].port = 0;
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  unit_record(&rec, &id, 1, NOW_MS, 0);
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  unit_record(&rec, &id, 1, NOW_MS, DED_RECORD_TTL_MS_MAX + 1);
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  unit_record(&rec, &id, 1, NOW_MS, UINT32_MAX);
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  unit_record(&rec, &id, 1, NOW_MS, 1);
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), 0);
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  rec.mode = DED_MODE_AUX + 1;
+  assert_int_equal(ded_record_decode(buf, rec_encode(&rec, buf), &out), DED_ERR_PROTO);
+  /* Version. */
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  size_t n = rec_encode(&rec, buf);
+  buf[0] = DED_RECORD_VERSION + 1;
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+}
+
+/* Counts the encoder will not even write, patched into the bytes. */
+static void test_record_decode_bad_counts(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 9);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  rec.naddr = DED_RECORD_ADDRS_MAX;
+  for (unsigned i = 0; i < DED_RECORD_ADDRS_MAX; i++) {
+    rec.addr[i].family = 4;
+    rec.addr[i].port = (uint16_t)(1000 + i);
+  }
+  ded_record_sign(&rec, &id);
+  uint8_t buf[DED_RECORD_BYTES_MAX + 64];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(buf[REC_OFF_NADDR], DED_RECORD_ADDRS_MAX);
+  const uint8_t naddrs[] = {DED_RECORD_ADDRS_MAX + 1, 255};
+  for (size_t i = 0; i < sizeof naddrs; i++) {
+    buf[REC_OFF_NADDR] = naddrs[i];
+    assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+  }
+  buf[REC_OFF_NADDR] = DED_RECORD_ADDRS_MAX;
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  /* ext_len above the bound, with the bytes actually present. */
+  size_t ext_off = REC_OFF_NADDR + 1 + DED_RECORD_ADDRS_MAX * REC_ADDR_BYTES;
+  assert_int_equal(buf[ext_off], 3);
+  buf[ext_off] = (uint8_t)(DED_RECORD_EXT_MAX + 1);
+  buf[ext_off + 1] = (uint8_t)((DED_RECORD_EXT_MAX + 1) >> 8);
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+  /* The encoder refuses such records outright. */
+  rec.naddr = DED_RECORD_ADDRS_MAX + 1;
+  assert_int_equal(ded_record_encode(&rec, buf, sizeof buf), DED_ERR_INVALID_ARG);
+  rec.naddr = 1;
+  rec.ext_len = DED_RECORD_EXT_MAX + 1;
+  assert_int_equal(ded_record_encode(&rec, buf, sizeof buf), DED_ERR_INVALID_ARG);
+}
+
+/* Each shorter prefix, one byte more, and more than any record may be. */
+static void test_record_decode_lengths(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 10);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  uint8_t buf[DED_RECORD_BYTES_MAX + 1];
+  size_t n = rec_encode(&rec, buf);
+  for (size_t cut = 0; cut < n; cut++) {
+    uint8_t *copy = malloc(cut ? cut : 1);
+    assert_non_null(copy);
+    memcpy(copy, buf, cut);
+    assert_int_equal(ded_record_decode(copy, cut, &out), DED_ERR_PROTO);
+    free(copy);
+  }
+  buf[n] = 0;
+  assert_int_equal(ded_record_decode(buf, n + 1, &out), DED_ERR_PROTO);
+  static uint8_t huge[DED_RECORD_BYTES_MAX + 1];
+  memcpy(huge, buf, n);
+  assert_int_equal(ded_record_decode(huge, sizeof huge, &out), DED_ERR_PROTO);
+}
+
+static void test_record_encode_small_buffer(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 11);
+  ded_record rec;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  for (size_t cap = 0; cap < n; cap++)
+    assert_int_equal(ded_record_encode(&rec, buf, cap), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_record_encode(&rec, buf, n), n);
+}
+
+/* Signing fills in the key, and a change after signing is caught. */
+static void test_record_sign_covers_fields(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 12);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  unit_run_id(run_id);
+  ded_record rec;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  ded_record base = rec;
+#define REC_TAMPER(field_change)                                                                  \
+  do {                                                                                            \
+    rec = base;                                                                                   \
+    field_change;                                                                                 \
+    if (ded_record_verify(&rec, run_id, NOW_MS) != DED_ERR_SIGNATURE)                             \
+      fail_msg("unsigned change: %s", #field_change);                                            \
+  } while (0)
+  REC_TAMPER(rec.mode = DED_MODE_CLIENT);
+  REC_TAMPER(rec.flags = DED_RECORD_F_NO_ROUNDS);
+  REC_TAMPER(rec.seq++);
+  REC_TAMPER(rec.issued_ms--);
+  REC_TAMPER(rec.ttl_ms++);
+  REC_TAMPER(rec.naddr = 1);
+  REC_TAMPER(rec.addr[1].ip[15] = 2);
+  REC_TAMPER(rec.addr[0].family = 6);
+  REC_TAMPER(rec.ext_len = 2);
+  REC_TAMPER(rec.ext[2] ^= 1);
+  REC_TAMPER(rec.sig[63] ^= 0x80);
+#undef REC_TAMPER
+  rec = base;
+  assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_record_round_trip),
+      cmocka_unit_test(test_record_largest),
+      cmocka_unit_test(test_record_every_bit_flip),
+      cmocka_unit_test(test_record_wrong_run),
+      cmocka_unit_test(test_record_time_window),
+      cmocka_unit_test(test_record_other_keys_signature),
+      cmocka_unit_test(test_record_decode_invalid_fields),
+      cmocka_unit_test(test_record_decode_bad_counts),
+      cmocka_unit_test(test_record_decode_lengths),
+      cmocka_unit_test(test_record_encode_small_buffer),
+      cmocka_unit_test(test_record_sign_covers_fields),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

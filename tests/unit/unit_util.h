@@ -1,0 +1,149 @@
+/*
+ * unit_util.h: helpers shared by the unit tests (header-only, all static).
+ *
+ * - test identities and signed records from fixed seeds, so every run of a
+ *   test sees the same keys and the same bytes;
+ * - a counting allocator that can fail its N-th allocation (nghttp2's
+ *   failmalloc): tests rerun a scenario for N = 0, 1, 2, ... until it
+ *   succeeds and check that each failure is DED_ERR_NOMEM and leaks nothing.
+ */
+#ifndef DED_UNIT_UTIL_H
+#define DED_UNIT_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/ded_err.h"
+#include "core/ded_mem.h"
+#include "core/ded_msg.h"
+#include "crypto/ded_ident.h"
+#include "dht/ded_record.h"
+
+/* ------------------------------------------------------------ identities */
+
+/* An identity derived from 32 copies of |seed_byte|. */
+static inline void unit_ident(ded_ident *ident, uint8_t seed_byte) {
+  uint8_t seed[DED_SEED_BYTES];
+  memset(seed, seed_byte, sizeof seed);
+  assert_int_equal(ded_crypto_init(), 0);
+  ded_ident_from_seed(ident, seed);
+}
+
+/* The run id every test uses unless it tests run separation. */
+static inline void unit_run_id(uint8_t run_id[DED_RUN_ID_BYTES]) { ded_hash32("unit", 4, run_id); }
+
+/* A record of |ident| with two addresses and a few extension bytes, so
+ * that every field of the encoding is exercised; signed. */
+static inline void unit_record(ded_record *rec, const ded_ident *ident, uint64_t seq,
+                               uint64_t issued_ms, uint32_t ttl_ms) {
+  memset(rec, 0, sizeof *rec);
+  rec->mode = DED_MODE_NODE;
+  rec->flags = 0;
+  unit_run_id(rec->run_id);
+  rec->seq = seq;
+  rec->issued_ms = issued_ms;
+  rec->ttl_ms = ttl_ms;
+  rec->naddr = 2;
+  rec->addr[0].family = 4;
+  rec->addr[0].ip[0] = 10;
+  rec->addr[0].ip[3] = 7;
+  rec->addr[0].port = 7000;
+  rec->addr[1].family = 6;
+  rec->addr[1].ip[15] = 1;
+  rec->addr[1].port = 7001;
+  rec->ext_len = 3;
+  rec->ext[0] = 0xaa;
+  rec->ext[1] = 0xbb;
+  rec->ext[2] = 0xcc;
+  ded_record_sign(rec, ident);
+}
+
+/* A HELLO frame from |ident| for the run named |run|, carrying a record
+ * without addresses issued at |issued_ms|. Returns the frame's length. */
+static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident *ident,
+                                      const char *run, uint64_t issued_ms) {
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  ded_hash32(run, strlen(run), run_id);
+  ded_record rec;
+  memset(&rec, 0, sizeof rec);
+  memcpy(rec.run_id, run_id, DED_RUN_ID_BYTES);
+  rec.seq = 1;
+  rec.issued_ms = issued_ms;
+  rec.ttl_ms = 300000;
+  ded_record_sign(&rec, ident);
+  uint8_t rb[DED_RECORD_BYTES_MAX];
+  int rl = ded_record_encode(&rec, rb, sizeof rb);
+  assert_true(rl > 0);
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_hello_encode(&w, run_id, rb, (size_t)rl);
+  assert_false(w.err);
+  return w.pos;
+}
+
+/* ----------------------------------------------------- failing allocator */
+
+typedef struct unit_failmem {
+  ded_mem mem;
+  long fail_at;  /* index of the allocation that fails; -1: none */
+  long allocs;   /* allocation attempts so far (malloc, calloc, realloc) */
+  long live;     /* blocks handed out and not yet freed */
+  bool failed;   /* the planned failure happened */
+} unit_failmem;
+
+/* Decides whether allocation attempt number |fm->allocs| fails. */
+static inline bool unit_failmem_trip(unit_failmem *fm) {
+  bool fail = fm->allocs++ == fm->fail_at;
+  if (fail) fm->failed = true;
+  return fail;
+}
+
+static inline void *unit_failmem_malloc(size_t size, void *user) {
+  unit_failmem *fm = user;
+  if (unit_failmem_trip(fm)) return NULL;
+  void *p = malloc(size);
+  if (p) fm->live++;
+  return p;
+}
+
+static inline void unit_failmem_free(void *ptr, void *user) {
+  unit_failmem *fm = user;
+  if (!ptr) return;
+  fm->live--;
+  free(ptr);
+}
+
+static inline void *unit_failmem_calloc(size_t nmemb, size_t size, void *user) {
+  unit_failmem *fm = user;
+  if (unit_failmem_trip(fm)) return NULL;
+  void *p = calloc(nmemb, size);
+  if (p) fm->live++;
+  return p;
+}
+
+/* A failed realloc leaves the old block alive, as libc's does. */
+static inline void *unit_failmem_realloc(void *ptr, size_t size, void *user) {
+  unit_failmem *fm = user;
+  if (unit_failmem_trip(fm)) return NULL;
+  void *p = realloc(ptr, size);
+  if (p && !ptr) fm->live++;
+  return p;
+}
+
+/* Arms |fm| to fail attempt |fail_at| (-1: never). */
+static inline void unit_failmem_init(unit_failmem *fm, long fail_at) {
+  memset(fm, 0, sizeof *fm);
+  fm->fail_at = fail_at;
+  fm->mem.user = fm;
+  fm->mem.malloc = unit_failmem_malloc;
+  fm->mem.free = unit_failmem_free;
+  fm->mem.calloc = unit_failmem_calloc;
+  fm->mem.realloc = unit_failmem_realloc;
+}
+
+#endif /* DED_UNIT_UTIL_H */
