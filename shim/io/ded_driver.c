@@ -89,6 +89,15 @@ uint64_t ded_driver_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void ded_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts); /* the condvar's clock */
+  uint64_t nsec = (uint64_t)ts.tv_nsec + ns;
+  ts.tv_sec += (time_t)(nsec / 1000000000u);
+  ts.tv_nsec = (long)(nsec % 1000000000u);
+  pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static int64_t drv_wall_offset_ns(void) {
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
@@ -739,16 +748,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
    * loop that is slow to notice it. */
   uint64_t limit = ded_driver_now_ns() + cfg->node.bootstrap_timeout_ns + 5000000000ull;
   pthread_mutex_lock(&d->mu);
-  while (!d->booted && ded_driver_now_ns() < limit) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50000000;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&d->cv, &d->mu, &ts);
-  }
+  while (!d->booted && ded_driver_now_ns() < limit) ded_cond_wait_ns(&d->cv, &d->mu, 50000000);
   int status = d->booted ? d->boot_status : DED_ERR_BOOTSTRAP;
   pthread_mutex_unlock(&d->mu);
   if (status != 0) {

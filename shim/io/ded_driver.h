@@ -11,6 +11,7 @@
 #ifndef DED_DRIVER_H
 #define DED_DRIVER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,5 +65,8 @@ const char *ded_driver_peer_sid(const ded_driver *d);
 
 /* Monotonic clock, ns. */
 uint64_t ded_driver_now_ns(void);
+
+/* pthread_cond_timedwait for at most |ns| from now (|mu| held). */
+void ded_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns);
 
 #endif /* DED_DRIVER_H */

@@ -333,14 +333,7 @@ __attribute__((noinline)) static int shim_allreduce(const void *sendbuf, void *r
       /* Until the swarm reports there is little to poll: sleep, waking now
        * and then for the broadcasts of earlier ops, whose large messages
        * need the root to make progress too. */
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 2000000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
-      pthread_cond_timedwait(&S.cv, &S.mu, &ts);
+      ded_cond_wait_ns(&S.cv, &S.mu, 2000000);
       spins = 0;
       continue;
     }

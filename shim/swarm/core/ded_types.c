@@ -65,6 +65,20 @@ bool ded_addr_is_any(const ded_addr *a) {
   return memcmp(a->ip, zero, a->family == 4 ? 4 : 16) == 0;
 }
 
+size_t ded_id_lower_bound(const void *base, size_t n, size_t stride,
+                          const uint8_t id[DED_ID_BYTES]) {
+  const uint8_t *p = base;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (memcmp(p + mid * stride, id, DED_ID_BYTES) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 void ded_id_short(const uint8_t id[DED_ID_BYTES], char out[9]) {
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 4; i++) {

@@ -59,6 +59,13 @@ bool ded_addr_equal(const ded_addr *a, const ded_addr *b);
 /* True for 0.0.0.0 and ::. */
 bool ded_addr_is_any(const ded_addr *a);
 
+/*
+ * Binary search in |n| elements of |stride| bytes sorted by a peer id that
+ * starts each element: the index of the first element whose id is >= |id|.
+ */
+size_t ded_id_lower_bound(const void *base, size_t n, size_t stride,
+                          const uint8_t id[DED_ID_BYTES]);
+
 /* Short printable peer id: the first 4 bytes in hex, "1a2b3c4d". */
 void ded_id_short(const uint8_t id[DED_ID_BYTES], char out[9]);
 

@@ -1,5 +1,6 @@
 #include "ded_table.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "../core/ded_err.h"
@@ -18,15 +19,8 @@ void ded_table_free(ded_table *t) {
 
 /* Index of the first entry whose id is >= |id|. */
 static size_t table_lower_bound(const ded_table *t, const uint8_t id[DED_ID_BYTES]) {
-  size_t lo = 0, hi = t->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (memcmp(t->v[mid].id, id, DED_ID_BYTES) < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  DED_STATIC_ASSERT(offsetof(ded_table_entry, id) == 0, "entries start with the id");
+  return ded_id_lower_bound(t->v, t->n, sizeof *t->v, id);
 }
 
 ded_table_entry *ded_table_find(ded_table *t, const uint8_t id[DED_ID_BYTES]) {

@@ -1,5 +1,6 @@
 #include "ded_match.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "../avg/ded_partition.h"
@@ -19,15 +20,8 @@ void ded_gather_free(ded_gather *g, const ded_mem *mem) {
 }
 
 static size_t gather_lower_bound(const ded_gather *g, const uint8_t id[DED_ID_BYTES]) {
-  size_t lo = 0, hi = g->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (memcmp(g->v[mid].id, id, DED_ID_BYTES) < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  DED_STATIC_ASSERT(offsetof(ded_gather_join, id) == 0, "joins start with the id");
+  return ded_id_lower_bound(g->v, g->n, sizeof *g->v, id);
 }
 
 const ded_gather_join *ded_gather_find(const ded_gather *g, const uint8_t id[DED_ID_BYTES]) {
