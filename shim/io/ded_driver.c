@@ -71,11 +71,15 @@ struct ded_driver {
   uint32_t nconns;
   dconn *settle; /* conns with work for driver_settle */
   uint8_t *rbuf;
+  uint64_t accept_paused_until; /* out of descriptors: stop accepting a while */
   /* Shared with other threads, under |mu|. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pending_round *subs_head, *subs_tail;
   bool stop_requested;
+  /* Rounds waiting for room in the node (DED_ROUNDS_ACTIVE_MAX), in order.
+   * Driver thread only. */
+  pending_round *wait_head, *wait_tail;
   uint64_t flush_ns;
   bool booted;
   int boot_status;
@@ -310,11 +314,18 @@ static void settle_mark(ded_driver *d, dconn *c) {
   d->settle = c;
 }
 
-static void dconn_drop(ded_driver *d, dconn *c) {
+/* Takes |c| out of the table and closes its socket at once, so the node
+ * may reuse its slot right away (a peer's frame can make the node close
+ * one connection and open another before we settle). The struct itself is
+ * freed when settled. */
+static void dconn_detach(ded_driver *d, dconn *c) {
+  if (c->fd < 0) return;
   epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
-  d->conns[c->id & 0xffff] = NULL;
-  free(c);
+  c->fd = -1;
+  if (d->conns[c->id & 0xffff] == c) d->conns[c->id & 0xffff] = NULL;
+  c->closing = true;
+  settle_mark(d, c);
 }
 
 static void set_out(ded_driver *d, dconn *c, bool on) {
@@ -333,13 +344,12 @@ static void sock_tune(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-/* The node dropped |c|, or the socket failed: tell the node (unless it
- * initiated), then close. */
+/* The socket failed or the peer closed: close it, then tell the node. */
 static void dconn_fail(ded_driver *d, dconn *c, int status) {
   if (c->closing) return;
-  c->closing = true;
-  ded_node_conn_closed(d->node, c->id, status, ded_driver_now_ns());
-  settle_mark(d, c);
+  uint32_t id = c->id;
+  dconn_detach(d, c);
+  ded_node_conn_closed(d->node, id, status, ded_driver_now_ns());
 }
 
 /* Writes what the node has for |c| until done or the kernel is full. */
@@ -358,7 +368,13 @@ static void dconn_flush(ded_driver *d, dconn *c) {
       sys[i].iov_base = (void *)iov[i].base;
       sys[i].iov_len = iov[i].len;
     }
-    ssize_t w = writev(c->fd, sys, n);
+    /* sendmsg, not writev: a peer that vanished must cost an EPIPE, not
+     * the SIGPIPE that would kill the trainer. */
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = sys;
+    mh.msg_iovlen = (size_t)n;
+    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
     if (w > 0) {
       ded_node_conn_consume(d->node, c->id, (size_t)w, ded_driver_now_ns());
       continue;
@@ -380,7 +396,7 @@ static void driver_settle(ded_driver *d) {
     d->settle = c->next_settle;
     c->in_list = false;
     if (c->closing)
-      dconn_drop(d, c);
+      free(c); /* detached when it closed */
     else if (c->dirty)
       dconn_flush(d, c);
   }
@@ -424,9 +440,7 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
 static void cb_close(void *user, uint32_t conn_id) {
   ded_driver *d = user;
   dconn *c = dconn_get(d, conn_id);
-  if (!c) return;
-  c->closing = true;
-  settle_mark(d, c);
+  if (c) dconn_detach(d, c);
 }
 
 static void cb_want_write(void *user, uint32_t conn_id) {
@@ -459,12 +473,28 @@ static const ded_node_callbacks drv_callbacks = {cb_connect, cb_close, cb_want_w
 
 /* ---------------------------------------------------------------- the loop */
 
+/* Out of descriptors, the listening socket stays readable: stop watching
+ * it for a moment rather than spin on it. */
+static void accept_pause(ded_driver *d, bool pause) {
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN;
+  ev.data.u64 = DRV_TAG_LISTEN;
+  epoll_ctl(d->ep, pause ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, d->listen_fd, &ev);
+  d->accept_paused_until = pause ? ded_driver_now_ns() + 200000000ull : 0;
+  if (pause) drv_log(d, DED_LOG_WARN, "out of file descriptors: not accepting for 200 ms");
+}
+
 static void on_accept(ded_driver *d) {
   for (;;) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     int fd = accept4(d->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return; /* EAGAIN, or a transient error: epoll tells us again */
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_pause(d, true);
+      return; /* EAGAIN, or a transient error: epoll tells us again */
+    }
     sock_tune(fd);
     ded_addr remote;
     sockaddr_to_addr((struct sockaddr *)&ss, &remote);
@@ -533,6 +563,28 @@ static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
   }
 }
 
+/*
+ * Hands waiting rounds to the node, in order, while it has room. A trainer
+ * may have more all-reduces in flight than the node holds at once
+ * (DED_ROUNDS_ACTIVE_MAX); the rest wait here and go in as rounds finish.
+ */
+static void driver_submit_waiting(ded_driver *d) {
+  while (d->wait_head) {
+    pending_round *p = d->wait_head;
+    int64_t rv = ded_node_round_submit(d->node, &p->args, ded_driver_now_ns());
+    if (rv == DED_ERR_LIMIT) return;
+    d->wait_head = p->next;
+    if (!d->wait_head) d->wait_tail = NULL;
+    if (rv < 0) {
+      ded_round_result res;
+      memset(&res, 0, sizeof res);
+      res.status = (int)rv;
+      d->cfg.done(d->cfg.user, p->args.ctx, &res);
+    }
+    free(p);
+  }
+}
+
 /* Moves queued submissions into the node; handles a stop request. */
 static void on_wake(ded_driver *d) {
   uint64_t v;
@@ -546,16 +598,26 @@ static void on_wake(ded_driver *d) {
   while (list) {
     pending_round *p = list;
     list = p->next;
-    int64_t rv = ded_node_round_submit(d->node, &p->args, ded_driver_now_ns());
-    if (rv < 0) {
+    p->next = NULL;
+    if (d->wait_tail)
+      d->wait_tail->next = p;
+    else
+      d->wait_head = p;
+    d->wait_tail = p;
+  }
+  driver_submit_waiting(d);
+  if (stop && !d->leaving) {
+    /* Rounds still waiting for room never started: they end here. */
+    while (d->wait_head) {
+      pending_round *p = d->wait_head;
+      d->wait_head = p->next;
       ded_round_result res;
       memset(&res, 0, sizeof res);
-      res.status = (int)rv;
+      res.status = DED_ERR_CLOSING;
       d->cfg.done(d->cfg.user, p->args.ctx, &res);
+      free(p);
     }
-    free(p);
-  }
-  if (stop && !d->leaving) {
+    d->wait_tail = NULL;
     d->leaving = true;
     d->leave_deadline_ns = ded_driver_now_ns() + d->flush_ns;
     ded_node_leave(d->node, ded_driver_now_ns());
@@ -611,6 +673,8 @@ static void *driver_main(void *arg) {
       ded_node_handle_expiry(d->node, now);
       driver_settle(d);
     }
+    if (d->accept_paused_until && now >= d->accept_paused_until) accept_pause(d, false);
+    if (d->wait_head) driver_submit_waiting(d);
   }
   return NULL;
 }
@@ -641,6 +705,12 @@ static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t err
 }
 
 static void driver_free(ded_driver *d) {
+  while (d->settle) { /* closed ones are out of the table already */
+    dconn *c = d->settle;
+    d->settle = c->next_settle;
+    c->in_list = false;
+    if (c->closing) free(c);
+  }
   for (uint32_t i = 0; i < d->nconns; i++)
     if (d->conns[i]) {
       close(d->conns[i]->fd);
@@ -650,6 +720,11 @@ static void driver_free(ded_driver *d) {
   while (d->subs_head) {
     pending_round *p = d->subs_head;
     d->subs_head = p->next;
+    free(p);
+  }
+  while (d->wait_head) {
+    pending_round *p = d->wait_head;
+    d->wait_head = p->next;
     free(p);
   }
   ded_node_free(d->node);

@@ -79,7 +79,7 @@ typedef struct shim_op {
   ded_round_result res;
   shim_header hdr;
   MPI_Request bcast[2]; /* header, buffer */
-  bool posted;
+  bool posted; /* the header is final and (with other ranks) the broadcasts are out */
   bool complete;
   int mpi_err;
   bool nonblocking;
@@ -154,8 +154,10 @@ static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) 
 
 static void op_post(shim_op *op) {
   op->bcast[0] = op->bcast[1] = MPI_REQUEST_NULL;
-  PMPI_Ibcast(&op->hdr, (int)sizeof op->hdr, MPI_BYTE, 0, S.comm_bcast, &op->bcast[0]);
-  PMPI_Ibcast(op->recvbuf, op->count, op->dt, 0, S.comm_bcast, &op->bcast[1]);
+  if (S.size > 1) {
+    PMPI_Ibcast(&op->hdr, (int)sizeof op->hdr, MPI_BYTE, 0, S.comm_bcast, &op->bcast[0]);
+    PMPI_Ibcast(op->recvbuf, op->count, op->dt, 0, S.comm_bcast, &op->bcast[1]);
+  }
   op->posted = true;
 }
 
@@ -185,18 +187,16 @@ static void op_complete(shim_op *op, int bcast_err) {
  * application thread. */
 static void progress_locked(void) {
   /* Rank 0 posts broadcasts in call order, each once its swarm part is
-   * done; the other ranks posted theirs at the call. */
+   * done; the other ranks posted theirs at the call. An op completes only
+   * once posted: a later round the swarm finished first waits for the
+   * earlier ones, or it would complete with no outcome at all. */
   while (S.rank == 0 && S.post && S.post->swarm_done) {
     op_fill_header(S.post);
-    if (S.size > 1) op_post(S.post);
+    op_post(S.post);
     S.post = S.post->next;
   }
   for (shim_op *op = S.head; op; op = op->next) {
-    if (op->complete || (S.rank == 0 && !op->swarm_done)) continue;
-    if (S.size == 1) {
-      op_complete(op, MPI_SUCCESS);
-      continue;
-    }
+    if (op->complete || !op->posted) continue;
     int flag = 0;
     int rc = PMPI_Testall(2, op->bcast, &flag, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS || flag) op_complete(op, rc);
@@ -592,8 +592,9 @@ DED_EXPORT int MPI_Finalize(void) {
       backoff(spins);
     }
     S.active = false;
-    /* Goodbyes get two seconds to reach the other peers. */
-    ded_driver_stop(S.driver, 2000000000ull);
+    /* Goodbyes, and results a slower peer still needs from our last round,
+     * get as long as a round may take. */
+    ded_driver_stop(S.driver, S.cfg.round_timeout_ns);
     S.driver = NULL;
     if (S.size > 1) {
       PMPI_Comm_free(&S.comm_reduce);

@@ -71,6 +71,7 @@ typedef struct sendq_item {
   const uint8_t *ref;
   size_t ref_len;
   size_t pos; /* bytes of head+payload already handed to the driver */
+  bool partial; /* the rest of a frame begun on this connection: never moved */
 } sendq_item;
 
 typedef struct sendq {
@@ -94,6 +95,7 @@ typedef struct ded_conn {
   conn_state state;
   bool outbound;
   int boot_idx; /* index into the bootstrap list, or -1 */
+  uint64_t opened_ns;
   ded_addr remote;
   ded_peer *peer;
   ded_frame_dec dec;
@@ -423,8 +425,36 @@ static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
       it->ref_len = 0;
       it->round = NULL;
       it->pos = 0;
+      it->partial = true;
     }
   }
+}
+
+/* Moves every frame queued on |from| to the end of |to|'s queues. */
+static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
+  bool was_idle = !conn_has_output(to);
+  sendq_item *cur = from->cur;
+  from->cur = NULL;
+  if (cur && cur->partial) {
+    item_free(node, cur); /* the tail of a frame the other stream never began */
+  } else if (cur) {
+    cur->pos = 0;
+    int cls = cur->owned ? Q_CTRL : cur->hdr[4] == DED_MSG_RESULT ? Q_RESULT : Q_DATA;
+    sendq_push(&to->q[cls], cur);
+  }
+  for (int cls = 0; cls < Q_COUNT; cls++) {
+    sendq_item *it = from->q[cls].head;
+    while (it) {
+      sendq_item *next = it->next;
+      if (it->partial)
+        item_free(node, it);
+      else
+        sendq_push(&to->q[cls], it);
+      it = next;
+    }
+    from->q[cls].head = from->q[cls].tail = NULL;
+  }
+  if (was_idle && conn_has_output(to) && node->cb.want_write) node->cb.want_write(node->user, to->id);
 }
 
 /* ------------------------------------------------------------------ */
@@ -464,6 +494,7 @@ static ded_conn *conn_new(ded_node *node, bool outbound, const ded_addr *remote)
   c->boot_idx = -1;
   if (remote) c->remote = *remote;
   c->state = outbound ? CONN_CONNECTING : CONN_AWAIT_HELLO;
+  c->opened_ns = node->now_ns;
   ded_frame_dec_init(&c->dec, node->mem);
   node->conns[slot] = c;
   node->nconns++;
@@ -656,11 +687,14 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
     }
     return;
   }
-  /* Another ready connection to the same peer takes over silently. */
+  /* Another ready connection to the same peer takes over, with what was
+   * still queued on the dead one: the peer never received those frames
+   * whole (a frame half written is sent again from its start). */
   for (uint32_t s = 0; s < node->nslots; s++) {
     ded_conn *o = node->conns[s];
     if (o && o != c && o->peer == p && o->state == CONN_READY) {
       p->conn = o;
+      conn_move_output(node, c, o);
       return;
     }
   }
@@ -826,7 +860,8 @@ static unsigned node_genesis_view(ded_node *node, const uint8_t **min_id) {
   return n;
 }
 
-static void coord_on_join(ded_node *node, ded_peer *from, const ded_msg_join *j, uint64_t now_ns);
+static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
+                          uint64_t now_ns);
 
 static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_msg_join j = {r->no, r->a.dtype, r->a.count, r->a.weight, r->a.n_local,
@@ -834,7 +869,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (id_is_me(node, r->coord)) {
     r->state = ROUND_JOINED;
     r->deadline_ns = now_ns + NODE_MEMBER_TIMEOUT_FACTOR * node->s.round_timeout_ns;
-    coord_on_join(node, NULL, &j, now_ns);
+    coord_on_join(node, NULL, NULL, &j, now_ns);
     return;
   }
   ded_peer *p = peer_find(node, r->coord);
@@ -945,8 +980,8 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
   return r->next_m[c] == k ? round_finish_chunk(node, r, c) : 0;
 }
 
-static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
-                             const uint8_t *payload, size_t len, uint64_t now_ns);
+static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
+                             uint8_t type, const uint8_t *payload, size_t len);
 
 /* Sets up the reduce-scatter and all-gather of a committed round. */
 static int round_start(ded_node *node, ded_round *r, uint64_t now_ns) {
@@ -1002,7 +1037,7 @@ static int round_start(ded_node *node, ded_round *r, uint64_t now_ns) {
     early_frame *next = e->next;
     ded_peer *from = peer_find(node, e->from);
     if (from && r->state == ROUND_RUNNING)
-      round_take_frame(node, r, from, e->type, e->payload, e->len, now_ns);
+      round_take_frame(node, r, from, NULL, e->type, e->payload, e->len);
     ded_mem_free(node->mem, e);
     e = next;
   }
@@ -1096,16 +1131,18 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
 
 static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char *what);
 
-/* Routes a data frame to |r| now, or keeps it until the commit arrives. */
-static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
-                             const uint8_t *payload, size_t len, uint64_t now_ns) {
-  (void)now_ns;
+/* Routes a data frame to |r| now, or keeps it until the commit arrives. A
+ * violation drops the connection it came on (|via|; NULL for a frame kept
+ * from earlier: then the peer's own). */
+static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
+                             uint8_t type, const uint8_t *payload, size_t len) {
+  if (!via) via = from->conn;
   if (r->state == ROUND_JOINED) {
     size_t limit = DED_EARLY_BYTES_MAX((size_t)r->a.count * r->es);
     early_frame *e = NULL;
     if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
     if (!e) {
-      if (from->conn) conn_protocol_error(node, from->conn, DED_ERR_LIMIT, "early data");
+      if (via) conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
       return;
     }
     e->next = NULL;
@@ -1130,7 +1167,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, uint8
     return;
   }
   if (rv) {
-    if (from->conn) conn_protocol_error(node, from->conn, rv, ded_msg_name(type));
+    if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
   round_complete_if_done(node, r);
@@ -1335,12 +1372,13 @@ static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round,
   conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-/* A JOIN from |from| (NULL: ourselves). */
-static void coord_on_join(ded_node *node, ded_peer *from, const ded_msg_join *j, uint64_t now_ns) {
+/* A JOIN from |from| on |via| (both NULL: ourselves). */
+static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
+                          uint64_t now_ns) {
   const uint8_t *id = from ? from->id : node->ident.id;
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
   if (from && j->round > node->next_round + DED_ROUNDS_AHEAD_MAX) {
-    conn_protocol_error(node, from->conn, DED_ERR_PROTO, "JOIN far ahead");
+    conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
   }
   coord_round *cr = coord_find(node, j->round);
@@ -1377,15 +1415,24 @@ static void coord_on_join(ded_node *node, ded_peer *from, const ded_msg_join *j,
       return;
     }
   }
+  /* A round older than the lineage we hold was committed elsewhere (or
+   * so long ago we forgot it): nothing to wait for. */
+  if (!cr && !genesis && node->have_members && j->round <= node->members_round) {
+    if (from)
+      coord_send_stale(node, from, j->round);
+    else if (round_find(node, j->round))
+      round_report(node, round_find(node, j->round), 0, true, true);
+    return;
+  }
   if (!cr) cr = coord_get(node, j->round, genesis, now_ns);
   if (!cr) return;
   if (cr->g.genesis != genesis) {
-    if (from) conn_protocol_error(node, from->conn, DED_ERR_PROTO, "JOIN genesis flag");
+    if (via) conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN genesis flag");
     return;
   }
   int rv = ded_gather_add(&cr->g, node->mem, id, j);
   if (rv) {
-    if (from) conn_protocol_error(node, from->conn, rv, "JOIN");
+    if (via) conn_protocol_error(node, via, rv, "JOIN");
     return;
   }
   coord_evaluate(node, cr, now_ns);
@@ -1463,8 +1510,9 @@ static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uin
   size_t len;
   while (rv == 0 && (rv = ded_msg_records_next(&it, &rec, &len)) == 1) {
     rv = node_take_record(node, rec, len, c, now_ns, NULL);
-    /* A stale record is not an attack (it may have crossed a refresh). */
-    if (rv == DED_ERR_EXPIRED) rv = 0;
+    /* A stale record is not an attack (it may have crossed a refresh), and
+     * a full table is ours to bear, not the relaying neighbour's fault. */
+    if (rv == DED_ERR_EXPIRED || rv == DED_ERR_LIMIT) rv = 0;
   }
   if (rv < 0) conn_protocol_error(node, c, rv, "RECORDS");
 }
@@ -1530,7 +1578,7 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   round_report(node, r, 0, true, true);
 }
 
-static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f) {
   if (f->len < 16) {
     conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
     return;
@@ -1548,7 +1596,7 @@ static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     conn_protocol_error(node, c, DED_ERR_PROTO, "data before join");
     return;
   }
-  round_take_frame(node, r, c->peer, f->type, f->payload, f->len, now_ns);
+  round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len);
 }
 
 static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
@@ -1569,14 +1617,14 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     else if (node->s.no_rounds && !(j.flags & DED_JOIN_F_GENESIS))
       conn_protocol_error(node, c, DED_ERR_PROTO, "JOIN to a peer outside rounds");
     else
-      coord_on_join(node, c->peer, &j, now_ns);
+      coord_on_join(node, c->peer, c, &j, now_ns);
     break;
   }
   case DED_MSG_COMMIT: conn_on_commit(node, c, f, now_ns); break;
   case DED_MSG_REDIRECT: conn_on_redirect(node, c, f, now_ns); break;
   case DED_MSG_STALE: conn_on_stale(node, c, f); break;
   case DED_MSG_DATA:
-  case DED_MSG_RESULT: conn_on_data(node, c, f, now_ns); break;
+  case DED_MSG_RESULT: conn_on_data(node, c, f); break;
   case DED_MSG_LEAVE: {
     uint8_t reason;
     if (ded_msg_leave_decode(f->payload, f->len, &reason) != 0) {
@@ -1669,6 +1717,12 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   if (!node->leaving && now_ns >= node->rec_refresh_ns && node_build_record(node, now_ns) == 0)
     node_flood_record(node, node->rec_bytes, node->rec_len, NULL);
   ded_table_expire(&node->table, node_wall_ms(node, now_ns), node->ident.id);
+  for (uint32_t s = 0; s < node->nslots; s++) {
+    ded_conn *c = node->conns[s];
+    if (c && c->state == CONN_AWAIT_HELLO &&
+        now_ns >= c->opened_ns + (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u)
+      conn_protocol_error(node, c, DED_ERR_TIMEOUT, "no HELLO");
+  }
   size_t out = 0;
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
@@ -1798,6 +1852,7 @@ void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns) 
   ded_conn *c = conn_get(node, conn_id);
   if (!c || c->state != CONN_CONNECTING) return;
   c->state = CONN_AWAIT_HELLO;
+  c->opened_ns = now_ns;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_hello_encode(&w, node->run_id, node->rec_bytes, node->rec_len);

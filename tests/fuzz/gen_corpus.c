@@ -458,9 +458,9 @@ static void gen_node(void) {
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
     const uint8_t *ids_lo[2] = {lo.id, node.id};
-    frame_commit2(&b, 0, dtype, N, 8, ids_lo, w1, one);
-    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, 8, 100.0);
-    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, 8, 50.0);
+    frame_commit2(&b, 0, dtype, N, (uint32_t)node_chunk, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, node_chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, node_chunk, 50.0);
     snprintf(name, sizeof name, "round_peer_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 1, &b);
 
@@ -602,9 +602,10 @@ static void gen_node(void) {
     uint8_t dtype = f64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
-    frame_commit2(&b, 0, dtype, N, 8, ids_lo, w1, one);
-    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, 8, 100.0);
-    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, 8, 50.0);
+    uint64_t chunk = FUZZ_NODE_CHUNK_BYTES / ded_dtype_size(dtype);
+    frame_commit2(&b, 0, dtype, N, (uint32_t)chunk, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, chunk, 50.0);
     write_node(f64 ? "outbound_round_f64" : "outbound_round_f32",
                FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0), 20, &b);
   }

@@ -14,9 +14,11 @@
  *
  * Usage: ar_check --value V --swarm-sum T --swarm-ranks R [--count N]
  *                 [--rounds K] [--nonblocking] [--expect-error CODE]
- *                 [--cases all|swarm]
+ *                 [--cases all|swarm] [--inflight N]
  * T is the sum over all ranks of all jobs of (j_value + rank) and R the
  * number of ranks in all jobs: a routed call must give n_j * T / R.
+ * --inflight N posts N MPI_Iallreduce at once (bucket i adds i to every
+ * value) and completes them with one MPI_Waitall.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -69,7 +71,7 @@ static int run_float(MPI_Comm comm, MPI_Op op, int n, float v, int in_place, int
 
 int main(int argc, char **argv) {
   double value = 1, swarm_sum = 0, swarm_ranks = 1;
-  int count = 100000, rounds = 1, nonblocking = 0, expect = MPI_SUCCESS, only_swarm = 0;
+  int count = 100000, rounds = 1, nonblocking = 0, expect = MPI_SUCCESS, only_swarm = 0, inflight = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--value")) value = atof(argv[++i]);
     else if (!strcmp(argv[i], "--swarm-sum")) swarm_sum = atof(argv[++i]);
@@ -79,6 +81,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--nonblocking")) nonblocking = 1;
     else if (!strcmp(argv[i], "--expect-error")) expect = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--cases")) only_swarm = !strcmp(argv[++i], "swarm");
+    else if (!strcmp(argv[i], "--inflight")) inflight = atoi(argv[++i]);
     else {
       fprintf(stderr, "ar_check: unknown argument %s\n", argv[i]);
       return 2;
@@ -100,6 +103,27 @@ int main(int argc, char **argv) {
   float v = (float)(value + rank), f, l;
   double local_sum = value * size + size * (size - 1) / 2.0;
   double swarm = size * swarm_sum / swarm_ranks;
+  if (inflight > 0) {
+    /* More requests outstanding than a node holds rounds at once; they
+     * finish in any order but must all be right. */
+    float **bufs = calloc((size_t)inflight, sizeof *bufs);
+    MPI_Request *reqs = calloc((size_t)inflight, sizeof *reqs);
+    for (int b = 0; b < inflight; b++) {
+      bufs[b] = malloc(sizeof(float) * (size_t)count);
+      for (int i = 0; i < count; i++) bufs[b][i] = v + (float)b;
+      MPI_Iallreduce(MPI_IN_PLACE, bufs[b], count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &reqs[b]);
+    }
+    int rc = MPI_Waitall(inflight, reqs, MPI_STATUSES_IGNORE);
+    for (int b = 0; b < inflight; b++) {
+      char name[32];
+      snprintf(name, sizeof name, "inflight_%d", b);
+      report(name, rc, bufs[b][0], bufs[b][count - 1],
+             size * (swarm_sum + b * swarm_ranks) / swarm_ranks, MPI_SUCCESS);
+      free(bufs[b]);
+    }
+    free(bufs);
+    free(reqs);
+  }
   for (int r = 0; r < rounds; r++) {
     int rc = run_float(MPI_COMM_WORLD, MPI_SUM, count, v, 1, nonblocking, &f, &l);
     report("swarm_world_in_place", rc, f, l, swarm, expect);

@@ -247,6 +247,59 @@ def disabled_passthrough():
           "pass-through broke:\n" + j.describe())
 
 
+@test
+def many_inflight():
+    """70 MPI_Iallreduce outstanding at once, more than a node holds rounds in
+    flight, across a job of 2 ranks and one of 1: every bucket right, none
+    refused, and a later round that finishes first waits for the earlier ones."""
+    port = free_port()
+    # values 1,2 and 5 -> sum 8 over 3 ranks
+    common = ["--cases", "swarm", "--rounds", "0", "--inflight", "70", "--count", "20000",
+              "--swarm-sum", "8", "--swarm-ranks", "3"]
+    a = Job("a", 2, [binpath("ar_check"), "--value", "1"] + common, swarm_env(port, True, 2))
+    b = Job("b", 1, [binpath("ar_check"), "--value", "5"] + common, swarm_env(port, False, 2),
+            workdir=a.dir)
+    run_jobs([a, b], 180)
+    for j in (a, b):
+        check("BAD" not in j.out and j.out.count(" ok") == 70 * (2 if j is a else 1),
+              "buckets wrong:\n" + j.describe())
+
+
+@test
+def evil_slot_reuse():
+    """A peer makes the victim drop one connection and dial a new one within
+    one read of another: the victim must neither abort nor lose its run."""
+    port = free_port()
+    common = ["--cases", "swarm", "--swarm-sum", "4", "--swarm-ranks", "2"]
+    env = swarm_env(port, True, 2)
+    victim = Job("victim", 1, [binpath("ar_check"), "--value", "1"] + common, env)
+    evil = subprocess.run([binpath("evil_peer"), "slot-reuse", env["DEDMPI_RUN"], str(port)],
+                          capture_output=True, text=True, timeout=60)
+    check(evil.returncode == 0, "evil_peer failed: %s" % evil.stderr)
+    friend = Job("friend", 1, [binpath("ar_check"), "--value", "3"] + common,
+                 swarm_env(port, False, 2), workdir=victim.dir)
+    run_jobs([victim, friend], 120)
+    check("swarm_world_in_place rc 0" in victim.out and "BAD" not in victim.out,
+          "the victim's round went wrong:\n" + victim.describe())
+    check("dropping peer" in victim.err, "the far-ahead JOIN was not refused:\n" + victim.describe())
+
+
+@test
+def evil_join_after_fin():
+    """A peer's JOIN crosses our LEAVE: the answer goes to a socket we already
+    shut, which must not kill the finished job with SIGPIPE."""
+    port = free_port()
+    env = swarm_env(port, True, 1)
+    victim = Job("victim", 1, [binpath("ar_check"), "--value", "1", "--cases", "swarm",
+                               "--swarm-sum", "1", "--swarm-ranks", "1"], env)
+    evil = subprocess.Popen([binpath("evil_peer"), "join-after-fin", env["DEDMPI_RUN"], str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_jobs([victim], 120)
+    out, err = evil.communicate(timeout=60)
+    check(evil.returncode == 0, "evil_peer did not see the victim leave: %s" % err)
+    check("swarm_world_in_place rc 0" in victim.out, "victim:\n" + victim.describe())
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -193,13 +193,14 @@ static void test_match_commit_members(void **state) {
   ded_gather_free(&g, NULL);
 }
 
-/* chunk_bytes is rounded down to whole elements. */
+/* chunk_bytes is rounded down to whole elements, and never below
+ * DED_CHUNK_BYTES_MIN (members would reject the COMMIT). */
 static void test_match_commit_chunk_elems(void **state) {
   (void)state;
   const struct {
     uint8_t dtype;
     uint32_t bytes, elems;
-  } cases[] = {{DED_DTYPE_F32, 1001, 250}, {DED_DTYPE_F32, 4, 1}, {DED_DTYPE_F64, 15, 1},
+  } cases[] = {{DED_DTYPE_F32, 1001, 250}, {DED_DTYPE_F32, 4, 16}, {DED_DTYPE_F64, 15, 8},
                {DED_DTYPE_F64, DED_CHUNK_BYTES_MAX, DED_CHUNK_BYTES_MAX / 8},
                {DED_DTYPE_F32, DED_CHUNK_BYTES_MAX, DED_CHUNK_BYTES_MAX / 4}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

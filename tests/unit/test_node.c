@@ -16,7 +16,10 @@
 #define RUN "unit-node"
 #define NOW_NS (1000ull * 1000 * 1000 * 1000)
 #define NOW_MS (NOW_NS / 1000000)
-#define COUNT 8
+/* Elements per chunk: 64 bytes of float, the smallest chunk a COMMIT may
+ * carry (DED_CHUNK_BYTES_MIN); every shard below is two chunks. */
+#define CHUNK 16
+#define COUNT (4 * CHUNK)
 #define TICK_NS (20ull * 1000 * 1000) /* ded_node.c's timer period */
 
 static const uint8_t node_seed[DED_SEED_BYTES] = {9, 9, 9};
@@ -146,6 +149,12 @@ static void send_data(tnode *t, uint8_t type, uint64_t round, uint64_t off, cons
   ded_node_conn_recv(t->node, t->conn, f, DED_DATA_HDR_BYTES + n * sizeof(float), NOW_NS);
 }
 
+/* |n| elements from |off| as frames of CHUNK elements. */
+static void send_chunks(tnode *t, uint8_t type, uint64_t round, uint64_t off, const float *v,
+                        size_t n) {
+  for (size_t i = 0; i < n; i += CHUNK) send_data(t, type, round, off + i, v + i, CHUNK);
+}
+
 /* Identities sorting before and after the node's. */
 static void peers_around(const tnode *t, ded_ident *lo, ded_ident *hi) {
   bool have_lo = false, have_hi = false;
@@ -205,7 +214,7 @@ static void test_node_round_peer_coordinates(void **state) {
   m[1].weight = 1.0;
   m[1].n_local = 2;
   m[1].shard_off = COUNT / 2;
-  ded_msg_commit c = {0, DED_DTYPE_F32, COUNT, 2, 2, m};
+  ded_msg_commit c = {0, DED_DTYPE_F32, COUNT, CHUNK, 2, m};
   uint8_t cf[DED_COMMIT_FRAME_BYTES(2)];
   ded_wr w = ded_wr_init(cf, sizeof cf);
   ded_msg_commit_encode(&w, &c);
@@ -231,25 +240,26 @@ static void test_node_round_peer_coordinates(void **state) {
     ded_msg_data d;
     assert_int_equal(ded_msg_data_decode(fr.payload, fr.len, &d), 0);
     assert_int_equal(d.round, 0);
-    assert_int_equal(d.offset, 2 * k);
-    assert_memory_equal(d.elems, buf + 2 * k, 2 * sizeof(float));
+    assert_int_equal(d.offset, CHUNK * k);
+    assert_int_equal(d.len, CHUNK * sizeof(float));
+    assert_memory_equal(d.elems, buf + CHUNK * k, CHUNK * sizeof(float));
   }
   free(out);
-  send_data(&t, DED_MSG_DATA, 0, 4, peer_x + 4, 2);
-  send_data(&t, DED_MSG_DATA, 0, 6, peer_x + 6, 2);
+  send_chunks(&t, DED_MSG_DATA, 0, COUNT / 2, peer_x + COUNT / 2, COUNT / 2);
   /* Our shard is reduced: its mean (before the n_local scaling) goes back. */
   out = tnode_output(&t, &len, NOW_NS);
   for (int k = 0; k < 2; k++) {
     assert_true(frame_find(out, len, DED_MSG_RESULT, k, &fr));
     ded_msg_data d;
     assert_int_equal(ded_msg_data_decode(fr.payload, fr.len, &d), 0);
-    assert_int_equal(d.offset, 4 + 2 * k);
-    float mean[2] = {want[4 + 2 * k] / 2.0f, want[5 + 2 * k] / 2.0f};
+    assert_int_equal(d.offset, COUNT / 2 + CHUNK * k);
+    float mean[CHUNK];
+    for (int i = 0; i < CHUNK; i++) mean[i] = want[COUNT / 2 + CHUNK * k + i] / 2.0f;
     assert_memory_equal(d.elems, mean, sizeof mean);
   }
-  send_data(&t, DED_MSG_RESULT, 0, 0, peer_result, 2);
+  send_data(&t, DED_MSG_RESULT, 0, 0, peer_result, CHUNK);
   assert_int_equal(t.rounds_done, 0);
-  send_data(&t, DED_MSG_RESULT, 0, 2, peer_result + 2, 2);
+  send_data(&t, DED_MSG_RESULT, 0, CHUNK, peer_result + CHUNK, CHUNK);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 2);
@@ -303,8 +313,8 @@ static void test_node_round_node_coordinates(void **state) {
     peer_x[i] = 100.0f + (float)i;
     mean[i] = (buf[i] + peer_x[i]) / 2.0f; /* node first: it has the smaller id */
   }
-  send_data(&t, DED_MSG_DATA, 0, 0, peer_x, COUNT / 2);
-  send_data(&t, DED_MSG_RESULT, 0, COUNT / 2, mean + COUNT / 2, COUNT / 2);
+  send_chunks(&t, DED_MSG_DATA, 0, 0, peer_x, COUNT / 2);
+  send_chunks(&t, DED_MSG_RESULT, 0, COUNT / 2, mean + COUNT / 2, COUNT / 2);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_memory_equal(buf, mean, sizeof mean);
@@ -330,17 +340,23 @@ static void test_node_bytewise(void **state) {
   m[0].weight = m[1].weight = 1.0;
   m[0].n_local = m[1].n_local = 1;
   m[1].shard_off = COUNT / 2;
-  ded_msg_commit c = {0, DED_DTYPE_F32, COUNT, 4, 2, m};
+  ded_msg_commit c = {0, DED_DTYPE_F32, COUNT, CHUNK, 2, m};
   ded_wr w = ded_wr_init(script + n, sizeof script - n);
   ded_msg_commit_encode(&w, &c);
   n += w.pos;
-  float peer_x[COUNT / 2] = {1, 2, 3, 4}, result[COUNT / 2] = {5, 6, 7, 8}, want[COUNT];
-  ded_msg_data_hdr_encode(script + n, DED_MSG_DATA, 0, COUNT / 2, sizeof peer_x);
-  memcpy(script + n + DED_DATA_HDR_BYTES, peer_x, sizeof peer_x);
-  n += DED_DATA_HDR_BYTES + sizeof peer_x;
-  ded_msg_data_hdr_encode(script + n, DED_MSG_RESULT, 0, 0, sizeof result);
-  memcpy(script + n + DED_DATA_HDR_BYTES, result, sizeof result);
-  n += DED_DATA_HDR_BYTES + sizeof result;
+  float peer_x[COUNT / 2], result[COUNT / 2], want[COUNT];
+  for (int i = 0; i < COUNT / 2; i++) {
+    peer_x[i] = (float)(i + 1);
+    result[i] = (float)(i + 5);
+  }
+  for (int k = 0; k < COUNT / 2; k += CHUNK) {
+    ded_msg_data_hdr_encode(script + n, DED_MSG_DATA, 0, COUNT / 2 + k, CHUNK * sizeof(float));
+    memcpy(script + n + DED_DATA_HDR_BYTES, peer_x + k, CHUNK * sizeof(float));
+    n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
+    ded_msg_data_hdr_encode(script + n, DED_MSG_RESULT, 0, k, CHUNK * sizeof(float));
+    memcpy(script + n + DED_DATA_HDR_BYTES, result + k, CHUNK * sizeof(float));
+    n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
+  }
   for (int i = 0; i < COUNT / 2; i++) {
     want[i] = result[i];
     want[COUNT / 2 + i] = (peer_x[i] + buf[COUNT / 2 + i]) / 2.0f;

@@ -46,6 +46,9 @@ enum ded_limits {
   DED_BOOTSTRAP_MAX = 16,
   /* Run names. */
   DED_RUN_NAME_MAX = 128,
+  /* A connection must say HELLO within this long, or it is closed: a
+   * silent or half-open socket cannot hold a slot forever. */
+  DED_HELLO_TIMEOUT_MS = 10 * 1000,
 };
 
 /* Largest weight a job may claim (samples behind a gradient): every integer

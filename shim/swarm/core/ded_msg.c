@@ -189,9 +189,10 @@ int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_
   m->k = ded_rd_u16(&r);
   if (r.err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
     return DED_ERR_PROTO;
-  if (m->chunk_elems == 0 ||
-      (uint64_t)m->chunk_elems * ded_dtype_size(m->dtype) > DED_CHUNK_BYTES_MAX)
-    return DED_ERR_PROTO;
+  /* A floor as well as a ceiling: one-element chunks would make every
+   * member queue a frame per element. */
+  uint64_t chunk_bytes = (uint64_t)m->chunk_elems * ded_dtype_size(m->dtype);
+  if (chunk_bytes < DED_CHUNK_BYTES_MIN || chunk_bytes > DED_CHUNK_BYTES_MAX) return DED_ERR_PROTO;
   if (m->k == 0 || m->k > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
   if (ded_rd_left(&r) != (size_t)m->k * DED_COMMIT_MEMBER_BYTES) return DED_ERR_PROTO;
   m->members = ded_mem_calloc(mem, m->k, sizeof *m->members);

@@ -79,7 +79,7 @@ typedef struct ded_msg_join {
  * Members appear in increasing id order, which is also the fixed order of
  * summation; member i reduces elements [shard_off_i, shard_off_{i+1}),
  * the last one up to |count|, and every shard travels in chunks of
- * |chunk_elems| elements. A peer that joined but is not listed was left
+ * |chunk_elems| elements (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). A peer that joined but is not listed was left
  * out: because its buffer differs from the round's (dtype/count tell it
  * what the round's is), or because it came after the round closed. Either
  * way it learns the round's membership, from which it finds the next

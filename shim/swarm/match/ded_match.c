@@ -80,8 +80,9 @@ int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_by
   ded_gather_signature(g, &out->dtype, &out->count);
   out->round = g->round;
   size_t es = ded_dtype_size(out->dtype);
-  DED_ASSERT(es != 0 && chunk_bytes >= es && chunk_bytes <= DED_CHUNK_BYTES_MAX);
-  out->chunk_elems = (uint32_t)(chunk_bytes / es);
+  DED_ASSERT(es != 0 && chunk_bytes <= DED_CHUNK_BYTES_MAX);
+  /* DED_CHUNK_BYTES_MIN is a multiple of every element size. */
+  out->chunk_elems = (uint32_t)(DED_MAX(chunk_bytes, (uint32_t)DED_CHUNK_BYTES_MIN) / es);
   size_t k = 0;
   for (size_t i = 0; i < g->n; i++)
     if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) k++;

@@ -61,7 +61,8 @@ void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count);
 
 /*
  * Builds the COMMIT: joiners with the round's signature, in id order, with
- * equal shares and chunks of |chunk_bytes| (rounded down to elements).
+ * equal shares and chunks of |chunk_bytes| (rounded down to elements, at
+ * least DED_CHUNK_BYTES_MIN).
  * |out->members| is allocated from |mem|; free with ded_msg_commit_free.
  */
 int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
