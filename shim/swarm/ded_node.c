@@ -211,11 +211,14 @@ struct ded_node {
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
   uint64_t next_round;
-  /* The last membership we know (lineage): round |members_round|'s. */
+  /* The last membership we know (lineage): round |members_round|'s, and
+   * the one before it (|prev|, round members_round - 1's, or none). */
   bool have_members;
   uint64_t members_round;
   uint8_t (*members)[DED_ID_BYTES];
   unsigned nmembers;
+  uint8_t (*prev)[DED_ID_BYTES];
+  unsigned nprev;
   /* Rounds we coordinate (open or recently committed). */
   coord_round **coords;
   size_t ncoords, coords_cap;
@@ -838,7 +841,15 @@ static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *c
   uint8_t(*m)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)cm->k * DED_ID_BYTES);
   if (!m) return DED_ERR_NOMEM;
   for (unsigned i = 0; i < cm->k; i++) memcpy(m[i], cm->members[i].id, DED_ID_BYTES);
-  ded_mem_free(node->mem, node->members);
+  ded_mem_free(node->mem, node->prev);
+  node->prev = NULL;
+  node->nprev = 0;
+  if (node->have_members && node->members_round + 1 == no) {
+    node->prev = node->members;
+    node->nprev = node->nmembers;
+  } else {
+    ded_mem_free(node->mem, node->members);
+  }
   node->members = m;
   node->nmembers = cm->k;
   node->members_round = no;
@@ -1349,9 +1360,14 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
       if (peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) return;
     }
   } else {
+    /* The previous round's members, and the one before's: a member that
+     * missed one round (it came late and kept its own values) is waited
+     * for again in the next, instead of being late forever after. */
     for (unsigned i = 0; i < node->nmembers; i++)
       if (coord_expects(node, node->members[i]) && !ded_gather_find(&cr->g, node->members[i]))
         return;
+    for (unsigned i = 0; i < node->nprev; i++)
+      if (coord_expects(node, node->prev[i]) && !ded_gather_find(&cr->g, node->prev[i])) return;
   }
 commit:
   coord_commit(node, cr, now_ns);
@@ -1810,6 +1826,7 @@ void ded_node_free(ded_node *node) {
   ded_mem_free(node->mem, node->conns);
   ded_mem_free(node->mem, node->conn_gen);
   ded_mem_free(node->mem, node->members);
+  ded_mem_free(node->mem, node->prev);
   ded_table_free(&node->table);
   ded_ident_wipe(&node->ident);
   ded_mem_free(node->mem, node);

@@ -8,11 +8,18 @@
  * and how long each step computes. Every node runs the same sequence of
  * rounds; afterwards every round is checked on every node:
  *
- *   agreement  every node reports the same contributors, in the same order;
- *   validity   each node's buffer equals n_j * g bit for bit, where g is
- *              recomputed here, independently, as the weighted mean of the
- *              contributors' inputs summed in commit order;
- *   liveness   every round completes, with everyone, within the time bound.
+ *   agreement  every node that averaged reports the same contributors, in
+ *              the same order: one group per round;
+ *   validity   each contributor's buffer equals n_j * g bit for bit, where
+ *              g is recomputed here, independently, as the weighted mean
+ *              of the contributors' inputs summed in commit order; a node
+ *              that was alone or late kept its input untouched;
+ *   liveness   every round completes without error within the time bound,
+ *              with everyone unless a node stalled.
+ *
+ * In a quarter of the seeds one node stalls once, for 1.5 round timeouts
+ * (a laptop lid): the round it misses goes on without it, it keeps its own
+ * values there, and it must be a member again by the last round.
  *
  * Usage: sim_avg [--seeds N] [--first S] [--seed S] [-v]
  * A failure prints its seed; --seed S -v replays it with the nodes' logs.
@@ -39,6 +46,7 @@ typedef struct round_out {
 
 typedef struct job {
   int node;
+  int steps_started;
   uint32_t n_local;
   double weight;
   int submitted;
@@ -59,6 +67,9 @@ typedef struct scenario {
   uint8_t dtype;
   uint64_t count;
   uint64_t compute_max_ns;
+  int staller;       /* node that stalls once, or -1 */
+  int stall_step;    /* at the start of this step */
+  uint64_t round_timeout_ns;
   job jobs[MAX_NODES];
   int failures;
   char why[512];
@@ -117,9 +128,18 @@ static void hook_timer(void *user, int node, uint64_t tag) {
     sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, 2000000), 0);
 }
 
+/* Compute time before a step: random, or a long stall once. */
+static uint64_t step_delay(scenario *sc, job *j) {
+  uint64_t d = sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns);
+  if (j->node == sc->staller && j->steps_started == sc->stall_step)
+    d += sc->round_timeout_ns + sc->round_timeout_ns / 2;
+  j->steps_started++;
+  return d;
+}
+
 static void hook_started(void *user, int node) {
   scenario *sc = user;
-  sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns), 0);
+  sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc, &sc->jobs[node]), 0);
 }
 
 static void hook_round_done(void *user, int node, void *ctx, const ded_round_result *res) {
@@ -145,7 +165,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
   if (j->completed == sc->rounds) ded_node_leave(sim_node(sc->s, node), sim_now(sc->s));
   /* Next step once the whole step is in. */
   if (j->inflight == 0 && j->submitted < sc->rounds)
-    sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns), 0);
+    sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc, j), 0);
   bool all = true;
   for (int i = 0; i < sc->n; i++) all &= sc->jobs[i].completed == sc->rounds;
   if (all) sim_stop(sc->s);
@@ -156,71 +176,79 @@ static void hook_log(void *user, int node, int level, const char *line) {
   if (sc->verbose) printf("%12.6f n%-2d %d %s\n", (double)sim_now(sc->s) / 1e9, node, level, line);
 }
 
-/* Reference: g = sum_m a_m x_m / W in commit order, then out = n_j * g. */
-static void check_round(scenario *sc, int r) {
-  job *j0 = &sc->jobs[0];
-  const round_out *o0 = &j0->out[r];
-  unsigned k = o0->res.contributors;
-  if (o0->res.alone) { /* alone: the buffer must be untouched */
-    for (int i = 0; i < sc->n; i++)
-      if (!sc->jobs[i].out[r].res.alone ||
-          memcmp(sc->jobs[i].in[r], sc->jobs[i].buf[r], sc->count * es_of(sc->dtype)) != 0)
-        fail(sc, "round %d node %d: alone but buffer changed", r, i);
-    return;
-  }
-  int order[MAX_NODES];
-  for (unsigned m = 0; m < k; m++) {
-    order[m] = -1;
-    for (int i = 0; i < sc->n; i++)
-      if (memcmp(ded_node_id(sim_node(sc->s, i)), o0->members[m], DED_ID_BYTES) == 0) order[m] = i;
-    if (order[m] < 0) {
-      fail(sc, "round %d: unknown member", r);
-      return;
-    }
-  }
+/* Node index of peer id |id|, or -1. */
+static int node_of(scenario *sc, const uint8_t *id) {
+  for (int i = 0; i < sc->n; i++)
+    if (memcmp(ded_node_id(sim_node(sc->s, i)), id, DED_ID_BYTES) == 0) return i;
+  return -1;
+}
+
+/* The reference for job |j| in a round of contributors |order|: in commit
+ * order, acc = a_0 x_0 + a_1 x_1 + ..., g = acc / W, out = n_j * g. */
+static bool check_elem(scenario *sc, int r, const int *order, unsigned k, const job *j,
+                       uint64_t e) {
   double W = 0;
   for (unsigned m = 0; m < k; m++) W += sc->jobs[order[m]].weight;
-  size_t es = es_of(sc->dtype);
-  for (int i = 0; i < sc->n; i++) {
+  if (sc->dtype == DED_DTYPE_F32) {
+    float acc = 0;
+    for (unsigned m = 0; m < k; m++) {
+      const job *c = &sc->jobs[order[m]];
+      float a = (float)(c->weight / (double)c->n_local);
+      float x = ((const float *)c->in[r])[e];
+      acc = m == 0 ? a * x : acc + a * x;
+    }
+    float want = (float)j->n_local * (acc / (float)W), got = ((const float *)j->buf[r])[e];
+    if (memcmp(&got, &want, sizeof got) == 0) return true;
+    fail(sc, "round %d node %d elem %" PRIu64 ": got %.9g want %.9g", r, j->node, e, got, want);
+  } else {
+    double acc = 0;
+    for (unsigned m = 0; m < k; m++) {
+      const job *c = &sc->jobs[order[m]];
+      double a = c->weight / (double)c->n_local;
+      double x = ((const double *)c->in[r])[e];
+      acc = m == 0 ? a * x : acc + a * x;
+    }
+    double want = (double)j->n_local * (acc / W), got = ((const double *)j->buf[r])[e];
+    if (memcmp(&got, &want, sizeof got) == 0) return true;
+    fail(sc, "round %d node %d elem %" PRIu64 ": got %.17g want %.17g", r, j->node, e, got, want);
+  }
+  return false;
+}
+
+/* Agreement and validity of round |r| on every node. */
+static void check_round(scenario *sc, int r) {
+  const round_out *group = NULL;
+  for (int i = 0; i < sc->n && !sc->failures; i++) {
     const job *j = &sc->jobs[i];
     const round_out *o = &j->out[r];
-    if (o->res.contributors != k || memcmp(o->members, o0->members, k * DED_ID_BYTES) != 0 ||
-        o->res.total_weight != o0->res.total_weight) {
-      fail(sc, "round %d: node %d disagrees on the contributors", r, i);
+    if (o->res.alone) { /* alone or late: its own values, untouched */
+      if (memcmp(j->in[r], j->buf[r], sc->count * es_of(sc->dtype)) != 0)
+        fail(sc, "round %d node %d: alone but buffer changed", r, i);
+      continue;
+    }
+    if (!group) group = o;
+    unsigned k = o->res.contributors;
+    if (k != group->res.contributors || memcmp(o->members, group->members, k * DED_ID_BYTES) != 0 ||
+        o->res.total_weight != group->res.total_weight) {
+      fail(sc, "round %d: node %d disagrees on the contributors (%u vs %u)", r, i, k,
+           group->res.contributors);
       return;
     }
-    for (uint64_t e = 0; e < sc->count; e++) {
-      if (sc->dtype == DED_DTYPE_F32) {
-        float acc = 0, want;
-        for (unsigned m = 0; m < k; m++) {
-          const job *c = &sc->jobs[order[m]];
-          float a = (float)(c->weight / (double)c->n_local);
-          float x = ((const float *)c->in[r])[e];
-          acc = m == 0 ? a * x : acc + a * x;
-        }
-        want = k == 1 ? ((const float *)j->in[r])[e] : (float)j->n_local * (acc / (float)W);
-        float got = ((const float *)j->buf[r])[e];
-        if (memcmp(&got, &want, sizeof got) != 0) {
-          fail(sc, "round %d node %d elem %" PRIu64 ": got %.9g want %.9g", r, i, e, got, want);
-          return;
-        }
-      } else {
-        double acc = 0, want;
-        for (unsigned m = 0; m < k; m++) {
-          const job *c = &sc->jobs[order[m]];
-          double a = c->weight / (double)c->n_local;
-          double x = ((const double *)c->in[r])[e];
-          acc = m == 0 ? a * x : acc + a * x;
-        }
-        want = k == 1 ? ((const double *)j->in[r])[e] : (double)j->n_local * (acc / W);
-        double got = ((const double *)j->buf[r])[e];
-        if (memcmp(&got, &want, sizeof got) != 0) {
-          fail(sc, "round %d node %d elem %" PRIu64 ": got %.17g want %.17g", r, i, e, got, want);
-          return;
-        }
+    int order[MAX_NODES];
+    bool in_group = false;
+    for (unsigned m = 0; m < k; m++) {
+      order[m] = node_of(sc, o->members[m]);
+      if (order[m] < 0) {
+        fail(sc, "round %d: unknown member", r);
+        return;
       }
+      in_group |= order[m] == i;
     }
-    (void)es;
+    if (!in_group) {
+      fail(sc, "round %d: node %d averaged in a group without itself", r, i);
+      return;
+    }
+    for (uint64_t e = 0; e < sc->count && !sc->failures; e++) check_elem(sc, r, order, k, j, e);
   }
 }
 
@@ -237,6 +265,13 @@ static int run_seed(uint64_t seed, bool verbose) {
   sc->dtype = sim_rng_chance(&pick, 0.5) ? DED_DTYPE_F32 : DED_DTYPE_F64;
   sc->count = sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.2) ? 40 : 3000);
   sc->compute_max_ns = sim_rng_range(&pick, 0, 50) * 1000000ull;
+  sc->round_timeout_ns = 30ull * 1000000000ull;
+  sc->staller = -1;
+  int steps = (sc->rounds + sc->buckets - 1) / sc->buckets;
+  if (sc->n >= 2 && steps >= 3 && sim_rng_chance(&pick, 0.25)) {
+    sc->staller = (int)sim_rng_range(&pick, 0, (uint64_t)sc->n - 1);
+    sc->stall_step = (int)sim_rng_range(&pick, 1, (uint64_t)steps - 2);
+  }
   sim_link_params lp = {
       sim_rng_range(&pick, 10, 30000) * 1000ull,  /* latency 10 us .. 30 ms */
       sim_rng_range(&pick, 0, 20000) * 1000ull,   /* jitter 0 .. 20 ms */
@@ -256,7 +291,7 @@ static int run_seed(uint64_t seed, bool verbose) {
     p.settings.min_peers = (uint32_t)sc->n;
     p.settings.bootstrap_timeout_ns = 60ull * 1000000000ull;
     p.settings.rendezvous_timeout_ns = 60ull * 1000000000ull;
-    p.settings.round_timeout_ns = 30ull * 1000000000ull;
+    p.settings.round_timeout_ns = sc->round_timeout_ns;
     p.settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
     p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
     /* Bootstrap through an earlier node (or ourselves: the first peer may
@@ -282,17 +317,29 @@ static int run_seed(uint64_t seed, bool verbose) {
         fail(sc, "liveness: node %d round %d not done by %.0f s", i, r, (double)bound_ns / 1e9);
       else if (o->status != 0)
         fail(sc, "node %d round %d failed: %s", i, r, ded_strerror(o->status));
-      else if ((int)o->res.contributors != sc->n)
+      else if (sc->staller < 0 && (int)o->res.contributors != sc->n)
         fail(sc, "node %d round %d: %u contributors of %d", i, r, o->res.contributors, sc->n);
     }
+  /* The stall must have cost the staller a round (else the scenario
+   * tested nothing), and it is a member again by the last round. */
+  if (sc->staller >= 0 && !sc->failures) {
+    bool late = false;
+    for (int r = 0; r < sc->rounds; r++) late |= sc->jobs[sc->staller].out[r].res.late;
+    if (!late) fail(sc, "node %d stalled but was never late", sc->staller);
+  }
+  for (int i = 0; i < sc->n && !sc->failures && sc->staller >= 0; i++)
+    if ((int)sc->jobs[i].out[sc->rounds - 1].res.contributors != sc->n)
+      fail(sc, "node %d: the last round has %u contributors of %d after node %d's stall", i,
+           sc->jobs[i].out[sc->rounds - 1].res.contributors, sc->n, sc->staller);
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
   /* The goodbyes must flow without incident. */
   sim_run(sc->s, sim_now(sc->s) + 10ull * 1000000000ull);
   int rv = sc->failures ? 1 : 0;
   if (rv)
-    printf("FAIL seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 ": %s\n"
+    printf("FAIL seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64
+           " staller=%d: %s\n"
            "  replay: sim_avg --seed %" PRIu64 " -v\n",
-           seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count, sc->why, seed);
+           seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count, sc->staller, sc->why, seed);
   else if (verbose)
     printf("ok seed=%" PRIu64 " nodes=%d rounds=%d events=%" PRIu64 " t=%.3fs\n", seed, sc->n,
            sc->rounds, sim_events(sc->s), (double)sim_now(sc->s) / 1e9);
