@@ -35,15 +35,10 @@ static void match_add(ded_gather *g, unsigned who, ded_msg_join j) {
 
 /* Encodes |c| and decodes it again, as a member receiving it would. */
 static int match_commit_redecode(const ded_msg_commit *c) {
-  size_t cap = DED_COMMIT_FRAME_BYTES(c->k);
-  uint8_t *buf = malloc(cap);
-  assert_non_null(buf);
-  ded_wr w = ded_wr_init(buf, cap);
-  ded_msg_commit_encode(&w, c);
-  assert_false(w.err);
+  size_t len;
+  uint8_t *buf = unit_commit_frame(c, &len);
   ded_msg_commit out;
-  int rv =
-      ded_msg_commit_decode(buf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES, NULL, &out);
+  int rv = ded_msg_commit_decode(buf + DED_FRAME_HDR_BYTES, len - DED_FRAME_HDR_BYTES, NULL, &out);
   if (rv == 0) {
     assert_int_equal(out.k, c->k);
     for (unsigned i = 0; i < c->k; i++) {

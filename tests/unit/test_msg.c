@@ -411,22 +411,9 @@ static void msg_commit_valid(msg_commit_fixture *f) {
   }
 }
 
-/* Encodes |c| (whatever it holds) into a fresh buffer. */
-static uint8_t *msg_commit_build(const ded_msg_commit *c, size_t *len) {
-  size_t cap = DED_COMMIT_FRAME_BYTES(c->k);
-  uint8_t *buf = malloc(cap);
-  assert_non_null(buf);
-  ded_wr w = ded_wr_init(buf, cap);
-  ded_msg_commit_encode(&w, c);
-  assert_false(w.err);
-  assert_int_equal(w.pos, cap);
-  *len = cap;
-  return buf;
-}
-
 static int msg_commit_try(const ded_msg_commit *c) {
   size_t len;
-  uint8_t *buf = msg_commit_build(c, &len);
+  uint8_t *buf = unit_commit_frame(c, &len);
   int rv = msg_decode_any(DED_MSG_COMMIT, buf + DED_FRAME_HDR_BYTES, len - DED_FRAME_HDR_BYTES);
   free(buf);
   return rv;
@@ -437,7 +424,7 @@ static void test_msg_commit_round_trip(void **state) {
   msg_commit_fixture f;
   msg_commit_valid(&f);
   size_t len;
-  uint8_t *buf = msg_commit_build(&f.c, &len);
+  uint8_t *buf = unit_commit_frame(&f.c, &len);
   ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
   ded_msg_commit out;
   assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &out), 0);
@@ -556,7 +543,7 @@ static void test_msg_commit_k_mismatch(void **state) {
   msg_commit_fixture f;
   msg_commit_valid(&f);
   size_t len;
-  uint8_t *buf = msg_commit_build(&f.c, &len);
+  uint8_t *buf = unit_commit_frame(&f.c, &len);
   uint8_t *k_field = buf + DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 4;
   assert_int_equal(k_field[0], 3);
   const uint8_t ks[] = {2, 4, 0xff};

@@ -146,4 +146,18 @@ static inline void unit_failmem_init(unit_failmem *fm, long fail_at) {
   fm->mem.realloc = unit_failmem_realloc;
 }
 
+/* Encodes |c| (whatever it holds) as a whole frame into a fresh buffer of
+ * exactly DED_COMMIT_FRAME_BYTES(c->k) bytes; the caller frees it. */
+static inline uint8_t *unit_commit_frame(const ded_msg_commit *c, size_t *len) {
+  size_t cap = DED_COMMIT_FRAME_BYTES(c->k);
+  uint8_t *buf = malloc(cap);
+  assert_non_null(buf);
+  ded_wr w = ded_wr_init(buf, cap);
+  ded_msg_commit_encode(&w, c);
+  assert_false(w.err);
+  assert_int_equal(w.pos, cap);
+  *len = cap;
+  return buf;
+}
+
 #endif /* DED_UNIT_UTIL_H */
