@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,11 +170,19 @@ static int join_after_fin(const char *run, int port) {
   size_t hl = make_hello(run, 7, NULL, hello, id);
   int fd = dial(port);
   write_all(fd, hello, hl);
+  bool told = false;
   for (;;) {
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 60000) <= 0) return 1;
     ssize_t n = read(fd, buf, sizeof buf);
-    if (n > 0) continue; /* HELLO, records, LEAVE: we just listen */
+    if (n > 0) { /* HELLO, records, LEAVE: we just listen */
+      if (!told) { /* the test starts the rest of the swarm now */
+        printf("connected\n");
+        fflush(stdout);
+        told = true;
+      }
+      continue;
+    }
     /* EOF: the victim left and half-closed. A JOIN crosses its LEAVE. */
     uint8_t f[DED_JOIN_FRAME_BYTES];
     ded_wr w = ded_wr_init(f, sizeof f);

@@ -289,12 +289,19 @@ def evil_join_after_fin():
     """A peer's JOIN crosses our LEAVE: the answer goes to a socket we already
     shut, which must not kill the finished job with SIGPIPE."""
     port = free_port()
-    env = swarm_env(port, True, 1)
-    victim = Job("victim", 1, [binpath("ar_check"), "--value", "1", "--cases", "swarm",
-                               "--swarm-sum", "1", "--swarm-ranks", "1"], env)
+    common = ["--cases", "swarm", "--swarm-sum", "4", "--swarm-ranks", "2"]
+    # The victim waits for a second job, which starts once the evil peer is
+    # connected: so the evil peer is there when the victim leaves.
+    env = swarm_env(port, True, 2)
+    victim = Job("victim", 1, [binpath("ar_check"), "--value", "1"] + common, env)
     evil = subprocess.Popen([binpath("evil_peer"), "join-after-fin", env["DEDMPI_RUN"], str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    run_jobs([victim], 120)
+    line = evil.stdout.readline()
+    if line.strip() != "connected":
+        raise Fail("evil_peer never connected: %r %s" % (line, evil.stderr.read()))
+    friend = Job("friend", 1, [binpath("ar_check"), "--value", "3"] + common,
+                 swarm_env(port, False, 2), workdir=victim.dir)
+    run_jobs([victim, friend], 120)
     out, err = evil.communicate(timeout=60)
     check(evil.returncode == 0, "evil_peer did not see the victim leave: %s" % err)
     check("swarm_world_in_place rc 0" in victim.out, "victim:\n" + victim.describe())
