@@ -101,14 +101,19 @@ def main():
     s, o = statistics.median(swarm), statistics.median(ompi)
     print("loopback allreduce_mib=%d jobs=4 dedmpi_s=%.4f openmpi_tcp_s=%.4f ratio=%.2f" %
           (mib, s, o, s / o))
+    # Launch-to-launch variation (where the kernel puts the two busy ranks)
+    # is larger than the shim's cost, so: many launches, alternating, and
+    # the median of the ratios of neighbouring pairs.
     iters = 1000000
     with_shim, without = [], []
-    for _ in range(max(7, 2 * trials + 1)):
+    for _ in range(max(15, 4 * trials + 3)):
         without.append(latency_loop(False, iters))
         with_shim.append(latency_loop(True, iters))
     a, b = statistics.median(with_shim), statistics.median(without)
-    print("passthrough allreduce_bytes=8 ranks=2 iters=%d with_shim_us=%.3f without_us=%.3f "
-          "ratio=%.3f target<=1.02" % (iters, a / iters * 1e6, b / iters * 1e6, a / b))
+    ratio = statistics.median(x / y for x, y in zip(with_shim, without))
+    print("passthrough allreduce_bytes=8 ranks=2 iters=%d pairs=%d with_shim_us=%.3f "
+          "without_us=%.3f ratio=%.3f target<=1.02" %
+          (iters, len(without), a / iters * 1e6, b / iters * 1e6, ratio))
     return 0
 
 

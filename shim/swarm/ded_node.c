@@ -39,6 +39,9 @@
 /* ------------------------------------------------------------------ */
 
 #define NODE_TICK_NS (20ull * 1000 * 1000)
+/* With nothing pending (no round, no attempt to connect, no handshake), the
+ * node wakes only this often: an idle trainer's peer costs no CPU. */
+#define NODE_IDLE_TICK_NS (1000ull * 1000 * 1000)
 #define NODE_CHUNK_BYTES_DEFAULT (64u * 1024)
 #define NODE_RECORD_TTL_MS_DEFAULT (5u * 60 * 1000)
 #define NODE_BACKOFF_MS_MIN 50u
@@ -234,6 +237,7 @@ struct ded_node {
   unsigned nbuf_cache;
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
+  bool wake_soon;  /* something needs the fast tick: set where work appears */
   bool leaving;
   bool reap_needed;
 };
@@ -498,6 +502,7 @@ static ded_conn *conn_new(ded_node *node, bool outbound, const ded_addr *remote)
   if (remote) c->remote = *remote;
   c->state = outbound ? CONN_CONNECTING : CONN_AWAIT_HELLO;
   c->opened_ns = node->now_ns;
+  node->wake_soon = true; /* its HELLO has a deadline */
   ded_frame_dec_init(&c->dec, node->mem);
   node->conns[slot] = c;
   node->nconns++;
@@ -513,6 +518,7 @@ static void conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
   conn_state was = c->state;
   c->state = CONN_DEAD;
   node->reap_needed = true;
+  node->wake_soon = true; /* a retry, or a round to reconsider */
   if (notify && node->cb.close) node->cb.close(node->user, c->id);
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].connecting = false;
   if (c->peer) {
@@ -579,6 +585,7 @@ static ded_peer *peer_get_or_add(ded_node *node, const uint8_t id[DED_ID_BYTES],
   memmove(&node->peers[i + 1], &node->peers[i], (node->npeers - i) * sizeof *node->peers);
   node->peers[i] = p;
   node->npeers++;
+  node->wake_soon = true; /* to call it, or to see whether it calls us */
   return p;
 }
 
@@ -1664,7 +1671,16 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 /* 9. timers, bootstrap, leave, public entry points                    */
 /* ------------------------------------------------------------------ */
 
+/* The fast tick while anything is pending; see node_tick for the rest. */
+static void node_wake(ded_node *node) {
+  bool busy = node->wake_soon || node->nrounds > 0 || node->boot == BOOT_RUNNING || node->leaving;
+  for (size_t i = 0; i < node->ncoords && !busy; i++) busy = !node->coords[i]->committed;
+  node->wake_soon = false;
+  if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
+}
+
 static void node_reap(ded_node *node) {
+  node_wake(node);
   if (!node->reap_needed) return;
   node->reap_needed = false;
   for (uint32_t s = 0; s < node->nslots; s++) {
@@ -1727,8 +1743,25 @@ static void boot_tick(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->s.n_bootstrap; i++) boot_try(node, i, now_ns);
 }
 
+/* True while some peer, connection or bootstrap address will want a timer
+ * soon: an attempt to make, a handshake to time out. */
+static bool node_needs_fast_tick(const ded_node *node) {
+  for (size_t i = 0; i < node->npeers; i++) {
+    const ded_peer *p = node->peers[i];
+    if (!p->conn && !p->left) return true;
+  }
+  for (uint32_t s = 0; s < node->nslots; s++) {
+    const ded_conn *c = node->conns[s];
+    if (c && c->state != CONN_READY) return true;
+  }
+  for (unsigned i = 0; i < node->s.n_bootstrap; i++)
+    if (node->boot == BOOT_DONE && !node->boot_slots[i].self && !node->boot_slots[i].reached)
+      return true;
+  return false;
+}
+
 static void node_tick(ded_node *node, uint64_t now_ns) {
-  node->tick_ns = now_ns + NODE_TICK_NS;
+  node->tick_ns = now_ns + NODE_IDLE_TICK_NS;
   boot_tick(node, now_ns);
   if (!node->leaving && now_ns >= node->rec_refresh_ns && node_build_record(node, now_ns) == 0)
     node_flood_record(node, node->rec_bytes, node->rec_len, NULL);
@@ -1767,6 +1800,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   coord_evaluate_all(node, now_ns);
   coord_prune(node);
   rounds_advance(node, now_ns);
+  if (node_needs_fast_tick(node)) node->wake_soon = true;
+  if (node->rec_refresh_ns < node->tick_ns) node->tick_ns = DED_MAX(node->rec_refresh_ns, now_ns + 1);
 }
 
 int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb, void *user,
