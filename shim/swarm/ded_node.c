@@ -44,6 +44,8 @@
 #define NODE_IDLE_TICK_NS (1000ull * 1000 * 1000)
 #define NODE_CHUNK_BYTES_DEFAULT (64u * 1024)
 #define NODE_RECORD_TTL_MS_DEFAULT (5u * 60 * 1000)
+#define NODE_DEADLINE_FLOOR_NS_DEFAULT (500ull * 1000 * 1000)
+#define NODE_HISTORY_BYTES_DEFAULT (256ull << 20)
 #define NODE_BACKOFF_MS_MIN 50u
 #define NODE_BACKOFF_MS_MAX 5000u
 /* A larger-id peer waits this long for the smaller one to call before it
@@ -112,6 +114,9 @@ struct ded_peer {
   ded_conn *conn; /* the ready connection we send on */
   bool connecting;
   bool left;
+  bool lost;       /* its connection broke (cleared when one is ready again) */
+  bool evicted;    /* lost for longer than the eviction time: no longer waited for */
+  uint64_t lost_ns;
   uint64_t known_since_ns;
   uint64_t next_connect_ns;
   uint32_t backoff_ms;
@@ -121,13 +126,15 @@ struct ded_peer {
 typedef enum round_state {
   ROUND_WAIT_PREV, /* needs the previous round's commit, or the rendezvous */
   ROUND_JOINING,   /* coordinator chosen; its connection is not ready yet */
-  ROUND_JOINED,    /* JOIN sent; waiting for COMMIT */
-  ROUND_RUNNING,   /* reduce-scatter and all-gather */
+  ROUND_JOINED,    /* JOIN (or a failover report) sent; waiting for a decision */
+  ROUND_RUNNING,   /* an attempt: reduce-scatter and all-gather */
+  ROUND_FETCHING,  /* the attempt that stands is fetched from its holders */
+  ROUND_DONE_WAIT, /* the whole result is here; earlier rounds report first */
   ROUND_DRAINING,  /* reported; results to others still queued */
   ROUND_DEAD,      /* reaped at the end of the entry point */
 } round_state;
 
-/* A data frame that overtook its round's COMMIT. */
+/* A data frame that overtook the COMMIT of its attempt. */
 typedef struct early_frame {
   struct early_frame *next;
   uint8_t type;
@@ -136,46 +143,110 @@ typedef struct early_frame {
   uint8_t payload[];
 } early_frame;
 
+/* A FETCH of a shard we are still reducing: answered chunk by chunk. */
+typedef struct pending_fetch {
+  struct pending_fetch *next;
+  uint8_t id[DED_ID_BYTES];
+} pending_fetch;
+
 struct ded_round {
   uint64_t no;
   round_state state;
   bool genesis;
   ded_round_args a;
   size_t es; /* element size */
+  /* Who coordinates: view |view| of the lineage |lin| (round no-1's
+   * members, as this peer knows them), or the genesis coordinator. */
+  uint32_t view;
   uint8_t coord[DED_ID_BYTES];
-  uint64_t deadline_ns;
-  /* From the commit. */
-  ded_msg_commit commit;
-  unsigned me;
+  uint8_t (*lin)[DED_ID_BYTES];
+  unsigned nlin;
+  uint64_t lin_attempt; /* the attempt of round no-1 |lin| comes from */
+  uint64_t bound_ns;    /* the call returns by then, whatever happens */
+  uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
+  uint64_t submit_ns, joined_ns, started_ns;
+  /* The current attempt (has_plan). */
+  bool has_plan;
+  ded_msg_commit plan;
+  unsigned me; /* our index in plan, or plan.k when we only fetch */
   double total_w;
   uint64_t chunk; /* elements per chunk */
-  /* Reducer of our own shard. */
+  bool frozen;    /* reported to a newer view: this attempt sends nothing more */
+  /* Reducer of our own shard: the accumulator is res + my_off. */
   uint64_t my_off, my_len, my_nchunks;
-  uint8_t *acc;
   uint16_t *next_m;   /* per chunk: next member to add, in commit order */
   uint8_t *recv_bits; /* (member, chunk) contributions received */
   uint8_t **staging;  /* per member: out-of-order contributions */
   uint64_t reduced;
-  /* All-gather. */
-  uint64_t *res_base; /* per member: index of its first chunk in res_bits */
+  pending_fetch *fetchers; /* of our own shard, while it is being reduced */
+  /* The weighted mean g, every shard; res_bits marks the chunks held. */
+  uint8_t *res;
+  uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
   uint8_t *res_bits;
-  uint64_t res_expected, res_got;
-  /* Data that arrived before the commit. */
+  uint64_t res_got;
+  uint16_t *holders;   /* ROUND_FETCHING: who serves each shard */
+  uint8_t *fetch_sent; /* ... and which shards we asked for */
+  /* Data that arrived before the commit of its attempt. */
   early_frame *early_head, *early_tail;
   size_t early_bytes;
   /* Queued frames pointing into our memory. */
-  unsigned refs_user, refs_acc;
+  unsigned refs_user, refs_res;
+  uint32_t recoveries; /* failovers so far */
+  bool keep;           /* reported with a result: it goes to the history */
   bool reported;
 };
 
-/* A round we coordinate. */
+/* A round we coordinate, in one view. */
 typedef struct coord_round {
-  ded_gather g;
-  uint64_t deadline_ns;
-  bool committed;
-  uint8_t *commit_frame; /* kept to answer late joiners */
+  uint64_t round;
+  uint32_t view;
+  bool genesis;
+  ded_gather g; /* this view's joins */
+  /* Peers waited for: the lineage, announced intents, and the members of
+   * every attempt reported. */
+  uint8_t (*expect)[DED_ID_BYTES];
+  unsigned nexpect, expect_cap;
+  /* Attempts reported in this view, with what their members hold. */
+  struct coord_attempt {
+    ded_msg_commit plan;
+    uint8_t *have; /* union of the reporters' shard bits */
+    uint16_t *holder;
+  } att[4];
+  unsigned natt;
+  uint64_t first_ns, last_ns, deadline_ns;
+  bool clock; /* the learned deadline runs */
+  bool decided;
+  uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;
+  uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
+  size_t late_len;
 } coord_round;
+
+#define NODE_VIEW_HINTS 16
+#define NODE_SELF_DEPTH_MAX 3
+typedef struct view_hint {
+  uint64_t round;
+  uint32_t view;
+} view_hint;
+
+/* A round's membership, as the lineage of the next one. */
+#define NODE_LIN_RING 128
+typedef struct lin_entry {
+  uint64_t round;
+  uint64_t attempt;
+  uint8_t (*ids)[DED_ID_BYTES]; /* NULL: empty slot */
+  unsigned n;
+  bool final;             /* the round reported here */
+  uint64_t final_attempt; /* ... with this attempt (0: without one) */
+} lin_entry;
+
+/* The result of a finished round, kept to serve late members. */
+typedef struct hist_entry {
+  uint64_t round;
+  ded_msg_commit plan;
+  uint8_t *res;
+  size_t bytes;
+} hist_entry;
 
 typedef struct boot_slot {
   ded_addr addr;
@@ -214,14 +285,12 @@ struct ded_node {
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
   uint64_t next_round;
-  /* The last membership we know (lineage): round |members_round|'s, and
-   * the one before it (|prev|, round members_round - 1's, or none). */
-  bool have_members;
-  uint64_t members_round;
-  uint8_t (*members)[DED_ID_BYTES];
-  unsigned nmembers;
-  uint8_t (*prev)[DED_ID_BYTES];
-  unsigned nprev;
+  /* The lineage: per recent round, the members of the latest attempt we
+   * adopted (a round's coordinators come from the previous round's), and
+   * the attempt each of our reported rounds ended with. */
+  lin_entry lin[NODE_LIN_RING];
+  bool have_members;      /* any lineage at all (else: genesis) */
+  uint64_t members_round; /* the newest round in |lin| */
   /* Rounds we coordinate (open or recently committed). */
   coord_round **coords;
   size_t ncoords, coords_cap;
@@ -235,9 +304,21 @@ struct ded_node {
     size_t len;
   } buf_cache[NODE_BUF_CACHE];
   unsigned nbuf_cache;
+  /* Results of finished rounds, oldest first, within settings.history_bytes. */
+  hist_entry *hist;
+  size_t nhist, hist_cap, hist_bytes;
+  /* Rounds reported so far (in order) and the attempt the last one ended with. */
+  uint64_t reported_upto; /* every round below this has reported */
+  uint64_t last_attempt;  /* of round reported_upto - 1; 0 = none */
+  /* Learned timing (EWMA, ns): spread of the joins of a round, and the
+   * time from a commit to the whole result. */
+  uint64_t spread_ewma, run_ewma;
+  /* Views learnt for rounds we have not started yet (PROBE, REDIRECT). */
+  view_hint view_hint[NODE_VIEW_HINTS];
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
   bool wake_soon;  /* something needs the fast tick: set where work appears */
+  unsigned self_depth; /* nested joins to ourselves (round_send_join) */
   bool leaving;
   bool reap_needed;
 };
@@ -367,7 +448,7 @@ static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t typ
                           const uint8_t *elems, size_t len, bool user) {
   sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
   if (!it) return DED_ERR_NOMEM;
-  ded_msg_data_hdr_encode(it->hdr, type, r->no, off, len);
+  ded_msg_data_hdr_encode(it->hdr, type, r->no, r->plan.attempt, off, len);
   it->ref = elems;
   it->ref_len = len;
   it->round = r;
@@ -375,7 +456,7 @@ static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t typ
   if (user)
     r->refs_user++;
   else
-    r->refs_acc++;
+    r->refs_res++;
   conn_enqueue(node, c, type == DED_MSG_RESULT ? Q_RESULT : Q_DATA, it);
   return 0;
 }
@@ -520,6 +601,9 @@ static void conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
   node->reap_needed = true;
   node->wake_soon = true; /* a retry, or a round to reconsider */
   if (notify && node->cb.close) node->cb.close(node->user, c->id);
+  if (notify)
+    node_log(node, DED_LOG_DEBUG, "closing connection %x%s%s: %s", c->id, c->peer ? " to " : "",
+             c->peer ? c->peer->sid : "", ded_strerror(why));
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].connecting = false;
   if (c->peer) {
     if (c->outbound && was != CONN_READY) c->peer->connecting = false;
@@ -709,6 +793,9 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
     }
   }
   p->conn = NULL;
+  p->lost = !p->left;
+  p->lost_ns = node->now_ns;
+  p->evicted = false;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
   /* While we leave, peers closing on us is the expected answer to LEAVE. */
   if (p->left || node->leaving)
@@ -753,33 +840,162 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
 /* 6. member side of a round                                           */
 /* ------------------------------------------------------------------ */
 
+/*
+ * A round goes through attempts. The coordinator of view v (member
+ * (no + v) mod |lin| of the previous round's membership) gathers JOINs and
+ * commits an attempt: members, shards. Members reduce-scatter and
+ * all-gather into |res| (the weighted mean g) and leave the caller's
+ * buffer untouched until the whole result is here, so an attempt can be
+ * abandoned at any point. When something fails (a member of the attempt
+ * is lost, nothing arrives for a learned time, the coordinator is gone) a
+ * member stops the attempt ("freezes" it: it sends nothing more for it)
+ * and reports to the coordinator of the next view, which probes everyone
+ * else into that view and decides: if the members together still hold
+ * every shard of an attempt, that attempt stands and each member fetches
+ * what it lacks (DECIDE); otherwise a new attempt starts with whoever
+ * reported (COMMIT). A member completes only an attempt whose result it
+ * holds in full, and only in round order, after checking that the
+ * attempt was planned on the lineage its previous round ended with.
+ */
+
+static lin_entry *lin_get(ded_node *node, uint64_t round) {
+  lin_entry *e = &node->lin[round % NODE_LIN_RING];
+  return e->ids && e->round == round ? e : NULL;
+}
+
+static void lin_clear(ded_node *node, lin_entry *e) {
+  ded_mem_free(node->mem, e->ids);
+  memset(e, 0, sizeof *e);
+}
+
+static void node_lose_lineage(ded_node *node) {
+  for (unsigned i = 0; i < NODE_LIN_RING; i++) lin_clear(node, &node->lin[i]);
+  node->have_members = false;
+}
+
+/* Round |no|'s membership is now |plan|'s. */
+static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *plan) {
+  lin_entry *e = &node->lin[no % NODE_LIN_RING];
+  if (e->ids && e->round == no && e->attempt == plan->attempt) return 0;
+  uint8_t(*ids)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)plan->k * DED_ID_BYTES);
+  if (!ids) return DED_ERR_NOMEM;
+  for (unsigned i = 0; i < plan->k; i++) memcpy(ids[i], plan->members[i].id, DED_ID_BYTES);
+  bool was_final = e->ids && e->round == no && e->final;
+  uint64_t fa = e->final_attempt;
+  lin_clear(node, e);
+  e->round = no;
+  e->attempt = plan->attempt;
+  e->ids = ids;
+  e->n = plan->k;
+  e->final = was_final;
+  e->final_attempt = fa;
+  if (!node->have_members || no > node->members_round) node->members_round = no;
+  node->have_members = true;
+  return 0;
+}
+
 static ded_round *round_find(ded_node *node, uint64_t no) {
   for (unsigned i = 0; i < node->nrounds; i++)
     if (node->rounds[i]->no == no && node->rounds[i]->state != ROUND_DEAD) return node->rounds[i];
   return NULL;
 }
 
-static void round_free(ded_node *node, ded_round *r) {
-  ded_msg_commit_free(&r->commit, node->mem);
-  node_buf_put(node, r->acc, r->my_len * r->es);
+static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
+
+/* ---- history ---- */
+
+static hist_entry *hist_find(ded_node *node, uint64_t round) {
+  for (size_t i = 0; i < node->nhist; i++)
+    if (node->hist[i].round == round) return &node->hist[i];
+  return NULL;
+}
+
+static void hist_drop_oldest(ded_node *node) {
+  hist_entry *h = &node->hist[0];
+  node->hist_bytes -= h->bytes;
+  ded_msg_commit_free(&h->plan, node->mem);
+  node_buf_put(node, h->res, h->bytes);
+  memmove(node->hist, node->hist + 1, (node->nhist - 1) * sizeof *node->hist);
+  node->nhist--;
+}
+
+/* Keeps round |r|'s result (its res and plan move into the history). */
+static void hist_add(ded_node *node, ded_round *r) {
+  size_t bytes = round_bytes(r);
+  uint64_t cap = node->s.history_bytes;
+  if (bytes > cap || hist_find(node, r->no)) return;
+  while (node->nhist > 0 && (node->hist_bytes + bytes > cap || node->nhist >= DED_ROUNDS_AHEAD_MAX))
+    hist_drop_oldest(node);
+  if (node->nhist == node->hist_cap) {
+    size_t ncap = node->hist_cap ? node->hist_cap * 2 : 16;
+    hist_entry *v = ded_mem_realloc(node->mem, node->hist, ncap * sizeof *v);
+    if (!v) return;
+    node->hist = v;
+    node->hist_cap = ncap;
+  }
+  hist_entry *h = &node->hist[node->nhist++];
+  h->round = r->no;
+  h->plan = r->plan;
+  r->plan.members = NULL;
+  h->res = r->res;
+  r->res = NULL;
+  h->bytes = bytes;
+  node->hist_bytes += bytes;
+}
+
+/* ---- attempt state ---- */
+
+static void round_free_attempt(ded_node *node, ded_round *r) {
   ded_mem_free(node->mem, r->next_m);
   ded_mem_free(node->mem, r->recv_bits);
   if (r->staging)
-    for (unsigned i = 0; i < r->commit.k; i++) node_buf_put(node, r->staging[i], r->my_len * r->es);
+    for (unsigned i = 0; i < r->plan.k; i++) node_buf_put(node, r->staging[i], r->my_len * r->es);
   ded_mem_free(node->mem, r->staging);
   ded_mem_free(node->mem, r->res_base);
   ded_mem_free(node->mem, r->res_bits);
-  early_frame *e = r->early_head;
+  ded_mem_free(node->mem, r->holders);
+  ded_mem_free(node->mem, r->fetch_sent);
+  r->fetch_sent = NULL;
+  pending_fetch *f = r->fetchers;
+  while (f) {
+    pending_fetch *next = f->next;
+    ded_mem_free(node->mem, f);
+    f = next;
+  }
+  ded_msg_commit_free(&r->plan, node->mem);
+  r->next_m = NULL;
+  r->recv_bits = NULL;
+  r->staging = NULL;
+  r->res_base = NULL;
+  r->res_bits = NULL;
+  r->holders = NULL;
+  r->fetchers = NULL;
+  r->has_plan = false;
+  r->frozen = false;
+  r->reduced = r->res_got = 0;
+  r->my_off = r->my_len = r->my_nchunks = 0;
+  r->me = 0;
+}
+
+static void early_free_list(ded_node *node, early_frame *e) {
   while (e) {
     early_frame *next = e->next;
     ded_mem_free(node->mem, e);
     e = next;
   }
+}
+
+static void round_free(ded_node *node, ded_round *r) {
+  if (r->keep) hist_add(node, r);
+  round_free_attempt(node, r);
+  node_buf_put(node, r->res, round_bytes(r));
+  ded_mem_free(node->mem, r->lin);
+  early_free_list(node, r->early_head);
   ded_mem_free(node->mem, r);
 }
 
 static void round_maybe_dead(ded_node *node, ded_round *r) {
-  if (r->reported && r->refs_user == 0 && r->refs_acc == 0) {
+  if (r->reported && r->refs_user == 0 && r->refs_res == 0) {
     r->state = ROUND_DEAD;
     node->reap_needed = true;
   }
@@ -790,42 +1006,86 @@ static void round_unref(ded_node *node, ded_round *r, bool user) {
     DED_ASSERT(r->refs_user > 0);
     r->refs_user--;
   } else {
-    DED_ASSERT(r->refs_acc > 0);
-    r->refs_acc--;
+    DED_ASSERT(r->refs_res > 0);
+    r->refs_res--;
   }
   round_maybe_dead(node, r);
 }
 
-static void node_lose_lineage(ded_node *node) { node->have_members = false; }
+static uint64_t clamp_ns(uint64_t x, uint64_t lo, uint64_t hi) {
+  return x < lo ? lo : x > hi ? DED_MAX(hi, lo) : x;
+}
+
+/* The learned deadlines, never beyond a quarter of the round bound so that
+ * a failover or two still fit inside it. */
+static uint64_t node_deadline_cap(const ded_node *node) { return node->s.round_timeout_ns / 4; }
+
+/* A peer unreachable this long is taken for gone: rounds go on without a
+ * majority that includes it. */
+static uint64_t node_evict_ns(const ded_node *node) { return node->s.round_timeout_ns / 2; }
+
+static uint64_t node_coord_wait(const ded_node *node) {
+  return clamp_ns(4 * node->spread_ewma, node->s.deadline_floor_ns, node_deadline_cap(node));
+}
+
+/* Longer than any coordinator's wait (node_coord_wait) with room to
+ * spare: a member must not give up on a coordinator that is about to
+ * decide. */
+static uint64_t node_join_wait(const ded_node *node) {
+  return clamp_ns(3 * node->s.deadline_floor_ns + 8 * node->spread_ewma,
+                  3 * node->s.deadline_floor_ns, node_deadline_cap(node));
+}
+
+static uint64_t node_progress_wait(const ded_node *node) {
+  return clamp_ns(2 * node->s.deadline_floor_ns + 4 * node->run_ewma,
+                  2 * node->s.deadline_floor_ns, node_deadline_cap(node));
+}
+
+static void ewma_add(uint64_t *e, uint64_t x) { *e = *e ? (*e * 7 + x) / 8 : x; }
+
+static bool round_shard_done(const ded_round *r, unsigned s) {
+  for (uint64_t b = r->res_base[s]; b < r->res_base[s + 1]; b++)
+    if (!bit_get(r->res_bits, b)) return false;
+  return true;
+}
+
+static uint64_t round_chunks_total(const ded_round *r) { return r->res_base[r->plan.k]; }
 
 /* Hands the round back to the caller, exactly once. After this, the
  * caller's buffer is never touched again. */
 static void round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
   DED_ASSERT(!r->reported);
-  /* A round that dies before its commit leaves us without the membership
-   * the next coordinator is chosen from. */
-  if (r->state < ROUND_RUNNING && status != 0 &&
-      !(node->have_members && node->members_round >= r->no))
-    node_lose_lineage(node);
+  bool via_attempt = status == 0 && !alone && r->has_plan;
+  bool with_result = status == 0 && r->has_plan && r->res_bits && r->res_got == round_chunks_total(r);
+  lin_entry *e = lin_get(node, r->no);
+  if (e) {
+    e->final = true;
+    e->final_attempt = with_result ? r->plan.attempt : 0;
+  }
   /* Reported first: detaching can close a connection, whose peer-down
    * handling must see this round as finished. */
   r->reported = true;
   r->state = ROUND_DRAINING;
-  round_detach_output(node, r, status == 0);
+  round_detach_output(node, r, with_result);
   DED_ASSERT(r->refs_user == 0);
+  /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
+  if (via_attempt)
+    ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
+  r->keep = with_result;
   ded_round_result res;
   memset(&res, 0, sizeof res);
   res.status = status;
   res.round = r->no;
   res.alone = alone;
   res.late = late;
+  res.recoveries = r->recoveries;
   uint8_t *ids = NULL;
-  if (status == 0 && !alone) {
-    res.contributors = r->commit.k;
+  if (via_attempt) {
+    res.contributors = r->plan.k;
     res.total_weight = r->total_w;
-    ids = ded_mem_malloc(node->mem, (size_t)r->commit.k * DED_ID_BYTES);
-    for (unsigned i = 0; ids && i < r->commit.k; i++)
-      memcpy(ids + (size_t)i * DED_ID_BYTES, r->commit.members[i].id, DED_ID_BYTES);
+    ids = ded_mem_malloc(node->mem, (size_t)r->plan.k * DED_ID_BYTES);
+    for (unsigned i = 0; ids && i < r->plan.k; i++)
+      memcpy(ids + (size_t)i * DED_ID_BYTES, r->plan.members[i].id, DED_ID_BYTES);
     res.members = ids;
   } else {
     res.contributors = 1;
@@ -843,27 +1103,6 @@ static void round_fail(ded_node *node, ded_round *r, int status) {
   round_report(node, r, status, false, false);
 }
 
-/* The lineage: round |no|'s membership, sorted ids. */
-static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *cm) {
-  uint8_t(*m)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)cm->k * DED_ID_BYTES);
-  if (!m) return DED_ERR_NOMEM;
-  for (unsigned i = 0; i < cm->k; i++) memcpy(m[i], cm->members[i].id, DED_ID_BYTES);
-  ded_mem_free(node->mem, node->prev);
-  node->prev = NULL;
-  node->nprev = 0;
-  if (node->have_members && node->members_round + 1 == no) {
-    node->prev = node->members;
-    node->nprev = node->nmembers;
-  } else {
-    ded_mem_free(node->mem, node->members);
-  }
-  node->members = m;
-  node->nmembers = cm->k;
-  node->members_round = no;
-  node->have_members = true;
-  return 0;
-}
-
 /* Peers we could see as members of a genesis round, us included. */
 static unsigned node_genesis_view(ded_node *node, const uint8_t **min_id) {
   unsigned n = node->s.no_rounds ? 0 : 1;
@@ -878,44 +1117,166 @@ static unsigned node_genesis_view(ded_node *node, const uint8_t **min_id) {
   return n;
 }
 
+/* True if |id| cannot coordinate: it left, or its connection broke. */
+static bool node_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
+  if (id_is_me(node, id)) return node->leaving;
+  ded_peer *p = peer_find(node, id);
+  return !p || p->left || p->lost;
+}
+
+static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
+  return r->lin[(r->no + v) % r->nlin];
+}
+
+/* Moves |r| to the first view from |v| on whose coordinator is not known
+ * to be gone. */
+static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
+  for (unsigned i = 0; i + 1 < r->nlin && node_peer_gone(node, round_cand(r, v)); i++) v++;
+  r->view = v;
+  memcpy(r->coord, round_cand(r, v), DED_ID_BYTES);
+}
+
+static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
+                         unsigned n, uint64_t attempt) {
+  uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)n * DED_ID_BYTES);
+  if (!copy) return DED_ERR_NOMEM;
+  memcpy(copy, ids, (size_t)n * DED_ID_BYTES);
+  ded_mem_free(node->mem, r->lin);
+  r->lin = copy;
+  r->nlin = n;
+  r->lin_attempt = attempt;
+  return 0;
+}
+
+static uint32_t node_view_hint(const ded_node *node, uint64_t round) {
+  const view_hint *h = &node->view_hint[round % NODE_VIEW_HINTS];
+  return h->round == round ? h->view : 0;
+}
+
+static void node_set_view_hint(ded_node *node, uint64_t round, uint32_t view) {
+  view_hint *h = &node->view_hint[round % NODE_VIEW_HINTS];
+  if (h->round != round || h->view < view) {
+    h->round = round;
+    h->view = view;
+  }
+}
+
 static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns);
+static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
 
+/* The shards whose result we hold in full, as a bitmap. */
+static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
+  uint8_t *have = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
+  for (unsigned s = 0; have && s < r->plan.k; s++)
+    if (round_shard_done(r, s)) bit_set(have, s);
+  return have;
+}
+
+/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
+ * coordinator of the round's view. */
 static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
-  ded_msg_join j = {r->no, r->a.dtype, r->a.count, r->a.weight, r->a.n_local,
-                    r->genesis ? DED_JOIN_F_GENESIS : 0};
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = r->no;
+  j.view = r->view;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = r->genesis ? DED_JOIN_F_GENESIS : 0;
+  r->state = ROUND_JOINED;
+  r->joined_ns = now_ns;
+  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node));
+  uint8_t *have = NULL;
+  if (r->has_plan) {
+    have = round_have_bits(node, r);
+    if (!have) {
+      round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    j.flags |= DED_JOIN_F_STATUS;
+    j.plan = r->plan;
+    j.have = have;
+  }
   if (id_is_me(node, r->coord)) {
-    r->state = ROUND_JOINED;
-    r->deadline_ns = now_ns + NODE_MEMBER_TIMEOUT_FACTOR * node->s.round_timeout_ns;
+    /* Joining ourselves can decide, deliver, refuse and fail over again
+     * inside this call: past a few levels, the next tick goes on. */
+    if (node->self_depth >= NODE_SELF_DEPTH_MAX) {
+      r->state = ROUND_JOINING;
+      node->wake_soon = true;
+      ded_mem_free(node->mem, have);
+      return;
+    }
+    node->self_depth++;
     coord_on_join(node, NULL, NULL, &j, now_ns);
+    node->self_depth--;
+    ded_mem_free(node->mem, have);
     return;
   }
   ded_peer *p = peer_find(node, r->coord);
   if (!p || !p->conn) {
     r->state = ROUND_JOINING;
     if (p) peer_maybe_connect(node, p, now_ns);
+    ded_mem_free(node->mem, have);
     return;
   }
-  uint8_t frame[DED_JOIN_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_join_encode(&w, &j);
-  DED_ASSERT(!w.err);
-  r->state = ROUND_JOINED;
-  r->deadline_ns = now_ns + NODE_MEMBER_TIMEOUT_FACTOR * node->s.round_timeout_ns;
-  node_log(node, DED_LOG_DEBUG, "round %llu: join -> %s", (unsigned long long)r->no, p->sid);
-  if (conn_send_ctrl(node, p->conn, frame, w.pos) != 0) round_fail(node, r, DED_ERR_NOMEM);
+  size_t cap = have ? DED_JOIN_STATUS_FRAME_BYTES(r->plan.k) : DED_JOIN_FRAME_BYTES;
+  uint8_t *frame = ded_mem_malloc(node->mem, cap);
+  int rv = DED_ERR_NOMEM;
+  if (frame) {
+    ded_wr w = ded_wr_init(frame, cap);
+    if (have)
+      ded_msg_join_status_encode(&w, &j, &r->plan, have);
+    else
+      ded_msg_join_encode(&w, &j);
+    DED_ASSERT(!w.err && w.pos == cap);
+    node_log(node, DED_LOG_DEBUG, "round %llu: join view %u -> %s", (unsigned long long)r->no,
+             r->view, p->sid);
+    rv = conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
+  ded_mem_free(node->mem, frame);
+  ded_mem_free(node->mem, have);
+  if (rv) round_fail(node, r, rv);
 }
 
 /* Chooses the coordinator of |r| once we can, and asks it in. */
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
-  if (r->state != ROUND_WAIT_PREV && r->state != ROUND_JOINING) return;
-  if (node->have_members && node->members_round + 1 == r->no) {
+  if (r->state == ROUND_JOINING) {
+    ded_peer *p = peer_find(node, r->coord);
+    if (id_is_me(node, r->coord) || (p && p->conn))
+      round_send_join(node, r, now_ns);
+    else if (p)
+      peer_maybe_connect(node, p, now_ns);
+    return;
+  }
+  if (r->state != ROUND_WAIT_PREV) return;
+  lin_entry *prev = lin_get(node, r->no - 1);
+  if (r->no > 0 && prev) {
+    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+      round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
     r->genesis = false;
-    memcpy(r->coord, node->members[ded_match_coordinator(r->no, node->nmembers)], DED_ID_BYTES);
+    round_pick_view(node, r, node_view_hint(node, r->no));
   } else if (node->have_members) {
-    return; /* the previous round's commit is still on its way */
-  } else if (r->state == ROUND_JOINING && r->genesis) {
-    /* Redirected to a coordinator we are still connecting to. */
+    /* The previous round's commit is still on its way, unless that round
+     * ended here without one: then this job is out of step, and the
+     * newest membership it knows is its best guess. */
+    ded_round *o = round_find(node, r->no - 1);
+    if (o && !o->reported) return;
+    lin_entry *best = NULL;
+    for (unsigned i = 0; i < NODE_LIN_RING; i++) {
+      lin_entry *e = &node->lin[i];
+      if (e->ids && e->round < r->no && (!best || e->round > best->round)) best = e;
+    }
+    if (!best) return;
+    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
+      round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    r->genesis = false;
+    round_pick_view(node, r, node_view_hint(node, r->no));
   } else {
     /* No lineage: this is the swarm's first round as far as we know. The
      * rounds before it must be decided first, so only the oldest waits. */
@@ -932,43 +1293,171 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 /* Tries every round that waits on lineage or a connection. */
+static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
+
 static void rounds_advance(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
+    if (r->state == ROUND_FETCHING && !r->frozen && !r->reported) {
+      int rv = round_fetch_missing(node, r, now_ns);
+      if (rv) round_fail(node, r, rv);
+    }
   }
 }
 
-static void round_complete_if_done(ded_node *node, ded_round *r) {
-  if (r->state != ROUND_RUNNING || r->reduced < r->my_nchunks || r->res_got < r->res_expected)
-    return;
-  node_log(node, DED_LOG_DEBUG, "round %llu: done, %u contributors", (unsigned long long)r->no,
-           r->commit.k);
-  round_report(node, r, 0, false, false);
+/* Stops the attempt |r| runs: nothing more is sent for it, nothing more
+ * is added, and it completes only if a coordinator says it stands. */
+static void round_freeze(ded_node *node, ded_round *r) {
+  if (!r->has_plan || r->frozen) return;
+  r->frozen = true;
+  round_detach_output(node, r, false);
+  pending_fetch *f = r->fetchers;
+  while (f) {
+    pending_fetch *next = f->next;
+    ded_mem_free(node->mem, f);
+    f = next;
+  }
+  r->fetchers = NULL;
 }
 
-static ded_peer *round_member_peer(ded_node *node, ded_round *r, unsigned m) {
-  return peer_find(node, r->commit.members[m].id);
+/* Gives up on the current coordinator or attempt: report to the next view. */
+static void round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
+  if (r->reported) return;
+  if (r->genesis && !r->has_plan) {
+    /* The first round's coordinator went before committing: choose again
+     * among those still here. */
+    node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
+             (unsigned long long)r->no, why);
+    r->state = ROUND_WAIT_PREV;
+    round_try_join(node, r, now_ns);
+    return;
+  }
+  if (r->genesis || r->nlin == 0) {
+    /* A first round that has an attempt: its members are the lineage. */
+    uint8_t(*ids)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)r->plan.k * DED_ID_BYTES);
+    if (!ids) {
+      round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    for (unsigned i = 0; i < r->plan.k; i++) memcpy(ids[i], r->plan.members[i].id, DED_ID_BYTES);
+    ded_mem_free(node->mem, r->lin);
+    r->lin = ids;
+    r->nlin = r->plan.k;
+    r->genesis = false;
+  }
+  /* The membership may have moved on since we joined (the previous
+   * round went through another attempt): fail over along the current one. */
+  lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+  if (prev && prev->attempt != r->lin_attempt &&
+      round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+    round_fail(node, r, DED_ERR_NOMEM);
+    return;
+  }
+  round_freeze(node, r);
+  r->recoveries++;
+  round_pick_view(node, r, r->view + 1);
+  ded_peer *p = peer_find(node, r->coord);
+  node_log(node, DED_LOG_INFO, "round %llu: %s; recovering through %s (view %u)",
+           (unsigned long long)r->no, why, id_is_me(node, r->coord) ? "this peer" : p ? p->sid : "?",
+           r->view);
+  round_send_join(node, r, now_ns);
+}
+
+static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
+  return peer_find(node, r->plan.members[m].id);
+}
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns);
+
+/* The whole result is here: report once every earlier round has. */
+static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if ((r->state != ROUND_RUNNING && r->state != ROUND_FETCHING) || r->frozen) return;
+  if (r->res_got < round_chunks_total(r)) return;
+  ewma_add(&node->run_ewma, now_ns - r->started_ns);
+  r->state = ROUND_DONE_WAIT;
+  rounds_report_ready(node, now_ns);
+}
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *r = node->rounds[i];
+      if (r->state != ROUND_DONE_WAIT || r->reported) continue;
+      bool earlier = false;
+      for (unsigned k = 0; k < node->nrounds && !earlier; k++) {
+        ded_round *o = node->rounds[k];
+        earlier = o->no < r->no && !o->reported && o->state != ROUND_DEAD;
+      }
+      if (earlier) continue;
+      /* The attempt was planned on the previous round's membership; if that
+       * round ended here with another attempt, the plan came from a
+       * coordinator the swarm did not choose. */
+      lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+      if (r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+          prev->final_attempt != r->plan.base) {
+        /* The attempt is void: report without it. */
+        round_detach_output(node, r, false);
+        round_free_attempt(node, r);
+        r->state = ROUND_RUNNING;
+        char why[128];
+        snprintf(why, sizeof why,
+                 "attempt %llx was planned on attempt %llx of the previous round, which ended "
+                 "with %llx here",
+                 (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
+                 (unsigned long long)prev->final_attempt);
+        if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n,
+                          prev->attempt) == 0)
+          round_failover(node, r, why, now_ns);
+        else
+          round_fail(node, r, DED_ERR_NOMEM);
+        again = true;
+        break;
+      }
+      bool alone = r->plan.k == 1 && r->me == 0;
+      bool late = r->me == r->plan.k;
+      if (late)
+        node_log(node, DED_LOG_INFO, "round %llu: fetched the result of %u members (this job came late)",
+                 (unsigned long long)r->no, r->plan.k);
+      if (r->recoveries)
+        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->plan.k);
+      round_report(node, r, 0, alone, late);
+      again = true;
+      break;
+    }
+  }
+}
+
+/* Sends chunk |c| of our own shard (finished) to |p|. */
+static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, uint64_t c) {
+  uint64_t first = c * r->chunk;
+  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
+  if (!p || !p->conn) return 0;
+  return conn_send_data(node, p->conn, r, DED_MSG_RESULT, r->my_off + first,
+                        r->res + (r->my_off + first) * r->es, n * r->es, false);
 }
 
 /* All contributions to chunk |c| are in: finish it and send it out. */
 static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
-  uint8_t *acc = r->acc + first * r->es;
-  ded_reduce_div(r->a.dtype, acc, n, r->total_w);
-  uint8_t *out = (uint8_t *)r->a.buf + (r->my_off + first) * r->es;
-  ded_reduce_scale(r->a.dtype, out, acc, n, (double)r->a.n_local);
-  for (unsigned m = 0; m < r->commit.k; m++) {
+  ded_reduce_div(r->a.dtype, r->res + (r->my_off + first) * r->es, n, r->total_w);
+  bit_set(r->res_bits, r->res_base[r->me] + c);
+  r->res_got++;
+  r->reduced++;
+  for (unsigned m = 0; m < r->plan.k; m++) {
     if (m == r->me) continue;
     /* A member that is gone cannot use the result; our round goes on. */
-    ded_peer *p = round_member_peer(node, r, m);
-    if (!p || !p->conn) continue;
-    int rv = conn_send_data(node, p->conn, r, DED_MSG_RESULT, r->my_off + first, acc, n * r->es,
-                            false);
+    int rv = round_send_result_chunk(node, r, round_member_peer(node, r, m), c);
     if (rv) return rv;
   }
-  r->reduced++;
+  for (pending_fetch *f = r->fetchers; f; f = f->next) {
+    int rv = round_send_result_chunk(node, r, peer_find(node, f->id), c);
+    if (rv) return rv;
+  }
   return 0;
 }
 
@@ -978,8 +1467,8 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
                                unsigned direct_m) {
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
-  uint8_t *acc = r->acc + first * r->es;
-  unsigned k = r->commit.k;
+  uint8_t *acc = r->res + (r->my_off + first) * r->es;
+  unsigned k = r->plan.k;
   while (r->next_m[c] < k) {
     unsigned m = r->next_m[c];
     const uint8_t *src;
@@ -991,7 +1480,7 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
       src = r->staging[m] + first * r->es;
     else
       break;
-    double a = r->commit.members[m].weight / (double)r->commit.members[m].n_local;
+    double a = r->plan.members[m].weight / (double)r->plan.members[m].n_local;
     ded_reduce_axpy(r->a.dtype, acc, src, n, a, m == 0);
     r->next_m[c]++;
   }
@@ -999,124 +1488,240 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
 }
 
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
-                             uint8_t type, const uint8_t *payload, size_t len);
+                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
-/* Sets up the reduce-scatter and all-gather of a committed round. */
-static int round_start(ded_node *node, ded_round *r, uint64_t now_ns) {
-  const ded_msg_commit *cm = &r->commit;
-  unsigned k = cm->k;
-  r->chunk = cm->chunk_elems;
-  r->my_off = cm->members[r->me].shard_off;
-  uint64_t *off = ded_mem_malloc(node->mem, k * sizeof *off);
-  if (!off) return DED_ERR_NOMEM;
-  for (unsigned m = 0; m < k; m++) off[m] = cm->members[m].shard_off;
-  r->my_len = ded_shard_len(off, k, cm->count, r->me);
-  r->my_nchunks = ded_chunks(r->my_len, r->chunk);
-  r->acc = node_buf_get(node, r->my_len * r->es);
-  r->next_m = ded_mem_calloc(node->mem, r->my_nchunks, sizeof *r->next_m);
-  r->recv_bits = ded_mem_calloc(node->mem, ((uint64_t)k * r->my_nchunks + 7) / 8, 1);
-  r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
+/* Takes |plan| as the round's current attempt. Frames of other attempts
+ * still queued are dropped; the caller's buffer is untouched. */
+static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint64_t now_ns) {
+  round_detach_output(node, r, false);
+  round_free_attempt(node, r);
+  int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
+  if (rv) return rv;
+  r->has_plan = true;
+  r->started_ns = now_ns;
+  r->wait_ns = now_ns + node_progress_wait(node);
+  unsigned k = plan->k;
+  r->me = k;
+  for (unsigned i = 0; i < k; i++)
+    if (id_is_me(node, plan->members[i].id)) r->me = i;
+  r->total_w = 0.0;
+  for (unsigned i = 0; i < k; i++) r->total_w += plan->members[i].weight;
+  r->chunk = plan->chunk_elems;
   r->res_base = ded_mem_calloc(node->mem, k + 1, sizeof *r->res_base);
-  int rv = (!r->acc || !r->next_m || !r->recv_bits || !r->staging || !r->res_base) ? DED_ERR_NOMEM : 0;
-  for (unsigned m = 0; m < k && rv == 0; m++)
-    r->res_base[m + 1] = r->res_base[m] + ded_chunks(ded_shard_len(off, k, cm->count, m), r->chunk);
-  if (rv == 0) {
-    r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
-    if (!r->res_bits) rv = DED_ERR_NOMEM;
+  if (!r->res_base) return DED_ERR_NOMEM;
+  for (unsigned m = 0; m < k; m++) {
+    uint64_t hi = m + 1 < k ? plan->members[m + 1].shard_off : plan->count;
+    r->res_base[m + 1] = r->res_base[m] + ded_chunks(hi - plan->members[m].shard_off, r->chunk);
   }
-  r->res_expected = rv == 0 ? r->res_base[k] - (r->res_base[r->me + 1] - r->res_base[r->me]) : 0;
-  /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer. */
-  for (unsigned m = 0; m < k && rv == 0; m++) {
-    if (m == r->me) continue;
-    ded_peer *p = round_member_peer(node, r, m);
-    if (!p || !p->conn) {
-      rv = DED_ERR_PEER_LOST;
-      break;
-    }
-    uint64_t len = ded_shard_len(off, k, cm->count, m);
-    for (uint64_t e = 0; e < len && rv == 0; e += r->chunk) {
-      uint64_t n = DED_MIN(r->chunk, len - e);
-      const uint8_t *src = (const uint8_t *)r->a.buf + (off[m] + e) * r->es;
-      rv = conn_send_data(node, p->conn, r, DED_MSG_DATA, off[m] + e, src, n * r->es, true);
-    }
+  r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
+  if (!r->res) r->res = node_buf_get(node, round_bytes(r));
+  if (!r->res_bits || !r->res) return DED_ERR_NOMEM;
+  int rv2 = node_set_members(node, r->no, plan);
+  if (rv2) return rv2;
+  /* A next round that joined on another attempt's membership joins again. */
+  ded_round *nx = round_find(node, r->no + 1);
+  if (nx && !nx->reported && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) &&
+      !nx->genesis && nx->lin_attempt != plan->attempt && !nx->has_plan) {
+    nx->state = ROUND_WAIT_PREV;
+    round_try_join(node, nx, now_ns);
   }
-  ded_mem_free(node->mem, off);
-  if (rv) return rv;
-  r->state = ROUND_RUNNING;
-  r->deadline_ns = now_ns + NODE_MEMBER_TIMEOUT_FACTOR * node->s.round_timeout_ns;
-  /* Our own contribution is always ready. */
-  for (uint64_t c = 0; c < r->my_nchunks && rv == 0; c++) rv = round_advance_chunk(node, r, c, NULL, 0);
-  if (rv) return rv;
-  /* Replay what overtook the commit. */
+  return 0;
+}
+
+/* Replays the frames of |r|'s current attempt that overtook its commit and
+ * drops those of attempts that are now moot. */
+static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
   early_frame *e = r->early_head;
   r->early_head = r->early_tail = NULL;
   r->early_bytes = 0;
   while (e) {
     early_frame *next = e->next;
     ded_peer *from = peer_find(node, e->from);
-    if (from && r->state == ROUND_RUNNING)
-      round_take_frame(node, r, from, NULL, e->type, e->payload, e->len);
-    ded_mem_free(node->mem, e);
+    ded_rd rd = ded_rd_init(e->payload + 8, 8);
+    uint64_t attempt = ded_rd_u64(&rd);
+    if (attempt > r->plan.attempt) {
+      e->next = NULL; /* a later attempt still: keep it */
+      if (r->early_tail)
+        r->early_tail->next = e;
+      else
+        r->early_head = e;
+      r->early_tail = e;
+      r->early_bytes += e->len;
+    } else {
+      if (from && !r->reported && attempt == r->plan.attempt)
+        round_take_frame(node, r, from, NULL, e->type, e->payload, e->len, now_ns);
+      ded_mem_free(node->mem, e);
+    }
     e = next;
   }
-  if (r->state == ROUND_RUNNING) round_complete_if_done(node, r);
-  return 0;
 }
 
-/* A COMMIT for our round |r|, from its coordinator (or from ourselves). */
-static int round_on_commit(ded_node *node, ded_round *r, ded_msg_commit *cm, uint64_t now_ns) {
-  int rv = node_set_members(node, cm->round, cm);
-  if (rv) return rv;
-  unsigned me = cm->k;
-  for (unsigned i = 0; i < cm->k; i++)
-    if (id_is_me(node, cm->members[i].id)) me = i;
-  if (me == cm->k) {
-    if (cm->dtype != r->a.dtype || cm->count != r->a.count) {
-      node_log(node, DED_LOG_ERROR,
-               "round %llu: this job reduces %llu elements of type %u but the swarm's round has "
-               "%llu of type %u; check that every job runs the same model",
-               (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
-               (unsigned long long)cm->count, cm->dtype);
-      round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
-    } else {
-      node_log(node, DED_LOG_WARN, "round %llu closed before this peer joined; keeping local values",
-               (unsigned long long)r->no);
-      round_report(node, r, 0, true, true);
+/* Sets up the reduce-scatter and all-gather of an attempt we are part of. */
+static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
+  const ded_msg_commit *cm = &r->plan;
+  unsigned k = cm->k;
+  r->my_off = cm->members[r->me].shard_off;
+  r->my_len = (r->me + 1 < k ? cm->members[r->me + 1].shard_off : cm->count) - r->my_off;
+  r->my_nchunks = ded_chunks(r->my_len, r->chunk);
+  r->next_m = ded_mem_calloc(node->mem, r->my_nchunks ? r->my_nchunks : 1, sizeof *r->next_m);
+  r->recv_bits = ded_mem_calloc(node->mem, ((uint64_t)k * r->my_nchunks + 7) / 8 + 1, 1);
+  r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
+  if (!r->next_m || !r->recv_bits || !r->staging) return DED_ERR_NOMEM;
+  r->state = ROUND_RUNNING;
+  /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer. */
+  for (unsigned m = 0; m < k; m++) {
+    if (m == r->me) continue;
+    ded_peer *p = round_member_peer(node, r, m);
+    if (!p || !p->conn) {
+      round_failover(node, r, "a member of the attempt is not connected", now_ns);
+      return 0;
     }
-    ded_msg_commit_free(cm, node->mem);
-    return 0;
+    uint64_t lo = cm->members[m].shard_off;
+    uint64_t len = (m + 1 < k ? cm->members[m + 1].shard_off : cm->count) - lo;
+    for (uint64_t e = 0; e < len; e += r->chunk) {
+      uint64_t n = DED_MIN(r->chunk, len - e);
+      const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
+      int rv = conn_send_data(node, p->conn, r, DED_MSG_DATA, lo + e, src, n * r->es, true);
+      if (rv) return rv;
+    }
   }
-  const ded_msg_member *mine = &cm->members[me];
-  if (cm->dtype != r->a.dtype || cm->count != r->a.count || mine->n_local != r->a.n_local) {
-    ded_msg_commit_free(cm, node->mem);
-    return DED_ERR_PROTO;
+  /* Our own contribution is always ready. */
+  for (uint64_t c = 0; c < r->my_nchunks; c++) {
+    int rv = round_advance_chunk(node, r, c, NULL, 0);
+    if (rv) return rv;
   }
-  r->commit = *cm;
-  cm->members = NULL;
-  r->me = me;
-  r->total_w = 0.0;
-  for (unsigned i = 0; i < r->commit.k; i++) r->total_w += r->commit.members[i].weight;
-  node_log(node, DED_LOG_DEBUG, "round %llu: committed, %u members, I am %u",
-           (unsigned long long)r->no, r->commit.k, me);
-  if (r->commit.k == 1) {
-    round_report(node, r, 0, true, false);
-    return 0;
-  }
-  rv = round_start(node, r, now_ns);
-  if (rv) round_fail(node, r, rv);
+  round_replay_early(node, r, now_ns);
+  round_check_complete(node, r, now_ns);
   return 0;
 }
 
-/* A DATA or RESULT frame for running round |r|. A violation is the
+/* Asks the holders for every shard we lack (those we are still connecting
+ * to once the connection is up: rounds_advance calls again). */
+static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
+  r->state = ROUND_FETCHING;
+  if (!r->fetch_sent) r->fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
+  if (!r->fetch_sent) return DED_ERR_NOMEM;
+  for (unsigned s = 0; s < r->plan.k; s++) {
+    if (round_shard_done(r, s) || bit_get(r->fetch_sent, s)) continue;
+    const uint8_t *hid = r->plan.members[r->holders[s]].id;
+    if (id_is_me(node, hid)) {
+      round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
+      return 0;
+    }
+    ded_peer *p = peer_find(node, hid);
+    if (!p || p->left || p->evicted) {
+      round_failover(node, r, "the holder of a shard is gone", now_ns);
+      return 0;
+    }
+    if (!p->conn) {
+      peer_maybe_connect(node, p, now_ns);
+      continue;
+    }
+    bit_set(r->fetch_sent, s);
+    uint8_t frame[DED_FETCH_FRAME_BYTES];
+    ded_wr w = ded_wr_init(frame, sizeof frame);
+    ded_msg_fetch f = {r->no, r->plan.attempt, (uint16_t)s};
+    ded_msg_fetch_encode(&w, &f);
+    int rv = conn_send_ctrl(node, p->conn, frame, w.pos);
+    if (rv) return rv;
+  }
+  round_replay_early(node, r, now_ns);
+  round_check_complete(node, r, now_ns);
+  return 0;
+}
+
+static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_commit *cm) {
+  if (cm->dtype == r->a.dtype && cm->count == r->a.count) return 0;
+  node_log(node, DED_LOG_ERROR,
+           "round %llu: this job reduces %llu elements of type %u but the swarm's round has "
+           "%llu of type %u; check that every job runs the same model",
+           (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
+           (unsigned long long)cm->count, cm->dtype);
+  node_set_members(node, r->no, cm);
+  round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+  return 1;
+}
+
+/* A COMMIT (new attempt) for our round |r|, from the coordinator of its
+ * view (or from ourselves). Returns DED_ERR_PROTO if the commit lies about
+ * us; the caller drops the sender. */
+static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
+                           uint64_t now_ns) {
+  if (round_check_signature(node, r, cm)) return 0;
+  int rv = round_adopt(node, r, cm, now_ns);
+  if (rv) return rv;
+  if (r->me < cm->k && cm->members[r->me].n_local != r->a.n_local) return DED_ERR_PROTO;
+  node_log(node, DED_LOG_DEBUG, "round %llu: attempt %llx, %u members, I am %u",
+           (unsigned long long)r->no, (unsigned long long)cm->attempt, cm->k, r->me);
+  if (r->me == cm->k) {
+    /* Not listed though our buffer matches: fetch from the reducers. */
+    r->holders = ded_mem_malloc(node->mem, (size_t)cm->k * sizeof *r->holders);
+    if (!r->holders) return DED_ERR_NOMEM;
+    for (unsigned s = 0; s < cm->k; s++) r->holders[s] = (uint16_t)s;
+    return round_fetch_missing(node, r, now_ns);
+  }
+  /* Alone (k = 1), the result is computed all the same, for members that
+   * come late, but our own buffer stays as it is. */
+  return round_start_reduce(node, r, now_ns);
+}
+
+/* We came late for |r|: tell the next round's coordinator we will be
+ * there, so that it waits for us (within its deadline) instead of leaving
+ * us late round after round. */
+static void round_send_intent(ded_node *node, ded_round *r) {
+  ded_round *nx = round_find(node, r->no + 1);
+  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
+  const uint8_t *cand = r->plan.members[(r->no + 1) % r->plan.k].id;
+  if (id_is_me(node, cand)) return;
+  ded_peer *p = peer_find(node, cand);
+  if (!p || !p->conn) return;
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = r->no + 1;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = DED_JOIN_F_INTENT;
+  uint8_t frame[DED_JOIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_join_encode(&w, &j);
+  conn_send_ctrl(node, p->conn, frame, w.pos);
+}
+
+/* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
+static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
+  if (round_check_signature(node, r, &d->plan)) return 0;
+  if (!r->has_plan || r->plan.attempt != d->plan.attempt) {
+    int rv = round_adopt(node, r, &d->plan, now_ns);
+    if (rv) return rv;
+  } else {
+    round_detach_output(node, r, false);
+    r->started_ns = now_ns;
+    r->wait_ns = now_ns + node_progress_wait(node);
+  }
+  r->frozen = false;
+  ded_mem_free(node->mem, r->holders);
+  ded_mem_free(node->mem, r->fetch_sent);
+  r->fetch_sent = NULL;
+  r->holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->holders);
+  if (!r->holders) return DED_ERR_NOMEM;
+  memcpy(r->holders, d->holders, (size_t)d->plan.k * sizeof *r->holders);
+  if (r->me == d->plan.k) round_send_intent(node, r);
+  return round_fetch_missing(node, r, now_ns);
+}
+
+/* A DATA or RESULT frame for |r|'s current attempt. A violation is the
  * sender's fault: the caller drops it. */
 static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
                          const ded_msg_data *d) {
-  unsigned k = r->commit.k, m = k;
+  unsigned k = r->plan.k, m = k;
   for (unsigned i = 0; i < k; i++)
-    if (memcmp(r->commit.members[i].id, from->id, DED_ID_BYTES) == 0) m = i;
-  if (m == k || m == r->me || d->len % r->es != 0) return DED_ERR_PROTO;
+    if (memcmp(r->plan.members[i].id, from->id, DED_ID_BYTES) == 0) m = i;
+  if (d->len % r->es != 0) return DED_ERR_PROTO;
   uint64_t n = d->len / r->es;
   if (type == DED_MSG_DATA) {
+    if (m == k || m == r->me || r->me == k || r->state != ROUND_RUNNING) return DED_ERR_PROTO;
     if (d->offset < r->my_off || d->offset - r->my_off >= r->my_len) return DED_ERR_PROTO;
     uint64_t first = d->offset - r->my_off;
     uint64_t c = first / r->chunk;
@@ -1132,31 +1737,48 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
     memcpy(r->staging[m] + first * r->es, d->elems, d->len);
     return 0;
   }
-  /* RESULT: reducer m's finished chunk of its own shard. */
-  uint64_t lo = r->commit.members[m].shard_off;
-  uint64_t len = (m + 1 < k ? r->commit.members[m + 1].shard_off : r->commit.count) - lo;
+  /* RESULT: a finished chunk of some shard. From its reducer while the
+   * attempt runs; from the holder we asked while fetching. */
+  unsigned s;
+  for (s = 0; s + 1 < k && r->plan.members[s + 1].shard_off <= d->offset; s++) {
+  }
+  uint64_t lo = r->plan.members[s].shard_off;
+  uint64_t len = (s + 1 < k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
   if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
   uint64_t first = d->offset - lo;
   if (first % r->chunk != 0 || n != DED_MIN(r->chunk, len - first)) return DED_ERR_PROTO;
-  uint64_t bit = r->res_base[m] + first / r->chunk;
-  if (bit_get(r->res_bits, bit)) return DED_ERR_PROTO;
+  if (m == k || m == r->me || (m != s && !(r->holders && m == r->holders[s])))
+    return DED_ERR_PROTO;
+  uint64_t bit = r->res_base[s] + first / r->chunk;
+  if (bit_get(r->res_bits, bit)) return r->state == ROUND_FETCHING ? 0 : DED_ERR_PROTO;
   bit_set(r->res_bits, bit);
-  uint8_t *out = (uint8_t *)r->a.buf + d->offset * r->es;
-  ded_reduce_scale(r->a.dtype, out, d->elems, n, (double)r->a.n_local);
+  memcpy(r->res + d->offset * r->es, d->elems, d->len);
   r->res_got++;
   return 0;
 }
 
 static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char *what);
 
-/* Routes a data frame to |r| now, or keeps it until the commit arrives. A
- * violation drops the connection it came on (|via|; NULL for a frame kept
- * from earlier: then the peer's own). */
+/* Routes a data frame to |r|: now, later (it overtook its attempt's
+ * commit), or nowhere (a moot attempt). A violation drops the connection
+ * it came on (|via|; NULL for a frame kept from earlier: then the peer's
+ * own). */
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
-                             uint8_t type, const uint8_t *payload, size_t len) {
+                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns) {
   if (!via) via = from->conn;
-  if (r->state == ROUND_JOINED) {
-    size_t limit = DED_EARLY_BYTES_MAX((size_t)r->a.count * r->es);
+  ded_msg_data d;
+  int rv = ded_msg_data_decode(payload, len, &d);
+  if (rv) {
+    if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
+    return;
+  }
+  bool current = r->has_plan && d.attempt == r->plan.attempt &&
+                 (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING);
+  if (!current) {
+    if (r->has_plan && d.attempt <= r->plan.attempt) return; /* moot */
+    if (r->reported || r->state == ROUND_DONE_WAIT) return;
+    /* A later attempt whose commit is still on its way: keep it. */
+    size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
     early_frame *e = NULL;
     if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
     if (!e) {
@@ -1176,11 +1798,9 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     r->early_bytes += len;
     return;
   }
-  if (r->state != ROUND_RUNNING) return;
-  ded_msg_data d;
-  int rv = ded_msg_data_decode(payload, len, &d);
-  if (rv == 0) rv = round_on_data(node, r, from, type, &d);
-  if (rv == DED_ERR_NOMEM || rv == DED_ERR_PEER_LOST) {
+  if (r->frozen) return;
+  rv = round_on_data(node, r, from, type, &d);
+  if (rv == DED_ERR_NOMEM) {
     round_fail(node, r, rv);
     return;
   }
@@ -1188,44 +1808,97 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  round_complete_if_done(node, r);
+  r->wait_ns = now_ns + node_progress_wait(node);
+  round_check_complete(node, r, now_ns);
 }
 
-/* True if round |r| still waits for anything from member |m|: a
- * contribution to our shard, or a chunk of its own shard's result. */
+/* True if attempt |r| still waits for anything from member |m|: a
+ * contribution to our shard, or a chunk of its shard's result. */
 static bool round_needs_member(const ded_round *r, unsigned m) {
-  for (uint64_t c = 0; c < r->my_nchunks; c++)
-    if (!bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
-  for (uint64_t b = r->res_base[m]; b < r->res_base[m + 1]; b++)
-    if (!bit_get(r->res_bits, b)) return true;
-  return false;
+  if (r->state == ROUND_FETCHING) {
+    for (unsigned s = 0; s < r->plan.k; s++)
+      if (r->holders[s] == m && !round_shard_done(r, s)) return true;
+    return false;
+  }
+  if (r->me < r->plan.k)
+    for (uint64_t c = 0; c < r->my_nchunks; c++)
+      if (!bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
+  return !round_shard_done(r, m);
 }
 
-/* A peer went away: rounds that still needed something from it cannot
- * finish (issue-3 recovery replaces this with re-reduction), genesis joins
- * find a new coordinator, and coordinators stop waiting for it. A member
- * that already gave us everything may go: it finished the round first. */
+/* A peer went away: rounds that still need something from it fail over,
+ * and coordinators stop waiting for it. A member that already gave us
+ * everything may go: it finished the round first. */
 static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
     if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
         memcmp(r->coord, p->id, DED_ID_BYTES) == 0) {
-      if (r->genesis) {
-        r->state = ROUND_WAIT_PREV; /* choose again among those still here */
-        round_try_join(node, r, now_ns);
-      } else {
-        round_fail(node, r, DED_ERR_PEER_LOST);
-      }
-    } else if (r->state == ROUND_RUNNING) {
-      for (unsigned m = 0; m < r->commit.k; m++)
-        if (m != r->me && memcmp(r->commit.members[m].id, p->id, DED_ID_BYTES) == 0) {
-          if (round_needs_member(r, m)) round_fail(node, r, DED_ERR_PEER_LOST);
+      round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
+    } else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
+      for (unsigned m = 0; m < r->plan.k; m++)
+        if (m != r->me && memcmp(r->plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
+          if (round_needs_member(r, m)) {
+            char why[64];
+            snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
+            round_failover(node, r, why, now_ns);
+          }
           break;
         }
     }
   }
   coord_evaluate_all(node, now_ns);
+}
+
+/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
+ * hold it, as it is reduced if it is our own shard in progress. */
+static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
+  ded_round *r = round_find(node, f->round);
+  if (r && r->has_plan && r->plan.attempt == f->attempt && f->shard < r->plan.k &&
+      (!r->frozen || round_shard_done(r, f->shard))) {
+    unsigned s = f->shard;
+    uint64_t lo = r->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < r->plan.k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
+    bool own = s == r->me;
+    for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
+      if (!bit_get(r->res_bits, r->res_base[s] + c)) continue;
+      uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
+      if (conn_send_data(node, to->conn, r, DED_MSG_RESULT, lo + c * r->chunk,
+                         r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
+        return;
+    }
+    if (!round_shard_done(r, s) && own && !r->frozen && !r->reported) {
+      pending_fetch *pf = ded_mem_calloc(node->mem, 1, sizeof *pf);
+      if (!pf) return;
+      memcpy(pf->id, to->id, DED_ID_BYTES);
+      pf->next = r->fetchers;
+      r->fetchers = pf;
+    }
+    return;
+  }
+  hist_entry *h = hist_find(node, f->round);
+  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
+    size_t es = ded_dtype_size(h->plan.dtype);
+    unsigned s = f->shard;
+    uint64_t lo = h->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
+    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
+      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
+      size_t bytes = DED_DATA_HDR_BYTES + n * es;
+      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
+      if (!frame) return;
+      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
+      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
+      int rv = conn_send_ctrl(node, to->conn, frame, bytes);
+      ded_mem_free(node->mem, frame);
+      if (rv) return;
+    }
+    return;
+  }
+  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
+           (unsigned long long)f->round, to->sid);
+  if (f->round < node->next_round && !r) coord_send_stale(node, to, f->round);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1234,13 +1907,58 @@ static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
 
 static coord_round *coord_find(ded_node *node, uint64_t no) {
   for (size_t i = 0; i < node->ncoords; i++)
-    if (node->coords[i]->g.round == no) return node->coords[i];
+    if (node->coords[i]->round == no) return node->coords[i];
   return NULL;
 }
 
-static coord_round *coord_get(ded_node *node, uint64_t no, bool genesis, uint64_t now_ns) {
-  coord_round *cr = coord_find(node, no);
-  if (cr) return cr;
+/* Forgets everything of the view |cr| coordinated. */
+static void coord_clear(ded_node *node, coord_round *cr) {
+  ded_gather_free(&cr->g, node->mem);
+  for (unsigned i = 0; i < cr->natt; i++) {
+    ded_msg_commit_free(&cr->att[i].plan, node->mem);
+    ded_mem_free(node->mem, cr->att[i].have);
+    ded_mem_free(node->mem, cr->att[i].holder);
+  }
+  cr->natt = 0;
+  ded_mem_free(node->mem, cr->commit_frame);
+  ded_mem_free(node->mem, cr->late_frame);
+  cr->commit_frame = cr->late_frame = NULL;
+  cr->commit_len = cr->late_len = 0;
+  cr->decided = false;
+  cr->clock = false;
+  cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
+}
+
+static void coord_free(ded_node *node, coord_round *cr) {
+  coord_clear(node, cr);
+  ded_mem_free(node->mem, cr->expect);
+  ded_mem_free(node->mem, cr);
+}
+
+static void coord_expect_add(ded_node *node, coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
+  for (unsigned i = 0; i < cr->nexpect; i++)
+    if (memcmp(cr->expect[i], id, DED_ID_BYTES) == 0) return;
+  if (cr->nexpect == cr->expect_cap) {
+    unsigned cap = cr->expect_cap ? cr->expect_cap * 2 : 16;
+    if (cap > 4 * DED_ROUND_MEMBERS_MAX) return;
+    uint8_t(*v)[DED_ID_BYTES] = ded_mem_realloc(node->mem, cr->expect, (size_t)cap * DED_ID_BYTES);
+    if (!v) return;
+    cr->expect = v;
+    cr->expect_cap = cap;
+  }
+  memcpy(cr->expect[cr->nexpect++], id, DED_ID_BYTES);
+}
+
+/* The lineage is waited for: round-1's members, and round-2's (a member
+ * that missed one round is waited for again in the next). */
+static void coord_expect_lineage(ded_node *node, coord_round *cr) {
+  for (uint64_t back = 1; back <= 2 && back <= cr->round; back++) {
+    lin_entry *e = lin_get(node, cr->round - back);
+    for (unsigned i = 0; e && i < e->n; i++) coord_expect_add(node, cr, e->ids[i]);
+  }
+}
+
+static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool genesis) {
   if (node->ncoords == node->coords_cap) {
     size_t cap = node->coords_cap ? node->coords_cap * 2 : 8;
     coord_round **v = ded_mem_realloc(node->mem, node->coords, cap * sizeof *v);
@@ -1248,26 +1966,24 @@ static coord_round *coord_get(ded_node *node, uint64_t no, bool genesis, uint64_
     node->coords = v;
     node->coords_cap = cap;
   }
-  cr = ded_mem_calloc(node->mem, 1, sizeof *cr);
+  coord_round *cr = ded_mem_calloc(node->mem, 1, sizeof *cr);
   if (!cr) return NULL;
+  cr->round = no;
+  cr->view = view;
+  cr->genesis = genesis;
   ded_gather_init(&cr->g, no, genesis);
-  cr->deadline_ns = now_ns + node->s.round_timeout_ns;
+  coord_expect_lineage(node, cr);
   node->coords[node->ncoords++] = cr;
   return cr;
 }
 
-static void coord_free(ded_node *node, coord_round *cr) {
-  ded_gather_free(&cr->g, node->mem);
-  ded_mem_free(node->mem, cr->commit_frame);
-  ded_mem_free(node->mem, cr);
-}
-
-/* Forgets committed rounds too old to matter for late joiners. */
+/* Forgets rounds too old to matter for late members. */
 static void coord_prune(ded_node *node) {
+  uint64_t now_round = DED_MAX(node->next_round, node->have_members ? node->members_round + 1 : 0);
   size_t out = 0;
   for (size_t i = 0; i < node->ncoords; i++) {
     coord_round *cr = node->coords[i];
-    if (cr->g.round + DED_ROUNDS_AHEAD_MAX < node->next_round) {
+    if (cr->round + DED_ROUNDS_AHEAD_MAX < now_round) {
       coord_free(node, cr);
       continue;
     }
@@ -1276,9 +1992,13 @@ static void coord_prune(ded_node *node) {
   node->ncoords = out;
 }
 
-/* True if |id| may still join a round we coordinate, so we wait for it. */
-static bool coord_expects(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
-  if (id_is_me(node, id)) return !node->leaving && !node->s.no_rounds;
+/* True if |id| may still report to a round we coordinate, so we wait for it. */
+static bool coord_alive(ded_node *node, const coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
+  if (id_is_me(node, id)) {
+    if (node->leaving || node->s.no_rounds) return false;
+    /* In a failover, our own trainer is waited for only if it is in the round. */
+    return cr->view == 0 || round_find(node, cr->round) || hist_find(node, cr->round);
+  }
   ded_peer *p = peer_find(node, id);
   return p && peer_participates(node, p);
 }
@@ -1287,146 +2007,274 @@ static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
   if (!to->conn) return;
   uint8_t frame[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_stale m = {round, node->next_round > round ? node->next_round : round + 1};
+  uint64_t next = DED_MAX(node->next_round, node->have_members ? node->members_round + 1 : 0);
+  ded_msg_stale m = {round, next > round ? next : round + 1};
   ded_msg_stale_encode(&w, &m);
   conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-/* Delivers the commit to everyone who asked, ourselves included. */
-static void coord_deliver(ded_node *node, coord_round *cr, uint64_t now_ns) {
+/* What a reporter holds of an attempt: its plan, and the shards it has. */
+static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[DED_ID_BYTES],
+                              const ded_msg_commit *plan, const uint8_t *have) {
+  struct coord_attempt *a = NULL;
+  for (unsigned i = 0; i < cr->natt && !a; i++)
+    if (cr->att[i].plan.attempt == plan->attempt) a = &cr->att[i];
+  if (!a) {
+    if (cr->natt == sizeof cr->att / sizeof cr->att[0]) return;
+    a = &cr->att[cr->natt];
+    memset(a, 0, sizeof *a);
+    a->have = ded_mem_calloc(node->mem, ((size_t)plan->k + 7) / 8, 1);
+    a->holder = ded_mem_malloc(node->mem, (size_t)plan->k * sizeof *a->holder);
+    if (!a->have || !a->holder || ded_msg_commit_copy(&a->plan, plan, node->mem)) {
+      ded_mem_free(node->mem, a->have);
+      ded_mem_free(node->mem, a->holder);
+      return;
+    }
+    for (unsigned s = 0; s < plan->k; s++) a->holder[s] = UINT16_MAX;
+    cr->natt++;
+  } else if (a->plan.k != plan->k || a->plan.count != plan->count) {
+    return; /* the same attempt told differently: believe the first */
+  }
+  for (unsigned i = 0; i < plan->k; i++) coord_expect_add(node, cr, plan->members[i].id);
+  unsigned idx = plan->k;
+  for (unsigned i = 0; i < plan->k; i++)
+    if (memcmp(plan->members[i].id, id, DED_ID_BYTES) == 0) idx = i;
+  if (idx == plan->k) return; /* a late member: it holds nothing it can serve */
+  for (unsigned s = 0; s < plan->k; s++) {
+    if (!bit_get(have, s)) continue;
+    bit_set(a->have, s);
+    if (a->holder[s] == UINT16_MAX || idx == s) a->holder[s] = (uint16_t)idx;
+  }
+}
+
+static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns);
+
+/* Hands a decision to our own round, if we reported to this view. */
+static void coord_deliver_self(ded_node *node, coord_round *cr, const ded_msg_commit *commit,
+                               const ded_msg_decide *decide, uint64_t now_ns) {
+  ded_round *r = round_find(node, cr->round);
+  if (!r || r->reported || r->state != ROUND_JOINED || r->view != cr->view ||
+      !id_is_me(node, r->coord))
+    return;
+  int rv = commit ? round_on_commit(node, r, commit, now_ns) : round_on_decide(node, r, decide, now_ns);
+  if (rv) round_fail(node, r, rv);
+  rounds_advance(node, now_ns);
+}
+
+static void coord_send_to_joiners(ded_node *node, coord_round *cr, const uint8_t *frame, size_t len) {
   for (size_t i = 0; i < cr->g.n; i++) {
     const uint8_t *id = cr->g.v[i].id;
     if (id_is_me(node, id)) continue;
     ded_peer *p = peer_find(node, id);
-    if (p && p->conn) conn_send_ctrl(node, p->conn, cr->commit_frame, cr->commit_len);
+    if (p && p->conn) conn_send_ctrl(node, p->conn, frame, len);
   }
-  if (!ded_gather_find(&cr->g, node->ident.id)) return;
-  ded_round *r = round_find(node, cr->g.round);
-  if (!r || r->state != ROUND_JOINED) return;
-  ded_msg_commit cm;
-  int rv = ded_msg_commit_decode(cr->commit_frame + DED_FRAME_HDR_BYTES,
-                                 cr->commit_len - DED_FRAME_HDR_BYTES, node->mem, &cm);
-  if (rv) {
-    round_fail(node, r, rv);
-    return;
-  }
-  rv = round_on_commit(node, r, &cm, now_ns);
-  ded_msg_commit_free(&cm, node->mem);
-  if (rv) round_fail(node, r, rv);
-  /* The commit extends our lineage: the next round can join right away
-   * instead of at the next tick. */
-  rounds_advance(node, now_ns);
 }
 
-/* Fixes the round: signature, members, shares. */
-static void coord_commit(ded_node *node, coord_round *cr, uint64_t now_ns) {
-  /* Joiners that went away before the commit are not members. */
+static uint8_t *encode_decide(ded_node *node, uint32_t view, const ded_msg_commit *plan,
+                              const uint16_t *holders, size_t *len) {
+  size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
+  uint8_t *f = ded_mem_malloc(node->mem, cap);
+  if (!f) return NULL;
+  ded_wr w = ded_wr_init(f, cap);
+  ded_msg_decide_encode(&w, view, plan, holders);
+  DED_ASSERT(!w.err && w.pos == cap);
+  *len = cap;
+  return f;
+}
+
+static bool coord_quorum(ded_node *node, const coord_round *cr) {
+  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  if (!prev) return true;
+  unsigned base = 0, in = 0;
+  for (unsigned i = 0; i < prev->n; i++) {
+    const uint8_t *id = prev->ids[i];
+    bool present = ded_gather_find(&cr->g, id) != NULL;
+    if (!present && !id_is_me(node, id)) {
+      ded_peer *p = peer_find(node, id);
+      if (!p || p->left || p->evicted) continue;
+    }
+    if (!present && id_is_me(node, id) && (node->leaving || node->s.no_rounds)) continue;
+    base++;
+    in += present;
+  }
+  return base == 0 || 2 * in > base;
+}
+
+/* Decides the view: an attempt that exists in full stands; else a new one. */
+static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
+  cr->decided = true;
+  if (all_in && cr->view == 0 && !cr->genesis && cr->last_ns >= cr->first_ns)
+    ewma_add(&node->spread_ewma, cr->last_ns - cr->first_ns);
+  struct coord_attempt *best = NULL;
+  lin_entry *prev_lin = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  for (unsigned i = 0; i < cr->natt; i++) {
+    struct coord_attempt *a = &cr->att[i];
+    /* An attempt planned on a membership the previous round did not end
+     * with is void, however complete. */
+    if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
+        prev_lin->final_attempt != a->plan.base)
+      continue;
+    bool full = true;
+    for (unsigned s = 0; s < a->plan.k && full; s++) full = bit_get(a->have, s);
+    if (full && (!best || a->plan.attempt > best->plan.attempt)) best = a;
+  }
+  if (best) {
+    cr->late_frame = encode_decide(node, cr->view, &best->plan, best->holder, &cr->late_len);
+    if (!cr->late_frame) return;
+    node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands, %u members; %zu fetch",
+             (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
+             best->plan.k, cr->g.n);
+    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
+    ded_msg_decide d = {cr->round, cr->view, best->plan, best->holder};
+    coord_deliver_self(node, cr, NULL, &d, now_ns);
+    return;
+  }
+  /* A new attempt needs a majority of the previous round's members that
+   * are not known to be gone for good (left, or unreachable past the
+   * eviction time): a minority cut off by a partition waits rather than
+   * average on its own. */
+  if (!cr->genesis && !coord_quorum(node, cr)) {
+    cr->decided = false;
+    return;
+  }
+  /* Joiners that went away before the decision are not members. */
   size_t out = 0;
   for (size_t i = 0; i < cr->g.n; i++)
-    if (coord_expects(node, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
+    if (coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
   cr->g.n = out;
-  cr->committed = true;
   if (cr->g.n == 0) return;
   ded_msg_commit cm;
   if (ded_gather_commit(&cr->g, node->mem, node->s.chunk_bytes, &cm) != 0) return;
+  const uint8_t *id = node->ident.id;
+  cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
+               (uint64_t)id[2] << 8 | id[3];
+  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  cm.base = prev ? prev->attempt : 0;
   size_t cap = DED_COMMIT_FRAME_BYTES(cm.k);
+  uint16_t *ident = ded_mem_malloc(node->mem, (size_t)cm.k * sizeof *ident);
   cr->commit_frame = ded_mem_malloc(node->mem, cap);
-  if (cr->commit_frame) {
+  if (ident && cr->commit_frame) {
+    for (unsigned s = 0; s < cm.k; s++) ident[s] = (uint16_t)s;
     ded_wr w = ded_wr_init(cr->commit_frame, cap);
     ded_msg_commit_encode(&w, &cm);
     DED_ASSERT(!w.err && w.pos == cap);
     cr->commit_len = w.pos;
+    cr->late_frame = encode_decide(node, cr->view, &cm, ident, &cr->late_len);
+    node_log(node, cr->view ? DED_LOG_INFO : DED_LOG_DEBUG,
+             "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
+             cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
+    coord_send_to_joiners(node, cr, cr->commit_frame, cr->commit_len);
+    coord_deliver_self(node, cr, &cm, NULL, now_ns);
+  } else {
+    ded_mem_free(node->mem, cr->commit_frame);
+    cr->commit_frame = NULL;
   }
-  node_log(node, DED_LOG_DEBUG, "round %llu: committing %u of %zu joiners",
-           (unsigned long long)cr->g.round, cm.k, cr->g.n);
+  ded_mem_free(node->mem, ident);
   ded_msg_commit_free(&cm, node->mem);
-  if (cr->commit_frame) coord_deliver(node, cr, now_ns);
 }
 
-/* Commits |cr| if everyone it waits for has joined, or its time is up. */
+/* Decides |cr| once everyone it waits for has reported, or its time is up. */
 static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
-  if (cr->committed) return;
-  bool genesis = cr->g.genesis;
-  if (!genesis) {
-    /* Only the lineage says whether we coordinate, and whom we wait for. */
-    if (!node->have_members || node->members_round + 1 != cr->g.round) return;
-    unsigned c = ded_match_coordinator(cr->g.round, node->nmembers);
-    if (!id_is_me(node, node->members[c])) {
-      node_log(node, DED_LOG_WARN, "round %llu: joins sent here but the coordinator is another peer",
-               (unsigned long long)cr->g.round);
-      cr->committed = true; /* joiners time out */
-      return;
-    }
-  }
-  if (now_ns >= cr->deadline_ns && cr->g.n > 0) goto commit;
-  if (genesis) {
-    if (cr->g.n < node->s.min_peers) return;
-    if (!node->s.no_rounds && !ded_gather_find(&cr->g, node->ident.id)) return;
-    for (size_t i = 0; i < node->npeers; i++) {
+  if (cr->decided || cr->g.n == 0) return;
+  bool all = true;
+  if (cr->genesis) {
+    if (cr->g.n < node->s.min_peers) all = false;
+    if (!node->s.no_rounds && !node->leaving && !ded_gather_find(&cr->g, node->ident.id)) all = false;
+    for (size_t i = 0; i < node->npeers && all; i++) {
       ded_peer *p = node->peers[i];
-      if (peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) return;
+      if (peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) all = false;
     }
   } else {
-    /* The previous round's members, and the one before's: a member that
-     * missed one round (it came late and kept its own values) is waited
-     * for again in the next, instead of being late forever after. */
-    for (unsigned i = 0; i < node->nmembers; i++)
-      if (coord_expects(node, node->members[i]) && !ded_gather_find(&cr->g, node->members[i]))
-        return;
-    for (unsigned i = 0; i < node->nprev; i++)
-      if (coord_expects(node, node->prev[i]) && !ded_gather_find(&cr->g, node->prev[i])) return;
+    /* Without the previous round's membership we cannot tell whom to
+     * wait for (our own commit of it is on its way). */
+    if (cr->view == 0 && cr->round > 0 && !lin_get(node, cr->round - 1) && now_ns < cr->deadline_ns)
+      return;
+    coord_expect_lineage(node, cr);
+    unsigned alive = 0, in = 0;
+    for (unsigned i = 0; i < cr->nexpect; i++) {
+      if (!coord_alive(node, cr, cr->expect[i])) continue;
+      alive++;
+      in += ded_gather_find(&cr->g, cr->expect[i]) != NULL;
+    }
+    all = in == alive;
+    /* The learned deadline runs once half of those waited for are in (one
+     * early bird, a member out of step, must not start the clock on
+     * everyone else); in a failover, from the first report. */
+    if (!cr->clock && (cr->view > 0 || 2 * in >= alive)) {
+      cr->clock = true;
+      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + node_coord_wait(node));
+    }
   }
-commit:
-  coord_commit(node, cr, now_ns);
+  if (!all && now_ns < cr->deadline_ns) return;
+  if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
+  coord_decide(node, cr, all, now_ns);
 }
 
 static void coord_evaluate_all(ded_node *node, uint64_t now_ns) {
   for (size_t i = 0; i < node->ncoords; i++) coord_evaluate(node, node->coords[i], now_ns);
 }
 
-static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round,
+static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round, uint32_t view,
                                 const uint8_t id[DED_ID_BYTES]) {
   uint8_t frame[DED_REDIRECT_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_redirect m;
   m.round = round;
+  m.view = view;
   memcpy(m.id, id, DED_ID_BYTES);
   ded_msg_redirect_encode(&w, &m);
   conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-/* A JOIN from |from| on |via| (both NULL: ourselves). */
+static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
+  if (!to->conn) return;
+  uint8_t frame[DED_PROBE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_probe m = {round, view};
+  ded_msg_probe_encode(&w, &m);
+  conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* Answers |to|'s JOIN for |round| with a DECIDE if we finished the round
+ * (it is in our history, or reported and still draining). */
+static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
+  ded_round *r = round_find(node, round);
+  const ded_msg_commit *plan = NULL;
+  if (r && r->reported && r->keep && r->has_plan) plan = &r->plan;
+  hist_entry *h = plan ? NULL : hist_find(node, round);
+  if (h) plan = &h->plan;
+  if (!plan || !to->conn) return false;
+  uint16_t *holders = ded_mem_malloc(node->mem, (size_t)plan->k * sizeof *holders);
+  if (!holders) return false;
+  unsigned me = plan->k;
+  for (unsigned i = 0; i < plan->k; i++)
+    if (id_is_me(node, plan->members[i].id)) me = i;
+  for (unsigned s = 0; s < plan->k; s++) holders[s] = (uint16_t)(me < plan->k ? me : s);
+  size_t len;
+  uint8_t *f = encode_decide(node, view, plan, holders, &len);
+  if (f) conn_send_ctrl(node, to->conn, f, len);
+  ded_mem_free(node->mem, f);
+  ded_mem_free(node->mem, holders);
+  return f != NULL;
+}
+
+/* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
 static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns) {
   const uint8_t *id = from ? from->id : node->ident.id;
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
-  if (from && j->round > node->next_round + DED_ROUNDS_AHEAD_MAX) {
+  uint64_t horizon = DED_MAX(node->next_round, node->have_members ? node->members_round : 0);
+  if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
     conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
   }
-  coord_round *cr = coord_find(node, j->round);
-  if (cr && cr->committed) { /* late: tell it how the round went */
-    if (!from) {
-      ded_round *r = round_find(node, j->round);
-      ded_msg_commit cm;
-      if (r && cr->commit_frame &&
-          ded_msg_commit_decode(cr->commit_frame + DED_FRAME_HDR_BYTES,
-                                cr->commit_len - DED_FRAME_HDR_BYTES, node->mem, &cm) == 0) {
-        int rv = round_on_commit(node, r, &cm, now_ns);
-        ded_msg_commit_free(&cm, node->mem);
-        if (rv) round_fail(node, r, rv);
-      } else if (r) {
-        round_report(node, r, 0, true, true);
-      }
-    } else if (cr->commit_frame) {
-      conn_send_ctrl(node, from->conn, cr->commit_frame, cr->commit_len);
-    } else {
-      coord_send_stale(node, from, j->round);
-    }
+  /* A round finished here is settled, whatever view the joiner is in: it
+   * fetches the result (from us: we hold all of it). */
+  if (!(j->flags & DED_JOIN_F_INTENT) && from && coord_answer_finished(node, from, j->round, j->view))
     return;
-  }
+  coord_round *cr = coord_find(node, j->round);
   if (genesis) {
-    if (node->have_members) { /* we are past the first round */
+    if (node->have_members || (cr && !cr->genesis)) { /* we are past the first round */
       if (from) coord_send_stale(node, from, j->round);
       return;
     }
@@ -1434,31 +2282,181 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     node_genesis_view(node, &min_id);
     if (from && (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0)) min_id = from->id;
     if (from && !id_is_me(node, min_id)) {
-      coord_send_redirect(node, from, j->round, min_id);
+      coord_send_redirect(node, from, j->round, j->view, min_id);
+      return;
+    }
+  } else if (j->round > 0) {
+    /* Only the view's candidate in our lineage coordinates it. */
+    lin_entry *prev = lin_get(node, j->round - 1);
+    if (prev && !id_is_me(node, prev->ids[(j->round + j->view) % prev->n])) {
+      node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
+               (unsigned long long)j->round, j->view);
+      return;
+    }
+    bool past = j->round < node->next_round && !round_find(node, j->round);
+    if (!prev && !cr && past && !(j->flags & DED_JOIN_F_STATUS)) {
+      /* A round long past: its result, if we still have it, else STALE. */
+      hist_entry *h = hist_find(node, j->round);
+      uint16_t *ident = h ? ded_mem_malloc(node->mem, (size_t)h->plan.k * sizeof *ident) : NULL;
+      if (ident && from) {
+        for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
+        size_t len;
+        uint8_t *f = encode_decide(node, j->view, &h->plan, ident, &len);
+        if (f) conn_send_ctrl(node, from->conn, f, len);
+        ded_mem_free(node->mem, f);
+      } else if (from) {
+        coord_send_stale(node, from, j->round);
+      }
+      ded_mem_free(node->mem, ident);
       return;
     }
   }
-  /* A round older than the lineage we hold was committed elsewhere (or
-   * so long ago we forgot it): nothing to wait for. */
-  if (!cr && !genesis && node->have_members && j->round <= node->members_round) {
-    if (from)
+  if (j->flags & DED_JOIN_F_INTENT) {
+    if (!cr) cr = coord_new(node, j->round, j->view, false);
+    if (cr) {
+      coord_expect_add(node, cr, id);
+      node_log(node, DED_LOG_DEBUG, "round %llu: %s will join", (unsigned long long)j->round,
+               from ? from->sid : "this peer");
+    }
+    return;
+  }
+  if (cr && j->view < cr->view) { /* the round has moved on: come along */
+    if (from) {
+      coord_send_probe(node, from, j->round, cr->view);
+    } else {
+      ded_msg_probe m = {j->round, cr->view};
+      node_on_probe(node, NULL, &m, now_ns);
+    }
+    return;
+  }
+  bool new_view = false;
+  if (!cr) {
+    cr = coord_new(node, j->round, j->view, genesis);
+    if (!cr) return;
+    new_view = true;
+  } else if (j->view > cr->view || (cr->genesis && !genesis)) {
+    coord_clear(node, cr);
+    ded_gather_init(&cr->g, j->round, genesis);
+    cr->view = j->view;
+    cr->genesis = genesis;
+    new_view = true;
+  }
+  if (cr->decided) { /* late: how the round went */
+    if (from && cr->late_frame) {
+      conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
+    } else if (!from && cr->late_frame) {
+      ded_msg_decide d;
+      if (ded_msg_decide_decode(cr->late_frame + DED_FRAME_HDR_BYTES,
+                                cr->late_len - DED_FRAME_HDR_BYTES, node->mem, &d) == 0) {
+        coord_deliver_self(node, cr, NULL, &d, now_ns);
+        ded_msg_decide_free(&d, node->mem);
+      }
+    } else if (from) {
       coord_send_stale(node, from, j->round);
-    else if (round_find(node, j->round))
-      round_report(node, round_find(node, j->round), 0, true, true);
+    }
     return;
   }
-  if (!cr) cr = coord_get(node, j->round, genesis, now_ns);
-  if (!cr) return;
-  if (cr->g.genesis != genesis) {
-    if (via) conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN genesis flag");
-    return;
-  }
-  int rv = ded_gather_add(&cr->g, node->mem, id, j);
+  ded_msg_join plain = *j;
+  plain.flags &= (uint8_t)~DED_JOIN_F_STATUS;
+  memset(&plain.plan, 0, sizeof plain.plan);
+  plain.have = NULL;
+  int rv = ded_gather_add(&cr->g, node->mem, id, &plain);
   if (rv) {
     if (via) conn_protocol_error(node, via, rv, "JOIN");
     return;
   }
+  if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, &j->plan, j->have);
+  if (cr->first_ns == 0) {
+    cr->first_ns = now_ns;
+    /* At the latest a quarter of the bound after the first join; sooner
+     * once half of those waited for are in (one early bird, a member out
+     * of step, must not start the clock on everyone else). */
+    cr->deadline_ns = now_ns + (genesis ? node->s.rendezvous_timeout_ns : node_deadline_cap(node));
+  }
+  cr->last_ns = now_ns;
+  if (new_view && cr->view > 0) {
+    /* A failover: everyone waited for reports to this view. */
+    node_log(node, DED_LOG_INFO, "round %llu: coordinating view %u (asked by %s)",
+             (unsigned long long)cr->round, cr->view, from ? from->sid : "this peer");
+    for (unsigned i = 0; i < cr->nexpect; i++) {
+      if (id_is_me(node, cr->expect[i]) || ded_gather_find(&cr->g, cr->expect[i])) continue;
+      ded_peer *p = peer_find(node, cr->expect[i]);
+      if (p) coord_send_probe(node, p, cr->round, cr->view);
+    }
+    if (from) {
+      ded_msg_probe m = {cr->round, cr->view};
+      node_on_probe(node, NULL, &m, now_ns);
+    }
+  }
   coord_evaluate(node, cr, now_ns);
+}
+
+/* A PROBE: the round moved to a new view; report there. |from| NULL: our
+ * own coordinator side. */
+static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
+  if (node->s.no_rounds) return;
+  ded_round *r = round_find(node, m->round);
+  if (r && !r->reported) {
+    if (r->state == ROUND_WAIT_PREV) {
+      node_set_view_hint(node, m->round, m->view);
+      return;
+    }
+    if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
+    if (r->genesis || r->nlin == 0) {
+      if (!r->has_plan) return;
+      round_failover(node, r, "probed", now_ns); /* sets the lineage up */
+      if (r->reported || r->view >= m->view) return;
+    }
+    round_freeze(node, r);
+    r->view = m->view;
+    memcpy(r->coord, from ? from->id : node->ident.id, DED_ID_BYTES);
+    node_log(node, DED_LOG_DEBUG, "round %llu: probed into view %u", (unsigned long long)r->no, m->view);
+    round_send_join(node, r, now_ns);
+    return;
+  }
+  /* A round we finished: say so, or the new view might decide without us. */
+  const ded_msg_commit *plan = NULL;
+  if (r && r->has_plan && r->keep) plan = &r->plan;
+  hist_entry *h = plan ? NULL : hist_find(node, m->round);
+  if (h) plan = &h->plan;
+  if (!plan) {
+    if (!r && m->round >= node->next_round) node_set_view_hint(node, m->round, m->view);
+    return;
+  }
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = m->round;
+  j.view = m->view;
+  j.dtype = plan->dtype;
+  j.count = plan->count;
+  j.weight = 0.0;
+  j.n_local = 1;
+  for (unsigned i = 0; i < plan->k; i++)
+    if (id_is_me(node, plan->members[i].id)) {
+      j.weight = plan->members[i].weight;
+      j.n_local = plan->members[i].n_local;
+    }
+  uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
+  if (!have) return;
+  memset(have, 0xff, ((size_t)plan->k + 7) / 8);
+  if (plan->k % 8) have[plan->k / 8] = (uint8_t)((1u << (plan->k % 8)) - 1);
+  j.flags = DED_JOIN_F_STATUS;
+  j.plan = *plan;
+  j.have = have;
+  if (!from) {
+    coord_on_join(node, NULL, NULL, &j, now_ns);
+  } else if (from->conn) {
+    size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+    uint8_t *f = ded_mem_malloc(node->mem, cap);
+    if (f) {
+      ded_wr w = ded_wr_init(f, cap);
+      ded_msg_join_status_encode(&w, &j, plan, have);
+      DED_ASSERT(!w.err);
+      conn_send_ctrl(node, from->conn, f, w.pos);
+    }
+    ded_mem_free(node->mem, f);
+  }
+  ded_mem_free(node->mem, have);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1510,6 +2508,7 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   }
   bool was_down = p->conn == NULL;
   if (!keep_old) p->conn = c;
+  p->lost = p->evicted = false;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
   node_send_table(node, c);
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
@@ -1521,6 +2520,14 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   if (was_down) {
     node_log(node, DED_LOG_INFO, "peer %s up", p->sid);
     node_emit(node, DED_EVENT_PEER_UP, 0, p->id);
+    /* A probe may have died with its old connection: views we coordinate
+     * that still wait for it ask again. */
+    for (size_t i = 0; i < node->ncoords; i++) {
+      coord_round *cr = node->coords[i];
+      if (cr->decided || cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
+      for (unsigned e = 0; e < cr->nexpect; e++)
+        if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
+    }
   }
   rounds_advance(node, now_ns);
   coord_evaluate_all(node, now_ns);
@@ -1540,6 +2547,20 @@ static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uin
   if (rv < 0) conn_protocol_error(node, c, rv, "RECORDS");
 }
 
+/* A decision (COMMIT or DECIDE) is taken only from the coordinator we
+ * reported to, for the view we reported to. Anything else about a round
+ * we are in is moot (an older view, a coordinator we left behind); about
+ * a round we never started, it is a lie. */
+static ded_round *conn_decision_round(ded_node *node, ded_conn *c, uint64_t round, uint32_t view,
+                                      bool *lie) {
+  ded_round *r = round_find(node, round);
+  *lie = !r && round >= node->next_round;
+  if (!r || r->reported || r->state != ROUND_JOINED || r->view != view ||
+      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
+    return NULL;
+  return r;
+}
+
 static void conn_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   ded_msg_commit cm;
   int rv = ded_msg_commit_decode(f->payload, f->len, node->mem, &cm);
@@ -1547,22 +2568,37 @@ static void conn_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint
     conn_protocol_error(node, c, rv, "COMMIT");
     return;
   }
-  ded_round *r = round_find(node, cm.round);
-  if (!r || r->state != ROUND_JOINED || memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0) {
-    /* A commit after we gave up on the round is moot; one we never asked
-     * for is a lie. */
-    bool moot = r ? r->reported : cm.round < node->next_round;
-    ded_msg_commit_free(&cm, node->mem);
-    if (!moot) conn_protocol_error(node, c, DED_ERR_PROTO, "unasked COMMIT");
+  bool lie;
+  ded_round *r = conn_decision_round(node, c, cm.round, (uint32_t)(cm.attempt >> 32), &lie);
+  if (r) {
+    rv = round_on_commit(node, r, &cm, now_ns);
+    if (rv) round_fail(node, r, rv);
+  }
+  ded_msg_commit_free(&cm, node->mem);
+  if (lie || rv == DED_ERR_PROTO) {
+    conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
     return;
   }
-  rv = round_on_commit(node, r, &cm, now_ns);
-  ded_msg_commit_free(&cm, node->mem);
-  if (rv == DED_ERR_NOMEM)
-    round_fail(node, r, rv);
-  else if (rv) {
-    round_fail(node, r, rv);
-    conn_protocol_error(node, c, rv, "COMMIT");
+  rounds_advance(node, now_ns);
+  coord_evaluate_all(node, now_ns);
+}
+
+static void conn_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_decide d;
+  int rv = ded_msg_decide_decode(f->payload, f->len, node->mem, &d);
+  if (rv) {
+    conn_protocol_error(node, c, rv, "DECIDE");
+    return;
+  }
+  bool lie;
+  ded_round *r = conn_decision_round(node, c, d.round, d.view, &lie);
+  if (r) {
+    rv = round_on_decide(node, r, &d, now_ns);
+    if (rv) round_fail(node, r, rv);
+  }
+  ded_msg_decide_free(&d, node->mem);
+  if (lie) {
+    conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
     return;
   }
   rounds_advance(node, now_ns);
@@ -1573,12 +2609,15 @@ static void conn_on_redirect(ded_node *node, ded_conn *c, const ded_frame *f, ui
   ded_msg_redirect m;
   int rv = ded_msg_redirect_decode(f->payload, f->len, &m);
   ded_round *r = rv ? NULL : round_find(node, m.round);
-  if (rv || !r || r->state != ROUND_JOINED || !r->genesis ||
-      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0 ||
-      memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0) {
+  if (rv || (r && r->state == ROUND_JOINED && r->genesis &&
+             memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0 &&
+             memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0)) {
     conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "REDIRECT");
     return;
   }
+  if (!r || r->state != ROUND_JOINED || !r->genesis ||
+      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
+    return; /* moot: we moved on */
   /* The new coordinator may be someone we are not connected to yet: the
    * join then waits in JOINING for its connection. */
   memcpy(r->coord, m.id, DED_ID_BYTES);
@@ -1588,21 +2627,25 @@ static void conn_on_redirect(ded_node *node, ded_conn *c, const ded_frame *f, ui
 static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   ded_msg_stale m;
   int rv = ded_msg_stale_decode(f->payload, f->len, &m);
-  ded_round *r = rv ? NULL : round_find(node, m.round);
-  if (rv || !r || r->state != ROUND_JOINED || memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0) {
-    conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "STALE");
+  if (rv) {
+    conn_protocol_error(node, c, rv, "STALE");
     return;
   }
+  ded_round *r = round_find(node, m.round);
+  if (!r || r->reported) return;
+  bool asked = (r->state == ROUND_JOINED && memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0) ||
+               r->state == ROUND_FETCHING;
+  if (!asked) return;
   node_log(node, DED_LOG_WARN,
-           "round %llu: the swarm is already at round %llu; this job is out of step and keeps its "
-           "own values",
+           "round %llu: the swarm is already at round %llu and no longer has this one; this job is "
+           "out of step and keeps its own values",
            (unsigned long long)m.round, (unsigned long long)m.next_round);
-  node_lose_lineage(node);
+  if (r->genesis) node_lose_lineage(node);
   round_report(node, r, 0, true, true);
 }
 
-static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f) {
-  if (f->len < 16) {
+static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  if (f->len < 24) {
     conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
     return;
   }
@@ -1615,11 +2658,7 @@ static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f) {
     if (no >= node->next_round) conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
     return;
   }
-  if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, "data before join");
-    return;
-  }
-  round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len);
+  round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len, now_ns);
 }
 
 static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
@@ -1634,20 +2673,40 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   case DED_MSG_RECORDS: conn_on_records(node, c, f, now_ns); break;
   case DED_MSG_JOIN: {
     ded_msg_join j;
-    int rv = ded_msg_join_decode(f->payload, f->len, &j);
+    int rv = ded_msg_join_decode(f->payload, f->len, node->mem, &j);
     if (rv)
       conn_protocol_error(node, c, rv, "JOIN");
     else if (node->s.no_rounds && !(j.flags & DED_JOIN_F_GENESIS))
       conn_protocol_error(node, c, DED_ERR_PROTO, "JOIN to a peer outside rounds");
     else
       coord_on_join(node, c->peer, c, &j, now_ns);
+    ded_msg_join_free(&j, node->mem);
     break;
   }
   case DED_MSG_COMMIT: conn_on_commit(node, c, f, now_ns); break;
+  case DED_MSG_DECIDE: conn_on_decide(node, c, f, now_ns); break;
   case DED_MSG_REDIRECT: conn_on_redirect(node, c, f, now_ns); break;
   case DED_MSG_STALE: conn_on_stale(node, c, f); break;
+  case DED_MSG_PROBE: {
+    ded_msg_probe m;
+    int rv = ded_msg_probe_decode(f->payload, f->len, &m);
+    if (rv)
+      conn_protocol_error(node, c, rv, "PROBE");
+    else
+      node_on_probe(node, c->peer, &m, now_ns);
+    break;
+  }
+  case DED_MSG_FETCH: {
+    ded_msg_fetch m;
+    int rv = ded_msg_fetch_decode(f->payload, f->len, &m);
+    if (rv)
+      conn_protocol_error(node, c, rv, "FETCH");
+    else
+      node_serve_fetch(node, c->peer, &m);
+    break;
+  }
   case DED_MSG_DATA:
-  case DED_MSG_RESULT: conn_on_data(node, c, f); break;
+  case DED_MSG_RESULT: conn_on_data(node, c, f, now_ns); break;
   case DED_MSG_LEAVE: {
     uint8_t reason;
     if (ded_msg_leave_decode(f->payload, f->len, &reason) != 0) {
@@ -1674,7 +2733,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->nrounds > 0 || node->boot == BOOT_RUNNING || node->leaving;
-  for (size_t i = 0; i < node->ncoords && !busy; i++) busy = !node->coords[i]->committed;
+  for (size_t i = 0; i < node->ncoords && !busy; i++) busy = !node->coords[i]->decided;
   node->wake_soon = false;
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
 }
@@ -1772,6 +2831,14 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
         now_ns >= c->opened_ns + (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u)
       conn_protocol_error(node, c, DED_ERR_TIMEOUT, "no HELLO");
   }
+  for (size_t i = 0; i < node->npeers; i++) {
+    ded_peer *p = node->peers[i];
+    if (p->lost && !p->evicted && now_ns >= p->lost_ns + node_evict_ns(node)) {
+      p->evicted = true;
+      node_log(node, DED_LOG_WARN, "peer %s evicted: unreachable for %llu ms", p->sid,
+               (unsigned long long)((now_ns - p->lost_ns) / 1000000u));
+    }
+  }
   size_t out = 0;
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
@@ -1790,12 +2857,32 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
-    if (r->reported || r->deadline_ns == 0 || now_ns < r->deadline_ns) continue;
-    bool rendezvous = r->state == ROUND_WAIT_PREV && !node->have_members;
-    if (rendezvous)
+    if (r->reported) continue;
+    if (r->state == ROUND_WAIT_PREV && !node->have_members &&
+        now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
       node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
                node_genesis_view(node, NULL), node->s.min_peers);
-    round_fail(node, r, rendezvous ? DED_ERR_RENDEZVOUS : DED_ERR_TIMEOUT);
+      round_fail(node, r, DED_ERR_RENDEZVOUS);
+      continue;
+    }
+    /* Waiting for the first round's rendezvous has its own bound. */
+    if (r->state == ROUND_WAIT_PREV && !node->have_members) r->bound_ns = now_ns + node->s.round_timeout_ns;
+    if (now_ns >= r->bound_ns) {
+      node_log(node, DED_LOG_WARN,
+               "round %llu: no result within the bound (%llu ms); this job keeps its own values "
+               "and is out of step",
+               (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+      round_report(node, r, 0, true, true);
+      continue;
+    }
+    if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
+    /* Our own coordinator side decides when it can (it may lack a
+     * majority: then the bound ends the round). */
+    coord_round *own = id_is_me(node, r->coord) ? coord_find(node, r->no) : NULL;
+    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view))
+      round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen)
+      round_failover(node, r, "no progress in time", now_ns);
   }
   coord_evaluate_all(node, now_ns);
   coord_prune(node);
@@ -1824,6 +2911,11 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   if (node->s.chunk_bytes == 0) node->s.chunk_bytes = NODE_CHUNK_BYTES_DEFAULT;
   node->s.chunk_bytes = DED_MAX(DED_MIN(node->s.chunk_bytes, DED_CHUNK_BYTES_MAX), DED_CHUNK_BYTES_MIN);
   if (node->s.record_ttl_ms == 0) node->s.record_ttl_ms = NODE_RECORD_TTL_MS_DEFAULT;
+  if (node->s.deadline_floor_ns == 0) node->s.deadline_floor_ns = NODE_DEADLINE_FLOOR_NS_DEFAULT;
+  if (node->s.history_bytes == 0)
+    node->s.history_bytes = NODE_HISTORY_BYTES_DEFAULT;
+  else if (node->s.history_bytes == UINT64_MAX)
+    node->s.history_bytes = 0;
   node->s.record_ttl_ms = DED_MIN(node->s.record_ttl_ms, DED_RECORD_TTL_MS_MAX);
   if (node->s.min_peers == 0) node->s.min_peers = 1;
   ded_ident_from_seed(&node->ident, settings->identity_seed);
@@ -1850,18 +2942,20 @@ void ded_node_free(ded_node *node) {
   for (uint32_t s = 0; s < node->nslots; s++)
     if (node->conns[s]) conn_free(node, node->conns[s]);
   for (unsigned i = 0; i < node->nrounds; i++) {
-    node->rounds[i]->refs_user = node->rounds[i]->refs_acc = 0;
+    node->rounds[i]->refs_user = node->rounds[i]->refs_res = 0;
+    node->rounds[i]->keep = false;
     round_free(node, node->rounds[i]);
   }
   for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
   for (size_t i = 0; i < node->npeers; i++) ded_mem_free(node->mem, node->peers[i]);
+  while (node->nhist) hist_drop_oldest(node);
+  ded_mem_free(node->mem, node->hist);
   for (unsigned i = 0; i < node->nbuf_cache; i++) ded_mem_free(node->mem, node->buf_cache[i].p);
   ded_mem_free(node->mem, node->coords);
   ded_mem_free(node->mem, node->peers);
   ded_mem_free(node->mem, node->conns);
   ded_mem_free(node->mem, node->conn_gen);
-  ded_mem_free(node->mem, node->members);
-  ded_mem_free(node->mem, node->prev);
+  node_lose_lineage(node);
   ded_table_free(&node->table);
   ded_ident_wipe(&node->ident);
   ded_mem_free(node->mem, node);
@@ -2022,8 +3116,8 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
   r->a = *args;
   r->es = ded_dtype_size(args->dtype);
   r->state = ROUND_WAIT_PREV;
-  r->deadline_ns = now_ns + (node->have_members ? NODE_MEMBER_TIMEOUT_FACTOR * node->s.round_timeout_ns
-                                                : node->s.rendezvous_timeout_ns);
+  r->submit_ns = now_ns;
+  r->bound_ns = now_ns + node->s.round_timeout_ns;
   node->rounds[node->nrounds++] = r;
   int64_t no = (int64_t)r->no;
   round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
@@ -2040,8 +3134,8 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) round_fail(node, node->rounds[i], DED_ERR_CLOSING);
   /* Rounds we coordinate go ahead without us rather than stall. */
   for (size_t i = 0; i < node->ncoords; i++)
-    if (!node->coords[i]->committed && node->coords[i]->g.n > 0)
-      coord_commit(node, node->coords[i], now_ns);
+    if (!node->coords[i]->decided && node->coords[i]->g.n > 0)
+      coord_decide(node, node->coords[i], false, now_ns);
   /* LEAVE goes last on the connection each peer's data travels on, behind
    * results still queued for peers that finish a round we already
    * finished: on any other connection it could overtake them. */

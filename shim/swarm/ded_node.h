@@ -61,9 +61,17 @@ typedef struct ded_node_settings {
   uint64_t bootstrap_timeout_ns;
   /* How long the first round waits for min_peers. */
   uint64_t rendezvous_timeout_ns;
-  /* How long a round may take once joined: a coordinator commits with the
-   * members it has after this, and a member fails the round. */
+  /* The bound on a round: whatever happens, it reports within this time of
+   * its submission (alone and late, keeping its own values, when the swarm
+   * could not finish it). Soft deadlines are learned from arrival times
+   * and stay well inside it. */
   uint64_t round_timeout_ns;
+  /* Floor of the learned deadlines (how long a coordinator waits for a
+   * missing member, how long a member tolerates no progress). 0 = 500 ms. */
+  uint64_t deadline_floor_ns;
+  /* Bytes of finished results kept to serve members that fall behind.
+   * 0 = 256 MiB; UINT64_MAX = keep nothing. */
+  uint64_t history_bytes;
   /* Size of the chunks a shard travels in. 0 = 64 KiB. */
   uint32_t chunk_bytes;
   /* Lifetime of our discovery record; refreshed at a third of it. 0 = 5 min. */
@@ -85,7 +93,9 @@ typedef struct ded_round_result {
   uint32_t contributors; /* members whose vectors were averaged (1 = alone) */
   double total_weight;   /* sum of their weights */
   bool alone;            /* the buffer was left as it was (no one else) */
-  bool late;             /* the round closed without us; we kept our own values */
+  bool late;             /* the round went on without us: we fetched its result (our own
+                          * input dropped; alone = false) or kept our own values (alone) */
+  uint32_t recoveries;   /* failovers this round went through (0 normally) */
   /* The contributors' ids in summation order, |contributors| x
    * DED_ID_BYTES; valid only during the callback; NULL when alone. */
   const uint8_t *members;

@@ -2,10 +2,13 @@
  * fuzz_msg.c: every message decoder, on payloads a peer chose.
  *
  * Input: u8 selector | payload. The selector picks the decoder
- * (FUZZ_MSG_TYPES). Besides the sanitizers, one property is checked: a
- * payload that decodes is canonical, i.e. encoding what was decoded gives
- * back exactly the same bytes. A decoder that accepted two spellings of
- * one message, or lost a field, would fail that.
+ * (FUZZ_MSG_TYPES). Besides the sanitizers, these properties are checked:
+ * a payload that decodes is canonical, i.e. encoding what was decoded
+ * gives back exactly the same bytes (a decoder that accepted two
+ * spellings of one message, or lost a field, would fail that); what
+ * decodes keeps the invariants of ded_msg.h (plans of COMMIT, DECIDE and
+ * JOIN with status; holders; bitmaps); and the decoders that allocate give
+ * everything back, through their _free or by themselves on error.
  */
 #include <math.h>
 #include <string.h>
@@ -76,44 +79,140 @@ static void fuzz_records(const uint8_t *p, size_t len, uint8_t *out, size_t cap)
   check_reencoded(&w, DED_MSG_RECORDS, p, len);
 }
 
+/* A counting allocator for the decoders that allocate: whatever one hands
+ * out must be back by the end of the input (in every build, not only
+ * under LeakSanitizer). */
+static long fuzz_live;
+
+static void *fuzz_malloc(size_t size, void *user) {
+  (void)user;
+  void *p = malloc(size ? size : 1);
+  if (p) fuzz_live++;
+  return p;
+}
+
+static void fuzz_free(void *ptr, void *user) {
+  (void)user;
+  if (!ptr) return;
+  fuzz_live--;
+  free(ptr);
+}
+
+static void *fuzz_calloc(size_t nmemb, size_t size, void *user) {
+  (void)user;
+  void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+  if (p) fuzz_live++;
+  return p;
+}
+
+static void *fuzz_realloc(void *ptr, size_t size, void *user) {
+  (void)user;
+  void *p = realloc(ptr, size ? size : 1);
+  if (p && !ptr) fuzz_live++;
+  return p;
+}
+
+static const ded_mem fuzz_mem = {NULL, fuzz_malloc, fuzz_free, fuzz_calloc, fuzz_realloc};
+
+/* The invariants the engine builds on (ded_msg.h) for a decoded plan. */
+static void check_plan(const ded_msg_commit *c) {
+  FUZZ_CHECK(c->members != NULL);
+  FUZZ_CHECK(ded_dtype_size(c->dtype) != 0 && c->count > 0 && c->count <= DED_COUNT_MAX);
+  FUZZ_CHECK(c->k >= 1 && c->k <= DED_ROUND_MEMBERS_MAX && c->members[0].shard_off == 0);
+  uint64_t chunk_bytes = (uint64_t)c->chunk_elems * ded_dtype_size(c->dtype);
+  FUZZ_CHECK(chunk_bytes >= DED_CHUNK_BYTES_MIN && chunk_bytes <= DED_CHUNK_BYTES_MAX);
+  double total = 0.0;
+  for (unsigned i = 0; i < c->k; i++) {
+    if (i > 0) {
+      FUZZ_CHECK(memcmp(c->members[i - 1].id, c->members[i].id, DED_ID_BYTES) < 0);
+      FUZZ_CHECK(c->members[i - 1].shard_off <= c->members[i].shard_off);
+    }
+    FUZZ_CHECK(c->members[i].shard_off <= c->count && c->members[i].n_local > 0);
+    FUZZ_CHECK(c->members[i].weight >= 0.0 && c->members[i].weight <= DED_WEIGHT_MAX);
+    total += c->members[i].weight;
+  }
+  FUZZ_CHECK(total > 0.0 && isfinite(total));
+}
+
+/* A deep copy of a decoded plan: equal, in memory of its own. */
+static void check_plan_copy(const ded_msg_commit *c) {
+  ded_msg_commit copy;
+  FUZZ_CHECK(ded_msg_commit_copy(&copy, c, &fuzz_mem) == 0);
+  FUZZ_CHECK(copy.members != c->members);
+  FUZZ_CHECK(copy.round == c->round && copy.attempt == c->attempt && copy.base == c->base &&
+             copy.dtype == c->dtype && copy.count == c->count &&
+             copy.chunk_elems == c->chunk_elems && copy.k == c->k);
+  FUZZ_CHECK(memcmp(copy.members, c->members, (size_t)c->k * sizeof *c->members) == 0);
+  ded_msg_commit_free(&copy, &fuzz_mem);
+  FUZZ_CHECK(copy.members == NULL);
+}
+
 static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   ded_msg_join j;
-  int rv = ded_msg_join_decode(p, len, &j);
+  int rv = ded_msg_join_decode(p, len, &fuzz_mem, &j);
   FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
-  if (rv) return;
+  if (rv) {
+    FUZZ_CHECK(j.plan.members == NULL); /* nothing to free on error */
+    return;
+  }
   FUZZ_CHECK(ded_dtype_size(j.dtype) != 0 && j.count > 0 && j.count <= DED_COUNT_MAX);
-  FUZZ_CHECK(j.weight >= 0.0 && j.n_local > 0);
+  FUZZ_CHECK(j.weight >= 0.0 && j.weight <= DED_WEIGHT_MAX && j.n_local > 0);
+  FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT)) == 0);
   ded_wr w = ded_wr_init(out, cap);
-  ded_msg_join_encode(&w, &j);
+  if (j.flags & DED_JOIN_F_STATUS) {
+    /* A failover report: an attempt of this very round, and a bitmap of
+     * ceil(k/8) bytes in the payload, unused bits zero. */
+    check_plan(&j.plan);
+    FUZZ_CHECK(j.plan.round == j.round);
+    size_t nb = ((size_t)j.plan.k + 7) / 8;
+    FUZZ_CHECK(j.have != NULL && j.have >= p && j.have + nb == p + len);
+    if (j.plan.k % 8) FUZZ_CHECK((j.have[nb - 1] >> (j.plan.k % 8)) == 0);
+    check_plan_copy(&j.plan);
+    ded_msg_join_status_encode(&w, &j, &j.plan, j.have);
+  } else {
+    FUZZ_CHECK(j.plan.members == NULL && j.have == NULL);
+    ded_msg_join_encode(&w, &j);
+  }
   check_reencoded(&w, DED_MSG_JOIN, p, len);
+  ded_msg_join_free(&j, &fuzz_mem);
+  FUZZ_CHECK(j.plan.members == NULL && j.have == NULL);
 }
 
 static void fuzz_commit(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   ded_msg_commit c;
-  int rv = ded_msg_commit_decode(p, len, NULL, &c);
+  int rv = ded_msg_commit_decode(p, len, &fuzz_mem, &c);
   FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
   if (rv) {
     FUZZ_CHECK(c.members == NULL);
     return;
   }
-  /* The invariants the engine builds on (ded_msg.h). */
-  FUZZ_CHECK(c.k >= 1 && c.k <= DED_ROUND_MEMBERS_MAX && c.members[0].shard_off == 0);
-  FUZZ_CHECK(c.chunk_elems > 0 &&
-             (uint64_t)c.chunk_elems * ded_dtype_size(c.dtype) <= DED_CHUNK_BYTES_MAX);
-  double total = 0.0;
-  for (unsigned i = 0; i < c.k; i++) {
-    if (i > 0) {
-      FUZZ_CHECK(memcmp(c.members[i - 1].id, c.members[i].id, DED_ID_BYTES) < 0);
-      FUZZ_CHECK(c.members[i - 1].shard_off <= c.members[i].shard_off);
-    }
-    FUZZ_CHECK(c.members[i].shard_off <= c.count && c.members[i].n_local > 0);
-    total += c.members[i].weight;
-  }
-  FUZZ_CHECK(total > 0.0 && isfinite(total));
+  check_plan(&c);
+  check_plan_copy(&c);
   ded_wr w = ded_wr_init(out, cap);
   ded_msg_commit_encode(&w, &c);
   check_reencoded(&w, DED_MSG_COMMIT, p, len);
-  ded_msg_commit_free(&c, NULL);
+  ded_msg_commit_free(&c, &fuzz_mem);
+  FUZZ_CHECK(c.members == NULL);
+}
+
+static void fuzz_decide(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_decide d;
+  int rv = ded_msg_decide_decode(p, len, &fuzz_mem, &d);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv) {
+    FUZZ_CHECK(d.plan.members == NULL && d.holders == NULL);
+    return;
+  }
+  check_plan(&d.plan);
+  FUZZ_CHECK(d.plan.round == d.round);
+  FUZZ_CHECK(d.holders != NULL);
+  for (unsigned s = 0; s < d.plan.k; s++) FUZZ_CHECK(d.holders[s] < d.plan.k);
+  check_plan_copy(&d.plan);
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_decide_encode(&w, d.view, &d.plan, d.holders);
+  check_reencoded(&w, DED_MSG_DECIDE, p, len);
+  ded_msg_decide_free(&d, &fuzz_mem);
+  FUZZ_CHECK(d.plan.members == NULL && d.holders == NULL);
 }
 
 static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
@@ -141,15 +240,31 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     }
     break;
   }
+  case DED_MSG_FETCH: {
+    ded_msg_fetch m;
+    rv = ded_msg_fetch_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.shard < DED_ROUND_MEMBERS_MAX);
+      ded_msg_fetch_encode(&w, &m);
+    }
+    break;
+  }
+  case DED_MSG_PROBE: {
+    ded_msg_probe m;
+    rv = ded_msg_probe_decode(p, len, &m);
+    if (rv == 0) ded_msg_probe_encode(&w, &m);
+    break;
+  }
   default: { /* DATA, RESULT: the header is encoded apart from the elements */
     ded_msg_data d;
     rv = ded_msg_data_decode(p, len, &d);
+    const size_t hdr = DED_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES;
     if (rv == 0) {
-      FUZZ_CHECK(d.len > 0 && d.elems == p + 16 && d.len == len - 16);
+      FUZZ_CHECK(d.len > 0 && d.elems == p + hdr && d.len == len - hdr);
       FUZZ_CHECK(d.offset <= DED_COUNT_MAX);
-      uint8_t hdr[DED_DATA_HDR_BYTES];
-      ded_msg_data_hdr_encode(hdr, type, d.round, d.offset, d.len);
-      ded_wr_bytes(&w, hdr, sizeof hdr);
+      uint8_t h[DED_DATA_HDR_BYTES];
+      ded_msg_data_hdr_encode(h, type, d.round, d.attempt, d.offset, d.len);
+      ded_wr_bytes(&w, h, sizeof h);
       ded_wr_bytes(&w, d.elems, d.len);
     }
   }
@@ -174,8 +289,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case DED_MSG_RECORDS: fuzz_records(p, len, out, cap); break;
   case DED_MSG_JOIN: fuzz_join(p, len, out, cap); break;
   case DED_MSG_COMMIT: fuzz_commit(p, len, out, cap); break;
+  case DED_MSG_DECIDE: fuzz_decide(p, len, out, cap); break;
   default: fuzz_small(type, p, len, out, cap); break;
   }
   free(out);
+  FUZZ_CHECK(fuzz_live == 0); /* every decoder gave back what it took */
   return 0;
 }

@@ -153,9 +153,29 @@ static void frame_records(gbuf *b, const uint8_t *bytes, unsigned n) {
   gbuf_put(b, f, w.pos);
 }
 
-static void frame_join(gbuf *b, uint64_t round, uint8_t dtype, uint64_t count, double weight,
-                       uint32_t n_local, uint8_t flags) {
-  ded_msg_join j = {round, dtype, count, weight, n_local, flags};
+/* The attempt a coordinator |id| makes in |view| (ded_msg.h). */
+static uint64_t attempt_of(uint32_t view, const uint8_t id[DED_ID_BYTES]) {
+  return (uint64_t)view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
+         (uint64_t)id[2] << 8 | id[3];
+}
+
+static ded_msg_join join_of(uint64_t round, uint32_t view, uint8_t dtype, uint64_t count,
+                            double weight, uint32_t n_local, uint8_t flags) {
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = round;
+  j.view = view;
+  j.dtype = dtype;
+  j.count = count;
+  j.weight = weight;
+  j.n_local = n_local;
+  j.flags = flags;
+  return j;
+}
+
+static void frame_join(gbuf *b, uint64_t round, uint32_t view, uint8_t dtype, uint64_t count,
+                       double weight, uint32_t n_local, uint8_t flags) {
+  ded_msg_join j = join_of(round, view, dtype, count, weight, n_local, flags);
   uint8_t f[DED_JOIN_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_join_encode(&w, &j);
@@ -163,28 +183,97 @@ static void frame_join(gbuf *b, uint64_t round, uint8_t dtype, uint64_t count, d
   gbuf_put(b, f, w.pos);
 }
 
-/* A two-member COMMIT; |ids| in increasing order. */
-static void frame_commit2(gbuf *b, uint64_t round, uint8_t dtype, uint64_t count,
-                          uint32_t chunk_elems, const uint8_t *ids[2], const double w[2],
-                          const uint32_t n_local[2]) {
-  ded_msg_member m[2];
-  memset(m, 0, sizeof m);
-  for (int i = 0; i < 2; i++) {
+/* A plan (COMMIT body) of |k| <= 16 members with ids |ids| (increasing),
+ * equal shards of |count|. Members live in |m|. */
+static ded_msg_commit plan_of(ded_msg_member *m, uint64_t round, uint64_t attempt, uint64_t base,
+                              uint8_t dtype, uint64_t count, uint32_t chunk_elems,
+                              const uint8_t *const *ids, const double *w, const uint32_t *n_local,
+                              unsigned k) {
+  memset(m, 0, (size_t)k * sizeof *m);
+  for (unsigned i = 0; i < k; i++) {
     memcpy(m[i].id, ids[i], DED_ID_BYTES);
     m[i].weight = w[i];
     m[i].n_local = n_local[i];
-    m[i].shard_off = i == 0 ? 0 : count / 2;
+    m[i].shard_off = count * i / k;
   }
-  ded_msg_commit c = {round, dtype, count, chunk_elems, 2, m};
-  uint8_t f[DED_COMMIT_FRAME_BYTES(2)];
-  ded_wr wr = ded_wr_init(f, sizeof f);
-  ded_msg_commit_encode(&wr, &c);
-  FUZZ_CHECK(!wr.err);
-  gbuf_put(b, f, wr.pos);
+  ded_msg_commit c;
+  memset(&c, 0, sizeof c);
+  c.round = round;
+  c.attempt = attempt;
+  c.base = base;
+  c.dtype = dtype;
+  c.count = count;
+  c.chunk_elems = chunk_elems;
+  c.k = (uint16_t)k;
+  c.members = m;
+  return c;
 }
 
-static void frame_redirect(gbuf *b, uint64_t round, const uint8_t id[DED_ID_BYTES]) {
-  ded_msg_redirect m = {.round = round};
+static void frame_commit(gbuf *b, const ded_msg_commit *c) {
+  size_t cap = DED_COMMIT_FRAME_BYTES(c->k);
+  uint8_t *f = malloc(cap);
+  FUZZ_CHECK(f);
+  ded_wr wr = ded_wr_init(f, cap);
+  ded_msg_commit_encode(&wr, c);
+  FUZZ_CHECK(!wr.err);
+  gbuf_put(b, f, wr.pos);
+  free(f);
+}
+
+/* A two-member COMMIT; |ids| in increasing order. */
+static void frame_commit2(gbuf *b, uint64_t round, uint64_t attempt, uint64_t base, uint8_t dtype,
+                          uint64_t count, uint32_t chunk_elems, const uint8_t *ids[2],
+                          const double w[2], const uint32_t n_local[2]) {
+  ded_msg_member m[2];
+  ded_msg_commit c = plan_of(m, round, attempt, base, dtype, count, chunk_elems, ids, w, n_local, 2);
+  frame_commit(b, &c);
+}
+
+/* A JOIN reporting attempt |plan| with the shards of |have|. */
+static void frame_join_status(gbuf *b, const ded_msg_join *j, const ded_msg_commit *plan,
+                              const uint8_t *have) {
+  size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+  uint8_t *f = malloc(cap);
+  FUZZ_CHECK(f);
+  ded_wr w = ded_wr_init(f, cap);
+  ded_msg_join_status_encode(&w, j, plan, have);
+  FUZZ_CHECK(!w.err && w.pos == cap);
+  gbuf_put(b, f, w.pos);
+  free(f);
+}
+
+static void frame_decide(gbuf *b, uint32_t view, const ded_msg_commit *plan,
+                         const uint16_t *holders) {
+  size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
+  uint8_t *f = malloc(cap);
+  FUZZ_CHECK(f);
+  ded_wr w = ded_wr_init(f, cap);
+  ded_msg_decide_encode(&w, view, plan, holders);
+  FUZZ_CHECK(!w.err && w.pos == cap);
+  gbuf_put(b, f, w.pos);
+  free(f);
+}
+
+static void frame_fetch(gbuf *b, uint64_t round, uint64_t attempt, uint16_t shard) {
+  ded_msg_fetch m = {round, attempt, shard};
+  uint8_t f[DED_FETCH_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_fetch_encode(&w, &m);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+static void frame_probe(gbuf *b, uint64_t round, uint32_t view) {
+  ded_msg_probe m = {round, view};
+  uint8_t f[DED_PROBE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_probe_encode(&w, &m);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+static void frame_redirect(gbuf *b, uint64_t round, uint32_t view, const uint8_t id[DED_ID_BYTES]) {
+  ded_msg_redirect m = {.round = round, .view = view};
   memcpy(m.id, id, DED_ID_BYTES);
   uint8_t f[DED_REDIRECT_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
@@ -207,15 +296,15 @@ static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
   gbuf_put(b, f, w.pos);
 }
 
-/* DATA or RESULT frames covering elements [from, to) in chunks of |chunk|;
- * element i has the value base + i. */
-static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint8_t dtype, uint64_t from,
-                        uint64_t to, uint64_t chunk, double base) {
+/* DATA or RESULT frames of |attempt| covering elements [from, to) in
+ * chunks of |chunk|; element i has the value base + i. */
+static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint64_t attempt, uint8_t dtype,
+                        uint64_t from, uint64_t to, uint64_t chunk, double base) {
   size_t es = ded_dtype_size(dtype);
   for (uint64_t off = from; off < to; off += chunk) {
     uint64_t n = to - off < chunk ? to - off : chunk;
     uint8_t hdr[DED_DATA_HDR_BYTES];
-    ded_msg_data_hdr_encode(hdr, type, round, off, n * es);
+    ded_msg_data_hdr_encode(hdr, type, round, attempt, off, n * es);
     gbuf_put(b, hdr, sizeof hdr);
     for (uint64_t i = off; i < off + n; i++) {
       if (dtype == DED_DTYPE_F32) {
@@ -320,6 +409,7 @@ static void gen_msg(void) {
   }
   const double w[2] = {1.0, 3.5};
   const uint32_t nl[2] = {1, 4};
+  const uint64_t att = attempt_of(1, ids[0]), base = attempt_of(0, ids[1]);
   gbuf f = {0};
   frame_hello(&f, &a, NULL);
   write_msg_variants("hello", &f);
@@ -331,22 +421,74 @@ static void gen_msg(void) {
   frames_padding(&f, 1);
   write_msg("records_empty", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
-  frame_join(&f, 7, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_GENESIS);
+  frame_join(&f, 7, 0, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_GENESIS);
   write_msg_variants("join", &f);
   gbuf_reset(&f);
-  frame_join(&f, 8, DED_DTYPE_F64, 3, 0.0, 1, 0);
+  frame_join(&f, 8, 3, DED_DTYPE_F64, 3, 0.0, 1, DED_JOIN_F_INTENT);
   write_msg("join_f64", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
-  frame_commit2(&f, 7, DED_DTYPE_F32, 1000, 128, ids, w, nl);
+  /* Failover reports: a plan of the round and one bit per shard; two
+   * members, and nine (a bitmap of two bytes). */
+  ded_msg_member m[16];
+  ded_msg_commit plan = plan_of(m, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
+  ded_msg_join j = join_of(7, 2, DED_DTYPE_F32, 1000, 1.0, 4, 0);
+  const uint8_t have1[1] = {0x02};
+  frame_join_status(&f, &j, &plan, have1);
+  write_msg_variants("join_status", &f);
+  gbuf_reset(&f);
+  ded_ident nine[9];
+  const uint8_t *ids9[9];
+  double w9[9];
+  uint32_t nl9[9];
+  for (unsigned i = 0; i < 9; i++) {
+    ident_from_byte(&nine[i], (uint8_t)(0x60 + i));
+    w9[i] = 1.0 + i;
+    nl9[i] = i % 3 + 1;
+  }
+  /* In id order. */
+  for (unsigned i = 0; i < 9; i++) ids9[i] = nine[i].id;
+  for (unsigned i = 1; i < 9; i++)
+    for (unsigned k = i; k > 0 && memcmp(ids9[k - 1], ids9[k], DED_ID_BYTES) > 0; k--) {
+      const uint8_t *tmp = ids9[k];
+      ids9[k] = ids9[k - 1];
+      ids9[k - 1] = tmp;
+    }
+  ded_msg_commit plan9 = plan_of(m, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9,
+                                 w9, nl9, 9);
+  ded_msg_join j9 = join_of(11, 4, DED_DTYPE_F64, 900, 2.0, 1, DED_JOIN_F_INTENT);
+  const uint8_t have9[2] = {0xff, 0x01};
+  frame_join_status(&f, &j9, &plan9, have9);
+  write_msg("join_status_k9", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_commit2(&f, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl);
   write_msg_variants("commit", &f);
   gbuf_reset(&f);
-  frame_redirect(&f, 7, ids[0]);
+  const uint16_t holders[2] = {1, 1};
+  plan = plan_of(m, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
+  frame_decide(&f, 2, &plan, holders);
+  write_msg_variants("decide", &f);
+  gbuf_reset(&f);
+  const uint16_t holders9[9] = {0, 1, 2, 3, 4, 5, 6, 8, 8};
+  plan9 = plan_of(m, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9, w9, nl9, 9);
+  frame_decide(&f, 5, &plan9, holders9);
+  write_msg("decide_k9", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_fetch(&f, 7, att, 1);
+  write_msg_variants("fetch", &f);
+  gbuf_reset(&f);
+  frame_fetch(&f, 7, att, DED_ROUND_MEMBERS_MAX - 1);
+  write_msg("fetch_last_shard", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_probe(&f, 7, 3);
+  write_msg_variants("probe", &f);
+  gbuf_reset(&f);
+  frame_redirect(&f, 7, 1, ids[0]);
   write_msg_variants("redirect", &f);
   gbuf_reset(&f);
-  frames_data(&f, DED_MSG_DATA, 7, DED_DTYPE_F32, 500, 508, 8, 0.5);
+  frames_data(&f, DED_MSG_DATA, 7, att, DED_DTYPE_F32, 500, 508, 8, 0.5);
   write_msg_variants("data", &f);
   gbuf_reset(&f);
-  frames_data(&f, DED_MSG_RESULT, 7, DED_DTYPE_F64, 0, 4, 4, -2.0);
+  frames_data(&f, DED_MSG_RESULT, 7, att, DED_DTYPE_F64, 0, 4, 4, -2.0);
   write_msg_variants("result", &f);
   gbuf_reset(&f);
   frame_leave(&f, DED_LEAVE_FINALIZE);
@@ -374,9 +516,10 @@ static void gen_frame(void) {
   ident_from_byte(&a, 0x21);
   gbuf s = {0};
   frame_hello(&s, &a, NULL);
-  frame_join(&s, 1, DED_DTYPE_F32, 10, 1.0, 1, 0);
+  frame_join(&s, 1, 0, DED_DTYPE_F32, 10, 1.0, 1, 0);
   frames_padding(&s, 2);
-  frames_data(&s, DED_MSG_DATA, 1, DED_DTYPE_F64, 0, 700, 700, 0.0); /* > 4 KiB frame */
+  frame_probe(&s, 1, 1);
+  frames_data(&s, DED_MSG_DATA, 1, 1, DED_DTYPE_F64, 0, 700, 700, 0.0); /* > 4 KiB frame */
   frame_leave(&s, DED_LEAVE_SHUTDOWN);
   /* Piece bounds from 1 byte to 64 KiB. */
   const uint8_t bounds[] = {0, 1, 3, 7, 12, 16};
@@ -388,7 +531,7 @@ static void gen_frame(void) {
   write_frame_input("stream_partial_tail", 5, 4, &s, s.len - 3);
   /* A bad length after good frames: zero, and one past the largest. */
   gbuf bad = {0};
-  frame_join(&bad, 1, DED_DTYPE_F32, 10, 1.0, 1, 0);
+  frame_join(&bad, 1, 0, DED_DTYPE_F32, 10, 1.0, 1, 0);
   const uint8_t zero[DED_FRAME_HDR_BYTES] = {0, 0, 0, 0, 3};
   gbuf_put(&bad, zero, sizeof zero);
   write_frame_input("len_zero", 9, 2, &bad, bad.len);
@@ -445,6 +588,11 @@ static void gen_node(void) {
   const uint64_t N = FUZZ_NODE_COUNT, half = N / 2;
   const uint32_t one[2] = {1, 1};
   const double w1[2] = {1.0, 1.0};
+  /* View 0's attempts of the genesis round, by who coordinates it. */
+  const uint64_t A_lo = attempt_of(0, lo.id), A_node = attempt_of(0, node.id);
+  const uint8_t *ids_lo[2] = {lo.id, node.id};
+  const uint8_t *ids_hi[2] = {node.id, hi.id};
+  ded_msg_member mm[4];
   gbuf b = {0};
 
   for (int f64 = 0; f64 <= 1; f64++) {
@@ -457,20 +605,19 @@ static void gen_node(void) {
      * data for our shard (the second) and its results for its own. */
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
-    const uint8_t *ids_lo[2] = {lo.id, node.id};
-    frame_commit2(&b, 0, dtype, N, (uint32_t)node_chunk, ids_lo, w1, one);
-    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, node_chunk, 100.0);
-    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, node_chunk, 50.0);
+    frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)node_chunk, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, node_chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, node_chunk, 50.0);
     snprintf(name, sizeof name, "round_peer_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 1, &b);
 
     /* We coordinate: HELLO, JOIN, data for our shard (the first), results
-     * for the peer's, in our chunk size. */
+     * for the peer's, in our chunk size, under our attempt. */
     gbuf_reset(&b);
     frame_hello(&b, &hi, NULL);
-    frame_join(&b, 0, dtype, N, 1.0, 1, DED_JOIN_F_GENESIS);
-    frames_data(&b, DED_MSG_DATA, 0, dtype, 0, half, node_chunk, 100.0);
-    frames_data(&b, DED_MSG_RESULT, 0, dtype, half, N, node_chunk, 50.0);
+    frame_join(&b, 0, 0, dtype, N, 1.0, 1, DED_JOIN_F_GENESIS);
+    frames_data(&b, DED_MSG_DATA, 0, A_node, dtype, 0, half, node_chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, A_node, dtype, half, N, node_chunk, 50.0);
     snprintf(name, sizeof name, "round_node_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 2, &b);
   }
@@ -478,31 +625,148 @@ static void gen_node(void) {
   /* Data that overtakes the COMMIT, and results before data. */
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
-  const uint8_t *ids_lo[2] = {lo.id, node.id};
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, half + 8, N, 8, 1.0);
-  frame_commit2(&b, 0, DED_DTYPE_F32, N, 8, ids_lo, w1, one);
-  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, 0, half, 8, 2.0);
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, half, half + 8, 8, 1.0);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half + 16, N, 16, 1.0);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, half + 16, 16, 1.0);
   write_node("early_data", FUZZ_NODE_F_ROUND0, 3, &b);
 
+  /* Frames of other attempts around the right one: older (moot), newer
+   * (kept for a commit that never comes), then the round itself. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo - 1, DED_DTYPE_F32, half, N, 16, -1.0);
+  frames_data(&b, DED_MSG_RESULT, 0, attempt_of(1, lo.id), DED_DTYPE_F32, 0, half, 16, -2.0);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 1.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
+  write_node("other_attempts", FUZZ_NODE_F_ROUND0, 23, &b);
+
   /* Two rounds: we coordinate round 0; round 1's coordinator is the peer
-   * (member 1 % 2), which commits with the weights we joined with. The
-   * node sends its JOIN for round 1 only at a timer tick after round 0
-   * commits, so the schedule seed (5) is one under which the driver runs
-   * the timers before the COMMIT of round 1 arrives. */
+   * (member 1 % 2), which commits with the weights we joined with, on
+   * round 0's attempt as its base. */
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 100.0);
-  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, half, N, 16, 50.0);
-  frames_padding(&b, 60);
-  const uint8_t *ids_hi[2] = {node.id, hi.id};
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frames_padding(&b, 20);
   const double w21[2] = {2.0, 1.0};
   const uint32_t n31[2] = {3, 1};
-  frame_commit2(&b, 1, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
-  frames_data(&b, DED_MSG_DATA, 1, DED_DTYPE_F32, 0, half, 16, 7.0);
-  frames_data(&b, DED_MSG_RESULT, 1, DED_DTYPE_F32, half, N, 16, 9.0);
+  const uint64_t A1_hi = attempt_of(0, hi.id);
+  frame_commit2(&b, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
+  frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
+  frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
   write_node("two_rounds", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 5, &b);
+
+  /* The same, but round 1 committed on a base round 0 did not end with:
+   * the node must not complete it, and fails over (to itself, view 1). */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_commit2(&b, 1, A1_hi, A_node + 1, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
+  frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
+  frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
+  write_node("base_mismatch", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 24, &b);
+  /* ... and then the peer breaks the framing and is dropped while the node
+   * coordinates view 1: every later view is the node's own (a crash once:
+   * unbounded failover recursion). */
+  {
+    uint8_t huge[DED_FRAME_HDR_BYTES];
+    ded_frame_put_hdr(huge, DED_MSG_DATA, DED_FRAME_MAX - 1);
+    huge[2]++; /* length DED_FRAME_MAX + 1 */
+    gbuf_put(&b, huge, sizeof huge);
+  }
+  write_node("base_mismatch_peer_lost", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 24, &b);
+
+  /* After round 0, the peer reports an attempt of round 1 to view 1,
+   * which is the node's to coordinate (member (1 + 1) % 2 of round 0),
+   * holding one shard of two. */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  {
+    ded_msg_commit p1 = plan_of(mm, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31, 2);
+    ded_msg_join j = join_of(1, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
+    const uint8_t have[1] = {0x02};
+    frame_join_status(&b, &j, &p1, have);
+    frames_padding(&b, 20);
+    /* And reports again, holding both: the attempt can stand. */
+    const uint8_t both[1] = {0x03};
+    j.view = 2;
+    frame_join_status(&b, &j, &p1, both);
+  }
+  write_node("status_join_to_node", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 25, &b);
+
+  /* A member left out of the attempt though its buffer matches: it
+   * fetches the result, told by a COMMIT, or by a DECIDE. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  {
+    const uint8_t *only_lo[1] = {lo.id};
+    const double w3[1] = {3.0};
+    const uint32_t n1[1] = {1};
+    ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, only_lo, w3, n1, 1);
+    frame_commit(&b, &c);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    write_node("not_listed_fetch", FUZZ_NODE_F_ROUND0, 26, &b);
+    gbuf_reset(&b);
+    frame_hello(&b, &lo, NULL);
+    const uint16_t holders[1] = {0};
+    frame_decide(&b, 0, &c, holders);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    write_node("decide_fetch", FUZZ_NODE_F_ROUND0, 27, &b);
+  }
+
+  /* After a round the peer coordinated: FETCHes of both shards, of an
+   * attempt the node does not hold, and a PROBE of the round. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+  frame_fetch(&b, 0, A_lo, 0);
+  frame_fetch(&b, 0, A_lo, 1);
+  frame_fetch(&b, 0, A_lo + 1, 0);
+  frame_fetch(&b, 0, A_lo, 2);
+  frame_probe(&b, 0, 1);
+  frame_fetch(&b, 9, A_lo, 0);
+  write_node("fetch_probe_after_round", FUZZ_NODE_F_ROUND0, 28, &b);
+
+  /* A FETCH of the node's shard while it is being reduced, then a PROBE
+   * mid-round into view 2 (lo's again), and lo's new attempt there. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frame_fetch(&b, 0, A_lo, 1);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N - 16, 16, 100.0);
+  frame_probe(&b, 0, 2);
+  {
+    const uint64_t B = attempt_of(2, lo.id);
+    frame_commit2(&b, 0, B, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, B, DED_DTYPE_F32, half, N, 16, 10.0);
+    frames_data(&b, DED_MSG_RESULT, 0, B, DED_DTYPE_F32, 0, half, 16, 20.0);
+  }
+  write_node("probe_mid_round", FUZZ_NODE_F_ROUND0, 29, &b);
+
+  /* A DECIDE after a report: the node reduced its shard, was probed into
+   * view 2, and lo decides that the attempt stands. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
+  frame_probe(&b, 0, 2);
+  {
+    ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one, 2);
+    const uint16_t holders[2] = {0, 1};
+    frame_decide(&b, 2, &c, holders);
+  }
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+  write_node("probe_decide", FUZZ_NODE_F_ROUND0, 30, &b);
 
   /* Discovery: records of other peers (with addresses: the node tries to
    * call them), then the peer leaves. */
@@ -518,7 +782,7 @@ static void gen_node(void) {
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
   uint8_t smaller[DED_ID_BYTES] = {0};
-  frame_redirect(&b, 0, smaller);
+  frame_redirect(&b, 0, 0, smaller);
   write_node("redirect", FUZZ_NODE_F_ROUND0, 6, &b);
 
   /* The swarm went on without us. */
@@ -531,23 +795,23 @@ static void gen_node(void) {
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
   const uint8_t *ids_x[2] = {lo.id, hi.id};
-  frame_commit2(&b, 0, DED_DTYPE_F32, N / 2, 8, ids_x, w1, one);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N / 2, 16, ids_x, w1, one);
   write_node("commit_size_mismatch", FUZZ_NODE_F_ROUND0, 8, &b);
 
   /* Joins the node must refuse or redirect. */
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frame_join(&b, 1000, DED_DTYPE_F32, N, 1.0, 1, 0);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 1000, 0, DED_DTYPE_F32, N, 1.0, 1, 0);
   write_node("joins_redirect_far_ahead", 0, 9, &b);
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frame_join(&b, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS); /* twice */
+  frame_join(&b, 0, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 0, 0, DED_DTYPE_F64, N, 1.0, 1, DED_JOIN_F_GENESIS); /* twice */
   write_node("join_duplicate", FUZZ_NODE_F_ROUND0, 10, &b);
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   write_node("backbone_join", FUZZ_NODE_F_NO_ROUNDS | FUZZ_NODE_F_ALONE_OK, 11, &b);
 
   /* Alone: rounds finish without the peer, which then only talks. */
@@ -560,13 +824,13 @@ static void gen_node(void) {
   /* We leave in the middle of a round. */
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, 16, 16, 1.0);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, 16, 16, 1.0);
   write_node("leave_mid_round", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_LEAVE, 13, &b);
 
   /* Bad starts: no HELLO, a HELLO of another run, garbage, a bad length. */
   gbuf_reset(&b);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   write_node("no_hello", FUZZ_NODE_F_ROUND0, 14, &b);
   gbuf_reset(&b);
   uint8_t other_run[DED_RUN_ID_BYTES];
@@ -584,16 +848,19 @@ static void gen_node(void) {
   write_node("bad_frame_length", FUZZ_NODE_F_ROUND0, 17, &b);
 
   /* After round 0 (which we coordinated), JOINs for round 1: a genesis
-   * one (we are past genesis: STALE), and one for a round whose
-   * coordinator is the peer itself, by the lineage. */
+   * one (we are past genesis: STALE), one for a round whose coordinator is
+   * the peer itself, by the lineage, and late ones for round 0 (its result
+   * comes back as a DECIDE). */
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 100.0);
-  frames_data(&b, DED_MSG_RESULT, 0, DED_DTYPE_F32, half, N, 16, 50.0);
-  frame_join(&b, 1, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frame_join(&b, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, 0); /* late for round 0 */
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, 0);
+  frame_join(&b, 1, 1, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_INTENT);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, 0); /* late for round 0 */
+  frame_join(&b, 0, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
   write_node("joins_after_lineage", FUZZ_NODE_F_ROUND0, 19, &b);
 
   /* The node dials its bootstrap address: the peer coordinates, as above;
@@ -603,9 +870,9 @@ static void gen_node(void) {
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
     uint64_t chunk = FUZZ_NODE_CHUNK_BYTES / ded_dtype_size(dtype);
-    frame_commit2(&b, 0, dtype, N, (uint32_t)chunk, ids_lo, w1, one);
-    frames_data(&b, DED_MSG_DATA, 0, dtype, half, N, chunk, 100.0);
-    frames_data(&b, DED_MSG_RESULT, 0, dtype, 0, half, chunk, 50.0);
+    frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)chunk, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, chunk, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, chunk, 50.0);
     write_node(f64 ? "outbound_round_f64" : "outbound_round_f32",
                FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0), 20, &b);
   }
@@ -616,7 +883,7 @@ static void gen_node(void) {
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
   frame_records(&b, others, 3);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   write_node("outbound_join", FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_LEAVE, 22,
              &b);
 
@@ -625,8 +892,8 @@ static void gen_node(void) {
   frame_hello(&b, &lo, NULL);
   frame_leave(&b, 0); /* an unknown reason: dropped */
   frame_hello(&b, &hi, NULL);
-  frame_join(&b, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
-  frames_data(&b, DED_MSG_DATA, 0, DED_DTYPE_F32, 0, half, 16, 3.0);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 3.0);
   write_node("reconnect", FUZZ_NODE_F_ROUND0, 18, &b);
   gbuf_free(&b);
 }

@@ -141,7 +141,13 @@ static int slot_reuse(const char *run, int port) {
   size_t cap = 400000, o;
   uint8_t *b = malloc(cap);
   ded_wr w = ded_wr_init(b, cap);
-  ded_msg_join far = {100000, DED_DTYPE_F32, 16384, 1.0, 1, 0};
+  ded_msg_join far;
+  memset(&far, 0, sizeof far);
+  far.round = 100000;
+  far.dtype = DED_DTYPE_F32;
+  far.count = 16384;
+  far.weight = 1.0;
+  far.n_local = 1;
   ded_msg_join_encode(&w, &far);
   o = w.pos;
   while (o < 300000) { /* empty RECORDS: u32 len 3 | type | u16 n = 0 */
@@ -186,7 +192,13 @@ static int join_after_fin(const char *run, int port) {
     /* EOF: the victim left and half-closed. A JOIN crosses its LEAVE. */
     uint8_t f[DED_JOIN_FRAME_BYTES];
     ded_wr w = ded_wr_init(f, sizeof f);
-    ded_msg_join j = {0, DED_DTYPE_F32, 16384, 1.0, 1, DED_JOIN_F_GENESIS};
+    ded_msg_join j;
+    memset(&j, 0, sizeof j);
+    j.dtype = DED_DTYPE_F32;
+    j.count = 16384;
+    j.weight = 1.0;
+    j.n_local = 1;
+    j.flags = DED_JOIN_F_GENESIS;
     ded_msg_join_encode(&w, &j);
     write_all(fd, f, w.pos);
     sleep(1);

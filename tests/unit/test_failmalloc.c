@@ -50,6 +50,67 @@ static void scenario_commit_decode(unit_failmem *fm, void *arg) {
   ded_msg_commit_free(&c, &fm->mem);
 }
 
+static ded_msg_join failmalloc_join(uint64_t round, uint8_t dtype, uint64_t count, double weight,
+                                    uint32_t n_local, uint8_t flags) {
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = round;
+  j.dtype = dtype;
+  j.count = count;
+  j.weight = weight;
+  j.n_local = n_local;
+  j.flags = flags;
+  return j;
+}
+
+static void scenario_join_status_decode(unit_failmem *fm, void *arg) {
+  const commit_bytes *cb = arg;
+  ded_msg_join j;
+  int rv = ded_msg_join_decode(cb->p, cb->len, &fm->mem, &j);
+  if (fm->failed) {
+    assert_int_equal(rv, DED_ERR_NOMEM);
+    assert_null(j.plan.members);
+    return;
+  }
+  assert_int_equal(rv, 0);
+  assert_true(j.flags & DED_JOIN_F_STATUS);
+  assert_int_equal(j.plan.k, 4);
+  assert_int_equal(j.have[0], 0x0b);
+  ded_msg_join_free(&j, &fm->mem);
+}
+
+static void scenario_decide_decode(unit_failmem *fm, void *arg) {
+  const commit_bytes *cb = arg;
+  ded_msg_decide d;
+  int rv = ded_msg_decide_decode(cb->p, cb->len, &fm->mem, &d);
+  if (fm->failed) {
+    assert_int_equal(rv, DED_ERR_NOMEM);
+    assert_null(d.plan.members);
+    assert_null(d.holders);
+    return;
+  }
+  assert_int_equal(rv, 0);
+  assert_int_equal(d.plan.k, 4);
+  assert_int_equal(d.holders[0], 3);
+  assert_int_equal(d.holders[3], 0);
+  ded_msg_decide_free(&d, &fm->mem);
+}
+
+static void scenario_commit_copy(unit_failmem *fm, void *arg) {
+  const ded_msg_commit *src = arg;
+  ded_msg_commit dst;
+  int rv = ded_msg_commit_copy(&dst, src, &fm->mem);
+  if (fm->failed) {
+    assert_int_equal(rv, DED_ERR_NOMEM);
+    assert_null(dst.members);
+    return;
+  }
+  assert_int_equal(rv, 0);
+  assert_int_equal(dst.k, src->k);
+  assert_memory_equal(dst.members, src->members, (size_t)src->k * sizeof *src->members);
+  ded_msg_commit_free(&dst, &fm->mem);
+}
+
 static void test_failmalloc_commit_decode(void **state) {
   (void)state;
   ded_msg_member members[4];
@@ -60,13 +121,42 @@ static void test_failmalloc_commit_decode(void **state) {
     members[i].n_local = 1;
     members[i].shard_off = (uint64_t)i * 10;
   }
-  ded_msg_commit c = {3, DED_DTYPE_F32, 40, 16, 4, members};
+  ded_msg_commit c = {.round = 3,
+                      .attempt = (uint64_t)1 << 32 | 7,
+                      .base = 5,
+                      .dtype = DED_DTYPE_F32,
+                      .count = 40,
+                      .chunk_elems = 16,
+                      .k = 4,
+                      .members = members};
   uint8_t buf[DED_COMMIT_FRAME_BYTES(4)];
   ded_wr w = ded_wr_init(buf, sizeof buf);
   ded_msg_commit_encode(&w, &c);
   assert_false(w.err);
   commit_bytes cb = {buf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES};
   assert_int_equal(failmalloc_sweep(scenario_commit_decode, &cb), 1);
+
+  /* A JOIN with status owns its plan: one allocation. */
+  uint8_t jbuf[DED_JOIN_STATUS_FRAME_BYTES(4)];
+  ded_msg_join j = failmalloc_join(3, DED_DTYPE_F32, 40, 1.0, 1, 0);
+  const uint8_t have[1] = {0x0b};
+  w = ded_wr_init(jbuf, sizeof jbuf);
+  ded_msg_join_status_encode(&w, &j, &c, have);
+  assert_false(w.err);
+  commit_bytes jb = {jbuf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES};
+  assert_int_equal(failmalloc_sweep(scenario_join_status_decode, &jb), 1);
+
+  /* A DECIDE: the plan's members, then the holders. */
+  uint8_t dbuf[DED_DECIDE_FRAME_BYTES(4)];
+  const uint16_t holders[4] = {3, 1, 1, 0};
+  w = ded_wr_init(dbuf, sizeof dbuf);
+  ded_msg_decide_encode(&w, 2, &c, holders);
+  assert_false(w.err);
+  commit_bytes db = {dbuf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES};
+  assert_int_equal(failmalloc_sweep(scenario_decide_decode, &db), 2);
+
+  /* A deep copy: one allocation. */
+  assert_int_equal(failmalloc_sweep(scenario_commit_copy, &c), 1);
 }
 
 /* ------------------------------------------------------ gather commit */
@@ -94,7 +184,7 @@ static void scenario_gather_add(unit_failmem *fm, void *arg) {
   unsigned added = 0;
   for (unsigned i = 0; i < 40 && rv == 0; i++) {
     uint8_t id[DED_ID_BYTES] = {(uint8_t)(i * 37)};
-    ded_msg_join j = {0, DED_DTYPE_F64, 100, 1.0, 1, DED_JOIN_F_GENESIS};
+    ded_msg_join j = failmalloc_join(0, DED_DTYPE_F64, 100, 1.0, 1, DED_JOIN_F_GENESIS);
     rv = ded_gather_add(&g, &fm->mem, id, &j);
     if (rv == 0) added++;
   }
@@ -113,7 +203,7 @@ static void test_failmalloc_gather(void **state) {
   for (unsigned i = 0; i < 6; i++) {
     uint8_t id[DED_ID_BYTES] = {(uint8_t)(10 - i)};
     /* One joiner with another count, left out of the commit. */
-    ded_msg_join j = {9, DED_DTYPE_F32, i == 2 ? 7u : 1000u, 0.0, 2, 0};
+    ded_msg_join j = failmalloc_join(9, DED_DTYPE_F32, i == 2 ? 7u : 1000u, 0.0, 2, 0);
     assert_int_equal(ded_gather_add(&g, NULL, id, &j), 0);
   }
   /* Two allocations: the members, and the offsets scratch. */
@@ -186,14 +276,24 @@ static void test_failmalloc_table_upsert(void **state) {
 
 typedef struct node_script {
   uint8_t *bytes; /* what the peer sends, all frames */
+  uint64_t attempt; /* of round 0: the COMMIT's, which every DATA and RESULT carries */
   size_t len;
   float node_in[NODE_COUNT];
   float want[NODE_COUNT];
+  bool late; /* the node is left out of the attempt and fetches the result */
 } node_script;
+
+/* What the peer does besides one plain round (NODE_SCRIPT_*). */
+enum {
+  NODE_SCRIPT_ROUND,        /* the round, whoever coordinates */
+  NODE_SCRIPT_SERVE,        /* then FETCHes of the result and a PROBE (peer coordinates) */
+  NODE_SCRIPT_NOT_LISTED,   /* the peer commits without the node, which fetches */
+};
 
 typedef struct node_outcome {
   int calls;
   int status;
+  bool late;
 } node_outcome;
 
 static int node_cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
@@ -208,6 +308,7 @@ static void node_cb_round_done(void *user, void *ctx, const ded_round_result *re
   node_outcome *o = user;
   o->calls++;
   o->status = res->status;
+  o->late = res->late;
 }
 
 static const uint8_t node_seed[DED_SEED_BYTES] = {1, 2, 3};
@@ -232,13 +333,21 @@ static void script_append(node_script *sc, const uint8_t *p, size_t n) {
 
 static void script_data(node_script *sc, uint8_t type, uint64_t off, const float *v, size_t n) {
   uint8_t hdr[DED_DATA_HDR_BYTES];
-  ded_msg_data_hdr_encode(hdr, type, 0, off, n * sizeof(float));
+  ded_msg_data_hdr_encode(hdr, type, 0, sc->attempt, off, n * sizeof(float));
   script_append(sc, hdr, sizeof hdr);
   script_append(sc, (const uint8_t *)v, n * sizeof(float));
 }
 
 /* Builds |peer|'s side of the conversation, and the expected result. */
-static void node_script_build(node_script *sc, const ded_ident *peer) {
+static void script_fetch(node_script *sc, uint64_t attempt, uint16_t shard) {
+  uint8_t f[DED_FETCH_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_fetch m = {0, attempt, shard};
+  ded_msg_fetch_encode(&w, &m);
+  script_append(sc, f, w.pos);
+}
+
+static void node_script_build(node_script *sc, const ded_ident *peer, int kind) {
   memset(sc, 0, sizeof *sc);
   ded_ident me;
   ded_ident_from_seed(&me, node_seed);
@@ -248,6 +357,35 @@ static void node_script_build(node_script *sc, const ded_ident *peer) {
   bool peer_first = memcmp(peer->id, me.id, DED_ID_BYTES) < 0;
   unsigned me_i = peer_first ? 1 : 0, peer_i = 1 - me_i;
   const uint64_t off[2] = {0, NODE_COUNT / 2};
+  /* The attempt of view 0 by the coordinator: its id's first four bytes. */
+  const uint8_t *cid = peer_first ? peer->id : me.id;
+  sc->attempt = (uint64_t)cid[0] << 24 | (uint64_t)cid[1] << 16 | (uint64_t)cid[2] << 8 | cid[3];
+  if (kind == NODE_SCRIPT_NOT_LISTED) { /* the peer alone: the node fetches g */
+    assert_true(peer_first);
+    ded_msg_member m[1];
+    memset(m, 0, sizeof m);
+    memcpy(m[0].id, peer->id, DED_ID_BYTES);
+    m[0].weight = 2.0;
+    m[0].n_local = 1;
+    ded_msg_commit c = {.round = 0,
+                        .attempt = sc->attempt,
+                        .dtype = DED_DTYPE_F32,
+                        .count = NODE_COUNT,
+                        .chunk_elems = 16,
+                        .k = 1,
+                        .members = m};
+    uint8_t cf[DED_COMMIT_FRAME_BYTES(1)];
+    ded_wr w = ded_wr_init(cf, sizeof cf);
+    ded_msg_commit_encode(&w, &c);
+    script_append(sc, cf, w.pos);
+    for (int i = 0; i < NODE_COUNT; i++) {
+      sc->node_in[i] = (float)(i + 1);
+      sc->want[i] = 0.5f * (float)i;
+    }
+    script_data(sc, DED_MSG_RESULT, 0, sc->want, NODE_COUNT);
+    sc->late = true;
+    return;
+  }
   if (peer_first) { /* the peer coordinates the genesis round: its COMMIT */
     ded_msg_member m[2];
     memset(m, 0, sizeof m);
@@ -258,13 +396,19 @@ static void node_script_build(node_script *sc, const ded_ident *peer) {
       m[i].n_local = 1;
       m[i].shard_off = off[i];
     }
-    ded_msg_commit c = {0, DED_DTYPE_F32, NODE_COUNT, 16, 2, m};
+    ded_msg_commit c = {.round = 0,
+                        .attempt = sc->attempt,
+                        .dtype = DED_DTYPE_F32,
+                        .count = NODE_COUNT,
+                        .chunk_elems = 16,
+                        .k = 2,
+                        .members = m};
     uint8_t cf[DED_COMMIT_FRAME_BYTES(2)];
     ded_wr w = ded_wr_init(cf, sizeof cf);
     ded_msg_commit_encode(&w, &c);
     script_append(sc, cf, w.pos);
   } else { /* we coordinate: the peer's JOIN */
-    ded_msg_join j = {0, DED_DTYPE_F32, NODE_COUNT, 1.0, 1, DED_JOIN_F_GENESIS};
+    ded_msg_join j = failmalloc_join(0, DED_DTYPE_F32, NODE_COUNT, 1.0, 1, DED_JOIN_F_GENESIS);
     uint8_t jf[DED_JOIN_FRAME_BYTES];
     ded_wr w = ded_wr_init(jf, sizeof jf);
     ded_msg_join_encode(&w, &j);
@@ -283,6 +427,18 @@ static void node_script_build(node_script *sc, const ded_ident *peer) {
   /* The peer's contribution to our shard, and its result for its own. */
   script_data(sc, DED_MSG_DATA, off[me_i], peer_in + off[me_i], NODE_COUNT / 2);
   script_data(sc, DED_MSG_RESULT, off[peer_i], avg + off[peer_i], NODE_COUNT / 2);
+  if (kind == NODE_SCRIPT_SERVE) {
+    /* The result served back: both shards, an attempt it does not hold
+     * (STALE), and a report of the finished round to a new view. */
+    script_fetch(sc, sc->attempt, 0);
+    script_fetch(sc, sc->attempt, 1);
+    script_fetch(sc, sc->attempt + 1, 0);
+    uint8_t f[DED_PROBE_FRAME_BYTES];
+    ded_wr w = ded_wr_init(f, sizeof f);
+    ded_msg_probe m = {0, 1};
+    ded_msg_probe_encode(&w, &m);
+    script_append(sc, f, w.pos);
+  }
 }
 
 static void scenario_node_round(unit_failmem *fm, void *arg) {
@@ -293,7 +449,7 @@ static void scenario_node_round(unit_failmem *fm, void *arg) {
   memset(&cb, 0, sizeof cb);
   cb.connect = node_cb_connect;
   cb.round_done = node_cb_round_done;
-  node_outcome out = {0, 1};
+  node_outcome out = {0, 1, false};
   ded_node *node = NULL;
   uint64_t now = NODE_NOW_NS;
   int rv = ded_node_new(&s, &cb, &out, now, &node);
@@ -331,6 +487,7 @@ static void scenario_node_round(unit_failmem *fm, void *arg) {
   if (!fm->failed) {
     assert_int_equal(out.calls, 1);
     assert_int_equal(out.status, 0);
+    assert_int_equal(out.late, sc->late);
     for (int i = 0; i < NODE_COUNT; i++) assert_true(buf[i] == sc->want[i]);
   }
   /* A round not reported yet is abandoned with the node (ded_node_free). */
@@ -353,10 +510,19 @@ static void test_failmalloc_node_round(void **state) {
     if (seen[side]) continue;
     seen[side] = true;
     node_script sc;
-    node_script_build(&sc, &peer);
+    node_script_build(&sc, &peer, NODE_SCRIPT_ROUND);
     long runs = failmalloc_sweep(scenario_node_round, &sc);
     /* The round allocates: the sweep must have failed somewhere in it. */
     assert_true(runs > 10);
+    free(sc.bytes);
+    if (!side) continue;
+    /* Where the peer coordinates: the result served from the node, and
+     * the node left out of the attempt, fetching. Both allocate more. */
+    node_script_build(&sc, &peer, NODE_SCRIPT_SERVE);
+    assert_true(failmalloc_sweep(scenario_node_round, &sc) > runs);
+    free(sc.bytes);
+    node_script_build(&sc, &peer, NODE_SCRIPT_NOT_LISTED);
+    assert_true(failmalloc_sweep(scenario_node_round, &sc) > 10);
     free(sc.bytes);
   }
   assert_true(seen[0] && seen[1]);

@@ -23,7 +23,13 @@ static void match_id(uint8_t id[DED_ID_BYTES], unsigned n) {
 
 static ded_msg_join match_join(uint64_t round, uint8_t dtype, uint64_t count, double weight,
                                uint32_t n_local) {
-  ded_msg_join j = {round, dtype, count, weight, n_local, 0};
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = round;
+  j.dtype = dtype;
+  j.count = count;
+  j.weight = weight;
+  j.n_local = n_local;
   return j;
 }
 

@@ -1,11 +1,14 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol.
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 2).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
  * valid payload and the payload with a byte too many, and the semantic
  * bounds (ded_limits.h and the COMMIT invariants) must hold: a peer that
- * breaks them is a protocol error, never an assertion.
+ * breaks them is a protocol error, never an assertion. Decoders that
+ * allocate (COMMIT, JOIN with status, DECIDE) run on a counting allocator:
+ * whatever they hand out is given back by their _free, and nothing is
+ * left behind when they refuse.
  */
 #include <math.h>
 
@@ -16,6 +19,25 @@
 
 /* Room for any test frame but the large COMMITs, which allocate. */
 #define MSG_BUF_BYTES 4096
+
+/* Payload offsets of the fields version 2 added or moved (ded_msg.h). */
+#define JOIN_OFF_VIEW 8
+#define JOIN_OFF_FLAGS 33
+#define JOIN_BASE_BYTES 34
+#define COMMIT_OFF_ATTEMPT 8
+#define COMMIT_OFF_BASE 16
+#define COMMIT_OFF_K 37
+#define COMMIT_OFF_MEMBERS 39
+
+static uint64_t msg_le(const uint8_t *p, unsigned n) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static void msg_put_le(uint8_t *p, uint64_t v, unsigned n) {
+  for (unsigned i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
 
 /* Cuts the single frame out of |buf|: checks the header and that the
  * encoder wrote exactly one frame. */
@@ -46,8 +68,13 @@ static int msg_records_walk(const uint8_t *p, size_t len, unsigned *count) {
   return rv;
 }
 
-/* Runs the decoder of |type| on |len| bytes; 0 or its error. */
+/* Runs the decoder of |type| on |len| bytes; 0 or its error. Decoders
+ * that allocate do it from a counting allocator, and must have given
+ * everything back once their _free ran (or, on error, by themselves). */
 static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
+  unit_failmem fm;
+  unit_failmem_init(&fm, -1);
+  int rv;
   switch (type) {
   case DED_MSG_HELLO: {
     ded_msg_hello m;
@@ -56,14 +83,42 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
   case DED_MSG_RECORDS: return msg_records_walk(p, len, NULL);
   case DED_MSG_JOIN: {
     ded_msg_join m;
-    return ded_msg_join_decode(p, len, &m);
+    rv = ded_msg_join_decode(p, len, &fm.mem, &m);
+    if (rv == 0) {
+      assert_true((m.flags & DED_JOIN_F_STATUS) ? m.plan.members != NULL && m.have != NULL
+                                                : m.plan.members == NULL && m.have == NULL);
+      ded_msg_join_free(&m, &fm.mem);
+      assert_null(m.plan.members);
+    } else {
+      assert_null(m.plan.members); /* nothing is left to free on error */
+    }
+    break;
   }
   case DED_MSG_COMMIT: {
     ded_msg_commit m;
-    int rv = ded_msg_commit_decode(p, len, NULL, &m);
-    if (rv == 0) ded_msg_commit_free(&m, NULL);
+    rv = ded_msg_commit_decode(p, len, &fm.mem, &m);
+    if (rv == 0) ded_msg_commit_free(&m, &fm.mem);
     else assert_null(m.members); /* nothing is left to free on error */
-    return rv;
+    break;
+  }
+  case DED_MSG_DECIDE: {
+    ded_msg_decide m;
+    rv = ded_msg_decide_decode(p, len, &fm.mem, &m);
+    if (rv == 0) {
+      assert_non_null(m.holders);
+      ded_msg_decide_free(&m, &fm.mem);
+    }
+    assert_null(m.plan.members);
+    assert_null(m.holders);
+    break;
+  }
+  case DED_MSG_FETCH: {
+    ded_msg_fetch m;
+    return ded_msg_fetch_decode(p, len, &m);
+  }
+  case DED_MSG_PROBE: {
+    ded_msg_probe m;
+    return ded_msg_probe_decode(p, len, &m);
   }
   case DED_MSG_REDIRECT: {
     ded_msg_redirect m;
@@ -82,9 +137,10 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
     ded_msg_stale m;
     return ded_msg_stale_decode(p, len, &m);
   }
-  default: fail_msg("no decoder for type %u", type);
+  default: fail_msg("no decoder for type %u", type); return DED_ERR_INTERNAL;
   }
-  return DED_ERR_INTERNAL;
+  if (fm.live != 0) fail_msg("%s decoder: %ld blocks not given back", ded_msg_name(type), fm.live);
+  return rv;
 }
 
 /*
@@ -167,7 +223,7 @@ static void test_msg_hello_bad_magic_and_version(void **state) {
     payload[i] ^= 0x20;
   }
   /* Versions other than ours, either side of it. */
-  const uint16_t versions[] = {0, 2, 0x100, 0xffff};
+  const uint16_t versions[] = {0, DED_PROTO_VERSION - 1, DED_PROTO_VERSION + 1, 0x100, 0xffff};
   for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
     payload[DED_HELLO_MAGIC_LEN] = (uint8_t)versions[i];
     payload[DED_HELLO_MAGIC_LEN + 1] = (uint8_t)(versions[i] >> 8);
@@ -311,10 +367,62 @@ static void test_msg_records_bad(void **state) {
   assert_int_equal(msg_records_walk(short_by_one, 1, NULL), DED_ERR_PROTO);
 }
 
+/* ------------------------------------------------------------ plans */
+
+/* A valid plan (COMMIT body) of |k| members for |round|: ids in
+ * increasing order, uneven weights and rank counts, shards of 10
+ * elements, and an attempt and base that use every byte. Free
+ * c->members with free(). */
+static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
+  memset(c, 0, sizeof *c);
+  c->round = round;
+  c->attempt = (uint64_t)3 << 32 | 0xa1b2c3d4u;
+  c->base = 0x0807060504030201ull;
+  c->dtype = DED_DTYPE_F32;
+  c->count = 10 * (uint64_t)k;
+  c->chunk_elems = 16;
+  c->k = (uint16_t)k;
+  c->members = calloc(k ? k : 1, sizeof *c->members);
+  assert_non_null(c->members);
+  for (unsigned i = 0; i < k; i++) {
+    memset(c->members[i].id, 0x5a, DED_ID_BYTES);
+    c->members[i].id[0] = (uint8_t)((i + 1) >> 8);
+    c->members[i].id[1] = (uint8_t)(i + 1);
+    c->members[i].weight = 1.0 + (double)(i % 3);
+    c->members[i].n_local = i % 4 + 1;
+    c->members[i].shard_off = 10 * (uint64_t)i;
+  }
+}
+
+/* Every field of |got| equals |want|'s, members included. */
+static void msg_plan_equal(const ded_msg_commit *got, const ded_msg_commit *want) {
+  assert_int_equal(got->round, want->round);
+  assert_int_equal(got->attempt, want->attempt);
+  assert_int_equal(got->base, want->base);
+  assert_int_equal(got->dtype, want->dtype);
+  assert_int_equal(got->count, want->count);
+  assert_int_equal(got->chunk_elems, want->chunk_elems);
+  assert_int_equal(got->k, want->k);
+  for (unsigned i = 0; i < want->k; i++) {
+    assert_memory_equal(got->members[i].id, want->members[i].id, DED_ID_BYTES);
+    assert_memory_equal(&got->members[i].weight, &want->members[i].weight, sizeof(double));
+    assert_int_equal(got->members[i].n_local, want->members[i].n_local);
+    assert_int_equal(got->members[i].shard_off, want->members[i].shard_off);
+  }
+}
+
 /* -------------------------------------------------------------- JOIN */
 
 static ded_msg_join msg_join_valid(void) {
-  ded_msg_join j = {0x0102030405060708ull, DED_DTYPE_F64, 123456, 2.5, 4, DED_JOIN_F_GENESIS};
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = 0x0102030405060708ull;
+  j.view = 0x11223344u;
+  j.dtype = DED_DTYPE_F64;
+  j.count = 123456;
+  j.weight = 2.5;
+  j.n_local = 4;
+  j.flags = DED_JOIN_F_GENESIS;
   return j;
 }
 
@@ -329,9 +437,8 @@ static size_t msg_join_build(uint8_t *buf, const ded_msg_join *j) {
 static int msg_join_try(const ded_msg_join *j) {
   uint8_t buf[DED_JOIN_FRAME_BYTES];
   msg_join_build(buf, j);
-  ded_msg_join out;
-  return ded_msg_join_decode(buf + DED_FRAME_HDR_BYTES, DED_JOIN_FRAME_BYTES - DED_FRAME_HDR_BYTES,
-                             &out);
+  return msg_decode_any(DED_MSG_JOIN, buf + DED_FRAME_HDR_BYTES,
+                        DED_JOIN_FRAME_BYTES - DED_FRAME_HDR_BYTES);
 }
 
 static void test_msg_join_round_trip(void **state) {
@@ -340,33 +447,73 @@ static void test_msg_join_round_trip(void **state) {
   uint8_t buf[DED_JOIN_FRAME_BYTES];
   msg_join_build(buf, &j);
   ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+  assert_int_equal(fr.len, JOIN_BASE_BYTES);
+  /* The layout of ded_msg.h: the view right after the round. */
+  assert_int_equal(msg_le(fr.payload, 8), j.round);
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_VIEW, 4), j.view);
+  assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_GENESIS);
   ded_msg_join out;
-  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, &out), 0);
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
   assert_int_equal(out.round, j.round);
+  assert_int_equal(out.view, j.view);
   assert_int_equal(out.dtype, j.dtype);
   assert_int_equal(out.count, j.count);
   assert_memory_equal(&out.weight, &j.weight, sizeof j.weight);
   assert_int_equal(out.n_local, j.n_local);
   assert_int_equal(out.flags, j.flags);
+  assert_null(out.plan.members);
+  assert_null(out.have);
+  ded_msg_join_free(&out, NULL);
   msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
-  /* The other dtype, no flags, zero weight, the largest count. */
+  /* The other dtype, no flags, zero weight, the largest count, view 0. */
   j.dtype = DED_DTYPE_F32;
   j.flags = 0;
   j.weight = 0.0;
   j.count = DED_COUNT_MAX;
+  j.view = 0;
   assert_int_equal(msg_join_try(&j), 0);
+  /* The largest view and weight; an intent. */
+  j.view = UINT32_MAX;
+  j.weight = DED_WEIGHT_MAX;
+  j.flags = DED_JOIN_F_INTENT;
+  assert_int_equal(msg_join_try(&j), 0);
+  j.flags = DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS;
+  assert_int_equal(msg_join_try(&j), 0);
+}
+
+/* The plain encoder never claims a status it does not carry. */
+static void test_msg_join_plain_encoder_drops_status(void **state) {
+  (void)state;
+  ded_msg_join j = msg_join_valid();
+  j.flags = DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS;
+  uint8_t buf[DED_JOIN_FRAME_BYTES];
+  msg_join_build(buf, &j);
+  ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+  ded_msg_join out;
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+  assert_int_equal(out.flags, DED_JOIN_F_GENESIS);
+  assert_null(out.plan.members);
+  ded_msg_join_free(&out, NULL);
 }
 
 static void test_msg_join_invalid(void **state) {
   (void)state;
+  /* Every flag byte, written as is: only GENESIS and INTENT may stand
+   * without a status tail; STATUS without one is short, and unknown
+   * bits are refused. */
   ded_msg_join j = msg_join_valid();
-  for (unsigned f = 2; f < 256; f++) {
-    j.flags = (uint8_t)f;
-    assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
+  uint8_t buf[DED_JOIN_FRAME_BYTES];
+  msg_join_build(buf, &j);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  for (unsigned f = 0; f < 256; f++) {
+    payload[JOIN_OFF_FLAGS] = (uint8_t)f;
+    int want = (f & ~(unsigned)(DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ? DED_ERR_PROTO : 0;
+    if (msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES) != want)
+      fail_msg("JOIN with flags 0x%02x: want %d", f, want);
   }
-  j = msg_join_valid();
   const uint8_t dtypes[] = {0, 3, 255};
   for (size_t i = 0; i < sizeof dtypes; i++) {
+    j = msg_join_valid();
     j.dtype = dtypes[i];
     assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
   }
@@ -376,7 +523,7 @@ static void test_msg_join_invalid(void **state) {
   j.count = DED_COUNT_MAX + 1;
   assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
   j = msg_join_valid();
-  const double weights[] = {-1.0, -1e-300, NAN, INFINITY, -INFINITY};
+  const double weights[] = {-1.0, -1e-300, NAN, INFINITY, -INFINITY, DED_WEIGHT_MAX * 2};
   for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
     j.weight = weights[i];
     assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
@@ -386,6 +533,163 @@ static void test_msg_join_invalid(void **state) {
   assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
 }
 
+/* A JOIN with status: |plan| and |have|, into a fresh buffer of exactly
+ * the frame's size; the caller frees it. */
+static uint8_t *msg_join_status_build(const ded_msg_join *j, const ded_msg_commit *plan,
+                                      const uint8_t *have, size_t *len) {
+  size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+  uint8_t *buf = malloc(cap);
+  assert_non_null(buf);
+  ded_wr w = ded_wr_init(buf, cap);
+  ded_msg_join_status_encode(&w, j, plan, have);
+  assert_false(w.err);
+  assert_int_equal(w.pos, cap);
+  *len = cap;
+  return buf;
+}
+
+static int msg_join_status_try(const ded_msg_join *j, const ded_msg_commit *plan,
+                               const uint8_t *have) {
+  size_t len;
+  uint8_t *buf = msg_join_status_build(j, plan, have, &len);
+  int rv = msg_decode_any(DED_MSG_JOIN, buf + DED_FRAME_HDR_BYTES, len - DED_FRAME_HDR_BYTES);
+  free(buf);
+  return rv;
+}
+
+/* A failover report: the attempt as a COMMIT body, then one bit per
+ * shard, for memberships on both sides of a byte boundary. */
+static void test_msg_join_status_round_trip(void **state) {
+  (void)state;
+  const unsigned ks[] = {1, 3, 7, 8, 9, 16, 17};
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    unsigned k = ks[t];
+    ded_msg_join j = msg_join_valid();
+    ded_msg_commit plan;
+    msg_plan_make(&plan, k, j.round);
+    uint8_t have[4] = {0};
+    size_t nb = (k + 7) / 8;
+    for (unsigned s = 0; s < k; s++)
+      if (s % 3 != 1) have[s / 8] |= (uint8_t)(1u << (s % 8));
+    size_t len;
+    uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
+    assert_int_equal(len, DED_JOIN_FRAME_BYTES + DED_COMMIT_BODY_BYTES(k) + nb);
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_JOIN);
+    /* The tail is a COMMIT body, byte for byte. */
+    size_t clen;
+    uint8_t *cf = unit_commit_frame(&plan, &clen);
+    assert_memory_equal(fr.payload + JOIN_BASE_BYTES, cf + DED_FRAME_HDR_BYTES,
+                        clen - DED_FRAME_HDR_BYTES);
+    free(cf);
+    unit_failmem fm;
+    unit_failmem_init(&fm, -1);
+    ded_msg_join out;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, &fm.mem, &out), 0);
+    assert_int_equal(out.flags, DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS);
+    assert_int_equal(out.round, j.round);
+    assert_int_equal(out.view, j.view);
+    assert_int_equal(out.count, j.count);
+    msg_plan_equal(&out.plan, &plan);
+    /* The bitmap stays in the payload, after the body. */
+    assert_ptr_equal(out.have, fr.payload + JOIN_BASE_BYTES + DED_COMMIT_BODY_BYTES(k));
+    assert_memory_equal(out.have, have, nb);
+    assert_int_equal(fm.live, 1);
+    ded_msg_join_free(&out, &fm.mem);
+    assert_null(out.plan.members);
+    assert_null(out.have);
+    assert_int_equal(fm.live, 0);
+    msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+
+    /* Every other flag combination with STATUS. */
+    j.flags = 0;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    j.flags = DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    j = msg_join_valid();
+    /* All shards held, and none. */
+    uint8_t all[4] = {0};
+    for (unsigned s = 0; s < k; s++) all[s / 8] |= (uint8_t)(1u << (s % 8));
+    assert_int_equal(msg_join_status_try(&j, &plan, all), 0);
+    uint8_t none[4] = {0};
+    assert_int_equal(msg_join_status_try(&j, &plan, none), 0);
+
+    /* Without the STATUS flag the tail is trailing garbage. */
+    buf[DED_FRAME_HDR_BYTES + JOIN_OFF_FLAGS] &= (uint8_t)~DED_JOIN_F_STATUS;
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, fr.payload, fr.len), DED_ERR_PROTO);
+    free(buf);
+    free(plan.members);
+  }
+}
+
+static void test_msg_join_status_invalid(void **state) {
+  (void)state;
+  const unsigned ks[] = {1, 3, 7, 9, 15};
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    unsigned k = ks[t];
+    ded_msg_join j = msg_join_valid();
+    ded_msg_commit plan;
+    msg_plan_make(&plan, k, j.round);
+    size_t nb = (k + 7) / 8;
+    /* Each unused high bit of the last bitmap byte, alone or with all the
+     * used ones, is refused. */
+    for (unsigned b = k % 8; b < 8; b++) {
+      uint8_t have[2] = {0, 0};
+      have[nb - 1] = (uint8_t)(1u << b);
+      if (msg_join_status_try(&j, &plan, have) != DED_ERR_PROTO)
+        fail_msg("k=%u: unused bit %u accepted", k, b);
+      memset(have, 0xff, nb);
+      if (msg_join_status_try(&j, &plan, have) != DED_ERR_PROTO)
+        fail_msg("k=%u: all bits set accepted", k);
+    }
+    uint8_t have[2] = {1, 0};
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    /* The attempt reported must be of the round joined. */
+    plan.round = j.round + 1;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.round = j.round - 1;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.round = j.round;
+    /* A body that breaks the COMMIT invariants. */
+    if (k > 1) {
+      memcpy(plan.members[1].id, plan.members[0].id, DED_ID_BYTES);
+      assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+      plan.members[1].id[1]++;
+      assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    }
+    plan.chunk_elems = 1;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.chunk_elems = 16;
+    plan.members[0].shard_off = 1;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.members[0].shard_off = 0;
+    /* The JOIN's own fields are still checked. */
+    j.n_local = 0;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    j = msg_join_valid();
+    /* A bitmap sized for another membership: a byte short or a byte over. */
+    size_t len;
+    uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
+    uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+    size_t plen = len - DED_FRAME_HDR_BYTES;
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, plen - 1), DED_ERR_PROTO);
+    uint8_t *longer = malloc(plen + 1);
+    assert_non_null(longer);
+    memcpy(longer, payload, plen);
+    longer[plen] = 0;
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, longer, plen + 1), DED_ERR_PROTO);
+    free(longer);
+    /* k in the body saying one member more or fewer than are there. */
+    uint8_t *kf = payload + JOIN_BASE_BYTES + COMMIT_OFF_K;
+    assert_int_equal(msg_le(kf, 2), k);
+    msg_put_le(kf, k + 1, 2);
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, plen), DED_ERR_PROTO);
+    msg_put_le(kf, k - 1, 2);
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, plen), DED_ERR_PROTO);
+    free(buf);
+    free(plan.members);
+  }
+}
+
 /* ------------------------------------------------------------ COMMIT */
 
 typedef struct msg_commit_fixture {
@@ -393,10 +697,13 @@ typedef struct msg_commit_fixture {
   ded_msg_member members[3];
 } msg_commit_fixture;
 
-/* Three members with ids 0x10.., 0x20.., 0x30.., shards 0, 40, 70 of 100. */
+/* Three members with ids 0x10.., 0x20.., 0x30.., shards 0, 40, 70 of 100;
+ * attempt 2 of the coordinator 0x10.., on a base that uses every byte. */
 static void msg_commit_valid(msg_commit_fixture *f) {
   memset(f, 0, sizeof *f);
   f->c.round = 77;
+  f->c.attempt = (uint64_t)2 << 32 | 0x10101010u;
+  f->c.base = 0xfedcba9876543210ull;
   f->c.dtype = DED_DTYPE_F32;
   f->c.count = 100;
   f->c.chunk_elems = 16;
@@ -426,9 +733,18 @@ static void test_msg_commit_round_trip(void **state) {
   size_t len;
   uint8_t *buf = unit_commit_frame(&f.c, &len);
   ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
+  assert_int_equal(fr.len, DED_COMMIT_BODY_BYTES(3));
+  /* The layout of ded_msg.h: attempt and base right after the round. */
+  assert_int_equal(msg_le(fr.payload, 8), f.c.round);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_ATTEMPT, 8), f.c.attempt);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_BASE, 8), f.c.base);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_K, 2), 3);
+  assert_memory_equal(fr.payload + COMMIT_OFF_MEMBERS, f.members[0].id, DED_ID_BYTES);
   ded_msg_commit out;
   assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &out), 0);
   assert_int_equal(out.round, f.c.round);
+  assert_int_equal(out.attempt, f.c.attempt);
+  assert_int_equal(out.base, f.c.base);
   assert_int_equal(out.dtype, f.c.dtype);
   assert_int_equal(out.count, f.c.count);
   assert_int_equal(out.chunk_elems, f.c.chunk_elems);
@@ -463,6 +779,13 @@ static void test_msg_commit_edges_accepted(void **state) {
   assert_int_equal(msg_commit_try(&f.c), 0);
   f.c.count = DED_COUNT_MAX;
   assert_int_equal(msg_commit_try(&f.c), 0);
+  /* Attempt and base are the engine's to judge: any value decodes. */
+  const uint64_t attempts[] = {0, 1, UINT32_MAX, (uint64_t)UINT32_MAX << 32, UINT64_MAX};
+  for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
+    f.c.attempt = attempts[i];
+    f.c.base = attempts[(i + 1) % (sizeof attempts / sizeof attempts[0])];
+    assert_int_equal(msg_commit_try(&f.c), 0);
+  }
 
   ded_msg_commit big = f.c;
   big.k = DED_ROUND_MEMBERS_MAX;
@@ -544,7 +867,7 @@ static void test_msg_commit_k_mismatch(void **state) {
   msg_commit_valid(&f);
   size_t len;
   uint8_t *buf = unit_commit_frame(&f.c, &len);
-  uint8_t *k_field = buf + DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 4;
+  uint8_t *k_field = buf + DED_FRAME_HDR_BYTES + COMMIT_OFF_K;
   assert_int_equal(k_field[0], 3);
   const uint8_t ks[] = {2, 4, 0xff};
   for (size_t i = 0; i < sizeof ks; i++) {
@@ -556,11 +879,256 @@ static void test_msg_commit_k_mismatch(void **state) {
   free(buf);
 }
 
+/* A deep copy: every field, members in memory of their own. */
+static void test_msg_commit_copy(void **state) {
+  (void)state;
+  const unsigned ks[] = {1, 3, 100};
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    ded_msg_commit src;
+    msg_plan_make(&src, ks[t], 1234);
+    unit_failmem fm;
+    unit_failmem_init(&fm, -1);
+    ded_msg_commit dst;
+    memset(&dst, 0xee, sizeof dst);
+    assert_int_equal(ded_msg_commit_copy(&dst, &src, &fm.mem), 0);
+    assert_int_equal(fm.live, 1);
+    assert_non_null(dst.members);
+    assert_ptr_not_equal(dst.members, src.members);
+    msg_plan_equal(&dst, &src);
+    /* Changing or freeing the source leaves the copy whole. */
+    ded_msg_commit keep;
+    msg_plan_make(&keep, ks[t], 1234);
+    memset(src.members, 0xab, (size_t)src.k * sizeof *src.members);
+    src.attempt = 0;
+    free(src.members);
+    msg_plan_equal(&dst, &keep);
+    /* The copy encodes to a valid COMMIT. */
+    size_t len;
+    uint8_t *buf = unit_commit_frame(&dst, &len);
+    assert_int_equal(msg_decode_any(DED_MSG_COMMIT, buf + DED_FRAME_HDR_BYTES,
+                                    len - DED_FRAME_HDR_BYTES),
+                     0);
+    free(buf);
+    ded_msg_commit_free(&dst, &fm.mem);
+    assert_null(dst.members);
+    assert_int_equal(fm.live, 0);
+    free(keep.members);
+  }
+  /* Out of memory: DED_ERR_NOMEM, nothing held. */
+  ded_msg_commit src;
+  msg_plan_make(&src, 5, 9);
+  unit_failmem fm;
+  unit_failmem_init(&fm, 0);
+  ded_msg_commit dst;
+  assert_int_equal(ded_msg_commit_copy(&dst, &src, &fm.mem), DED_ERR_NOMEM);
+  assert_true(fm.failed);
+  assert_null(dst.members);
+  assert_int_equal(fm.live, 0);
+  ded_msg_commit_free(&dst, &fm.mem); /* harmless */
+  free(src.members);
+}
+
+/* ------------------------------------------------------------ DECIDE */
+
+/* A DECIDE for |plan| in |view|, into a fresh buffer of exactly the
+ * frame's size; the caller frees it. */
+static uint8_t *msg_decide_build(uint32_t view, const ded_msg_commit *plan,
+                                 const uint16_t *holders, size_t *len) {
+  size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
+  uint8_t *buf = malloc(cap);
+  assert_non_null(buf);
+  ded_wr w = ded_wr_init(buf, cap);
+  ded_msg_decide_encode(&w, view, plan, holders);
+  assert_false(w.err);
+  assert_int_equal(w.pos, cap);
+  *len = cap;
+  return buf;
+}
+
+static int msg_decide_try(uint32_t view, const ded_msg_commit *plan, const uint16_t *holders) {
+  size_t len;
+  uint8_t *buf = msg_decide_build(view, plan, holders, &len);
+  int rv = msg_decode_any(DED_MSG_DECIDE, buf + DED_FRAME_HDR_BYTES, len - DED_FRAME_HDR_BYTES);
+  free(buf);
+  return rv;
+}
+
+static void test_msg_decide_round_trip(void **state) {
+  (void)state;
+  const unsigned ks[] = {1, 2, 3, 9};
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    unsigned k = ks[t];
+    ded_msg_commit plan;
+    msg_plan_make(&plan, k, 0x0a0b0c0d0e0f1011ull);
+    uint16_t holders[16];
+    for (unsigned s = 0; s < k; s++) holders[s] = (uint16_t)((s * 7 + 1) % k);
+    const uint32_t view = 0xdeadbeefu;
+    size_t len;
+    uint8_t *buf = msg_decide_build(view, &plan, holders, &len);
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_DECIDE);
+    /* round | view | COMMIT body | k x u16 holder. */
+    assert_int_equal(fr.len, 8 + 4 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)k);
+    assert_int_equal(msg_le(fr.payload, 8), plan.round);
+    assert_int_equal(msg_le(fr.payload + 8, 4), view);
+    size_t clen;
+    uint8_t *cf = unit_commit_frame(&plan, &clen);
+    assert_memory_equal(fr.payload + 12, cf + DED_FRAME_HDR_BYTES, clen - DED_FRAME_HDR_BYTES);
+    free(cf);
+    for (unsigned s = 0; s < k; s++)
+      assert_int_equal(msg_le(fr.payload + 12 + DED_COMMIT_BODY_BYTES(k) + 2 * s, 2), holders[s]);
+    unit_failmem fm;
+    unit_failmem_init(&fm, -1);
+    ded_msg_decide d;
+    assert_int_equal(ded_msg_decide_decode(fr.payload, fr.len, &fm.mem, &d), 0);
+    assert_int_equal(d.round, plan.round);
+    assert_int_equal(d.view, view);
+    msg_plan_equal(&d.plan, &plan);
+    for (unsigned s = 0; s < k; s++) assert_int_equal(d.holders[s], holders[s]);
+    assert_int_equal(fm.live, 2);
+    ded_msg_decide_free(&d, &fm.mem);
+    assert_null(d.plan.members);
+    assert_null(d.holders);
+    assert_int_equal(fm.live, 0);
+    msg_check_bounds(DED_MSG_DECIDE, fr.payload, fr.len, 0);
+    free(buf);
+    free(plan.members);
+  }
+}
+
+static void test_msg_decide_invalid(void **state) {
+  (void)state;
+  const unsigned ks[] = {1, 3, 9};
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    unsigned k = ks[t];
+    ded_msg_commit plan;
+    msg_plan_make(&plan, k, 500);
+    uint16_t holders[16] = {0};
+    assert_int_equal(msg_decide_try(1, &plan, holders), 0);
+    /* Every holder must be a member of the attempt: k - 1 is the last. */
+    for (unsigned s = 0; s < k; s++) {
+      const uint16_t bad[] = {(uint16_t)k, (uint16_t)(k + 1), DED_ROUND_MEMBERS_MAX, UINT16_MAX};
+      for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        holders[s] = bad[b];
+        if (msg_decide_try(1, &plan, holders) != DED_ERR_PROTO)
+          fail_msg("k=%u: holder %u of shard %u accepted", k, bad[b], s);
+      }
+      holders[s] = (uint16_t)(k - 1);
+      assert_int_equal(msg_decide_try(1, &plan, holders), 0);
+    }
+    memset(holders, 0, sizeof holders);
+    /* Holders for one shard more or fewer than the plan has. */
+    size_t len;
+    uint8_t *buf = msg_decide_build(1, &plan, holders, &len);
+    uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+    size_t plen = len - DED_FRAME_HDR_BYTES;
+    assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen - 2), DED_ERR_PROTO);
+    assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen - 1), DED_ERR_PROTO);
+    for (size_t extra = 1; extra <= 4; extra++) {
+      uint8_t *longer = calloc(plen + extra, 1);
+      assert_non_null(longer);
+      memcpy(longer, payload, plen);
+      if (msg_decode_any(DED_MSG_DECIDE, longer, plen + extra) != DED_ERR_PROTO)
+        fail_msg("k=%u: DECIDE with %zu trailing bytes accepted", k, extra);
+      free(longer);
+    }
+    /* The round outside and the plan's round inside must agree. */
+    msg_put_le(payload, plan.round + 1, 8);
+    assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen), DED_ERR_PROTO);
+    msg_put_le(payload, plan.round, 8);
+    assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen), 0);
+    free(buf);
+    /* A body that breaks the COMMIT invariants. */
+    plan.members[k - 1].shard_off = plan.count + 1;
+    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    plan.members[k - 1].shard_off = 10 * (uint64_t)(k - 1);
+    plan.dtype = 0;
+    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    plan.dtype = DED_DTYPE_F32;
+    plan.k = 0;
+    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    free(plan.members);
+  }
+}
+
+/* ------------------------------------------------------ FETCH, PROBE */
+
+static void test_msg_fetch_round_trip(void **state) {
+  (void)state;
+  const ded_msg_fetch cases[] = {
+      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, DED_ROUND_MEMBERS_MAX - 1},
+      {0, 0, 0},
+      {UINT64_MAX, UINT64_MAX, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t buf[DED_FETCH_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_fetch_encode(&w, &cases[i]);
+    assert_false(w.err);
+    assert_int_equal(w.pos, sizeof buf);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_FETCH);
+    assert_int_equal(fr.len, 18);
+    assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
+    assert_int_equal(msg_le(fr.payload + 8, 8), cases[i].attempt);
+    assert_int_equal(msg_le(fr.payload + 16, 2), cases[i].shard);
+    ded_msg_fetch out;
+    assert_int_equal(ded_msg_fetch_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.round, cases[i].round);
+    assert_int_equal(out.attempt, cases[i].attempt);
+    assert_int_equal(out.shard, cases[i].shard);
+    msg_check_bounds(DED_MSG_FETCH, fr.payload, fr.len, 0);
+  }
+}
+
+static void test_msg_fetch_invalid(void **state) {
+  (void)state;
+  uint8_t buf[DED_FETCH_FRAME_BYTES + 4];
+  ded_msg_fetch m = {3, 4, 0};
+  ded_msg_fetch out;
+  /* No round has that many shards. */
+  const uint16_t bad[] = {DED_ROUND_MEMBERS_MAX, DED_ROUND_MEMBERS_MAX + 1, UINT16_MAX};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    m.shard = bad[i];
+    ded_wr w = ded_wr_init(buf, DED_FETCH_FRAME_BYTES);
+    ded_msg_fetch_encode(&w, &m);
+    assert_false(w.err);
+    assert_int_equal(ded_msg_fetch_decode(buf + DED_FRAME_HDR_BYTES, 18, &out), DED_ERR_PROTO);
+  }
+  /* Trailing bytes, however many. */
+  m.shard = 2;
+  ded_wr w = ded_wr_init(buf, DED_FETCH_FRAME_BYTES);
+  ded_msg_fetch_encode(&w, &m);
+  memset(buf + DED_FETCH_FRAME_BYTES, 0, 4);
+  assert_int_equal(ded_msg_fetch_decode(buf + DED_FRAME_HDR_BYTES, 18, &out), 0);
+  for (size_t extra = 1; extra <= 4; extra++)
+    assert_int_equal(ded_msg_fetch_decode(buf + DED_FRAME_HDR_BYTES, 18 + extra, &out),
+                     DED_ERR_PROTO);
+}
+
+static void test_msg_probe_round_trip(void **state) {
+  (void)state;
+  const ded_msg_probe cases[] = {{0x1122334455667788ull, 0x99aabbccu}, {0, 0}, {UINT64_MAX, UINT32_MAX}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t buf[DED_PROBE_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_probe_encode(&w, &cases[i]);
+    assert_false(w.err);
+    assert_int_equal(w.pos, sizeof buf);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_PROBE);
+    assert_int_equal(fr.len, 12);
+    assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
+    assert_int_equal(msg_le(fr.payload + 8, 4), cases[i].view);
+    ded_msg_probe out;
+    assert_int_equal(ded_msg_probe_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.round, cases[i].round);
+    assert_int_equal(out.view, cases[i].view);
+    msg_check_bounds(DED_MSG_PROBE, fr.payload, fr.len, 0);
+  }
+}
+
 /* ---------------------------------------------- REDIRECT, LEAVE, STALE */
 
 static void test_msg_redirect_round_trip(void **state) {
   (void)state;
-  ded_msg_redirect m = {.round = 0xfedcba9876543210ull};
+  ded_msg_redirect m = {.round = 0xfedcba9876543210ull, .view = 0x01020304u};
   for (int i = 0; i < DED_ID_BYTES; i++) m.id[i] = (uint8_t)(i * 3);
   uint8_t buf[DED_REDIRECT_FRAME_BYTES];
   ded_wr w = ded_wr_init(buf, sizeof buf);
@@ -568,9 +1136,15 @@ static void test_msg_redirect_round_trip(void **state) {
   assert_false(w.err);
   assert_int_equal(w.pos, sizeof buf);
   ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_REDIRECT);
+  /* round | view | id */
+  assert_int_equal(fr.len, 8 + 4 + DED_ID_BYTES);
+  assert_int_equal(msg_le(fr.payload, 8), m.round);
+  assert_int_equal(msg_le(fr.payload + 8, 4), m.view);
+  assert_memory_equal(fr.payload + 12, m.id, DED_ID_BYTES);
   ded_msg_redirect out;
   assert_int_equal(ded_msg_redirect_decode(fr.payload, fr.len, &out), 0);
   assert_int_equal(out.round, m.round);
+  assert_int_equal(out.view, m.view);
   assert_memory_equal(out.id, m.id, DED_ID_BYTES);
   msg_check_bounds(DED_MSG_REDIRECT, fr.payload, fr.len, 0);
 }
@@ -622,57 +1196,159 @@ static void test_msg_stale_round_trip(void **state) {
 
 /* -------------------------------------------------------- DATA/RESULT */
 
+#define DATA_PAYLOAD_HDR (DED_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES)
+
 static void test_msg_data_round_trip(void **state) {
   (void)state;
+  assert_int_equal(DED_DATA_HDR_BYTES, 29);
   const uint8_t types[] = {DED_MSG_DATA, DED_MSG_RESULT};
   for (size_t t = 0; t < sizeof types; t++) {
     float elems[5] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f};
     uint8_t buf[DED_DATA_HDR_BYTES + sizeof elems];
-    ded_msg_data_hdr_encode(buf, types[t], 9, 1000, sizeof elems);
+    const uint64_t attempt = (uint64_t)5 << 32 | 0x01020304u;
+    ded_msg_data_hdr_encode(buf, types[t], 9, attempt, 1000, sizeof elems);
     memcpy(buf + DED_DATA_HDR_BYTES, elems, sizeof elems);
     ded_frame fr = msg_unframe(buf, sizeof buf, types[t]);
+    /* round | attempt | offset | elements */
+    assert_int_equal(fr.len, 24 + sizeof elems);
+    assert_int_equal(msg_le(fr.payload, 8), 9);
+    assert_int_equal(msg_le(fr.payload + 8, 8), attempt);
+    assert_int_equal(msg_le(fr.payload + 16, 8), 1000);
     ded_msg_data d;
     assert_int_equal(ded_msg_data_decode(fr.payload, fr.len, &d), 0);
     assert_int_equal(d.round, 9);
+    assert_int_equal(d.attempt, attempt);
     assert_int_equal(d.offset, 1000);
     assert_int_equal(d.len, sizeof elems);
     /* The elements stay where they are. */
     assert_ptr_equal(d.elems, buf + DED_DATA_HDR_BYTES);
     assert_memory_equal(d.elems, elems, sizeof elems);
-    msg_check_bounds(types[t], fr.payload, fr.len, 17);
+    msg_check_bounds(types[t], fr.payload, fr.len, DATA_PAYLOAD_HDR + 1);
   }
+  /* Any attempt, the largest included. */
+  uint8_t buf[DED_DATA_HDR_BYTES + 4] = {0};
+  ded_msg_data_hdr_encode(buf, DED_MSG_RESULT, UINT64_MAX, UINT64_MAX, DED_COUNT_MAX, 4);
+  ded_msg_data d;
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 4, &d), 0);
+  assert_int_equal(d.round, UINT64_MAX);
+  assert_int_equal(d.attempt, UINT64_MAX);
+  assert_int_equal(d.offset, DED_COUNT_MAX);
 }
 
 static void test_msg_data_invalid(void **state) {
   (void)state;
   uint8_t buf[DED_DATA_HDR_BYTES + 8];
+  memset(buf, 0, sizeof buf);
   ded_msg_data d;
   /* A header and no elements. */
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 0, 0);
-  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, 16, &d), DED_ERR_PROTO);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, 0, 0);
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR, &d),
+                   DED_ERR_PROTO);
+  /* The version 1 header (no attempt) is too short to be one. */
+  for (size_t n = 0; n <= DATA_PAYLOAD_HDR; n++)
+    assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, n, &d), DED_ERR_PROTO);
   /* An offset no MPI count can reach. */
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, DED_COUNT_MAX + 1, 8);
-  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, 24, &d), DED_ERR_PROTO);
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, DED_COUNT_MAX, 8);
-  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, 24, &d), 0);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX + 1, 8);
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d),
+                   DED_ERR_PROTO);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX, 8);
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d), 0);
 }
 
 /* ------------------------------------------------------------ writers */
 
+enum {
+  ENC_HELLO,
+  ENC_JOIN,
+  ENC_JOIN_STATUS,
+  ENC_COMMIT,
+  ENC_DECIDE,
+  ENC_FETCH,
+  ENC_PROBE,
+  ENC_REDIRECT,
+  ENC_LEAVE,
+  ENC_STALE,
+  ENC_COUNT
+};
+
+/* Runs encoder |kind| into |w|. */
+static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
+  ded_msg_join j = msg_join_valid();
+  const uint8_t have[1] = {0x05};
+  const uint16_t holders[3] = {2, 0, 1};
+  switch (kind) {
+  case ENC_HELLO: {
+    uint8_t run_id[DED_RUN_ID_BYTES] = {1}, rec[40] = {2};
+    ded_msg_hello_encode(w, run_id, rec, sizeof rec);
+    break;
+  }
+  case ENC_JOIN: ded_msg_join_encode(w, &j); break;
+  case ENC_JOIN_STATUS: ded_msg_join_status_encode(w, &j, plan, have); break;
+  case ENC_COMMIT: ded_msg_commit_encode(w, plan); break;
+  case ENC_DECIDE: ded_msg_decide_encode(w, 4, plan, holders); break;
+  case ENC_FETCH: {
+    ded_msg_fetch m = {1, 2, 3};
+    ded_msg_fetch_encode(w, &m);
+    break;
+  }
+  case ENC_PROBE: {
+    ded_msg_probe m = {1, 2};
+    ded_msg_probe_encode(w, &m);
+    break;
+  }
+  case ENC_REDIRECT: {
+    ded_msg_redirect m = {.round = 1, .view = 2};
+    ded_msg_redirect_encode(w, &m);
+    break;
+  }
+  case ENC_LEAVE: ded_msg_leave_encode(w, DED_LEAVE_FINALIZE); break;
+  case ENC_STALE: {
+    ded_msg_stale m = {1, 2};
+    ded_msg_stale_encode(w, &m);
+    break;
+  }
+  default: fail_msg("no encoder %d", kind);
+  }
+}
+
 /* An encoder that does not fit sets the error and writes nothing past the
- * buffer's capacity. */
+ * buffer's capacity; with room enough it writes the documented size. */
 static void test_msg_encoder_overflow(void **state) {
   (void)state;
-  ded_msg_join j = msg_join_valid();
-  for (size_t cap = 0; cap < DED_JOIN_FRAME_BYTES; cap++) {
-    uint8_t buf[DED_JOIN_FRAME_BYTES];
-    memset(buf, 0xee, sizeof buf);
-    ded_wr w = ded_wr_init(buf, cap);
-    ded_msg_join_encode(&w, &j);
-    assert_true(w.err);
-    assert_true(w.pos <= cap);
-    for (size_t i = cap; i < sizeof buf; i++) assert_int_equal(buf[i], 0xee);
+  ded_msg_join jv = msg_join_valid();
+  ded_msg_commit plan;
+  msg_plan_make(&plan, 3, jv.round);
+  const size_t sizes[ENC_COUNT] = {
+      [ENC_HELLO] = DED_HELLO_FRAME_BYTES(40),
+      [ENC_JOIN] = DED_JOIN_FRAME_BYTES,
+      [ENC_JOIN_STATUS] = DED_JOIN_STATUS_FRAME_BYTES(3),
+      [ENC_COMMIT] = DED_COMMIT_FRAME_BYTES(3),
+      [ENC_DECIDE] = DED_DECIDE_FRAME_BYTES(3),
+      [ENC_FETCH] = DED_FETCH_FRAME_BYTES,
+      [ENC_PROBE] = DED_PROBE_FRAME_BYTES,
+      [ENC_REDIRECT] = DED_REDIRECT_FRAME_BYTES,
+      [ENC_LEAVE] = DED_LEAVE_FRAME_BYTES,
+      [ENC_STALE] = DED_STALE_FRAME_BYTES,
+  };
+  uint8_t buf[MSG_BUF_BYTES];
+  for (int kind = 0; kind < ENC_COUNT; kind++) {
+    size_t full = sizes[kind];
+    assert_true(full < sizeof buf);
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    msg_encode_kind(kind, &w, &plan);
+    assert_false(w.err);
+    if (w.pos != full) fail_msg("encoder %d wrote %zu bytes, ded_msg.h says %zu", kind, w.pos, full);
+    assert_int_equal(msg_le(buf, 4), full - 4); /* the length counts the type byte */
+    for (size_t cap = 0; cap < full; cap++) {
+      memset(buf, 0xee, sizeof buf);
+      w = ded_wr_init(buf, cap);
+      msg_encode_kind(kind, &w, &plan);
+      if (!w.err) fail_msg("encoder %d fit in %zu of %zu bytes", kind, cap, full);
+      assert_true(w.pos <= cap);
+      for (size_t i = cap; i < full; i++) assert_int_equal(buf[i], 0xee);
+    }
   }
+  free(plan.members);
 }
 
 static void test_msg_names(void **state) {
@@ -681,11 +1357,17 @@ static void test_msg_names(void **state) {
     uint8_t type;
     const char *name;
   } names[] = {{DED_MSG_HELLO, "HELLO"},   {DED_MSG_RECORDS, "RECORDS"}, {DED_MSG_JOIN, "JOIN"},
-               {DED_MSG_COMMIT, "COMMIT"}, {DED_MSG_REDIRECT, "REDIRECT"}, {DED_MSG_DATA, "DATA"},
-               {DED_MSG_RESULT, "RESULT"}, {DED_MSG_LEAVE, "LEAVE"},     {DED_MSG_STALE, "STALE"},
-               {0, "unknown"},             {5, "unknown"},               {255, "unknown"}};
+               {DED_MSG_COMMIT, "COMMIT"}, {DED_MSG_DECIDE, "DECIDE"},   {DED_MSG_REDIRECT, "REDIRECT"},
+               {DED_MSG_DATA, "DATA"},     {DED_MSG_RESULT, "RESULT"},   {DED_MSG_LEAVE, "LEAVE"},
+               {DED_MSG_STALE, "STALE"},   {DED_MSG_FETCH, "FETCH"},     {DED_MSG_PROBE, "PROBE"},
+               {0, "unknown"},             {13, "unknown"},              {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
+  /* The numbers are the wire's: they must not move. */
+  assert_int_equal(DED_MSG_DECIDE, 5);
+  assert_int_equal(DED_MSG_FETCH, 11);
+  assert_int_equal(DED_MSG_PROBE, 12);
+  assert_int_equal(DED_PROTO_VERSION, 2);
 }
 
 int main(void) {
@@ -698,11 +1380,20 @@ int main(void) {
       cmocka_unit_test(test_msg_records_writer_limits),
       cmocka_unit_test(test_msg_records_bad),
       cmocka_unit_test(test_msg_join_round_trip),
+      cmocka_unit_test(test_msg_join_plain_encoder_drops_status),
       cmocka_unit_test(test_msg_join_invalid),
+      cmocka_unit_test(test_msg_join_status_round_trip),
+      cmocka_unit_test(test_msg_join_status_invalid),
       cmocka_unit_test(test_msg_commit_round_trip),
       cmocka_unit_test(test_msg_commit_edges_accepted),
       cmocka_unit_test(test_msg_commit_invalid),
       cmocka_unit_test(test_msg_commit_k_mismatch),
+      cmocka_unit_test(test_msg_commit_copy),
+      cmocka_unit_test(test_msg_decide_round_trip),
+      cmocka_unit_test(test_msg_decide_invalid),
+      cmocka_unit_test(test_msg_fetch_round_trip),
+      cmocka_unit_test(test_msg_fetch_invalid),
+      cmocka_unit_test(test_msg_probe_round_trip),
       cmocka_unit_test(test_msg_redirect_round_trip),
       cmocka_unit_test(test_msg_leave_round_trip),
       cmocka_unit_test(test_msg_stale_round_trip),

@@ -17,6 +17,9 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_RESULT: return "RESULT";
   case DED_MSG_LEAVE: return "LEAVE";
   case DED_MSG_STALE: return "STALE";
+  case DED_MSG_DECIDE: return "DECIDE";
+  case DED_MSG_FETCH: return "FETCH";
+  case DED_MSG_PROBE: return "PROBE";
   default: return "unknown";
   }
 }
@@ -46,20 +49,20 @@ void ded_msg_hello_encode(ded_wr *w, const uint8_t run_id[DED_RUN_ID_BYTES], con
   msg_end(w, s);
 }
 
-void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m) {
-  size_t s = msg_begin(w, DED_MSG_JOIN);
+static void msg_join_fields(ded_wr *w, const ded_msg_join *m, uint8_t flags) {
   ded_wr_u64(w, m->round);
+  ded_wr_u32(w, m->view);
   ded_wr_u8(w, m->dtype);
   ded_wr_u64(w, m->count);
   ded_wr_f64(w, m->weight);
   ded_wr_u32(w, m->n_local);
-  ded_wr_u8(w, m->flags);
-  msg_end(w, s);
+  ded_wr_u8(w, flags);
 }
 
-void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m) {
-  size_t s = msg_begin(w, DED_MSG_COMMIT);
+static void msg_commit_body(ded_wr *w, const ded_msg_commit *m) {
   ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->attempt);
+  ded_wr_u64(w, m->base);
   ded_wr_u8(w, m->dtype);
   ded_wr_u64(w, m->count);
   ded_wr_u32(w, m->chunk_elems);
@@ -70,12 +73,58 @@ void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m) {
     ded_wr_u32(w, m->members[i].n_local);
     ded_wr_u64(w, m->members[i].shard_off);
   }
+}
+
+void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m) {
+  size_t s = msg_begin(w, DED_MSG_JOIN);
+  msg_join_fields(w, m, (uint8_t)(m->flags & ~DED_JOIN_F_STATUS));
+  msg_end(w, s);
+}
+
+void ded_msg_join_status_encode(ded_wr *w, const ded_msg_join *m, const ded_msg_commit *plan,
+                                const uint8_t *have) {
+  size_t s = msg_begin(w, DED_MSG_JOIN);
+  msg_join_fields(w, m, (uint8_t)(m->flags | DED_JOIN_F_STATUS));
+  msg_commit_body(w, plan);
+  ded_wr_bytes(w, have, ((size_t)plan->k + 7) / 8);
+  msg_end(w, s);
+}
+
+void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m) {
+  size_t s = msg_begin(w, DED_MSG_COMMIT);
+  msg_commit_body(w, m);
+  msg_end(w, s);
+}
+
+void ded_msg_decide_encode(ded_wr *w, uint32_t view, const ded_msg_commit *plan,
+                           const uint16_t *holders) {
+  size_t s = msg_begin(w, DED_MSG_DECIDE);
+  ded_wr_u64(w, plan->round);
+  ded_wr_u32(w, view);
+  msg_commit_body(w, plan);
+  for (unsigned i = 0; i < plan->k; i++) ded_wr_u16(w, holders[i]);
+  msg_end(w, s);
+}
+
+void ded_msg_fetch_encode(ded_wr *w, const ded_msg_fetch *m) {
+  size_t s = msg_begin(w, DED_MSG_FETCH);
+  ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->attempt);
+  ded_wr_u16(w, m->shard);
+  msg_end(w, s);
+}
+
+void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m) {
+  size_t s = msg_begin(w, DED_MSG_PROBE);
+  ded_wr_u64(w, m->round);
+  ded_wr_u32(w, m->view);
   msg_end(w, s);
 }
 
 void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m) {
   size_t s = msg_begin(w, DED_MSG_REDIRECT);
   ded_wr_u64(w, m->round);
+  ded_wr_u32(w, m->view);
   ded_wr_bytes(w, m->id, DED_ID_BYTES);
   msg_end(w, s);
 }
@@ -94,10 +143,11 @@ void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m) {
 }
 
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
-                             uint64_t offset, size_t elem_bytes) {
-  ded_frame_put_hdr(hdr, type, 16 + elem_bytes);
-  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 16);
+                             uint64_t attempt, uint64_t offset, size_t elem_bytes) {
+  ded_frame_put_hdr(hdr, type, 24 + elem_bytes);
+  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 24);
   ded_wr_u64(&w, round);
+  ded_wr_u64(&w, attempt);
   ded_wr_u64(&w, offset);
   DED_ASSERT(!w.err);
 }
@@ -147,19 +197,38 @@ static bool msg_dtype_ok(uint8_t dtype) { return ded_dtype_size(dtype) != 0; }
 
 static bool msg_weight_ok(double w) { return isfinite(w) && w >= 0.0 && w <= DED_WEIGHT_MAX; }
 
-int ded_msg_join_decode(const uint8_t *p, size_t len, ded_msg_join *m) {
+static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m);
+
+int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_join *m) {
   ded_rd r = ded_rd_init(p, len);
+  memset(m, 0, sizeof *m);
   m->round = ded_rd_u64(&r);
+  m->view = ded_rd_u32(&r);
   m->dtype = ded_rd_u8(&r);
   m->count = ded_rd_u64(&r);
   m->weight = ded_rd_f64(&r);
   m->n_local = ded_rd_u32(&r);
   m->flags = ded_rd_u8(&r);
-  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
+  if (r.err) return DED_ERR_PROTO;
   if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX) return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
-  if (m->flags & ~DED_JOIN_F_GENESIS) return DED_ERR_PROTO;
-  return 0;
+  if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT)) return DED_ERR_PROTO;
+  if (!(m->flags & DED_JOIN_F_STATUS)) return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+  int rv = msg_commit_body_rd(&r, mem, &m->plan);
+  if (rv) return rv;
+  size_t nb = ((size_t)m->plan.k + 7) / 8;
+  m->have = ded_rd_ptr(&r, nb);
+  rv = DED_ERR_PROTO;
+  if (ded_rd_done(&r) && m->plan.round == m->round &&
+      (m->plan.k % 8 == 0 || (m->have[nb - 1] >> (m->plan.k % 8)) == 0))
+    rv = 0;
+  if (rv) ded_msg_join_free(m, mem);
+  return rv;
+}
+
+void ded_msg_join_free(ded_msg_join *m, const ded_mem *mem) {
+  ded_msg_commit_free(&m->plan, mem);
+  m->have = NULL;
 }
 
 /* Checks the invariants the engine relies on: ids strictly increasing (one
@@ -179,32 +248,43 @@ static int msg_commit_check(const ded_msg_commit *m) {
   return 0;
 }
 
-int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_commit *m) {
-  ded_rd r = ded_rd_init(p, len);
+static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m) {
   m->members = NULL;
-  m->round = ded_rd_u64(&r);
-  m->dtype = ded_rd_u8(&r);
-  m->count = ded_rd_u64(&r);
-  m->chunk_elems = ded_rd_u32(&r);
-  m->k = ded_rd_u16(&r);
-  if (r.err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
+  m->round = ded_rd_u64(r);
+  m->attempt = ded_rd_u64(r);
+  m->base = ded_rd_u64(r);
+  m->dtype = ded_rd_u8(r);
+  m->count = ded_rd_u64(r);
+  m->chunk_elems = ded_rd_u32(r);
+  m->k = ded_rd_u16(r);
+  if (r->err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
     return DED_ERR_PROTO;
   /* A floor as well as a ceiling: one-element chunks would make every
    * member queue a frame per element. */
   uint64_t chunk_bytes = (uint64_t)m->chunk_elems * ded_dtype_size(m->dtype);
   if (chunk_bytes < DED_CHUNK_BYTES_MIN || chunk_bytes > DED_CHUNK_BYTES_MAX) return DED_ERR_PROTO;
   if (m->k == 0 || m->k > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
-  if (ded_rd_left(&r) != (size_t)m->k * DED_COMMIT_MEMBER_BYTES) return DED_ERR_PROTO;
+  if (ded_rd_left(r) < (size_t)m->k * DED_COMMIT_MEMBER_BYTES) return DED_ERR_PROTO;
   m->members = ded_mem_calloc(mem, m->k, sizeof *m->members);
   if (!m->members) return DED_ERR_NOMEM;
   for (unsigned i = 0; i < m->k; i++) {
-    ded_rd_bytes(&r, m->members[i].id, DED_ID_BYTES);
-    m->members[i].weight = ded_rd_f64(&r);
-    m->members[i].n_local = ded_rd_u32(&r);
-    m->members[i].shard_off = ded_rd_u64(&r);
+    ded_rd_bytes(r, m->members[i].id, DED_ID_BYTES);
+    m->members[i].weight = ded_rd_f64(r);
+    m->members[i].n_local = ded_rd_u32(r);
+    m->members[i].shard_off = ded_rd_u64(r);
   }
-  int rv = ded_rd_done(&r) ? msg_commit_check(m) : DED_ERR_PROTO;
+  int rv = r->err ? DED_ERR_PROTO : msg_commit_check(m);
   if (rv) ded_msg_commit_free(m, mem);
+  return rv;
+}
+
+int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_commit *m) {
+  ded_rd r = ded_rd_init(p, len);
+  int rv = msg_commit_body_rd(&r, mem, m);
+  if (rv == 0 && !ded_rd_done(&r)) {
+    ded_msg_commit_free(m, mem);
+    rv = DED_ERR_PROTO;
+  }
   return rv;
 }
 
@@ -213,9 +293,61 @@ void ded_msg_commit_free(ded_msg_commit *m, const ded_mem *mem) {
   m->members = NULL;
 }
 
+int ded_msg_commit_copy(ded_msg_commit *dst, const ded_msg_commit *src, const ded_mem *mem) {
+  *dst = *src;
+  dst->members = ded_mem_malloc(mem, (size_t)src->k * sizeof *src->members);
+  if (!dst->members) return DED_ERR_NOMEM;
+  memcpy(dst->members, src->members, (size_t)src->k * sizeof *src->members);
+  return 0;
+}
+
+int ded_msg_decide_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_decide *m) {
+  ded_rd r = ded_rd_init(p, len);
+  memset(m, 0, sizeof *m);
+  m->round = ded_rd_u64(&r);
+  m->view = ded_rd_u32(&r);
+  if (r.err) return DED_ERR_PROTO;
+  int rv = msg_commit_body_rd(&r, mem, &m->plan);
+  if (rv) return rv;
+  rv = DED_ERR_PROTO;
+  if (m->plan.round == m->round && ded_rd_left(&r) == 2 * (size_t)m->plan.k) {
+    m->holders = ded_mem_malloc(mem, (size_t)m->plan.k * sizeof *m->holders);
+    rv = m->holders ? 0 : DED_ERR_NOMEM;
+    for (unsigned i = 0; rv == 0 && i < m->plan.k; i++) {
+      m->holders[i] = ded_rd_u16(&r);
+      if (m->holders[i] >= m->plan.k) rv = DED_ERR_PROTO;
+    }
+  }
+  if (rv) ded_msg_decide_free(m, mem);
+  return rv;
+}
+
+void ded_msg_decide_free(ded_msg_decide *m, const ded_mem *mem) {
+  ded_msg_commit_free(&m->plan, mem);
+  ded_mem_free(mem, m->holders);
+  m->holders = NULL;
+}
+
+int ded_msg_fetch_decode(const uint8_t *p, size_t len, ded_msg_fetch *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->attempt = ded_rd_u64(&r);
+  m->shard = ded_rd_u16(&r);
+  if (!ded_rd_done(&r) || m->shard >= DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->view = ded_rd_u32(&r);
+  return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+}
+
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m) {
   ded_rd r = ded_rd_init(p, len);
   m->round = ded_rd_u64(&r);
+  m->view = ded_rd_u32(&r);
   ded_rd_bytes(&r, m->id, DED_ID_BYTES);
   return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
 }
@@ -223,6 +355,7 @@ int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m) {
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m) {
   ded_rd r = ded_rd_init(p, len);
   m->round = ded_rd_u64(&r);
+  m->attempt = ded_rd_u64(&r);
   m->offset = ded_rd_u64(&r);
   if (r.err) return DED_ERR_PROTO;
   m->len = ded_rd_left(&r);

@@ -1,5 +1,5 @@
 /*
- * ded_msg.h: every message of the wire protocol, version 1.
+ * ded_msg.h: every message of the wire protocol, version 2.
  *
  * One header for the whole protocol (WireGuard's messages.h): the layout
  * of each message, its encoder and its bounded decoder. Decoders check
@@ -23,7 +23,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 1
+#define DED_PROTO_VERSION 2
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -32,11 +32,14 @@ enum ded_msg_type {
   DED_MSG_RECORDS = 2,
   DED_MSG_JOIN = 3,
   DED_MSG_COMMIT = 4,
+  DED_MSG_DECIDE = 5,
   DED_MSG_REDIRECT = 6,
   DED_MSG_DATA = 7,
   DED_MSG_RESULT = 8,
   DED_MSG_LEAVE = 9,
   DED_MSG_STALE = 10,
+  DED_MSG_FETCH = 11,
+  DED_MSG_PROBE = 12,
 };
 
 /* Name of |type| for logs. */
@@ -56,36 +59,21 @@ typedef struct ded_msg_hello {
 /* RECORDS: u16 n (<= DED_RECORDS_PER_FRAME_MAX) | n x (u16 len | record). */
 
 /*
- * JOIN (member -> coordinator): u64 round | u8 dtype | u64 count |
- * f64 weight | u32 n_local | u8 flags.
+ * JOIN (member -> coordinator): u64 round | u32 view | u8 dtype |
+ * u64 count | f64 weight | u32 n_local | u8 flags [| status].
  * |weight| is the job's weight w_j (0 .. DED_WEIGHT_MAX), |n_local| its
- * rank count n_j.
+ * rank count n_j, |view| the coordinator view the member addresses (0 for
+ * the first try; every failover adds one). A JOIN is also a member's report
+ * in a failover: with DED_JOIN_F_STATUS it carries the attempt the member
+ * was running, as the COMMIT payload of that attempt (a COMMIT body, see
+ * below), then a bitmap of ceil(k/8) bytes, bit s set when the member holds
+ * the finished result of shard s in full (unused bits zero).
+ * DED_JOIN_F_INTENT announces a member that will join this round (it is
+ * catching up): the coordinator waits for it as for any expected member.
  */
-enum { DED_JOIN_F_GENESIS = 1 };
+enum { DED_JOIN_F_GENESIS = 1, DED_JOIN_F_STATUS = 2, DED_JOIN_F_INTENT = 4 };
 
-typedef struct ded_msg_join {
-  uint64_t round;
-  uint8_t dtype;
-  uint64_t count;
-  double weight;
-  uint32_t n_local;
-  uint8_t flags;
-} ded_msg_join;
-
-/*
- * COMMIT (coordinator -> everyone who asked to join the round):
- * u64 round | u8 dtype | u64 count | u32 chunk_elems | u16 k |
- * k x (id[32] | f64 weight | u32 n_local | u64 shard_off).
- * Members appear in increasing id order, which is also the fixed order of
- * summation; member i reduces elements [shard_off_i, shard_off_{i+1}),
- * the last one up to |count|, and every shard travels in chunks of
- * |chunk_elems| elements (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). A peer that joined but is not listed was left
- * out: because its buffer differs from the round's (dtype/count tell it
- * what the round's is), or because it came after the round closed. Either
- * way it learns the round's membership, from which it finds the next
- * round's coordinator.
- */
-#define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8)
+typedef struct ded_msg_commit ded_msg_commit;
 
 typedef struct ded_msg_member {
   uint8_t id[DED_ID_BYTES];
@@ -94,31 +82,101 @@ typedef struct ded_msg_member {
   uint64_t shard_off;
 } ded_msg_member;
 
-typedef struct ded_msg_commit {
+/*
+ * COMMIT (coordinator -> everyone who asked to join the round):
+ * u64 round | u64 attempt | u64 base | u8 dtype | u64 count |
+ * u32 chunk_elems | u16 k | k x (id[32] | f64 weight | u32 n_local |
+ * u64 shard_off).
+ * One attempt at the round: |attempt| = view << 32 | the first four bytes
+ * of the coordinator's id (big endian), unique per coordinator and view.
+ * |base| is the attempt of round - 1 the coordinator's lineage comes from
+ * (0: none); a member whose own round - 1 ended with another attempt must
+ * not complete this one. Members appear in increasing id order, which is
+ * also the fixed order of summation; member i reduces elements
+ * [shard_off_i, shard_off_{i+1}), the last one up to |count|, and every
+ * shard travels in chunks of |chunk_elems| elements
+ * (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). A peer that joined but
+ * is not listed was left out because its buffer differs from the round's
+ * (dtype/count tell it what the round's is).
+ */
+#define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8)
+#define DED_COMMIT_BODY_BYTES(k) (8 + 8 + 8 + 1 + 8 + 4 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+
+struct ded_msg_commit {
   uint64_t round;
+  uint64_t attempt;
+  uint64_t base;
   uint8_t dtype;
   uint64_t count;
   uint32_t chunk_elems;
   uint16_t k;
   ded_msg_member *members; /* owned; ded_msg_commit_free */
-} ded_msg_commit;
+};
 
-/* REDIRECT (would-be coordinator -> member): u64 round | id[32]. */
+typedef struct ded_msg_join {
+  uint64_t round;
+  uint32_t view;
+  uint8_t dtype;
+  uint64_t count;
+  double weight;
+  uint32_t n_local;
+  uint8_t flags;
+  /* With DED_JOIN_F_STATUS: */
+  ded_msg_commit plan; /* owned; ded_msg_join_free */
+  const uint8_t *have; /* plan.k bits, points into the decoded payload */
+} ded_msg_join;
+
+/*
+ * DECIDE (coordinator -> members, after a failover or to a late member):
+ * u64 round | u32 view | COMMIT body of the attempt that stands |
+ * k x u16 holder. The attempt's result exists in full among the members:
+ * shard s can be fetched (FETCH) from member holder_s of that attempt.
+ * Members not listed in the attempt (late ones) fetch every shard and do
+ * not contribute.
+ */
+typedef struct ded_msg_decide {
+  uint64_t round;
+  uint32_t view;
+  ded_msg_commit plan; /* owned */
+  uint16_t *holders;   /* plan.k entries, each < plan.k; owned */
+} ded_msg_decide;
+
+/* FETCH (member -> holder): u64 round | u64 attempt | u16 shard. Answered
+ * with the RESULT frames of that shard once the holder has them. */
+typedef struct ded_msg_fetch {
+  uint64_t round;
+  uint64_t attempt;
+  uint16_t shard;
+} ded_msg_fetch;
+
+/* PROBE (coordinator of a new view -> members): u64 round | u32 view.
+ * "Stop the attempt you are running and report to me (JOIN with status)." */
+typedef struct ded_msg_probe {
+  uint64_t round;
+  uint32_t view;
+} ded_msg_probe;
+
+/* REDIRECT (would-be coordinator -> member): u64 round | u32 view | id[32].
+ * Genesis: join |id| instead (smaller than the sender's). Later rounds:
+ * the round has moved on to |view|, coordinated by |id|. */
 typedef struct ded_msg_redirect {
   uint64_t round;
+  uint32_t view;
   uint8_t id[DED_ID_BYTES];
 } ded_msg_redirect;
 
 /*
- * DATA (member -> reducer) and RESULT (reducer -> member):
- * u64 round | u64 offset | elements. |offset| counts elements from the
- * start of the vector; the element count is the payload length divided by
- * the round's element size.
+ * DATA (member -> reducer) and RESULT (reducer or holder -> member):
+ * u64 round | u64 attempt | u64 offset | elements. |offset| counts
+ * elements from the start of the vector; the element count is the payload
+ * length divided by the round's element size. A RESULT carries the
+ * weighted mean g itself, not n_j * g.
  */
-#define DED_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 16)
+#define DED_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
 
 typedef struct ded_msg_data {
   uint64_t round;
+  uint64_t attempt;
   uint64_t offset;
   const uint8_t *elems; /* points into the decoded payload */
   size_t len;           /* bytes */
@@ -135,14 +193,19 @@ typedef struct ded_msg_stale {
 } ded_msg_stale;
 
 /* Sizes of whole frames (header included). */
-#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 8 + 4 + 1)
-#define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + DED_ID_BYTES)
+#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 4 + 1)
+#define DED_JOIN_STATUS_FRAME_BYTES(k)                                                   \
+  (DED_JOIN_FRAME_BYTES + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
+#define DED_DECIDE_FRAME_BYTES(k)                                                        \
+  (DED_FRAME_HDR_BYTES + 8 + 4 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)(k))
+#define DED_FETCH_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 2)
+#define DED_PROBE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4)
+#define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + DED_ID_BYTES)
 #define DED_LEAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 1)
 #define DED_STALE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8)
 #define DED_HELLO_FRAME_BYTES(rec_len)                                                   \
   (DED_FRAME_HDR_BYTES + DED_HELLO_MAGIC_LEN + 2 + DED_RUN_ID_BYTES + 2 + (rec_len))
-#define DED_COMMIT_FRAME_BYTES(k)                                                        \
-  (DED_FRAME_HDR_BYTES + 8 + 1 + 8 + 4 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+#define DED_COMMIT_FRAME_BYTES(k) (DED_FRAME_HDR_BYTES + DED_COMMIT_BODY_BYTES(k))
 
 /*
  * Encoders write a whole frame (header included) into |w| and leave
@@ -152,12 +215,19 @@ void ded_msg_hello_encode(ded_wr *w, const uint8_t run_id[DED_RUN_ID_BYTES], con
                           size_t rec_len);
 void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m);
 void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m);
+/* |have|: plan.k bits, or NULL without status. */
+void ded_msg_join_status_encode(ded_wr *w, const ded_msg_join *m, const ded_msg_commit *plan,
+                                const uint8_t *have);
+void ded_msg_decide_encode(ded_wr *w, uint32_t view, const ded_msg_commit *plan,
+                           const uint16_t *holders);
+void ded_msg_fetch_encode(ded_wr *w, const ded_msg_fetch *m);
+void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m);
 void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
 void ded_msg_leave_encode(ded_wr *w, uint8_t reason);
 void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m);
 /* DATA/RESULT header only: the elements follow separately (zero copy). */
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
-                             uint64_t offset, size_t elem_bytes);
+                             uint64_t attempt, uint64_t offset, size_t elem_bytes);
 
 /*
  * RECORDS frames are built incrementally: begin, add records while
@@ -180,9 +250,17 @@ void ded_msg_records_end(ded_msg_records_wr *rw);
  * DED_ERR_VERSION for a HELLO of another version, DED_ERR_NOMEM).
  */
 int ded_msg_hello_decode(const uint8_t *p, size_t len, ded_msg_hello *m);
-int ded_msg_join_decode(const uint8_t *p, size_t len, ded_msg_join *m);
+/* A JOIN with status owns its plan: release with ded_msg_join_free. */
+int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_join *m);
+void ded_msg_join_free(ded_msg_join *m, const ded_mem *mem);
 int ded_msg_commit_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_commit *m);
 void ded_msg_commit_free(ded_msg_commit *m, const ded_mem *mem);
+/* Deep copy; DED_ERR_NOMEM. */
+int ded_msg_commit_copy(ded_msg_commit *dst, const ded_msg_commit *src, const ded_mem *mem);
+int ded_msg_decide_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_decide *m);
+void ded_msg_decide_free(ded_msg_decide *m, const ded_mem *mem);
+int ded_msg_fetch_decode(const uint8_t *p, size_t len, ded_msg_fetch *m);
+int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m);
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
 int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason);
