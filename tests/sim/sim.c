@@ -9,6 +9,19 @@
  * order). A node whose uplink is idle and that has output is "pumped":
  * it gives one random-size segment from one of its connections, taken
  * round-robin.
+ *
+ * Faults. A crash frees the engine (at the end of the current event: a
+ * hook may crash the node whose callback it runs in), bumps the slot's
+ * generation so that its pump and tick events still queued are ignored,
+ * and marks its links dead (no new data, pending connects refused). A
+ * frozen node's events are not handled: they are appended, in pop order,
+ * to its deferred list (its pumps and ticks are dropped instead), and its
+ * thaw event replays the list, then runs its timers and pumps it. Since
+ * events pop in (time, sequence) order, the list keeps every half-link's
+ * FIFO order, closes included. A reset link drops what its halves hold;
+ * the delivery events still queued for them find nothing and do nothing.
+ * Random draws for faults are made only when a fault is asked for, so a
+ * run without faults draws exactly what it drew before they existed.
  */
 #include "sim.h"
 
@@ -77,21 +90,19 @@ typedef struct link {
   uint32_t conn[2];   /* each side's conn id */
   bool open[2];       /* side i still has the connection */
   bool fin[2];        /* side i closed: the other side sees EOF after its data */
+  bool dead;          /* reset, or an end crashed: no new data, a pending connect fails */
   half dir[2];        /* dir[i]: bytes from side i to side 1-i */
 } link;
 
-typedef struct snode {
-  sim_node_params p;
-  ded_node *node;
-  bool up;
-  uint64_t uplink_free_ns;
-  bool pump_scheduled;
-  uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
-  unsigned rr;      /* round-robin cursor over links */
-  uint8_t seed[DED_SEED_BYTES];
-} snode;
+/*
+ * EV_CONNECT's tag: CONN_SYN when the attempt reaches the listener (the
+ * listener accepts, or the caller is refused, and the caller learns it in
+ * the same event unless it is frozen); CONN_DONE and CONN_REFUSED tell a
+ * caller that was frozen at that moment, once it runs again.
+ */
+enum { CONN_SYN = 0, CONN_DONE = 1, CONN_REFUSED = 2 };
 
-enum ev_type { EV_START, EV_TICK, EV_PUMP, EV_CONNECT, EV_DELIVER, EV_TIMER };
+enum ev_type { EV_START, EV_TICK, EV_PUMP, EV_CONNECT, EV_DELIVER, EV_TIMER, EV_THAW };
 
 typedef struct event {
   uint64_t at;
@@ -101,7 +112,38 @@ typedef struct event {
   int link;
   int side;
   uint64_t tag;
+  uint32_t gen; /* the node's generation when pushed (EV_PUMP, EV_TICK) */
 } event;
+
+typedef struct cb_ctx {
+  sim *s;
+  int node;
+} cb_ctx;
+
+typedef struct snode {
+  sim_node_params p;
+  ded_node *node;
+  ded_node *zombie; /* crashed during the current event: freed after it */
+  cb_ctx ctx;       /* the callbacks' |user| */
+  bool up;          /* started and not crashed */
+  bool crashed;     /* callbacks from its engine are ignored */
+  bool restarting;  /* crashed, a restart is scheduled */
+  uint32_t gen;     /* crashes so far: events of an older life are stale */
+  uint64_t frozen_until; /* 0 = running; else the pending EV_THAW's tag */
+  event *deferred;  /* events that reached it while frozen, in pop order */
+  size_t ndeferred, deferred_cap;
+  uint64_t uplink_free_ns;
+  bool pump_scheduled;
+  uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
+  unsigned rr;      /* round-robin cursor over links */
+  uint8_t seed[DED_SEED_BYTES];
+} snode;
+
+/* A partition: |a| and |b| (b < 0: everyone else) cannot talk until |until|. */
+typedef struct cut {
+  int a, b;
+  uint64_t until;
+} cut;
 
 struct sim {
   sim_rng rng;
@@ -111,12 +153,16 @@ struct sim {
   snode nodes[SIM_NODES_MAX];
   link *links;
   int nlinks, links_cap;
+  cut *cuts;
+  size_t ncuts, cuts_cap;
   event *heap;
   size_t nheap, heap_cap;
   uint64_t seq;
   uint64_t now;
   uint64_t events;
   bool stop;
+  bool in_event; /* inside sim_handle: a crash defers the engine's free */
+  bool reap;     /* some node has a zombie */
 };
 
 /* ---------------------------------------------------------------- heap */
@@ -162,7 +208,8 @@ static event heap_pop(sim *s) {
 }
 
 static void sim_push(sim *s, uint64_t at, int type, int node, int lk, int side, uint64_t tag) {
-  event e = {at, 0, type, node, lk, side, tag};
+  uint32_t gen = node >= 0 && node < s->n ? s->nodes[node].gen : 0;
+  event e = {at, 0, type, node, lk, side, tag, gen};
   heap_push(s, e);
 }
 
@@ -211,63 +258,113 @@ static int addr_node(const sim *s, const ded_addr *a) {
   return -1;
 }
 
+static void half_drop(half *h) {
+  segment *seg = h->head;
+  while (seg) {
+    segment *next = seg->next;
+    free(seg);
+    seg = next;
+  }
+  h->head = h->tail = NULL;
+}
+
+/* Side |side| is gone: the other side sees EOF once what is already in
+ * flight from |side| arrived. */
+static void link_fin(sim *s, int lk, int side) {
+  link *l = &s->links[lk];
+  half *h = &l->dir[side];
+  uint64_t at = DED_MAX(h->last_arrive_ns, s->now + s->lp.latency_ns);
+  h->last_arrive_ns = at;
+  sim_push(s, at, EV_DELIVER, l->node[1 - side], lk, side, 1);
+}
+
+/* The connection breaks: what is in flight is lost, and each side that
+ * has it open sees it closed one latency from now. */
+static void link_reset(sim *s, int lk) {
+  link *l = &s->links[lk];
+  l->dead = true;
+  for (int k = 0; k < 2; k++) half_drop(&l->dir[k]);
+  for (int k = 0; k < 2; k++)
+    if (l->open[k]) sim_push(s, s->now + s->lp.latency_ns, EV_DELIVER, l->node[k], lk, 1 - k, 1);
+}
+
+/* True while a partition keeps nodes |a| and |b| apart. */
+static bool cut_between(const sim *s, int a, int b) {
+  if (a == b || a < 0 || b < 0) return false;
+  for (size_t k = 0; k < s->ncuts; k++) {
+    const cut *c = &s->cuts[k];
+    if (c->until <= s->now) continue;
+    if ((c->a == a && (c->b == b || c->b < 0)) || (c->a == b && (c->b == a || c->b < 0)))
+      return true;
+  }
+  return false;
+}
+
+static bool node_frozen(const sim *s, int i) {
+  return i >= 0 && i < s->n && s->nodes[i].frozen_until != 0;
+}
+
 /* ---------------------------------------------------------------- callbacks */
 
-typedef struct cb_ctx {
-  sim *s;
-  int node;
-} cb_ctx;
-
-static cb_ctx cb_ctxs[SIM_NODES_MAX];
-
 static void node_pump_soon(sim *s, int i);
+
+/* A crashed node's engine may still be on the stack (the crash came from a
+ * hook it called) or being freed: nothing it does reaches anyone. */
+static bool cb_dead(const cb_ctx *c) { return c->s->nodes[c->node].crashed; }
 
 static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
   cb_ctx *c = user;
   sim *s = c->s;
+  if (cb_dead(c)) return -1;
   int lk = link_new(s);
   link *l = &s->links[lk];
   l->node[0] = c->node;
   l->conn[0] = conn_id;
   l->open[0] = true;
   l->node[1] = addr_node(s, addr);
+  if (cut_between(s, c->node, l->node[1])) { /* no answer: it fails after one latency */
+    l->dead = true;
+    sim_push(s, s->now + s->lp.latency_ns, EV_CONNECT, c->node, lk, 0, CONN_SYN);
+    return 0;
+  }
   uint64_t rtt = 2 * s->lp.latency_ns + sim_rng_range(&s->rng, 0, s->lp.jitter_ns);
-  sim_push(s, s->now + rtt, EV_CONNECT, c->node, lk, 0, 0);
+  sim_push(s, s->now + rtt, EV_CONNECT, c->node, lk, 0, CONN_SYN);
   return 0;
 }
 
 static void cb_close(void *user, uint32_t conn_id) {
   cb_ctx *c = user;
   int side;
+  if (cb_dead(c)) return;
   link *l = link_of(c->s, c->node, conn_id, &side);
   if (!l) return;
   l->open[side] = false;
   l->fin[side] = true;
-  /* The other side sees EOF once what is already in flight arrived. */
-  half *h = &l->dir[side];
-  uint64_t at = DED_MAX(h->last_arrive_ns, c->s->now + c->s->lp.latency_ns);
-  h->last_arrive_ns = at;
-  sim_push(c->s, at, EV_DELIVER, l->node[1 - side], (int)(l - c->s->links), side, 1);
+  link_fin(c->s, (int)(l - c->s->links), side);
 }
 
 static void cb_want_write(void *user, uint32_t conn_id) {
   cb_ctx *c = user;
   (void)conn_id;
+  if (cb_dead(c)) return;
   node_pump_soon(c->s, c->node);
 }
 
 static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
   cb_ctx *c = user;
+  if (cb_dead(c)) return;
   if (c->s->hooks.round_done) c->s->hooks.round_done(c->s->hooks.user, c->node, ctx, res);
 }
 
 static void cb_event(void *user, const ded_event *ev) {
   cb_ctx *c = user;
+  if (cb_dead(c)) return;
   if (c->s->hooks.event) c->s->hooks.event(c->s->hooks.user, c->node, ev);
 }
 
 static void cb_log(void *user, int level, const char *line) {
   cb_ctx *c = user;
+  if (cb_dead(c)) return;
   if (c->s->hooks.log) c->s->hooks.log(c->s->hooks.user, c->node, level, line);
 }
 
@@ -279,7 +376,7 @@ static const ded_node_callbacks sim_callbacks = {cb_connect, cb_close, cb_want_w
 /* Keeps exactly one tick event per node, at the node's expiry. */
 static void node_sync_timer(sim *s, int i) {
   snode *sn = &s->nodes[i];
-  if (!sn->up) return;
+  if (!sn->up || sn->frozen_until) return;
   uint64_t at = ded_node_expiry(sn->node);
   if (at == UINT64_MAX) return;
   if (at < s->now) at = s->now;
@@ -295,16 +392,18 @@ static void node_pump_soon(sim *s, int i) {
   sim_push(s, DED_MAX(s->now, sn->uplink_free_ns), EV_PUMP, i, -1, 0, 0);
 }
 
-/* Sends one segment from node |i| if it has output. */
-static void node_pump(sim *s, int i) {
+/* Sends one segment from node |e->node| if it has output. */
+static void node_pump(sim *s, const event *e) {
+  int i = e->node;
   snode *sn = &s->nodes[i];
+  if (e->gen != sn->gen) return; /* a pump of a crashed life */
   sn->pump_scheduled = false;
-  if (!sn->up) return;
+  if (!sn->up || sn->frozen_until) return; /* the thaw pumps again */
   for (int tries = 0; tries < s->nlinks; tries++) {
     int lk = (int)((sn->rr + (unsigned)tries) % (unsigned)s->nlinks);
     link *l = &s->links[lk];
     int side = l->node[0] == i && l->open[0] ? 0 : l->node[1] == i && l->open[1] ? 1 : -1;
-    if (side < 0 || !l->open[1 - side] || (side == 0 && !l->open[1])) continue;
+    if (side < 0 || l->dead || !l->open[1 - side] || (side == 0 && !l->open[1])) continue;
     ded_iov iov[SIM_IOV_MAX];
     int n = ded_node_conn_pending(sn->node, l->conn[side], iov, SIM_IOV_MAX);
     if (n == 0) continue;
@@ -322,10 +421,23 @@ static void node_pump(sim *s, int i) {
     seg->next = NULL;
     ded_node_conn_consume(sn->node, l->conn[side], len, s->now);
     l = &s->links[lk]; /* consume may have opened links (realloc) */
+    if (!sn->up) { /* a hook crashed it meanwhile: the write died with it */
+      free(seg);
+      return;
+    }
     uint64_t tx = (uint64_t)((double)len / sn->p.uplink_bytes_per_s * 1e9);
     sn->uplink_free_ns = s->now + tx;
+    sn->rr = (unsigned)lk + 1;
+    /* Cut meanwhile (a hook), or broken by this very segment: lost. */
+    if (l->dead || (s->lp.reset_prob > 0 && sim_rng_chance(&s->rng, s->lp.reset_prob))) {
+      free(seg);
+      if (!l->dead) link_reset(s, lk);
+      node_pump_soon(s, i);
+      return;
+    }
     half *h = &l->dir[side];
     uint64_t at = sn->uplink_free_ns + s->lp.latency_ns + sim_rng_range(&s->rng, 0, s->lp.jitter_ns);
+    if (s->lp.spike_prob > 0 && sim_rng_chance(&s->rng, s->lp.spike_prob)) at += s->lp.spike_ns;
     if (at < h->last_arrive_ns) at = h->last_arrive_ns;
     h->last_arrive_ns = at;
     seg->arrive_ns = at;
@@ -335,7 +447,6 @@ static void node_pump(sim *s, int i) {
       h->head = seg;
     h->tail = seg;
     sim_push(s, at, EV_DELIVER, l->node[1 - side], lk, side, 0);
-    sn->rr = (unsigned)lk + 1;
     node_pump_soon(s, i); /* more may be waiting, on this or other links */
     return;
   }
@@ -343,43 +454,87 @@ static void node_pump(sim *s, int i) {
 
 static void node_start(sim *s, int i) {
   snode *sn = &s->nodes[i];
-  cb_ctxs[i].s = s;
-  cb_ctxs[i].node = i;
+  sn->crashed = false;
+  sn->restarting = false;
+  sn->ctx.s = s;
+  sn->ctx.node = i;
   ded_node_settings st = sn->p.settings;
   st.identity_seed = sn->seed;
   st.announce[0] = sim_node_addr(i);
   st.n_announce = st.mode == DED_MODE_CLIENT ? 0 : 1;
   st.wall_offset_ns = 1700000000ll * 1000000000ll;
-  int rv = ded_node_new(&st, &sim_callbacks, &cb_ctxs[i], s->now, &sn->node);
+  int rv = ded_node_new(&st, &sim_callbacks, &sn->ctx, s->now, &sn->node);
   if (rv) {
     fprintf(stderr, "sim: node %d: %s\n", i, ded_strerror(rv));
     abort();
   }
   sn->up = true;
   ded_node_start(sn->node, s->now);
-  if (s->hooks.started) s->hooks.started(s->hooks.user, i);
+  if (sn->up && s->hooks.started) s->hooks.started(s->hooks.user, i); /* unless a hook crashed it */
+}
+
+/* Whether a connect on |l| can be accepted by its listener now. */
+static bool connect_ok(const sim *s, const link *l) {
+  int target = l->node[1];
+  return !l->dead && target >= 0 && s->nodes[target].up &&
+         s->nodes[target].p.settings.mode != DED_MODE_CLIENT && !cut_between(s, l->node[0], target);
+}
+
+/* The caller of link |lk| learns its connect failed (once it runs). */
+static void connect_refuse(sim *s, int lk) {
+  link *l = &s->links[lk];
+  int caller = l->node[0];
+  if (!l->open[0]) return;
+  if (node_frozen(s, caller)) {
+    sim_push(s, s->now, EV_CONNECT, caller, lk, 0, CONN_REFUSED);
+    return;
+  }
+  l->open[0] = false;
+  ded_node_conn_closed(s->nodes[caller].node, l->conn[0], DED_ERR_PEER_LOST, s->now);
 }
 
 static void ev_connect(sim *s, const event *e) {
   link *l = &s->links[e->link];
   int caller = l->node[0], target = l->node[1];
-  if (!l->open[0]) return; /* the caller gave up meanwhile */
-  if (target < 0 || !s->nodes[target].up || s->nodes[target].p.settings.mode == DED_MODE_CLIENT) {
+  if (!l->open[0]) return; /* the caller gave up meanwhile, or crashed */
+  if (e->tag == CONN_REFUSED) {
     l->open[0] = false;
     ded_node_conn_closed(s->nodes[caller].node, l->conn[0], DED_ERR_PEER_LOST, s->now);
+    return;
+  }
+  if (e->tag == CONN_DONE) {
+    if (l->dead || !l->open[1]) return; /* broken meanwhile: its close is on the way */
+    ded_node_conn_connected(s->nodes[caller].node, l->conn[0], s->now);
+    node_pump_soon(s, caller);
+    node_pump_soon(s, target);
+    return;
+  }
+  if (!connect_ok(s, l)) {
+    connect_refuse(s, e->link);
     return;
   }
   ded_addr from = sim_node_addr(caller);
   from.port = 40000;
   uint32_t id;
-  if (ded_node_conn_accepted(s->nodes[target].node, &from, &id, s->now) != 0) {
-    l->open[0] = false;
-    ded_node_conn_closed(s->nodes[caller].node, l->conn[0], DED_ERR_PEER_LOST, s->now);
+  int rv = ded_node_conn_accepted(s->nodes[target].node, &from, &id, s->now);
+  /* The listener's hooks may have crashed, frozen or cut anyone meanwhile. */
+  l = &s->links[e->link];
+  if (rv != 0 || !s->nodes[target].up) { /* refused (or the listener died accepting) */
+    connect_refuse(s, e->link);
     return;
   }
-  l = &s->links[e->link];
   l->conn[1] = id;
   l->open[1] = true;
+  if (!l->open[0]) return; /* the caller crashed meanwhile: its close is on the way */
+  if (l->dead) { /* cut meanwhile: the caller's close is on the way, and now the listener's */
+    sim_push(s, s->now + s->lp.latency_ns, EV_DELIVER, target, e->link, 0, 1);
+    return;
+  }
+  if (node_frozen(s, caller)) { /* it learns once it runs again */
+    sim_push(s, s->now, EV_CONNECT, caller, e->link, 0, CONN_DONE);
+    node_pump_soon(s, target);
+    return;
+  }
   ded_node_conn_connected(s->nodes[caller].node, l->conn[0], s->now);
   node_pump_soon(s, caller);
   node_pump_soon(s, target);
@@ -397,7 +552,7 @@ static void ev_deliver(sim *s, const event *e) {
   }
   half *h = &l->dir[e->side];
   segment *seg = h->head;
-  if (!seg) return;
+  if (!seg) return; /* dropped by a reset or a crash */
   h->head = seg->next;
   if (!h->head) h->tail = NULL;
   if (l->open[to] && s->nodes[l->node[to]].up)
@@ -405,21 +560,99 @@ static void ev_deliver(sim *s, const event *e) {
   free(seg);
 }
 
-static void sim_handle(sim *s, const event *e) {
+static void ev_tick(sim *s, const event *e) {
+  snode *sn = &s->nodes[e->node];
+  sn->tick_at = 0;
+  if (!sn->up || sn->frozen_until) return; /* the thaw runs what expired */
+  ded_node_handle_expiry(sn->node, s->now);
+}
+
+/* The frozen node that |e| must wait for, or -1. */
+static int ev_blocker(const sim *s, const event *e) {
+  switch (e->type) {
+  case EV_START:
+  case EV_TIMER: return node_frozen(s, e->node) ? e->node : -1;
+  case EV_DELIVER: {
+    int to = s->links[e->link].node[1 - e->side];
+    return node_frozen(s, to) ? to : -1;
+  }
+  case EV_CONNECT: {
+    const link *l = &s->links[e->link];
+    if (!l->open[0]) return -1;
+    if (e->tag != CONN_SYN) return node_frozen(s, l->node[0]) ? l->node[0] : -1;
+    /* A frozen listener's kernel keeps the attempt in its backlog. */
+    return node_frozen(s, l->node[1]) && connect_ok(s, l) ? l->node[1] : -1;
+  }
+  default: return -1; /* EV_TICK and EV_PUMP see the freeze themselves */
+  }
+}
+
+static void defer_push(sim *s, int i, const event *e) {
+  snode *sn = &s->nodes[i];
+  if (sn->ndeferred == sn->deferred_cap) {
+    sn->deferred_cap = sn->deferred_cap ? sn->deferred_cap * 2 : 64;
+    sn->deferred = realloc(sn->deferred, sn->deferred_cap * sizeof *sn->deferred);
+    if (!sn->deferred) abort();
+  }
+  sn->deferred[sn->ndeferred++] = *e;
+}
+
+static void ev_thaw(sim *s, const event *e);
+
+static void sim_dispatch(sim *s, const event *e) {
+  int b = ev_blocker(s, e);
+  if (b >= 0) {
+    defer_push(s, b, e);
+    return;
+  }
   switch (e->type) {
   case EV_START: node_start(s, e->node); break;
-  case EV_TICK:
-    if (s->nodes[e->node].tick_at != e->tag) return; /* superseded */
-    s->nodes[e->node].tick_at = 0;
-    ded_node_handle_expiry(s->nodes[e->node].node, s->now);
-    break;
-  case EV_PUMP: node_pump(s, e->node); break;
+  case EV_TICK: ev_tick(s, e); break;
+  case EV_PUMP: node_pump(s, e); break;
   case EV_CONNECT: ev_connect(s, e); break;
   case EV_DELIVER: ev_deliver(s, e); break;
   case EV_TIMER:
     if (s->hooks.timer) s->hooks.timer(s->hooks.user, e->node, e->tag);
     break;
+  case EV_THAW: ev_thaw(s, e); break;
   }
+}
+
+/* Node |e->node| runs again: what waited, then its timers, then output. */
+static void ev_thaw(sim *s, const event *e) {
+  int i = e->node;
+  snode *sn = &s->nodes[i];
+  if (sn->frozen_until != e->tag) return; /* extended, or crashed meanwhile */
+  sn->frozen_until = 0;
+  event *q = sn->deferred;
+  size_t nq = sn->ndeferred;
+  sn->deferred = NULL;
+  sn->ndeferred = sn->deferred_cap = 0;
+  /* A hook may freeze it again: the rest then waits anew, in order. */
+  for (size_t k = 0; k < nq; k++) sim_dispatch(s, &q[k]);
+  free(q);
+  if (!sn->up || sn->frozen_until) return;
+  if (ded_node_expiry(sn->node) <= s->now) ded_node_handle_expiry(sn->node, s->now);
+  if (sn->up && !sn->frozen_until) node_pump_soon(s, i);
+}
+
+static void sim_reap(sim *s) {
+  s->reap = false;
+  for (int i = 0; i < s->n; i++) {
+    ded_node *z = s->nodes[i].zombie;
+    s->nodes[i].zombie = NULL;
+    ded_node_free(z);
+  }
+}
+
+static void sim_handle(sim *s, const event *e) {
+  if (e->type == EV_TICK &&
+      (s->nodes[e->node].tick_at != e->tag || s->nodes[e->node].gen != e->gen))
+    return; /* superseded, or of a crashed life */
+  s->in_event = true;
+  sim_dispatch(s, e);
+  s->in_event = false;
+  if (s->reap) sim_reap(s);
   /* Any event may have changed any node's timers or output. */
   for (int i = 0; i < s->n; i++) node_sync_timer(s, i);
 }
@@ -441,17 +674,15 @@ sim *sim_new(uint64_t seed, int n, const sim_link_params *lp, const sim_hooks *h
 }
 
 void sim_free(sim *s) {
-  for (int i = 0; i < s->n; i++) ded_node_free(s->nodes[i].node);
+  for (int i = 0; i < s->n; i++) {
+    ded_node_free(s->nodes[i].node);
+    ded_node_free(s->nodes[i].zombie);
+  }
+  for (int i = 0; i < s->n; i++) free(s->nodes[i].deferred);
   for (int i = 0; i < s->nlinks; i++)
-    for (int d = 0; d < 2; d++) {
-      segment *seg = s->links[i].dir[d].head;
-      while (seg) {
-        segment *next = seg->next;
-        free(seg);
-        seg = next;
-      }
-    }
+    for (int d = 0; d < 2; d++) half_drop(&s->links[i].dir[d]);
   free(s->links);
+  free(s->cuts);
   free(s->heap);
   free(s);
 }
@@ -463,6 +694,10 @@ void sim_node_setup(sim *s, int i, const sim_node_params *p) {
 }
 
 ded_node *sim_node(sim *s, int i) { return s->nodes[i].up ? s->nodes[i].node : NULL; }
+
+int sim_nodes(const sim *s) { return s->n; }
+
+bool sim_up(const sim *s, int i) { return i >= 0 && i < s->n && s->nodes[i].up; }
 
 uint64_t sim_now(const sim *s) { return s->now; }
 
@@ -486,3 +721,107 @@ void sim_run(sim *s, uint64_t until_ns) {
 void sim_stop(sim *s) { s->stop = true; }
 
 uint64_t sim_events(const sim *s) { return s->events; }
+
+/* ---------------------------------------------------------------- faults */
+
+void sim_crash(sim *s, int i) {
+  DED_ASSERT(i >= 0 && i < s->n);
+  snode *sn = &s->nodes[i];
+  DED_ASSERT(sn->up && !sn->zombie);
+  sn->up = false;
+  sn->crashed = true;
+  sn->gen++; /* its pump and tick events still queued are void */
+  sn->zombie = sn->node;
+  sn->node = NULL;
+  sn->tick_at = 0;
+  sn->pump_scheduled = false;
+  for (int lk = 0; lk < s->nlinks; lk++)
+    for (int k = 0; k < 2; k++) {
+      link *l = &s->links[lk];
+      if (l->node[k] != i) continue;
+      l->dead = true;             /* a connect to it pending is refused */
+      half_drop(&l->dir[1 - k]);  /* what was on its way to it is lost */
+      if (!l->open[k]) continue;
+      l->open[k] = false;
+      /* The peer gets what it sent, then sees the connection closed
+       * (also a listener whose accept is still to come: it sees it
+       * closed right after). */
+      if (l->node[1 - k] != i) link_fin(s, lk, k);
+    }
+  if (sn->frozen_until) {
+    /* A killed process is not stopped any more: what waited for it is
+     * handled now, in order (mostly refused or dropped). */
+    sn->frozen_until = 0;
+    for (size_t k = 0; k < sn->ndeferred; k++) {
+      event e = sn->deferred[k];
+      e.at = s->now;
+      heap_push(s, e);
+    }
+    free(sn->deferred);
+    sn->deferred = NULL;
+    sn->ndeferred = sn->deferred_cap = 0;
+  }
+  if (s->in_event) {
+    s->reap = true; /* its engine may be on the stack */
+  } else {
+    ded_node_free(sn->zombie);
+    sn->zombie = NULL;
+  }
+}
+
+void sim_restart(sim *s, int i, uint64_t at_ns, const sim_node_params *p) {
+  DED_ASSERT(i >= 0 && i < s->n);
+  snode *sn = &s->nodes[i];
+  DED_ASSERT(sn->crashed && !sn->restarting);
+  sn->restarting = true;
+  sn->p = *p;
+  if (sn->p.uplink_bytes_per_s <= 0) sn->p.uplink_bytes_per_s = 1e9;
+  for (int b = 0; b < DED_SEED_BYTES; b++) sn->seed[b] = (uint8_t)sim_rng_next(&s->rng);
+  sim_push(s, DED_MAX(at_ns, s->now), EV_START, i, -1, 0, 0);
+}
+
+void sim_freeze(sim *s, int i, uint64_t until_ns) {
+  DED_ASSERT(i >= 0 && i < s->n);
+  snode *sn = &s->nodes[i];
+  if (until_ns <= s->now || until_ns <= sn->frozen_until) return;
+  sn->frozen_until = until_ns;
+  sim_push(s, until_ns, EV_THAW, i, -1, 0, until_ns);
+}
+
+bool sim_frozen(const sim *s, int i) { return node_frozen(s, i); }
+
+static void cut_add(sim *s, int a, int b, uint64_t until_ns) {
+  if (until_ns <= s->now) return;
+  size_t w = 0; /* forget the partitions that are over */
+  for (size_t k = 0; k < s->ncuts; k++)
+    if (s->cuts[k].until > s->now) s->cuts[w++] = s->cuts[k];
+  s->ncuts = w;
+  if (s->ncuts == s->cuts_cap) {
+    s->cuts_cap = s->cuts_cap ? s->cuts_cap * 2 : 16;
+    s->cuts = realloc(s->cuts, s->cuts_cap * sizeof *s->cuts);
+    if (!s->cuts) abort();
+  }
+  s->cuts[s->ncuts++] = (cut){a, b, until_ns};
+}
+
+void sim_partition(sim *s, int a, int b, uint64_t until_ns) {
+  DED_ASSERT(a >= 0 && a < s->n && b >= 0 && b < s->n);
+  if (a == b) return;
+  cut_add(s, a, b, until_ns);
+  for (int lk = 0; lk < s->nlinks; lk++) {
+    const link *l = &s->links[lk];
+    if ((l->node[0] == a && l->node[1] == b) || (l->node[0] == b && l->node[1] == a))
+      link_reset(s, lk);
+  }
+}
+
+void sim_isolate(sim *s, int a, uint64_t until_ns) {
+  DED_ASSERT(a >= 0 && a < s->n);
+  cut_add(s, a, -1, until_ns);
+  for (int lk = 0; lk < s->nlinks; lk++) {
+    const link *l = &s->links[lk];
+    if (l->node[0] != l->node[1] && l->node[0] >= 0 && l->node[1] >= 0 &&
+        (l->node[0] == a || l->node[1] == a))
+      link_reset(s, lk);
+  }
+}

@@ -10,6 +10,11 @@
  *
  * The simulator knows nothing of rounds: scenarios drive jobs through the
  * callbacks below and check what the nodes report.
+ *
+ * Faults (crash, restart, freeze, partition, link resets and delay spikes)
+ * draw from the same seed. A run that uses none of them (no call below,
+ * fault fields of sim_link_params zero) is the same, event for event, as
+ * one on a simulator without them.
  */
 #ifndef DED_SIM_H
 #define DED_SIM_H
@@ -39,6 +44,14 @@ typedef struct sim_link_params {
   uint64_t latency_ns; /* one way */
   uint64_t jitter_ns;  /* added uniformly per segment, FIFO preserved */
   uint32_t segment_max; /* largest segment pulled from a node at once */
+  /* Faults, per segment sent (0 = off). */
+  double reset_prob;   /* the connection breaks instead (loss TCP could not
+                          recover): the segment and everything in flight on
+                          the link is lost, both sides see it closed after
+                          the latency */
+  double spike_prob;   /* the segment is held spike_ns longer; later ones of
+                          the same direction wait behind it (FIFO) */
+  uint64_t spike_ns;
 } sim_link_params;
 
 typedef struct sim_node_params {
@@ -72,8 +85,16 @@ ded_addr sim_node_addr(int i);
 /* Configures node |i| (before sim_run). */
 void sim_node_setup(sim *s, int i, const sim_node_params *p);
 
-/* The node's engine once started, else NULL. */
+/* The node's engine once started, else NULL (also after sim_crash). A
+ * frozen node's engine is returned too: driving it is the scenario's
+ * business. */
 ded_node *sim_node(sim *s, int i);
+
+/* Nodes in the network (the |n| of sim_new). */
+int sim_nodes(const sim *s);
+
+/* True when node |i| is started and not crashed (it may be frozen). */
+bool sim_up(const sim *s, int i);
 
 /* Current virtual time. */
 uint64_t sim_now(const sim *s);
@@ -81,7 +102,9 @@ uint64_t sim_now(const sim *s);
 /* The run's RNG, for scenario decisions (same seed, same choices). */
 sim_rng *sim_rand(sim *s);
 
-/* Calls hooks.timer(node, tag) at |at_ns|. */
+/* Calls hooks.timer(node, tag) at |at_ns| (later if |node| is frozen
+ * then: at its thaw). |node| need not be a node: one outside 0..n-1, such
+ * as -1, is never frozen, for timers of the scenario as a whole. */
 void sim_at(sim *s, int node, uint64_t at_ns, uint64_t tag);
 
 /* Runs events until none are left, |until_ns| passes, or sim_stop. */
@@ -90,5 +113,68 @@ void sim_stop(sim *s);
 
 /* Events processed so far. */
 uint64_t sim_events(const sim *s);
+
+/* ---------------------------------------------------------------- faults
+ *
+ * All of these may be called from any hook (also from inside a callback of
+ * the node they hit) or between sim_run calls. Called from a hook of the
+ * node they hit, they take effect once the engine's current call returns:
+ * the rest of that call still runs (a crashed engine's callbacks are
+ * ignored from the crash on; a frozen one's still fire until it returns).
+ */
+
+/*
+ * Node |i| dies now (SIGKILL); it must be up. No callback or hook fires
+ * from its engine any more, and the engine is freed: at once between
+ * sim_run calls, at the end of the current event from a hook. Rounds in
+ * flight are never reported; their buffers are the scenario's again once
+ * the engine is freed (from a hook: free them in a later event, e.g. a
+ * timer). On every connection of |i|: what was on its way to |i| is lost;
+ * what |i| had already sent still arrives, then the peer sees the
+ * connection closed (ded_node_conn_closed), one latency after the crash
+ * at the earliest; connects to |i| still pending are refused. Timers
+ * (sim_at) for |i| keep firing. sim_node() returns NULL until a
+ * sim_restart. Crashing a frozen node ends its freeze: what waited for it
+ * is handled now (deliveries to it dropped, connects to it refused, its
+ * timers fired).
+ */
+void sim_crash(sim *s, int i);
+
+/*
+ * Crashed node |i| comes back at |at_ns| (now if past) as a new process:
+ * a new identity (its seed drawn from the run's RNG at this call), a fresh
+ * engine built from |p| (p->start_ns is ignored; the announce address is
+ * sim_node_addr(i) again), then hooks.started fires again. Old connections
+ * of the slot stay dead. |i| must be crashed and not already restarting.
+ */
+void sim_restart(sim *s, int i, uint64_t at_ns, const sim_node_params *p);
+
+/*
+ * Node |i| stops (SIGSTOP, a closed laptop lid) until |until_ns|: no
+ * timer, no output, nothing delivered to it, no connect accepted or
+ * completed by it. Its connections stay open; bytes, closes and connects
+ * reaching it wait (the kernel's buffers and backlog) and so do its
+ * sim_at timers. At the thaw everything that waited is handled in arrival
+ * order, then the node's expired timers run, then it sends again. A freeze
+ * while frozen extends to the later time; an earlier |until_ns| does
+ * nothing. A node not up yet (or crashed) may be frozen too: its start
+ * (or restart) waits for the thaw.
+ */
+void sim_freeze(sim *s, int i, uint64_t until_ns);
+
+/* True while node |i| is frozen. */
+bool sim_frozen(const sim *s, int i);
+
+/*
+ * Cuts nodes |a| and |b| apart until |until_ns|: every connection between
+ * them is reset now (what is in flight is lost, each side that has it
+ * open sees it closed one latency later), and a connect between them, in
+ * either direction, fails until then: the caller sees it closed after
+ * one latency.
+ */
+void sim_partition(sim *s, int a, int b, uint64_t until_ns);
+
+/* sim_partition of |a| from every other node. */
+void sim_isolate(sim *s, int a, uint64_t until_ns);
 
 #endif /* DED_SIM_H */
