@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { EVAL_SAMPLES = 512 };
 
@@ -70,6 +71,7 @@ enum { EVAL_SAMPLES = 512 };
 typedef struct {
   int steps, buckets, dim, hidden, classes, batch, log_every;
   int shard_base, shards; /* shards <= 0: the world size */
+  int step_ms;            /* extra compute time per step (tests) */
   uint64_t seed;
   float lr;
   bool nonblocking, quiet;
@@ -325,7 +327,7 @@ static void usage(FILE *f)
   fputs("usage: trainer [--steps N] [--buckets B] [--dim D] [--hidden H]\n"
         "         [--classes C] [--batch N] [--lr X] [--seed S]\n"
         "         [--shard-base K] [--shards S] [--log-every K]\n"
-        "         [--nonblocking] [--out FILE] [--quiet]\n"
+        "         [--nonblocking] [--out FILE] [--quiet] [--step-ms MS]\n"
         "Rank r trains on data shard K+r of S (default K=0, S=world size).\n"
         "Defaults: 100 steps, 4 buckets, dim 256, hidden 256, 10 classes,\n"
         "batch 32 per rank, lr 0.5, seed 1, a line every step.\n",
@@ -397,6 +399,8 @@ static bool opts_set(trainer_opts *o, const char *name, const char *v)
     return parse_int(v, 0, 1 << 30, &o->shard_base);
   if (!strcmp(name, "shards"))
     return parse_int(v, 1, 1 << 30, &o->shards);
+  if (!strcmp(name, "step-ms"))
+    return parse_int(v, 0, 100000, &o->step_ms);
   if (!strcmp(name, "seed"))
     return parse_u64(v, &o->seed);
   if (!strcmp(name, "lr"))
@@ -513,6 +517,10 @@ static void train(trainer *t)
 {
   double comm_s = 0.0, t0 = MPI_Wtime();
   for (int step = 1; step <= t->o.steps; step++) {
+    if (t->o.step_ms > 0) { /* a slower model: compute time per step */
+      struct timespec ts = {t->o.step_ms / 1000, (long)(t->o.step_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+    }
     double loss = train_step(t, step, &comm_s);
     if (!step_logged(&t->o, step))
       continue;

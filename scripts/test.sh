@@ -5,24 +5,27 @@
 # target for a short while. Exits non-zero if anything fails.
 #   FUZZ_SECONDS  seconds per fuzz target (default 15)
 #   SIM_SEEDS     seeds of the simulator tier (default 2000; SIM_SEEDS_ASAN, 500, under ASan)
+#   CHAOS_SEEDS   seeds of its fault-schedule part (default 2000; CHAOS_SEEDS_ASAN, 150, under ASan)
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc)
 SIM_SEEDS=${SIM_SEEDS:-2000}
+CHAOS_SEEDS=${CHAOS_SEEDS:-2000}
 
 step() { printf '\n==== %s\n' "$*"; }
 
 step "release build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDMPI_SIM_SEEDS="$SIM_SEEDS" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDMPI_SIM_SEEDS="$SIM_SEEDS" \
+  -DDEDMPI_CHAOS_SEEDS="$CHAOS_SEEDS" >/dev/null
 cmake --build build -j"$jobs"
 step "tests (release build)"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "sanitizer build (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDEDMPI_SANITIZE=ON \
-  -DDEDMPI_SIM_SEEDS="${SIM_SEEDS_ASAN:-500}" >/dev/null
+  -DDEDMPI_SIM_SEEDS="${SIM_SEEDS_ASAN:-500}" -DDEDMPI_CHAOS_SEEDS="${CHAOS_SEEDS_ASAN:-150}" >/dev/null
 cmake --build build-asan -j"$jobs"
 step "tests (sanitizer build)"
 ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j"$jobs"

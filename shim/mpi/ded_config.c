@@ -201,6 +201,18 @@ static void set_round_timeout(parse_ctx *p, const char *name, const char *v) {
   set_duration(p, name, v, &p->cfg->round_timeout_ns);
 }
 
+static void set_deadline_floor(parse_ctx *p, const char *name, const char *v) {
+  set_duration(p, name, v, &p->cfg->deadline_floor_ns);
+}
+
+static void set_history(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0)
+    cfg_error(p, name, v, "expected a size such as 0, 64M or 1G");
+  else
+    p->cfg->history_bytes = n == 0 ? UINT64_MAX : n; /* the engine's "keep nothing" */
+}
+
 static void set_chunk(parse_ctx *p, const char *name, const char *v) {
   uint64_t n;
   if (parse_size(v, &n) != 0 || n < DED_CHUNK_BYTES_MIN || n > DED_CHUNK_BYTES_MAX)
@@ -235,7 +247,9 @@ static const var_def vars[] = {
     {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_bool},
     {{"DEDMPI_JOIN_TIMEOUT", "30s", "how long MPI_Init tries the DEDMPI_JOIN peers"}, set_join_timeout},
     {{"DEDMPI_RENDEZVOUS_TIMEOUT", "300s", "how long the first round waits for DEDMPI_MIN_PEERS"}, set_rendezvous_timeout},
-    {{"DEDMPI_ROUND_TIMEOUT", "60s", "how long a round waits for members before closing without them"}, set_round_timeout},
+    {{"DEDMPI_ROUND_TIMEOUT", "60s", "bound on one all-reduce: past it the job keeps its own values (out of step)"}, set_round_timeout},
+    {{"DEDMPI_DEADLINE_FLOOR", "500ms", "shortest learned deadline (waiting for a missing member, for progress)"}, set_deadline_floor},
+    {{"DEDMPI_HISTORY_BYTES", "256M", "finished results kept to serve members that fall behind (0 = none)"}, set_history},
     {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
     {{NULL, NULL, NULL}, NULL},
 };
@@ -260,6 +274,8 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->rendezvous_timeout_ns = 300ull * 1000000000ull;
   cfg->round_timeout_ns = 60ull * 1000000000ull;
   cfg->chunk_bytes = 256 * 1024;
+  cfg->deadline_floor_ns = 500ull * 1000000ull;
+  cfg->history_bytes = 256ull << 20;
   if (errlen) errors[0] = '\0';
   if (warnlen) warnings[0] = '\0';
   parse_ctx p = {cfg, errors, errlen, 0};
