@@ -24,16 +24,21 @@ extern "C" {
 typedef struct dedmpi_round_info {
   /* The round's number: the swarm's count of averaged all-reduces. */
   unsigned long long round;
-  /* Jobs whose buffers were averaged, this one included; 1 = alone. */
+  /* Jobs whose buffers were averaged (this one included, unless |late|). */
   int contributors;
   /* Sum of the contributors' weights (by default their rank counts, so
    * for jobs of one rank each this equals |contributors|). */
   double total_weight;
   /* 1 when this job's buffer was left as its own local sum: no other job
-   * took part (or the round closed before this job joined, see |late|). */
+   * took part, or the swarm could not finish the round within
+   * DEDMPI_ROUND_TIMEOUT (then |late| is 1 too: the job is out of step). */
   int alone;
-  /* 1 when the round closed before this job joined it. */
+  /* 1 when the round went on without this job: with |alone| 0 it got the
+   * swarm's result all the same (its own gradient was dropped). */
   int late;
+  /* Failovers the round went through (a member lost, a coordinator
+   * replaced); 0 normally. */
+  int recoveries;
   /* MPI_SUCCESS, or the error code the all-reduce returned. */
   int error;
 } dedmpi_round_info;

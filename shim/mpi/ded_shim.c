@@ -63,6 +63,7 @@ typedef struct shim_header {
   int32_t alone;
   int32_t late;
   int32_t contributors;
+  int32_t recoveries;
   double total_weight;
   uint64_t round;
 } shim_header;
@@ -166,6 +167,7 @@ static void op_fill_header(shim_op *op) {
   op->hdr.mpi_err = op->local_err != MPI_SUCCESS ? op->local_err : err_to_mpi(op->res.status);
   op->hdr.alone = op->res.alone;
   op->hdr.late = op->res.late;
+  op->hdr.recoveries = (int32_t)op->res.recoveries;
   op->hdr.contributors = (int32_t)op->res.contributors;
   op->hdr.total_weight = op->res.total_weight;
   op->hdr.round = op->res.round;
@@ -177,7 +179,7 @@ static void op_complete(shim_op *op, int bcast_err) {
   if (op->mpi_err == MPI_SUCCESS && op->local_err != MPI_SUCCESS) op->mpi_err = op->local_err;
   op->complete = true;
   S.last = (dedmpi_round_info){op->hdr.round, op->hdr.contributors, op->hdr.total_weight,
-                               op->hdr.alone, op->hdr.late, op->mpi_err};
+                               op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err};
   S.have_last = true;
   atomic_fetch_sub(&S.pending, 1);
   if (op->nonblocking) PMPI_Grequest_complete(op->greq);

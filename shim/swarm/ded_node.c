@@ -193,6 +193,7 @@ struct ded_round {
   unsigned refs_user, refs_res;
   uint32_t recoveries; /* failovers so far */
   bool keep;           /* reported with a result: it goes to the history */
+  bool suspect;        /* we stalled during this attempt: confirm before completing */
   bool reported;
 };
 
@@ -290,6 +291,7 @@ struct ded_node {
    * the attempt each of our reported rounds ended with. */
   lin_entry lin[NODE_LIN_RING];
   bool have_members;      /* any lineage at all (else: genesis) */
+  bool ever_members;      /* we had a lineage once: the swarm exists */
   uint64_t members_round; /* the newest round in |lin| */
   /* Rounds we coordinate (open or recently committed). */
   coord_round **coords;
@@ -319,6 +321,7 @@ struct ded_node {
   uint64_t now_ns; /* time of the entry point being run */
   bool wake_soon;  /* something needs the fast tick: set where work appears */
   unsigned self_depth; /* nested joins to ourselves (round_send_join) */
+  uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
   bool leaving;
   bool reap_needed;
 };
@@ -890,7 +893,7 @@ static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *p
   e->final = was_final;
   e->final_attempt = fa;
   if (!node->have_members || no > node->members_round) node->members_round = no;
-  node->have_members = true;
+  node->have_members = node->ever_members = true;
   return 0;
 }
 
@@ -1374,6 +1377,11 @@ static void rounds_report_ready(ded_node *node, uint64_t now_ns);
 static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
   if ((r->state != ROUND_RUNNING && r->state != ROUND_FETCHING) || r->frozen) return;
   if (r->res_got < round_chunks_total(r)) return;
+  if (r->suspect) { /* we were away: ask whether this attempt still stands */
+    r->suspect = false;
+    round_failover(node, r, "this peer did not run for a while; confirming the attempt", now_ns);
+    return;
+  }
   ewma_add(&node->run_ewma, now_ns - r->started_ns);
   r->state = ROUND_DONE_WAIT;
   rounds_report_ready(node, now_ns);
@@ -1498,6 +1506,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
   if (rv) return rv;
   r->has_plan = true;
+  r->suspect = false;
   r->started_ns = now_ns;
   r->wait_ns = now_ns + node_progress_wait(node);
   unsigned k = plan->k;
@@ -1701,6 +1710,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
     r->wait_ns = now_ns + node_progress_wait(node);
   }
   r->frozen = false;
+  r->suspect = false;
   ded_mem_free(node->mem, r->holders);
   ded_mem_free(node->mem, r->fetch_sent);
   r->fetch_sent = NULL;
@@ -2083,11 +2093,16 @@ static uint8_t *encode_decide(ded_node *node, uint32_t view, const ded_msg_commi
 }
 
 static bool coord_quorum(ded_node *node, const coord_round *cr) {
+  /* The previous round's members; for the first round (or a previous round
+   * we no longer know), those we wait for: the members of the attempts
+   * reported. */
   lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
-  if (!prev) return true;
+  const uint8_t(*ids)[DED_ID_BYTES] = prev ? (const uint8_t(*)[DED_ID_BYTES])prev->ids
+                                            : (const uint8_t(*)[DED_ID_BYTES])cr->expect;
+  unsigned n = prev ? prev->n : cr->nexpect;
   unsigned base = 0, in = 0;
-  for (unsigned i = 0; i < prev->n; i++) {
-    const uint8_t *id = prev->ids[i];
+  for (unsigned i = 0; i < n; i++) {
+    const uint8_t *id = ids[i];
     bool present = ded_gather_find(&cr->g, id) != NULL;
     if (!present && !id_is_me(node, id)) {
       ded_peer *p = peer_find(node, id);
@@ -2175,7 +2190,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
 
 /* Decides |cr| once everyone it waits for has reported, or its time is up. */
 static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
-  if (cr->decided || cr->g.n == 0) return;
+  if (cr->decided || cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
   bool all = true;
   if (cr->genesis) {
     if (cr->g.n < node->s.min_peers) all = false;
@@ -2866,7 +2881,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       continue;
     }
     /* Waiting for the first round's rendezvous has its own bound. */
-    if (r->state == ROUND_WAIT_PREV && !node->have_members) r->bound_ns = now_ns + node->s.round_timeout_ns;
+    if (r->state == ROUND_WAIT_PREV && !node->ever_members)
+      r->bound_ns = now_ns + node->s.round_timeout_ns;
     if (now_ns >= r->bound_ns) {
       node_log(node, DED_LOG_WARN,
                "round %llu: no result within the bound (%llu ms); this job keeps its own values "
@@ -2889,6 +2905,28 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   rounds_advance(node, now_ns);
   if (node_needs_fast_tick(node)) node->wake_soon = true;
   if (node->rec_refresh_ns < node->tick_ns) node->tick_ns = DED_MAX(node->rec_refresh_ns, now_ns + 1);
+}
+
+/*
+ * Every entry point starts here. A gap since the last one longer than the
+ * deadline floor means this process did not run (SIGSTOP, a suspended
+ * laptop, a starved thread): the swarm may have decided without us
+ * meanwhile, so a running attempt that now completes is confirmed with a
+ * coordinator first (round_check_complete) instead of taken as it is.
+ */
+static void node_enter(ded_node *node, uint64_t now_ns) {
+  if (node->now_ns != 0 && now_ns > node->now_ns + node->s.deadline_floor_ns) {
+    /* What queued up while we were away (reports to views we coordinate,
+     * probes of newer views) is read before we decide anything. */
+    node->quiet_until_ns = now_ns + node->s.deadline_floor_ns;
+    node->wake_soon = true;
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *r = node->rounds[i];
+      if (!r->reported && r->has_plan && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING))
+        r->suspect = true;
+    }
+  }
+  node->now_ns = now_ns;
 }
 
 int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb, void *user,
@@ -2932,7 +2970,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
     return rv;
   }
   node->tick_ns = now_ns;
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   *out = node;
   return 0;
 }
@@ -2962,7 +3000,7 @@ void ded_node_free(ded_node *node) {
 }
 
 int ded_node_start(ded_node *node, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   if (node->boot != BOOT_IDLE) return DED_ERR_INVALID_ARG;
   node_log(node, DED_LOG_INFO, "peer %s starting in run '%s'", node->sid, node->run);
   if (node->s.n_bootstrap == 0) {
@@ -2981,7 +3019,7 @@ const uint8_t *ded_node_id(const ded_node *node) { return node->ident.id; }
 
 int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *conn_id,
                            uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
   ded_conn *c = conn_new(node, false, remote);
   if (!c) return DED_ERR_LIMIT;
@@ -2994,7 +3032,7 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
 }
 
 void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   ded_conn *c = conn_get(node, conn_id);
   if (!c || c->state != CONN_CONNECTING) return;
   c->state = CONN_AWAIT_HELLO;
@@ -3007,7 +3045,7 @@ void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns) 
 
 void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, size_t len,
                         uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   ded_conn *c = conn_get(node, conn_id);
   if (!c || c->state == CONN_CONNECTING) {
     node_reap(node);
@@ -3026,7 +3064,7 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
 }
 
 void ded_node_conn_closed(ded_node *node, uint32_t conn_id, int status, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   ded_conn *c = conn_get(node, conn_id);
   /* The driver closed it already: no close callback back to it. */
   if (c) conn_close(node, c, status ? status : DED_ERR_PEER_LOST, false);
@@ -3068,7 +3106,7 @@ int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int ma
 }
 
 void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   ded_conn *c = conn_get(node, conn_id);
   while (c && n > 0) {
     sendq_item *it = c->cur;
@@ -3096,13 +3134,13 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
 uint64_t ded_node_expiry(const ded_node *node) { return node->tick_ns; }
 
 void ded_node_handle_expiry(ded_node *node, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   if (now_ns >= node->tick_ns) node_tick(node, now_ns);
   node_reap(node);
 }
 
 int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
   if (node->s.no_rounds || !args->buf || args->count == 0 || args->count > DED_COUNT_MAX ||
       ded_dtype_size(args->dtype) == 0 || !isfinite(args->weight) || args->weight < 0.0 ||
@@ -3128,7 +3166,7 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
 void ded_node_leave(ded_node *node, uint64_t now_ns) {
   (void)now_ns;
   if (node->leaving) return;
-  node->now_ns = now_ns;
+  node_enter(node, now_ns);
   node->leaving = true;
   node_log(node, DED_LOG_INFO, "leaving the swarm");
   for (unsigned i = 0; i < node->nrounds; i++) round_fail(node, node->rounds[i], DED_ERR_CLOSING);

@@ -77,6 +77,8 @@ typedef struct scenario {
   char why[512];
 } scenario;
 
+#define TAG_LEAVE 1
+
 static size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 8; }
 
 static void fail(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -122,7 +124,10 @@ static void submit_next(scenario *sc, job *j) {
 static void hook_timer(void *user, int node, uint64_t tag) {
   scenario *sc = user;
   job *j = &sc->jobs[node];
-  (void)tag;
+  if (tag == TAG_LEAVE) {
+    ded_node_leave(sim_node(sc->s, node), sim_now(sc->s));
+    return;
+  }
   if (j->submitted >= sc->rounds || j->inflight >= sc->buckets) return;
   submit_next(sc, j);
   if (j->submitted < sc->rounds && j->inflight < sc->buckets &&
@@ -163,7 +168,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
   j->completed++;
   /* A job that is done finalizes at once, as a real trainer does, while
    * others may still be finishing the same round. */
-  if (j->completed == sc->rounds) ded_node_leave(sim_node(sc->s, node), sim_now(sc->s));
+  if (j->completed == sc->rounds) sim_at(sc->s, node, sim_now(sc->s), TAG_LEAVE); /* not from a callback */
   /* Next step once the whole step is in. */
   if (j->inflight == 0 && j->submitted < sc->rounds)
     sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc, j), 0);
