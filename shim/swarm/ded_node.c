@@ -429,21 +429,27 @@ static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
   if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
 }
 
-/* Queues a control frame built by |encode| into a buffer of |cap| bytes. */
-static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t len) {
-  if (c->state == CONN_DEAD) return 0;
-  sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
-  uint8_t *copy = ded_mem_malloc(node->mem, len);
-  if (!it || !copy) {
-    ded_mem_free(node->mem, it);
-    ded_mem_free(node->mem, copy);
-    return DED_ERR_NOMEM;
+/* Queues a whole frame in |frame| (allocated from node->mem), which the
+ * queue now owns: freed on every path. */
+static int conn_send_owned(ded_node *node, ded_conn *c, uint8_t *frame, size_t len) {
+  sendq_item *it = c->state == CONN_DEAD ? NULL : ded_mem_calloc(node->mem, 1, sizeof *it);
+  if (!it) {
+    ded_mem_free(node->mem, frame);
+    return c->state == CONN_DEAD ? 0 : DED_ERR_NOMEM;
   }
-  memcpy(copy, frame, len);
-  it->owned = copy;
+  it->owned = frame;
   it->owned_len = len;
   conn_enqueue(node, c, Q_CTRL, it);
   return 0;
+}
+
+/* Queues a copy of a control frame. */
+static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t len) {
+  if (c->state == CONN_DEAD) return 0;
+  uint8_t *copy = ded_mem_malloc(node->mem, len);
+  if (!copy) return DED_ERR_NOMEM;
+  memcpy(copy, frame, len);
+  return conn_send_owned(node, c, copy, len);
 }
 
 /* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */
@@ -1900,9 +1906,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
       if (!frame) return;
       ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
       memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      int rv = conn_send_ctrl(node, to->conn, frame, bytes);
-      ded_mem_free(node->mem, frame);
-      if (rv) return;
+      if (conn_send_owned(node, to->conn, frame, bytes)) return;
     }
     return;
   }
