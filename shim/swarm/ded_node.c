@@ -18,6 +18,7 @@
  */
 #include "ded_node.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,6 +144,13 @@ typedef struct early_frame {
   uint8_t payload[];
 } early_frame;
 
+/* A HAVE heard for a round: |id| holds |attempt| and accepted it in |view|. */
+typedef struct round_vote {
+  uint64_t attempt;
+  uint32_t view;
+  uint8_t id[DED_ID_BYTES];
+} round_vote;
+
 /* A FETCH of a shard we are still reducing: answered chunk by chunk. */
 typedef struct pending_fetch {
   struct pending_fetch *next;
@@ -191,9 +199,16 @@ struct ded_round {
   size_t early_bytes;
   /* Queued frames pointing into our memory. */
   unsigned refs_user, refs_res;
+  /* Completion (the COMMIT comment in ded_msg.h): the view in which we
+   * took the current attempt, whether we sent HAVE for it, the HAVEs heard
+   * (any attempt, any view), and an attempt known to be the round's result. */
+  uint32_t acc_view;
+  bool accepted;
+  uint64_t chosen;
+  round_vote *votes;
+  unsigned nvotes, votes_cap;
   uint32_t recoveries; /* failovers so far */
-  bool keep;           /* reported with a result: it goes to the history */
-  bool suspect;        /* we stalled during this attempt: confirm before completing */
+  bool keep;           /* reported with the round's result: it goes to the history */
   bool reported;
 };
 
@@ -212,6 +227,8 @@ typedef struct coord_round {
     ded_msg_commit plan;
     uint8_t *have; /* union of the reporters' shard bits */
     uint16_t *holder;
+    uint32_t acc_view; /* the highest view a reporter accepted it in, or DED_VIEW_NONE */
+    bool done;         /* a reporter completed the round with it */
   } att[4];
   unsigned natt;
   uint64_t first_ns, last_ns, deadline_ns;
@@ -322,6 +339,7 @@ struct ded_node {
   bool wake_soon;  /* something needs the fast tick: set where work appears */
   unsigned self_depth; /* nested joins to ourselves (round_send_join) */
   uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
+  bool reporting, report_again; /* rounds_report_ready is running; run it again */
   bool leaving;
   bool reap_needed;
 };
@@ -981,6 +999,7 @@ static void round_free_attempt(ded_node *node, ded_round *r) {
   r->fetchers = NULL;
   r->has_plan = false;
   r->frozen = false;
+  r->accepted = false;
   r->reduced = r->res_got = 0;
   r->my_off = r->my_len = r->my_nchunks = 0;
   r->me = 0;
@@ -999,6 +1018,7 @@ static void round_free(ded_node *node, ded_round *r) {
   round_free_attempt(node, r);
   node_buf_put(node, r->res, round_bytes(r));
   ded_mem_free(node->mem, r->lin);
+  ded_mem_free(node->mem, r->votes);
   early_free_list(node, r->early_head);
   ded_mem_free(node->mem, r);
 }
@@ -1065,7 +1085,10 @@ static uint64_t round_chunks_total(const ded_round *r) { return r->res_base[r->p
 static void round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
   DED_ASSERT(!r->reported);
   bool via_attempt = status == 0 && !alone && r->has_plan;
-  bool with_result = status == 0 && r->has_plan && r->res_bits && r->res_got == round_chunks_total(r);
+  /* The round's result (not an attempt that was still short of a quorum
+   * when the bound hit): kept, to serve others. */
+  bool with_result = status == 0 && r->has_plan && r->res_bits &&
+                     r->res_got == round_chunks_total(r) && r->chosen == r->plan.attempt;
   lin_entry *e = lin_get(node, r->no);
   if (e) {
     e->final = true;
@@ -1205,6 +1228,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       return;
     }
     j.flags |= DED_JOIN_F_STATUS;
+    j.acc_view = r->accepted ? r->acc_view : DED_VIEW_NONE;
     j.plan = r->plan;
     j.have = have;
   }
@@ -1378,22 +1402,178 @@ static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned 
 }
 
 static void rounds_report_ready(ded_node *node, uint64_t now_ns);
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns);
 
-/* The whole result is here: report once every earlier round has. */
-static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
-  if ((r->state != ROUND_RUNNING && r->state != ROUND_FETCHING) || r->frozen) return;
-  if (r->res_got < round_chunks_total(r)) return;
-  if (r->suspect) { /* we were away: ask whether this attempt still stands */
-    r->suspect = false;
-    round_failover(node, r, "this peer did not run for a while; confirming the attempt", now_ns);
-    return;
+/* ---- completion: HAVE quorums ---- */
+
+/* True if |r|'s attempt was planned on another result of the previous
+ * round than the one that round ended with here. */
+static bool round_void_base(ded_node *node, const ded_round *r) {
+  lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+  return r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+         prev->final_attempt != r->plan.base;
+}
+
+/* Drops such an attempt (it never completes here) and fails over along
+ * the previous round's real membership. */
+static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
+  lin_entry *prev = lin_get(node, r->no - 1);
+  char why[128];
+  snprintf(why, sizeof why,
+           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
+           "%llx here",
+           (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
+           (unsigned long long)prev->final_attempt);
+  round_detach_output(node, r, false);
+  round_free_attempt(node, r);
+  r->state = ROUND_RUNNING;
+  if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
+    round_failover(node, r, why, now_ns);
+  else
+    round_fail(node, r, DED_ERR_NOMEM);
+}
+
+/* A quorum of |total| acceptors: more than half, or exactly half with the
+ * primary among them (two such sets always share a member). */
+static bool quorum_of(unsigned in, unsigned total, bool primary_in) {
+  return 2 * in > total || (2 * in == total && primary_in);
+}
+
+/* Index of |id| in |plan| (members are sorted by id), or plan->k. */
+static unsigned plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTES]) {
+  unsigned lo = 0, hi = plan->k;
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    int c = memcmp(plan->members[mid].id, id, DED_ID_BYTES);
+    if (c == 0) return mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  ewma_add(&node->run_ewma, now_ns - r->started_ns);
+  return plan->k;
+}
+
+static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
+                           uint32_t view, uint8_t flags) {
+  if (!to || !to->conn) return;
+  uint8_t frame[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_have h = {round, attempt, view, flags};
+  ded_msg_have_encode(&w, &h);
+  conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* Remembers that |id| accepted |attempt| in |view| (once; within bounds). */
+static void round_vote_add(ded_node *node, ded_round *r, const uint8_t id[DED_ID_BYTES],
+                           uint64_t attempt, uint32_t view) {
+  for (unsigned i = 0; i < r->nvotes; i++) {
+    const round_vote *v = &r->votes[i];
+    if (v->attempt == attempt && v->view == view && memcmp(v->id, id, DED_ID_BYTES) == 0) return;
+  }
+  if (r->nvotes == r->votes_cap) {
+    if (r->votes_cap >= DED_ROUND_VOTES_MAX) return;
+    unsigned cap = r->votes_cap ? 2 * r->votes_cap : 8;
+    round_vote *v = ded_mem_realloc(node->mem, r->votes, (size_t)cap * sizeof *v);
+    if (!v) return; /* only delays completion: the failover path still works */
+    r->votes = v;
+    r->votes_cap = cap;
+  }
+  round_vote *v = &r->votes[r->nvotes++];
+  v->attempt = attempt;
+  v->view = view;
+  memcpy(v->id, id, DED_ID_BYTES);
+}
+
+/* True once the current attempt is the round's result: someone completed
+ * it, or a quorum of its acceptors accepted it in one view. */
+static bool round_is_chosen(const ded_round *r) {
+  if (!r->has_plan) return false;
+  if (r->chosen) return r->chosen == r->plan.attempt; /* another attempt completed */
+  const ded_msg_commit *p = &r->plan;
+  for (unsigned i = 0; i < r->nvotes; i++) {
+    const round_vote *v = &r->votes[i];
+    if (v->attempt != p->attempt) continue;
+    bool seen = false;
+    for (unsigned j = 0; j < i && !seen; j++)
+      seen = r->votes[j].attempt == p->attempt && r->votes[j].view == v->view;
+    if (seen) continue;
+    unsigned in = 0;
+    bool primary_in = false;
+    for (unsigned j = i; j < r->nvotes; j++) {
+      const round_vote *o = &r->votes[j];
+      if (o->attempt != p->attempt || o->view != v->view) continue;
+      unsigned m = plan_index(p, o->id);
+      if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
+      in++;
+      primary_in |= (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
+    }
+    if (quorum_of(in, p->nacc, primary_in)) return true;
+  }
+  return false;
+}
+
+/* The whole result is here: accept it (HAVE to the attempt's members),
+ * and once it is the round's result, report it when every earlier round
+ * has. */
+static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if (r->reported || !r->has_plan || !r->res_bits) return;
+  if (r->state != ROUND_RUNNING && r->state != ROUND_FETCHING && r->state != ROUND_JOINED &&
+      r->state != ROUND_JOINING)
+    return;
+  if (r->res_got < round_chunks_total(r)) return;
+  if (!r->accepted && !r->frozen && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+    /* Never for a view below one we joined (a failover froze the attempt),
+     * nor for an attempt planned on another result of the previous round
+     * than ours: we wait until that round has ended here. */
+    lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+    if (r->plan.base != 0 && prev && !prev->final) return;
+    if (round_void_base(node, r)) {
+      round_drop_void(node, r, now_ns);
+      return;
+    }
+    r->accepted = true;
+    round_vote_add(node, r, node->ident.id, r->plan.attempt, r->acc_view);
+    for (unsigned m = 0; m < r->plan.k; m++)
+      if (m != r->me)
+        node_send_have(node, round_member_peer(node, r, m), r->no, r->plan.attempt, r->acc_view, 0);
+  }
+  if (!round_is_chosen(r)) return;
+  r->chosen = r->plan.attempt;
+  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
+    ewma_add(&node->run_ewma, now_ns - r->started_ns);
+  /* Those who are not acceptors (late members) and asked: it is done. */
+  for (unsigned i = 0; i < r->nvotes; i++) {
+    const round_vote *v = &r->votes[i];
+    if (v->attempt != r->plan.attempt || id_is_me(node, v->id)) continue;
+    unsigned m = plan_index(&r->plan, v->id);
+    if (m == r->plan.k || !(r->plan.members[m].flags & DED_MEMBER_F_ACCEPTOR))
+      node_send_have(node, peer_find(node, v->id), r->no, r->plan.attempt, v->view,
+                     DED_HAVE_F_DONE);
+  }
   r->state = ROUND_DONE_WAIT;
   rounds_report_ready(node, now_ns);
 }
 
 static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
+  if (node->reporting) { /* called back from below: the loop goes round again */
+    node->report_again = true;
+    return;
+  }
+  node->reporting = true;
+  do {
+    node->report_again = false;
+    rounds_report_ready_once(node, now_ns);
+    /* Rounds whose acceptance waited for an earlier round to end. */
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *r = node->rounds[i];
+      if (!r->reported && r->has_plan && !r->accepted) round_check_complete(node, r, now_ns);
+    }
+  } while (node->report_again);
+  node->reporting = false;
+}
+
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
   bool again = true;
   while (again) {
     again = false;
@@ -1409,24 +1589,8 @@ static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
       /* The attempt was planned on the previous round's membership; if that
        * round ended here with another attempt, the plan came from a
        * coordinator the swarm did not choose. */
-      lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
-      if (r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
-          prev->final_attempt != r->plan.base) {
-        /* The attempt is void: report without it. */
-        round_detach_output(node, r, false);
-        round_free_attempt(node, r);
-        r->state = ROUND_RUNNING;
-        char why[128];
-        snprintf(why, sizeof why,
-                 "attempt %llx was planned on attempt %llx of the previous round, which ended "
-                 "with %llx here",
-                 (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
-                 (unsigned long long)prev->final_attempt);
-        if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n,
-                          prev->attempt) == 0)
-          round_failover(node, r, why, now_ns);
-        else
-          round_fail(node, r, DED_ERR_NOMEM);
+      if (round_void_base(node, r)) {
+        round_drop_void(node, r, now_ns);
         again = true;
         break;
       }
@@ -1506,13 +1670,14 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
 
 /* Takes |plan| as the round's current attempt. Frames of other attempts
  * still queued are dropped; the caller's buffer is untouched. */
-static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint64_t now_ns) {
+static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint32_t view,
+                       uint64_t now_ns) {
   round_detach_output(node, r, false);
   round_free_attempt(node, r);
   int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
   if (rv) return rv;
   r->has_plan = true;
-  r->suspect = false;
+  r->acc_view = view;
   r->started_ns = now_ns;
   r->wait_ns = now_ns + node_progress_wait(node);
   unsigned k = plan->k;
@@ -1663,7 +1828,7 @@ static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_com
 static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
                            uint64_t now_ns) {
   if (round_check_signature(node, r, cm)) return 0;
-  int rv = round_adopt(node, r, cm, now_ns);
+  int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
   if (rv) return rv;
   if (r->me < cm->k && cm->members[r->me].n_local != r->a.n_local) return DED_ERR_PROTO;
   node_log(node, DED_LOG_DEBUG, "round %llu: attempt %llx, %u members, I am %u",
@@ -1708,15 +1873,17 @@ static void round_send_intent(ded_node *node, ded_round *r) {
 static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
   if (round_check_signature(node, r, &d->plan)) return 0;
   if (!r->has_plan || r->plan.attempt != d->plan.attempt) {
-    int rv = round_adopt(node, r, &d->plan, now_ns);
+    int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
     if (rv) return rv;
   } else {
     round_detach_output(node, r, false);
     r->started_ns = now_ns;
     r->wait_ns = now_ns + node_progress_wait(node);
+    r->acc_view = d->view; /* accepted again, in this view */
+    r->accepted = false;
   }
+  if (d->flags & DED_DECIDE_F_CHOSEN) r->chosen = d->plan.attempt;
   r->frozen = false;
-  r->suspect = false;
   ded_mem_free(node->mem, r->holders);
   ded_mem_free(node->mem, r->fetch_sent);
   r->fetch_sent = NULL;
@@ -2029,7 +2196,9 @@ static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
 
 /* What a reporter holds of an attempt: its plan, and the shards it has. */
 static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[DED_ID_BYTES],
-                              const ded_msg_commit *plan, const uint8_t *have) {
+                              const ded_msg_join *j) {
+  const ded_msg_commit *plan = &j->plan;
+  const uint8_t *have = j->have;
   struct coord_attempt *a = NULL;
   for (unsigned i = 0; i < cr->natt && !a; i++)
     if (cr->att[i].plan.attempt == plan->attempt) a = &cr->att[i];
@@ -2045,11 +2214,15 @@ static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[
       return;
     }
     for (unsigned s = 0; s < plan->k; s++) a->holder[s] = UINT16_MAX;
+    a->acc_view = DED_VIEW_NONE;
     cr->natt++;
   } else if (a->plan.k != plan->k || a->plan.count != plan->count) {
     return; /* the same attempt told differently: believe the first */
   }
   for (unsigned i = 0; i < plan->k; i++) coord_expect_add(node, cr, plan->members[i].id);
+  if (j->flags & DED_JOIN_F_DONE) a->done = true;
+  if (j->acc_view != DED_VIEW_NONE && (a->acc_view == DED_VIEW_NONE || j->acc_view > a->acc_view))
+    a->acc_view = j->acc_view;
   unsigned idx = plan->k;
   for (unsigned i = 0; i < plan->k; i++)
     if (memcmp(plan->members[i].id, id, DED_ID_BYTES) == 0) idx = i;
@@ -2084,76 +2257,189 @@ static void coord_send_to_joiners(ded_node *node, coord_round *cr, const uint8_t
   }
 }
 
-static uint8_t *encode_decide(ded_node *node, uint32_t view, const ded_msg_commit *plan,
-                              const uint16_t *holders, size_t *len) {
+static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
+                              const ded_msg_commit *plan, const uint16_t *holders, size_t *len) {
   size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
   uint8_t *f = ded_mem_malloc(node->mem, cap);
   if (!f) return NULL;
   ded_wr w = ded_wr_init(f, cap);
-  ded_msg_decide_encode(&w, view, plan, holders);
+  ded_msg_decide_encode(&w, view, flags, plan, holders);
   DED_ASSERT(!w.err && w.pos == cap);
   *len = cap;
   return f;
 }
 
-static bool coord_quorum(ded_node *node, const coord_round *cr) {
-  /* The previous round's members; for the first round (or a previous round
-   * we no longer know), those we wait for: the members of the attempts
-   * reported. */
-  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
-  const uint8_t(*ids)[DED_ID_BYTES] = prev ? (const uint8_t(*)[DED_ID_BYTES])prev->ids
-                                            : (const uint8_t(*)[DED_ID_BYTES])cr->expect;
-  unsigned n = prev ? prev->n : cr->nexpect;
-  unsigned base = 0, in = 0;
-  for (unsigned i = 0; i < n; i++) {
-    const uint8_t *id = ids[i];
-    bool present = ded_gather_find(&cr->g, id) != NULL;
-    if (!present && !id_is_me(node, id)) {
-      ded_peer *p = peer_find(node, id);
-      if (!p || p->left || p->evicted) continue;
-    }
-    if (!present && id_is_me(node, id) && (node->leaving || node->s.no_rounds)) continue;
-    base++;
-    in += present;
-  }
-  return base == 0 || 2 * in > base;
+/* The round's acceptors as the coordinator of |cr| sees them. */
+typedef struct acc_set {
+  uint8_t (*ids)[DED_ID_BYTES]; /* owned */
+  unsigned n;                   /* listed */
+  unsigned total;               /* counted: an attempt's acceptors need not all be listed */
+  unsigned primary;             /* index into ids, or n: none */
+} acc_set;
+
+/* True if |id| still counts among the acceptors: it reported to |cr|, or
+ * it is not known to be gone for good (left, or evicted). */
+static bool coord_counts(ded_node *node, const coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
+  if (ded_gather_find(&cr->g, id)) return true;
+  if (id_is_me(node, id)) return !node->leaving && !node->s.no_rounds;
+  ded_peer *p = peer_find(node, id);
+  return p && !p->left && !p->evicted;
 }
 
-/* Decides the view: an attempt that exists in full stands; else a new one. */
+/*
+ * The previous round's members that still count; without that round here
+ * (the first round), the acceptors of the newest attempt reported; failing
+ * that, those waited for. The primary is the smallest id listed (the
+ * attempt's own, for an attempt).
+ */
+static int coord_acceptors(ded_node *node, const coord_round *cr, acc_set *a) {
+  memset(a, 0, sizeof *a);
+  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  const struct coord_attempt *att = NULL;
+  for (unsigned i = 0; !prev && i < cr->natt; i++)
+    if (!att || cr->att[i].plan.attempt > att->plan.attempt) att = &cr->att[i];
+  unsigned cap = prev ? prev->n : att ? att->plan.k : cr->nexpect;
+  a->ids = ded_mem_malloc(node->mem, (size_t)(cap ? cap : 1) * DED_ID_BYTES);
+  if (!a->ids) return DED_ERR_NOMEM;
+  a->primary = UINT_MAX;
+  for (unsigned i = 0; i < cap; i++) {
+    const uint8_t *id = prev ? prev->ids[i] : att ? att->plan.members[i].id : cr->expect[i];
+    if (att ? !(att->plan.members[i].flags & DED_MEMBER_F_ACCEPTOR) : !coord_counts(node, cr, id))
+      continue;
+    if (att && att->plan.members[i].flags & DED_MEMBER_F_PRIMARY) a->primary = a->n;
+    memcpy(a->ids[a->n++], id, DED_ID_BYTES);
+  }
+  a->total = att ? att->plan.nacc : a->n;
+  if (!att) {
+    a->primary = 0;
+    for (unsigned i = 1; i < a->n; i++)
+      if (memcmp(a->ids[i], a->ids[a->primary], DED_ID_BYTES) < 0) a->primary = i;
+  } else if (a->primary == UINT_MAX) {
+    a->primary = a->n; /* the attempt names none */
+  }
+  return 0;
+}
+
+/* True if the reports to |cr| are a quorum of the round's acceptors: then
+ * no attempt of the round can have completed without one of them knowing
+ * (HAVE quorums intersect it), and none of them takes part in an earlier
+ * view any more. */
+static bool coord_quorum(ded_node *node, const coord_round *cr) {
+  acc_set a;
+  if (coord_acceptors(node, cr, &a)) return false;
+  unsigned in = 0;
+  bool primary_in = false;
+  for (unsigned i = 0; i < a.n; i++)
+    if (ded_gather_find(&cr->g, a.ids[i])) {
+      in++;
+      primary_in |= i == a.primary;
+    }
+  bool ok = a.total == 0 || quorum_of(in, a.total, primary_in);
+  ded_mem_free(node->mem, a.ids);
+  return ok;
+}
+
+/* Marks the acceptors among a new attempt's members. False if none is:
+ * such an attempt could never complete. */
+static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_commit *cm) {
+  acc_set a;
+  if (coord_acceptors(node, cr, &a)) return false;
+  bool ok = true;
+  if (a.total > 0) { /* else: nobody left to count; the members start afresh */
+    unsigned n = 0;
+    for (unsigned m = 0; m < cm->k; m++) {
+      cm->members[m].flags = 0;
+      for (unsigned i = 0; i < a.n; i++)
+        if (memcmp(cm->members[m].id, a.ids[i], DED_ID_BYTES) == 0) {
+          cm->members[m].flags = DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
+          n++;
+        }
+    }
+    cm->nacc = (uint16_t)a.total;
+    ok = n > 0;
+  }
+  ded_mem_free(node->mem, a.ids);
+  return ok;
+}
+
+static bool attempt_full(const struct coord_attempt *a) {
+  for (unsigned s = 0; s < a->plan.k; s++)
+    if (!bit_get(a->have, s) || a->holder[s] == UINT16_MAX) return false;
+  return true;
+}
+
+/*
+ * Decides the view. In order: an attempt someone completed is the round's
+ * result; with a quorum of reports, the attempt accepted in the highest
+ * view (it may have completed somewhere), else any attempt whose shards
+ * all exist, else a new attempt among those here.
+ */
 static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
   cr->decided = true;
   if (all_in && cr->view == 0 && !cr->genesis && cr->last_ns >= cr->first_ns)
     ewma_add(&node->spread_ewma, cr->last_ns - cr->first_ns);
   struct coord_attempt *best = NULL;
+  bool chosen = false;
   lin_entry *prev_lin = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
-  for (unsigned i = 0; i < cr->natt; i++) {
-    struct coord_attempt *a = &cr->att[i];
-    /* An attempt planned on a membership the previous round did not end
-     * with is void, however complete. */
-    if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
-        prev_lin->final_attempt != a->plan.base)
-      continue;
-    bool full = true;
-    for (unsigned s = 0; s < a->plan.k && full; s++) full = bit_get(a->have, s);
-    if (full && (!best || a->plan.attempt > best->plan.attempt)) best = a;
-  }
-  if (best) {
-    cr->late_frame = encode_decide(node, cr->view, &best->plan, best->holder, &cr->late_len);
-    if (!cr->late_frame) return;
-    node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands, %u members; %zu fetch",
-             (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
-             best->plan.k, cr->g.n);
-    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
-    ded_msg_decide d = {cr->round, cr->view, best->plan, best->holder};
-    coord_deliver_self(node, cr, NULL, &d, now_ns);
+  for (unsigned i = 0; i < cr->natt && !best; i++)
+    if (cr->att[i].done) best = &cr->att[i];
+  if (best && best->plan.base != 0 && prev_lin && prev_lin->final &&
+      prev_lin->final_attempt != 0 && prev_lin->final_attempt != best->plan.base) {
+    /* Completed on another result of the previous round than ours: one of
+     * us is out of step, and nothing we decide can mend that. */
+    node_log(node, DED_LOG_WARN, "round %llu: attempt %llx completed on a previous round this peer "
+             "does not share; not deciding", (unsigned long long)cr->round,
+             (unsigned long long)best->plan.attempt);
+    cr->decided = false;
     return;
   }
-  /* A new attempt needs a majority of the previous round's members that
-   * are not known to be gone for good (left, or unreachable past the
-   * eviction time): a minority cut off by a partition waits rather than
-   * average on its own. */
-  if (!cr->genesis && !coord_quorum(node, cr)) {
-    cr->decided = false;
+  if (best) {
+    chosen = true;
+    if (!attempt_full(best)) { /* reported by a late member only: wait for a holder */
+      cr->decided = false;
+      return;
+    }
+  } else {
+    /* Anything else needs the round's acceptors, the members of the
+     * previous round's result: only a coordinator that completed that
+     * round knows them for sure. */
+    if (!cr->genesis && cr->round > 0 &&
+        !(prev_lin && prev_lin->final && prev_lin->final_attempt == prev_lin->attempt)) {
+      cr->decided = false;
+      return;
+    }
+    /* And a quorum of them: a minority cut off by a partition waits
+     * rather than average on its own. */
+    if (!cr->genesis && !coord_quorum(node, cr)) {
+      cr->decided = false;
+      return;
+    }
+    for (int pass = 0; pass < 2 && !best; pass++)
+      for (unsigned i = 0; i < cr->natt; i++) {
+        struct coord_attempt *a = &cr->att[i];
+        /* An attempt planned on a membership the previous round did not
+         * end with is void, however complete. */
+        if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
+            prev_lin->final_attempt != a->plan.base)
+          continue;
+        if (!attempt_full(a)) continue;
+        if (pass == 0 ? a->acc_view != DED_VIEW_NONE &&
+                            (!best || best->acc_view == DED_VIEW_NONE || a->acc_view > best->acc_view)
+                      : !best || a->plan.attempt > best->plan.attempt)
+          best = a;
+      }
+  }
+  if (best) {
+    cr->late_frame = encode_decide(node, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, &best->plan,
+                                   best->holder, &cr->late_len);
+    if (!cr->late_frame) return;
+    node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands%s, %u members; %zu fetch",
+             (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
+             chosen ? " (completed)" : "", best->plan.k, cr->g.n);
+    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
+    ded_msg_decide d = {cr->round, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, best->plan,
+                        best->holder};
+    coord_deliver_self(node, cr, NULL, &d, now_ns);
     return;
   }
   /* Joiners that went away before the decision are not members. */
@@ -2164,6 +2450,13 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   if (cr->g.n == 0) return;
   ded_msg_commit cm;
   if (ded_gather_commit(&cr->g, node->mem, node->s.chunk_bytes, &cm) != 0) return;
+  if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
+    node_log(node, DED_LOG_DEBUG, "round %llu: view %u: no acceptor among the joiners",
+             (unsigned long long)cr->round, cr->view);
+    ded_msg_commit_free(&cm, node->mem);
+    cr->decided = false;
+    return;
+  }
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
@@ -2178,7 +2471,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
     ded_msg_commit_encode(&w, &cm);
     DED_ASSERT(!w.err && w.pos == cap);
     cr->commit_len = w.pos;
-    cr->late_frame = encode_decide(node, cr->view, &cm, ident, &cr->late_len);
+    cr->late_frame = encode_decide(node, cr->view, 0, &cm, ident, &cr->late_len);
     node_log(node, cr->view ? DED_LOG_INFO : DED_LOG_DEBUG,
              "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
              cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
@@ -2270,7 +2563,7 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
     if (id_is_me(node, plan->members[i].id)) me = i;
   for (unsigned s = 0; s < plan->k; s++) holders[s] = (uint16_t)(me < plan->k ? me : s);
   size_t len;
-  uint8_t *f = encode_decide(node, view, plan, holders, &len);
+  uint8_t *f = encode_decide(node, view, DED_DECIDE_F_CHOSEN, plan, holders, &len);
   if (f) conn_send_ctrl(node, to->conn, f, len);
   ded_mem_free(node->mem, f);
   ded_mem_free(node->mem, holders);
@@ -2320,7 +2613,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
       if (ident && from) {
         for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
         size_t len;
-        uint8_t *f = encode_decide(node, j->view, &h->plan, ident, &len);
+        uint8_t *f = encode_decide(node, j->view, DED_DECIDE_F_CHOSEN, &h->plan, ident, &len);
         if (f) conn_send_ctrl(node, from->conn, f, len);
         ded_mem_free(node->mem, f);
       } else if (from) {
@@ -2384,7 +2677,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     if (via) conn_protocol_error(node, via, rv, "JOIN");
     return;
   }
-  if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, &j->plan, j->have);
+  if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
   if (cr->first_ns == 0) {
     cr->first_ns = now_ns;
     /* At the latest a quarter of the bound after the first join; sooner
@@ -2459,7 +2752,8 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
   if (!have) return;
   memset(have, 0xff, ((size_t)plan->k + 7) / 8);
   if (plan->k % 8) have[plan->k / 8] = (uint8_t)((1u << (plan->k % 8)) - 1);
-  j.flags = DED_JOIN_F_STATUS;
+  j.flags = DED_JOIN_F_STATUS | DED_JOIN_F_DONE; /* kept only once it was the result */
+  j.acc_view = m->view;
   j.plan = *plan;
   j.have = have;
   if (!from) {
@@ -2663,6 +2957,52 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   round_report(node, r, 0, true, true);
 }
 
+/* The attempt round |no| completed with here, if we still know it. */
+static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = round_find(node, no);
+  if (r && r->has_plan && r->chosen == r->plan.attempt &&
+      (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
+    return &r->plan;
+  hist_entry *h = hist_find(node, no);
+  return h ? &h->plan : NULL;
+}
+
+/* A HAVE: a member holds an attempt's result and accepts it. */
+static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_have h;
+  int rv = ded_msg_have_decode(f->payload, f->len, &h);
+  if (rv) {
+    conn_protocol_error(node, c, rv, "HAVE");
+    return;
+  }
+  const ded_msg_commit *done = node_result_plan(node, h.round);
+  if (done) { /* finished here: if with that attempt, say so */
+    if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
+      node_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
+    return;
+  }
+  ded_round *r = round_find(node, h.round);
+  if (!r) {
+    if (h.round >= node->next_round + DED_ROUNDS_AHEAD_MAX)
+      conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
+    return;
+  }
+  if (r->reported) return;
+  if (h.flags & DED_HAVE_F_DONE) {
+    if (r->chosen && r->chosen != h.attempt) {
+      /* Two peers contradict each other; we cannot tell which one lies. */
+      node_log(node, DED_LOG_ERROR, "round %llu: %s says attempt %llx completed, another said %llx",
+               (unsigned long long)r->no, c->peer->sid, (unsigned long long)h.attempt,
+               (unsigned long long)r->chosen);
+      return;
+    }
+    r->chosen = h.attempt;
+  } else {
+    round_vote_add(node, r, c->peer->id, h.attempt, h.view);
+  }
+  if (r->has_plan && r->plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
+}
+
 static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   if (f->len < 24) {
     conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
@@ -2704,6 +3044,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   }
   case DED_MSG_COMMIT: conn_on_commit(node, c, f, now_ns); break;
   case DED_MSG_DECIDE: conn_on_decide(node, c, f, now_ns); break;
+  case DED_MSG_HAVE: conn_on_have(node, c, f, now_ns); break;
   case DED_MSG_REDIRECT: conn_on_redirect(node, c, f, now_ns); break;
   case DED_MSG_STALE: conn_on_stale(node, c, f); break;
   case DED_MSG_PROBE: {
@@ -2914,9 +3255,11 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
 /*
  * Every entry point starts here. A gap since the last one longer than the
  * deadline floor means this process did not run (SIGSTOP, a suspended
- * laptop, a starved thread): the swarm may have decided without us
- * meanwhile, so a running attempt that now completes is confirmed with a
- * coordinator first (round_check_complete) instead of taken as it is.
+ * laptop, a starved thread): the swarm may have moved on without us, so
+ * we read what queued up meanwhile (reports to views we coordinate, probes
+ * of newer views) before deciding anything as a coordinator. (Completing an
+ * attempt needs a HAVE quorum whenever it happens, so a stall cannot make
+ * us complete one the swarm replaced.)
  */
 static void node_enter(ded_node *node, uint64_t now_ns) {
   if (node->now_ns != 0 && now_ns > node->now_ns + node->s.deadline_floor_ns) {
@@ -2924,11 +3267,6 @@ static void node_enter(ded_node *node, uint64_t now_ns) {
      * probes of newer views) is read before we decide anything. */
     node->quiet_until_ns = now_ns + node->s.deadline_floor_ns;
     node->wake_soon = true;
-    for (unsigned i = 0; i < node->nrounds; i++) {
-      ded_round *r = node->rounds[i];
-      if (!r->reported && r->has_plan && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING))
-        r->suspect = true;
-    }
   }
   node->now_ns = now_ns;
 }

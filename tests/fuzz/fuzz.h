@@ -62,9 +62,9 @@ enum {
   {                                                                                      \
     DED_MSG_HELLO, DED_MSG_RECORDS, DED_MSG_JOIN, DED_MSG_COMMIT, DED_MSG_REDIRECT,      \
         DED_MSG_DATA, DED_MSG_RESULT, DED_MSG_LEAVE, DED_MSG_STALE, DED_MSG_DECIDE,      \
-        DED_MSG_FETCH, DED_MSG_PROBE                                                     \
+        DED_MSG_FETCH, DED_MSG_PROBE, DED_MSG_HAVE                                       \
   }
-#define FUZZ_MSG_NTYPES 12
+#define FUZZ_MSG_NTYPES 13
 
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \

@@ -7,7 +7,8 @@
  * gives back exactly the same bytes (a decoder that accepted two
  * spellings of one message, or lost a field, would fail that); what
  * decodes keeps the invariants of ded_msg.h (plans of COMMIT, DECIDE and
- * JOIN with status; holders; bitmaps); and the decoders that allocate give
+ * JOIN with status, their acceptors included; holders; bitmaps; the flags
+ * of JOIN, DECIDE and HAVE); and the decoders that allocate give
  * everything back, through their _free or by themselves on error.
  */
 #include <math.h>
@@ -119,10 +120,19 @@ static void check_plan(const ded_msg_commit *c) {
   FUZZ_CHECK(c->members != NULL);
   FUZZ_CHECK(ded_dtype_size(c->dtype) != 0 && c->count > 0 && c->count <= DED_COUNT_MAX);
   FUZZ_CHECK(c->k >= 1 && c->k <= DED_ROUND_MEMBERS_MAX && c->members[0].shard_off == 0);
+  FUZZ_CHECK(c->nacc <= DED_ROUND_MEMBERS_MAX);
   uint64_t chunk_bytes = (uint64_t)c->chunk_elems * ded_dtype_size(c->dtype);
   FUZZ_CHECK(chunk_bytes >= DED_CHUNK_BYTES_MIN && chunk_bytes <= DED_CHUNK_BYTES_MAX);
   double total = 0.0;
+  unsigned acc = 0, primary = 0;
   for (unsigned i = 0; i < c->k; i++) {
+    /* Acceptors that can make a quorum: known flags only, a primary only
+     * among the acceptors. */
+    uint8_t fl = c->members[i].flags;
+    FUZZ_CHECK((fl & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY)) == 0);
+    FUZZ_CHECK(!(fl & DED_MEMBER_F_PRIMARY) || (fl & DED_MEMBER_F_ACCEPTOR));
+    acc += (fl & DED_MEMBER_F_ACCEPTOR) != 0;
+    primary += (fl & DED_MEMBER_F_PRIMARY) != 0;
     if (i > 0) {
       FUZZ_CHECK(memcmp(c->members[i - 1].id, c->members[i].id, DED_ID_BYTES) < 0);
       FUZZ_CHECK(c->members[i - 1].shard_off <= c->members[i].shard_off);
@@ -132,6 +142,7 @@ static void check_plan(const ded_msg_commit *c) {
     total += c->members[i].weight;
   }
   FUZZ_CHECK(total > 0.0 && isfinite(total));
+  FUZZ_CHECK(acc >= 1 && acc <= c->nacc && primary <= 1);
 }
 
 /* A deep copy of a decoded plan: equal, in memory of its own. */
@@ -141,7 +152,7 @@ static void check_plan_copy(const ded_msg_commit *c) {
   FUZZ_CHECK(copy.members != c->members);
   FUZZ_CHECK(copy.round == c->round && copy.attempt == c->attempt && copy.base == c->base &&
              copy.dtype == c->dtype && copy.count == c->count &&
-             copy.chunk_elems == c->chunk_elems && copy.k == c->k);
+             copy.chunk_elems == c->chunk_elems && copy.k == c->k && copy.nacc == c->nacc);
   FUZZ_CHECK(memcmp(copy.members, c->members, (size_t)c->k * sizeof *c->members) == 0);
   ded_msg_commit_free(&copy, &fuzz_mem);
   FUZZ_CHECK(copy.members == NULL);
@@ -157,11 +168,13 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   }
   FUZZ_CHECK(ded_dtype_size(j.dtype) != 0 && j.count > 0 && j.count <= DED_COUNT_MAX);
   FUZZ_CHECK(j.weight >= 0.0 && j.weight <= DED_WEIGHT_MAX && j.n_local > 0);
-  FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT)) == 0);
+  FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT |
+                          DED_JOIN_F_DONE)) == 0);
   ded_wr w = ded_wr_init(out, cap);
   if (j.flags & DED_JOIN_F_STATUS) {
-    /* A failover report: an attempt of this very round, and a bitmap of
-     * ceil(k/8) bytes in the payload, unused bits zero. */
+    /* A failover report: the view it accepted in (acc_view, any value),
+     * an attempt of this very round, and a bitmap of ceil(k/8) bytes in
+     * the payload, unused bits zero. */
     check_plan(&j.plan);
     FUZZ_CHECK(j.plan.round == j.round);
     size_t nb = ((size_t)j.plan.k + 7) / 8;
@@ -170,6 +183,8 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
     check_plan_copy(&j.plan);
     ded_msg_join_status_encode(&w, &j, &j.plan, j.have);
   } else {
+    /* DONE only comes with a status. */
+    FUZZ_CHECK(!(j.flags & DED_JOIN_F_DONE));
     FUZZ_CHECK(j.plan.members == NULL && j.have == NULL);
     ded_msg_join_encode(&w, &j);
   }
@@ -205,11 +220,12 @@ static void fuzz_decide(const uint8_t *p, size_t len, uint8_t *out, size_t cap) 
   }
   check_plan(&d.plan);
   FUZZ_CHECK(d.plan.round == d.round);
+  FUZZ_CHECK((d.flags & ~DED_DECIDE_F_CHOSEN) == 0);
   FUZZ_CHECK(d.holders != NULL);
   for (unsigned s = 0; s < d.plan.k; s++) FUZZ_CHECK(d.holders[s] < d.plan.k);
   check_plan_copy(&d.plan);
   ded_wr w = ded_wr_init(out, cap);
-  ded_msg_decide_encode(&w, d.view, &d.plan, d.holders);
+  ded_msg_decide_encode(&w, d.view, d.flags, &d.plan, d.holders);
   check_reencoded(&w, DED_MSG_DECIDE, p, len);
   ded_msg_decide_free(&d, &fuzz_mem);
   FUZZ_CHECK(d.plan.members == NULL && d.holders == NULL);
@@ -246,6 +262,15 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     if (rv == 0) {
       FUZZ_CHECK(m.shard < DED_ROUND_MEMBERS_MAX);
       ded_msg_fetch_encode(&w, &m);
+    }
+    break;
+  }
+  case DED_MSG_HAVE: {
+    ded_msg_have m;
+    rv = ded_msg_have_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.attempt != 0 && (m.flags & ~DED_HAVE_F_DONE) == 0);
+      ded_msg_have_encode(&w, &m);
     }
     break;
   }

@@ -184,7 +184,9 @@ static void frame_join(gbuf *b, uint64_t round, uint32_t view, uint8_t dtype, ui
 }
 
 /* A plan (COMMIT body) of |k| <= 16 members with ids |ids| (increasing),
- * equal shards of |count|. Members live in |m|. */
+ * equal shards of |count|; every member an acceptor, member 0 the
+ * primary, of k acceptors (as ded_gather_commit builds a first round).
+ * Members live in |m|. */
 static ded_msg_commit plan_of(ded_msg_member *m, uint64_t round, uint64_t attempt, uint64_t base,
                               uint8_t dtype, uint64_t count, uint32_t chunk_elems,
                               const uint8_t *const *ids, const double *w, const uint32_t *n_local,
@@ -195,6 +197,7 @@ static ded_msg_commit plan_of(ded_msg_member *m, uint64_t round, uint64_t attemp
     m[i].weight = w[i];
     m[i].n_local = n_local[i];
     m[i].shard_off = count * i / k;
+    m[i].flags = DED_MEMBER_F_ACCEPTOR | (i == 0 ? DED_MEMBER_F_PRIMARY : 0);
   }
   ded_msg_commit c;
   memset(&c, 0, sizeof c);
@@ -205,6 +208,7 @@ static ded_msg_commit plan_of(ded_msg_member *m, uint64_t round, uint64_t attemp
   c.count = count;
   c.chunk_elems = chunk_elems;
   c.k = (uint16_t)k;
+  c.nacc = (uint16_t)k;
   c.members = m;
   return c;
 }
@@ -242,13 +246,13 @@ static void frame_join_status(gbuf *b, const ded_msg_join *j, const ded_msg_comm
   free(f);
 }
 
-static void frame_decide(gbuf *b, uint32_t view, const ded_msg_commit *plan,
+static void frame_decide(gbuf *b, uint32_t view, uint8_t flags, const ded_msg_commit *plan,
                          const uint16_t *holders) {
   size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
   uint8_t *f = malloc(cap);
   FUZZ_CHECK(f);
   ded_wr w = ded_wr_init(f, cap);
-  ded_msg_decide_encode(&w, view, plan, holders);
+  ded_msg_decide_encode(&w, view, flags, plan, holders);
   FUZZ_CHECK(!w.err && w.pos == cap);
   gbuf_put(b, f, w.pos);
   free(f);
@@ -259,6 +263,16 @@ static void frame_fetch(gbuf *b, uint64_t round, uint64_t attempt, uint16_t shar
   uint8_t f[DED_FETCH_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_fetch_encode(&w, &m);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+/* The sender holds |attempt|'s result and accepts it in |view|. */
+static void frame_have(gbuf *b, uint64_t round, uint64_t attempt, uint32_t view, uint8_t flags) {
+  ded_msg_have m = {round, attempt, view, flags};
+  uint8_t f[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_have_encode(&w, &m);
   FUZZ_CHECK(!w.err);
   gbuf_put(b, f, w.pos);
 }
@@ -372,6 +386,19 @@ static void gen_record(void) {
 
 /* ---------------------------------------------------------------- msg */
 
+/* The acceptors of a later round in |c|: some members are not (they
+ * missed the previous round), the primary is not member 0, and nacc
+ * counts acceptors that are not listed. */
+static void plan_later_round(ded_msg_commit *c) {
+  unsigned acc = 0;
+  for (unsigned i = 0; i < c->k; i++) {
+    c->members[i].flags = i % 3 != 2 ? DED_MEMBER_F_ACCEPTOR : 0;
+    acc += i % 3 != 2;
+  }
+  c->members[c->k > 4 ? 4 : 0].flags |= DED_MEMBER_F_PRIMARY;
+  c->nacc = (uint16_t)(acc + 2);
+}
+
 /* Writes |frame| as a fuzz_msg input: selector, then the payload. */
 static void write_msg(const char *name, const gbuf *frame, size_t payload_len) {
   static const uint8_t types[FUZZ_MSG_NTYPES] = FUZZ_MSG_TYPES;
@@ -427,14 +454,23 @@ static void gen_msg(void) {
   frame_join(&f, 8, 3, DED_DTYPE_F64, 3, 0.0, 1, DED_JOIN_F_INTENT);
   write_msg("join_f64", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
-  /* Failover reports: a plan of the round and one bit per shard; two
-   * members, and nine (a bitmap of two bytes). */
+  /* Failover reports: the view the attempt was accepted in, a plan of the
+   * round and one bit per shard; two members, and nine (a bitmap of two
+   * bytes). One member holds one shard of two (and accepted nothing), one
+   * completed the round. */
   ded_msg_member m[16];
   ded_msg_commit plan = plan_of(m, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
   ded_msg_join j = join_of(7, 2, DED_DTYPE_F32, 1000, 1.0, 4, 0);
+  j.acc_view = DED_VIEW_NONE;
   const uint8_t have1[1] = {0x02};
   frame_join_status(&f, &j, &plan, have1);
   write_msg_variants("join_status", &f);
+  gbuf_reset(&f);
+  j.flags = DED_JOIN_F_DONE;
+  j.acc_view = 1;
+  const uint8_t have_all[1] = {0x03};
+  frame_join_status(&f, &j, &plan, have_all);
+  write_msg("join_status_done", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   ded_ident nine[9];
   const uint8_t *ids9[9];
@@ -455,7 +491,9 @@ static void gen_msg(void) {
     }
   ded_msg_commit plan9 = plan_of(m, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9,
                                  w9, nl9, 9);
+  plan_later_round(&plan9);
   ded_msg_join j9 = join_of(11, 4, DED_DTYPE_F64, 900, 2.0, 1, DED_JOIN_F_INTENT);
+  j9.acc_view = 3;
   const uint8_t have9[2] = {0xff, 0x01};
   frame_join_status(&f, &j9, &plan9, have9);
   write_msg("join_status_k9", &f, f.len - DED_FRAME_HDR_BYTES);
@@ -463,15 +501,28 @@ static void gen_msg(void) {
   frame_commit2(&f, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl);
   write_msg_variants("commit", &f);
   gbuf_reset(&f);
+  frame_commit(&f, &plan9);
+  write_msg("commit_k9_acceptors", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
   const uint16_t holders[2] = {1, 1};
   plan = plan_of(m, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
-  frame_decide(&f, 2, &plan, holders);
+  frame_decide(&f, 2, 0, &plan, holders);
   write_msg_variants("decide", &f);
+  gbuf_reset(&f);
+  frame_decide(&f, 3, DED_DECIDE_F_CHOSEN, &plan, holders);
+  write_msg("decide_chosen", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   const uint16_t holders9[9] = {0, 1, 2, 3, 4, 5, 6, 8, 8};
   plan9 = plan_of(m, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9, w9, nl9, 9);
-  frame_decide(&f, 5, &plan9, holders9);
+  plan_later_round(&plan9);
+  frame_decide(&f, 5, DED_DECIDE_F_CHOSEN, &plan9, holders9);
   write_msg("decide_k9", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_have(&f, 7, att, 1, 0);
+  write_msg_variants("have", &f);
+  gbuf_reset(&f);
+  frame_have(&f, 7, att, 2, DED_HAVE_F_DONE);
+  write_msg("have_done", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   frame_fetch(&f, 7, att, 1);
   write_msg_variants("fetch", &f);
@@ -602,32 +653,38 @@ static void gen_node(void) {
     char name[64];
 
     /* The peer coordinates the genesis round: HELLO, COMMIT, then its
-     * data for our shard (the second) and its results for its own. */
+     * data for our shard (the second), its results for its own, and its
+     * HAVE (it is the primary: with the node's own, a quorum). */
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
     frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)node_chunk, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, node_chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, node_chunk, 50.0);
+    frame_have(&b, 0, A_lo, 0, 0);
     snprintf(name, sizeof name, "round_peer_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 1, &b);
 
     /* We coordinate: HELLO, JOIN, data for our shard (the first), results
-     * for the peer's, in our chunk size, under our attempt. */
+     * for the peer's, in our chunk size, under our attempt; then the
+     * peer's HAVE. */
     gbuf_reset(&b);
     frame_hello(&b, &hi, NULL);
     frame_join(&b, 0, 0, dtype, N, 1.0, 1, DED_JOIN_F_GENESIS);
     frames_data(&b, DED_MSG_DATA, 0, A_node, dtype, 0, half, node_chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_node, dtype, half, N, node_chunk, 50.0);
+    frame_have(&b, 0, A_node, 0, 0);
     snprintf(name, sizeof name, "round_node_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 2, &b);
   }
 
-  /* Data that overtakes the COMMIT, and results before data. */
+  /* Data that overtakes the COMMIT, results before data, and a HAVE
+   * before the node holds the whole result. */
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half + 16, N, 16, 1.0);
   frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
+  frame_have(&b, 0, A_lo, 0, 0);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, half + 16, 16, 1.0);
   write_node("early_data", FUZZ_NODE_F_ROUND0, 3, &b);
 
@@ -640,16 +697,20 @@ static void gen_node(void) {
   frames_data(&b, DED_MSG_RESULT, 0, attempt_of(1, lo.id), DED_DTYPE_F32, 0, half, 16, -2.0);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 1.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
+  frame_have(&b, 0, attempt_of(1, lo.id), 1, 0); /* newer: no quorum for ours */
+  frame_have(&b, 0, A_lo, 0, 0);
   write_node("other_attempts", FUZZ_NODE_F_ROUND0, 23, &b);
 
   /* Two rounds: we coordinate round 0; round 1's coordinator is the peer
    * (member 1 % 2), which commits with the weights we joined with, on
-   * round 0's attempt as its base. */
+   * round 0's attempt as its base, with round 0's members as acceptors.
+   * The peer sends HAVE for each round once it holds the result. */
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_have(&b, 0, A_node, 0, 0);
   frames_padding(&b, 20);
   const double w21[2] = {2.0, 1.0};
   const uint32_t n31[2] = {3, 1};
@@ -657,6 +718,7 @@ static void gen_node(void) {
   frame_commit2(&b, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
   frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
   frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
+  frame_have(&b, 1, A1_hi, 0, 0);
   write_node("two_rounds", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 5, &b);
 
   /* The same, but round 1 committed on a base round 0 did not end with:
@@ -666,9 +728,11 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_have(&b, 0, A_node, 0, 0);
   frame_commit2(&b, 1, A1_hi, A_node + 1, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
   frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
   frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
+  frame_have(&b, 1, A1_hi, 0, 0); /* the peer's HAVE does not make it ours */
   write_node("base_mismatch", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 24, &b);
   /* ... and then the peer breaks the framing and is dropped while the node
    * coordinates view 1: every later view is the node's own (a crash once:
@@ -683,24 +747,37 @@ static void gen_node(void) {
 
   /* After round 0, the peer reports an attempt of round 1 to view 1,
    * which is the node's to coordinate (member (1 + 1) % 2 of round 0),
-   * holding one shard of two. */
+   * holding one shard of two, accepted in no view. */
   gbuf_reset(&b);
   frame_hello(&b, &hi, NULL);
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_have(&b, 0, A_node, 0, 0);
   {
     ded_msg_commit p1 = plan_of(mm, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31, 2);
     ded_msg_join j = join_of(1, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
+    j.acc_view = DED_VIEW_NONE;
     const uint8_t have[1] = {0x02};
+    gbuf head = {0};
+    gbuf_put(&head, b.p, b.len); /* round 0 done, for the next input */
     frame_join_status(&b, &j, &p1, have);
     frames_padding(&b, 20);
-    /* And reports again, holding both: the attempt can stand. */
+    /* And reports again, holding both (still accepted in no view: joining
+     * view 1 ruled out accepting in view 0): the attempt can stand. */
     const uint8_t both[1] = {0x03};
     j.view = 2;
     frame_join_status(&b, &j, &p1, both);
+    write_node("status_join_to_node", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 25, &b);
+    /* The peer completed round 1 with that attempt (accepted in view 0)
+     * and says so in its report: the node decides it, chosen. */
+    j.view = 1;
+    j.flags = DED_JOIN_F_DONE;
+    j.acc_view = 0;
+    frame_join_status(&head, &j, &p1, both);
+    write_node("status_done_to_node", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 31, &head);
+    gbuf_free(&head);
   }
-  write_node("status_join_to_node", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 25, &b);
 
   /* A member left out of the attempt though its buffer matches: it
    * fetches the result, told by a COMMIT, or by a DECIDE. */
@@ -713,11 +790,13 @@ static void gen_node(void) {
     ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, only_lo, w3, n1, 1);
     frame_commit(&b, &c);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    /* The peer completed the round alone: its answer to a late member. */
+    frame_have(&b, 0, A_lo, 0, DED_HAVE_F_DONE);
     write_node("not_listed_fetch", FUZZ_NODE_F_ROUND0, 26, &b);
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
     const uint16_t holders[1] = {0};
-    frame_decide(&b, 0, &c, holders);
+    frame_decide(&b, 0, DED_DECIDE_F_CHOSEN, &c, holders);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
     write_node("decide_fetch", FUZZ_NODE_F_ROUND0, 27, &b);
   }
@@ -729,6 +808,7 @@ static void gen_node(void) {
   frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+  frame_have(&b, 0, A_lo, 0, 0);
   frame_fetch(&b, 0, A_lo, 0);
   frame_fetch(&b, 0, A_lo, 1);
   frame_fetch(&b, 0, A_lo + 1, 0);
@@ -750,23 +830,28 @@ static void gen_node(void) {
     frame_commit2(&b, 0, B, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, B, DED_DTYPE_F32, half, N, 16, 10.0);
     frames_data(&b, DED_MSG_RESULT, 0, B, DED_DTYPE_F32, 0, half, 16, 20.0);
+    frame_have(&b, 0, B, 2, 0);
   }
   write_node("probe_mid_round", FUZZ_NODE_F_ROUND0, 29, &b);
 
   /* A DECIDE after a report: the node reduced its shard, was probed into
-   * view 2, and lo decides that the attempt stands. */
-  gbuf_reset(&b);
-  frame_hello(&b, &lo, NULL);
-  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
-  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
-  frame_probe(&b, 0, 2);
-  {
+   * view 2, and lo decides that the attempt stands; the HAVEs of view 2
+   * complete it. Or lo decides it chosen (someone completed it): no HAVE
+   * is needed. */
+  for (int chosen = 0; chosen <= 1; chosen++) {
+    gbuf_reset(&b);
+    frame_hello(&b, &lo, NULL);
+    frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
+    frame_probe(&b, 0, 2);
     ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one, 2);
     const uint16_t holders[2] = {0, 1};
-    frame_decide(&b, 2, &c, holders);
+    frame_decide(&b, 2, chosen ? DED_DECIDE_F_CHOSEN : 0, &c, holders);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+    if (!chosen) frame_have(&b, 0, A_lo, 2, 0);
+    write_node(chosen ? "probe_decide_chosen" : "probe_decide", FUZZ_NODE_F_ROUND0,
+               (uint8_t)(30 + 2 * chosen), &b);
   }
-  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
-  write_node("probe_decide", FUZZ_NODE_F_ROUND0, 30, &b);
 
   /* Discovery: records of other peers (with addresses: the node tries to
    * call them), then the peer leaves. */
@@ -856,6 +941,7 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
+  frame_have(&b, 0, A_node, 0, 0);
   frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, 0);
   frame_join(&b, 1, 1, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_INTENT);
@@ -873,6 +959,7 @@ static void gen_node(void) {
     frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)chunk, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, chunk, 50.0);
+    frame_have(&b, 0, A_lo, 0, 0);
     write_node(f64 ? "outbound_round_f64" : "outbound_round_f32",
                FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0), 20, &b);
   }

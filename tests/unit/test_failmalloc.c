@@ -74,7 +74,10 @@ static void scenario_join_status_decode(unit_failmem *fm, void *arg) {
   }
   assert_int_equal(rv, 0);
   assert_true(j.flags & DED_JOIN_F_STATUS);
+  assert_true(j.flags & DED_JOIN_F_DONE);
+  assert_int_equal(j.acc_view, 1);
   assert_int_equal(j.plan.k, 4);
+  assert_int_equal(j.plan.nacc, 5);
   assert_int_equal(j.have[0], 0x0b);
   ded_msg_join_free(&j, &fm->mem);
 }
@@ -90,6 +93,7 @@ static void scenario_decide_decode(unit_failmem *fm, void *arg) {
     return;
   }
   assert_int_equal(rv, 0);
+  assert_int_equal(d.flags, DED_DECIDE_F_CHOSEN);
   assert_int_equal(d.plan.k, 4);
   assert_int_equal(d.holders[0], 3);
   assert_int_equal(d.holders[3], 0);
@@ -120,7 +124,9 @@ static void test_failmalloc_commit_decode(void **state) {
     members[i].weight = 1.0;
     members[i].n_local = 1;
     members[i].shard_off = (uint64_t)i * 10;
+    members[i].flags = i == 3 ? 0 : DED_MEMBER_F_ACCEPTOR;
   }
+  members[1].flags |= DED_MEMBER_F_PRIMARY;
   ded_msg_commit c = {.round = 3,
                       .attempt = (uint64_t)1 << 32 | 7,
                       .base = 5,
@@ -128,6 +134,7 @@ static void test_failmalloc_commit_decode(void **state) {
                       .count = 40,
                       .chunk_elems = 16,
                       .k = 4,
+                      .nacc = 5,
                       .members = members};
   uint8_t buf[DED_COMMIT_FRAME_BYTES(4)];
   ded_wr w = ded_wr_init(buf, sizeof buf);
@@ -138,7 +145,8 @@ static void test_failmalloc_commit_decode(void **state) {
 
   /* A JOIN with status owns its plan: one allocation. */
   uint8_t jbuf[DED_JOIN_STATUS_FRAME_BYTES(4)];
-  ded_msg_join j = failmalloc_join(3, DED_DTYPE_F32, 40, 1.0, 1, 0);
+  ded_msg_join j = failmalloc_join(3, DED_DTYPE_F32, 40, 1.0, 1, DED_JOIN_F_DONE);
+  j.acc_view = 1;
   const uint8_t have[1] = {0x0b};
   w = ded_wr_init(jbuf, sizeof jbuf);
   ded_msg_join_status_encode(&w, &j, &c, have);
@@ -150,7 +158,7 @@ static void test_failmalloc_commit_decode(void **state) {
   uint8_t dbuf[DED_DECIDE_FRAME_BYTES(4)];
   const uint16_t holders[4] = {3, 1, 1, 0};
   w = ded_wr_init(dbuf, sizeof dbuf);
-  ded_msg_decide_encode(&w, 2, &c, holders);
+  ded_msg_decide_encode(&w, 2, DED_DECIDE_F_CHOSEN, &c, holders);
   assert_false(w.err);
   commit_bytes db = {dbuf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES};
   assert_int_equal(failmalloc_sweep(scenario_decide_decode, &db), 2);
@@ -267,9 +275,12 @@ static void test_failmalloc_table_upsert(void **state) {
 /*
  * A node and one scripted peer average a vector: HELLO, then the JOIN or
  * COMMIT the peer would send (whichever of the two coordinates), then the
- * peer's DATA and RESULT. Under a failing allocator the node may fail the
- * round or drop the peer, but it must not crash or leak; with memory
- * enough, the round must complete with the right average.
+ * peer's DATA and RESULT, and its HAVE once it holds the whole result (of
+ * two acceptors, half is a quorum only with the primary, member 0: where
+ * that is the peer, the node cannot complete the attempt without its
+ * HAVE). Under a failing allocator the node may fail the round or drop the
+ * peer, but it must not crash or leak; with memory enough, the round must
+ * complete with the right average.
  */
 #define NODE_COUNT 8
 #define NODE_NOW_NS (1000ull * 1000 * 1000 * 1000) /* wall clock 1e6 ms */
@@ -338,7 +349,16 @@ static void script_data(node_script *sc, uint8_t type, uint64_t off, const float
   script_append(sc, (const uint8_t *)v, n * sizeof(float));
 }
 
-/* Builds |peer|'s side of the conversation, and the expected result. */
+/* The peer's HAVE for the attempt of round 0, in view 0. */
+static void script_have(node_script *sc, uint8_t flags) {
+  uint8_t f[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_have m = {0, sc->attempt, 0, flags};
+  ded_msg_have_encode(&w, &m);
+  assert_false(w.err);
+  script_append(sc, f, w.pos);
+}
+
 static void script_fetch(node_script *sc, uint64_t attempt, uint16_t shard) {
   uint8_t f[DED_FETCH_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
@@ -347,6 +367,7 @@ static void script_fetch(node_script *sc, uint64_t attempt, uint16_t shard) {
   script_append(sc, f, w.pos);
 }
 
+/* Builds |peer|'s side of the conversation, and the expected result. */
 static void node_script_build(node_script *sc, const ded_ident *peer, int kind) {
   memset(sc, 0, sizeof *sc);
   ded_ident me;
@@ -367,12 +388,14 @@ static void node_script_build(node_script *sc, const ded_ident *peer, int kind) 
     memcpy(m[0].id, peer->id, DED_ID_BYTES);
     m[0].weight = 2.0;
     m[0].n_local = 1;
+    m[0].flags = DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY;
     ded_msg_commit c = {.round = 0,
                         .attempt = sc->attempt,
                         .dtype = DED_DTYPE_F32,
                         .count = NODE_COUNT,
                         .chunk_elems = 16,
                         .k = 1,
+                        .nacc = 1,
                         .members = m};
     uint8_t cf[DED_COMMIT_FRAME_BYTES(1)];
     ded_wr w = ded_wr_init(cf, sizeof cf);
@@ -383,6 +406,8 @@ static void node_script_build(node_script *sc, const ded_ident *peer, int kind) 
       sc->want[i] = 0.5f * (float)i;
     }
     script_data(sc, DED_MSG_RESULT, 0, sc->want, NODE_COUNT);
+    /* The peer completed the round alone: its answer to a late member. */
+    script_have(sc, DED_HAVE_F_DONE);
     sc->late = true;
     return;
   }
@@ -391,10 +416,13 @@ static void node_script_build(node_script *sc, const ded_ident *peer, int kind) 
     memset(m, 0, sizeof m);
     memcpy(m[peer_i].id, peer->id, DED_ID_BYTES);
     memcpy(m[me_i].id, me.id, DED_ID_BYTES);
+    /* A genesis round: both acceptors, member 0 (the peer) the primary,
+     * as ded_gather_commit builds it. */
     for (int i = 0; i < 2; i++) {
       m[i].weight = 1.0;
       m[i].n_local = 1;
       m[i].shard_off = off[i];
+      m[i].flags = DED_MEMBER_F_ACCEPTOR | (i == 0 ? DED_MEMBER_F_PRIMARY : 0);
     }
     ded_msg_commit c = {.round = 0,
                         .attempt = sc->attempt,
@@ -402,6 +430,7 @@ static void node_script_build(node_script *sc, const ded_ident *peer, int kind) 
                         .count = NODE_COUNT,
                         .chunk_elems = 16,
                         .k = 2,
+                        .nacc = 2,
                         .members = m};
     uint8_t cf[DED_COMMIT_FRAME_BYTES(2)];
     ded_wr w = ded_wr_init(cf, sizeof cf);
@@ -427,6 +456,7 @@ static void node_script_build(node_script *sc, const ded_ident *peer, int kind) 
   /* The peer's contribution to our shard, and its result for its own. */
   script_data(sc, DED_MSG_DATA, off[me_i], peer_in + off[me_i], NODE_COUNT / 2);
   script_data(sc, DED_MSG_RESULT, off[peer_i], avg + off[peer_i], NODE_COUNT / 2);
+  script_have(sc, 0);
   if (kind == NODE_SCRIPT_SERVE) {
     /* The result served back: both shards, an attempt it does not hold
      * (STALE), and a report of the finished round to a new view. */

@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 2).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 3).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -20,14 +20,22 @@
 /* Room for any test frame but the large COMMITs, which allocate. */
 #define MSG_BUF_BYTES 4096
 
-/* Payload offsets of the fields version 2 added or moved (ded_msg.h). */
+/* Payload offsets of the fields versions 2 and 3 added or moved
+ * (ded_msg.h). */
 #define JOIN_OFF_VIEW 8
 #define JOIN_OFF_FLAGS 33
 #define JOIN_BASE_BYTES 34
+#define JOIN_OFF_ACC_VIEW 34 /* with status */
+#define JOIN_OFF_PLAN 38     /* with status: the COMMIT body */
 #define COMMIT_OFF_ATTEMPT 8
 #define COMMIT_OFF_BASE 16
 #define COMMIT_OFF_K 37
-#define COMMIT_OFF_MEMBERS 39
+#define COMMIT_OFF_NACC 39
+#define COMMIT_OFF_MEMBERS 41
+#define MEMBER_OFF_FLAGS (DED_ID_BYTES + 20) /* within a member entry */
+#define DECIDE_OFF_FLAGS 12
+#define DECIDE_OFF_PLAN 13
+#define HAVE_BYTES 21 /* round | attempt | view | flags */
 
 static uint64_t msg_le(const uint8_t *p, unsigned n) {
   uint64_t v = 0;
@@ -115,6 +123,10 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
   case DED_MSG_FETCH: {
     ded_msg_fetch m;
     return ded_msg_fetch_decode(p, len, &m);
+  }
+  case DED_MSG_HAVE: {
+    ded_msg_have m;
+    return ded_msg_have_decode(p, len, &m);
   }
   case DED_MSG_PROBE: {
     ded_msg_probe m;
@@ -222,8 +234,10 @@ static void test_msg_hello_bad_magic_and_version(void **state) {
     assert_int_equal(ded_msg_hello_decode(payload, len, &h), DED_ERR_PROTO);
     payload[i] ^= 0x20;
   }
-  /* Versions other than ours, either side of it. */
-  const uint16_t versions[] = {0, DED_PROTO_VERSION - 1, DED_PROTO_VERSION + 1, 0x100, 0xffff};
+  /* Versions other than ours, either side of it: a version 2 peer and a
+   * version 3 one refuse each other at HELLO. */
+  const uint16_t versions[] = {0, 1, 2, DED_PROTO_VERSION - 1, DED_PROTO_VERSION + 1,
+                               0x100, 0xffff};
   for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
     payload[DED_HELLO_MAGIC_LEN] = (uint8_t)versions[i];
     payload[DED_HELLO_MAGIC_LEN + 1] = (uint8_t)(versions[i] >> 8);
@@ -371,7 +385,9 @@ static void test_msg_records_bad(void **state) {
 
 /* A valid plan (COMMIT body) of |k| members for |round|: ids in
  * increasing order, uneven weights and rank counts, shards of 10
- * elements, and an attempt and base that use every byte. Free
+ * elements, and an attempt and base that use every byte. Every fourth
+ * member (3, 7, ...) is no acceptor, the last acceptor is the primary, and
+ * one acceptor of the round is not listed (nacc counts it). Free
  * c->members with free(). */
 static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
   memset(c, 0, sizeof *c);
@@ -391,7 +407,13 @@ static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
     c->members[i].weight = 1.0 + (double)(i % 3);
     c->members[i].n_local = i % 4 + 1;
     c->members[i].shard_off = 10 * (uint64_t)i;
+    if (i % 4 != 3) {
+      c->members[i].flags = DED_MEMBER_F_ACCEPTOR;
+      c->nacc++;
+    }
   }
+  if (k > 0) c->members[k - 1 - (k % 4 == 0)].flags |= DED_MEMBER_F_PRIMARY;
+  c->nacc++;
 }
 
 /* Every field of |got| equals |want|'s, members included. */
@@ -403,11 +425,13 @@ static void msg_plan_equal(const ded_msg_commit *got, const ded_msg_commit *want
   assert_int_equal(got->count, want->count);
   assert_int_equal(got->chunk_elems, want->chunk_elems);
   assert_int_equal(got->k, want->k);
+  assert_int_equal(got->nacc, want->nacc);
   for (unsigned i = 0; i < want->k; i++) {
     assert_memory_equal(got->members[i].id, want->members[i].id, DED_ID_BYTES);
     assert_memory_equal(&got->members[i].weight, &want->members[i].weight, sizeof(double));
     assert_int_equal(got->members[i].n_local, want->members[i].n_local);
     assert_int_equal(got->members[i].shard_off, want->members[i].shard_off);
+    assert_int_equal(got->members[i].flags, want->members[i].flags);
   }
 }
 
@@ -481,26 +505,34 @@ static void test_msg_join_round_trip(void **state) {
   assert_int_equal(msg_join_try(&j), 0);
 }
 
-/* The plain encoder never claims a status it does not carry. */
+/* The plain encoder never claims a status it does not carry, nor DONE,
+ * which only a status may carry. */
 static void test_msg_join_plain_encoder_drops_status(void **state) {
   (void)state;
-  ded_msg_join j = msg_join_valid();
-  j.flags = DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS;
-  uint8_t buf[DED_JOIN_FRAME_BYTES];
-  msg_join_build(buf, &j);
-  ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
-  ded_msg_join out;
-  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
-  assert_int_equal(out.flags, DED_JOIN_F_GENESIS);
-  assert_null(out.plan.members);
-  ded_msg_join_free(&out, NULL);
+  const uint8_t in[] = {DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS,
+                        DED_JOIN_F_GENESIS | DED_JOIN_F_DONE,
+                        DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_DONE};
+  for (size_t i = 0; i < sizeof in; i++) {
+    ded_msg_join j = msg_join_valid();
+    j.flags = in[i];
+    j.acc_view = 7; /* not on the wire without status */
+    uint8_t buf[DED_JOIN_FRAME_BYTES];
+    msg_join_build(buf, &j);
+    ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+    assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_GENESIS);
+    ded_msg_join out;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+    assert_int_equal(out.flags, DED_JOIN_F_GENESIS);
+    assert_null(out.plan.members);
+    ded_msg_join_free(&out, NULL);
+  }
 }
 
 static void test_msg_join_invalid(void **state) {
   (void)state;
   /* Every flag byte, written as is: only GENESIS and INTENT may stand
-   * without a status tail; STATUS without one is short, and unknown
-   * bits are refused. */
+   * without a status tail; STATUS without one is short, DONE is refused
+   * without STATUS, and unknown bits are refused. */
   ded_msg_join j = msg_join_valid();
   uint8_t buf[DED_JOIN_FRAME_BYTES];
   msg_join_build(buf, &j);
@@ -511,6 +543,19 @@ static void test_msg_join_invalid(void **state) {
     if (msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES) != want)
       fail_msg("JOIN with flags 0x%02x: want %d", f, want);
   }
+  /* DONE alone, or with the flags that may stand without status. */
+  const uint8_t done[] = {DED_JOIN_F_DONE, DED_JOIN_F_DONE | DED_JOIN_F_GENESIS,
+                          DED_JOIN_F_DONE | DED_JOIN_F_INTENT};
+  for (size_t i = 0; i < sizeof done; i++) {
+    payload[JOIN_OFF_FLAGS] = done[i];
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES), DED_ERR_PROTO);
+  }
+  /* ... and with an acc_view after it, as if a status were there. */
+  uint8_t longer[JOIN_BASE_BYTES + 4];
+  memcpy(longer, payload, JOIN_BASE_BYTES);
+  msg_put_le(longer + JOIN_OFF_ACC_VIEW, 0, 4);
+  longer[JOIN_OFF_FLAGS] = DED_JOIN_F_DONE;
+  assert_int_equal(msg_decode_any(DED_MSG_JOIN, longer, sizeof longer), DED_ERR_PROTO);
   const uint8_t dtypes[] = {0, 3, 255};
   for (size_t i = 0; i < sizeof dtypes; i++) {
     j = msg_join_valid();
@@ -557,14 +602,20 @@ static int msg_join_status_try(const ded_msg_join *j, const ded_msg_commit *plan
   return rv;
 }
 
-/* A failover report: the attempt as a COMMIT body, then one bit per
- * shard, for memberships on both sides of a byte boundary. */
+/* A failover report: the view the attempt was accepted in, the attempt
+ * as a COMMIT body, then one bit per shard, for memberships on both sides
+ * of a byte boundary; every other report says it completed the round. */
 static void test_msg_join_status_round_trip(void **state) {
   (void)state;
   const unsigned ks[] = {1, 3, 7, 8, 9, 16, 17};
+  const uint32_t acc_views[] = {0, DED_VIEW_NONE, 1, 0x80000000u, DED_VIEW_NONE - 1, 0x01020304u,
+                                DED_VIEW_NONE};
   for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
     unsigned k = ks[t];
     ded_msg_join j = msg_join_valid();
+    j.acc_view = acc_views[t];
+    const uint8_t done = t % 2 ? DED_JOIN_F_DONE : 0;
+    j.flags |= done;
     ded_msg_commit plan;
     msg_plan_make(&plan, k, j.round);
     uint8_t have[4] = {0};
@@ -573,25 +624,28 @@ static void test_msg_join_status_round_trip(void **state) {
       if (s % 3 != 1) have[s / 8] |= (uint8_t)(1u << (s % 8));
     size_t len;
     uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
-    assert_int_equal(len, DED_JOIN_FRAME_BYTES + DED_COMMIT_BODY_BYTES(k) + nb);
+    assert_int_equal(len, DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + nb);
     ded_frame fr = msg_unframe(buf, len, DED_MSG_JOIN);
-    /* The tail is a COMMIT body, byte for byte. */
+    assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | done);
+    /* The status: acc_view, then a COMMIT body, byte for byte. */
+    assert_int_equal(msg_le(fr.payload + JOIN_OFF_ACC_VIEW, 4), j.acc_view);
     size_t clen;
     uint8_t *cf = unit_commit_frame(&plan, &clen);
-    assert_memory_equal(fr.payload + JOIN_BASE_BYTES, cf + DED_FRAME_HDR_BYTES,
+    assert_memory_equal(fr.payload + JOIN_OFF_PLAN, cf + DED_FRAME_HDR_BYTES,
                         clen - DED_FRAME_HDR_BYTES);
     free(cf);
     unit_failmem fm;
     unit_failmem_init(&fm, -1);
     ded_msg_join out;
     assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, &fm.mem, &out), 0);
-    assert_int_equal(out.flags, DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS);
+    assert_int_equal(out.flags, DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | done);
     assert_int_equal(out.round, j.round);
     assert_int_equal(out.view, j.view);
     assert_int_equal(out.count, j.count);
+    assert_int_equal(out.acc_view, j.acc_view);
     msg_plan_equal(&out.plan, &plan);
     /* The bitmap stays in the payload, after the body. */
-    assert_ptr_equal(out.have, fr.payload + JOIN_BASE_BYTES + DED_COMMIT_BODY_BYTES(k));
+    assert_ptr_equal(out.have, fr.payload + JOIN_OFF_PLAN + DED_COMMIT_BODY_BYTES(k));
     assert_memory_equal(out.have, have, nb);
     assert_int_equal(fm.live, 1);
     ded_msg_join_free(&out, &fm.mem);
@@ -601,10 +655,16 @@ static void test_msg_join_status_round_trip(void **state) {
     msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
 
     /* Every other flag combination with STATUS. */
-    j.flags = 0;
-    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
-    j.flags = DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS;
-    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    const uint8_t others[] = {0,
+                              DED_JOIN_F_INTENT,
+                              DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS,
+                              DED_JOIN_F_DONE,
+                              DED_JOIN_F_DONE | DED_JOIN_F_INTENT,
+                              DED_JOIN_F_DONE | DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS};
+    for (size_t i = 0; i < sizeof others; i++) {
+      j.flags = others[i];
+      assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    }
     j = msg_join_valid();
     /* All shards held, and none. */
     uint8_t all[4] = {0};
@@ -613,8 +673,11 @@ static void test_msg_join_status_round_trip(void **state) {
     uint8_t none[4] = {0};
     assert_int_equal(msg_join_status_try(&j, &plan, none), 0);
 
-    /* Without the STATUS flag the tail is trailing garbage. */
-    buf[DED_FRAME_HDR_BYTES + JOIN_OFF_FLAGS] &= (uint8_t)~DED_JOIN_F_STATUS;
+    /* Without the STATUS flag the tail is trailing garbage, with DONE or
+     * without. */
+    buf[DED_FRAME_HDR_BYTES + JOIN_OFF_FLAGS] = DED_JOIN_F_GENESIS | DED_JOIN_F_DONE;
+    assert_int_equal(msg_decode_any(DED_MSG_JOIN, fr.payload, fr.len), DED_ERR_PROTO);
+    buf[DED_FRAME_HDR_BYTES + JOIN_OFF_FLAGS] = DED_JOIN_F_GENESIS;
     assert_int_equal(msg_decode_any(DED_MSG_JOIN, fr.payload, fr.len), DED_ERR_PROTO);
     free(buf);
     free(plan.members);
@@ -662,6 +725,27 @@ static void test_msg_join_status_invalid(void **state) {
     plan.members[0].shard_off = 1;
     assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
     plan.members[0].shard_off = 0;
+    /* ... or the rules of acceptors: an unknown member flag, nacc short
+     * of the acceptors listed, none listed. */
+    plan.members[k - 1].flags |= 0x80;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.members[k - 1].flags &= (uint8_t)~0x80;
+    uint16_t nacc = plan.nacc;
+    plan.nacc = (uint16_t)(nacc - 2); /* one less than listed */
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.nacc = nacc;
+    uint8_t f0 = plan.members[0].flags;
+    for (unsigned i = 0; i < k; i++) plan.members[i].flags = 0;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    plan.members[0].flags = f0;
+    for (unsigned i = 1; i < k; i++) plan.members[i].flags = i % 4 != 3 ? DED_MEMBER_F_ACCEPTOR : 0;
+    plan.members[k - 1 - (k % 4 == 0)].flags |= DED_MEMBER_F_PRIMARY;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    /* Any acc_view decodes: the engine judges it. */
+    j.acc_view = DED_VIEW_NONE;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    j.acc_view = 0;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
     /* The JOIN's own fields are still checked. */
     j.n_local = 0;
     assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
@@ -679,7 +763,7 @@ static void test_msg_join_status_invalid(void **state) {
     assert_int_equal(msg_decode_any(DED_MSG_JOIN, longer, plen + 1), DED_ERR_PROTO);
     free(longer);
     /* k in the body saying one member more or fewer than are there. */
-    uint8_t *kf = payload + JOIN_BASE_BYTES + COMMIT_OFF_K;
+    uint8_t *kf = payload + JOIN_OFF_PLAN + COMMIT_OFF_K;
     assert_int_equal(msg_le(kf, 2), k);
     msg_put_le(kf, k + 1, 2);
     assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, plen), DED_ERR_PROTO);
@@ -698,7 +782,8 @@ typedef struct msg_commit_fixture {
 } msg_commit_fixture;
 
 /* Three members with ids 0x10.., 0x20.., 0x30.., shards 0, 40, 70 of 100;
- * attempt 2 of the coordinator 0x10.., on a base that uses every byte. */
+ * attempt 2 of the coordinator 0x10.., on a base that uses every byte.
+ * All three are acceptors, the first the primary, of three. */
 static void msg_commit_valid(msg_commit_fixture *f) {
   memset(f, 0, sizeof *f);
   f->c.round = 77;
@@ -708,6 +793,7 @@ static void msg_commit_valid(msg_commit_fixture *f) {
   f->c.count = 100;
   f->c.chunk_elems = 16;
   f->c.k = 3;
+  f->c.nacc = 3;
   f->c.members = f->members;
   const uint64_t offs[3] = {0, 40, 70};
   for (int i = 0; i < 3; i++) {
@@ -715,7 +801,9 @@ static void msg_commit_valid(msg_commit_fixture *f) {
     f->members[i].weight = 1.0 + i;
     f->members[i].n_local = (uint32_t)(i + 1);
     f->members[i].shard_off = offs[i];
+    f->members[i].flags = DED_MEMBER_F_ACCEPTOR;
   }
+  f->members[0].flags |= DED_MEMBER_F_PRIMARY;
 }
 
 static int msg_commit_try(const ded_msg_commit *c) {
@@ -730,6 +818,12 @@ static void test_msg_commit_round_trip(void **state) {
   (void)state;
   msg_commit_fixture f;
   msg_commit_valid(&f);
+  /* nacc and flags that differ from the defaults: a listed member that is
+   * no acceptor, an acceptor that is not listed, the primary last. */
+  f.c.nacc = 4;
+  f.members[0].flags = DED_MEMBER_F_ACCEPTOR;
+  f.members[1].flags = 0;
+  f.members[2].flags = DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY;
   size_t len;
   uint8_t *buf = unit_commit_frame(&f.c, &len);
   ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
@@ -739,7 +833,14 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_ATTEMPT, 8), f.c.attempt);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_BASE, 8), f.c.base);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_K, 2), 3);
-  assert_memory_equal(fr.payload + COMMIT_OFF_MEMBERS, f.members[0].id, DED_ID_BYTES);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_NACC, 2), 4);
+  /* Each member entry ends with its flags. */
+  for (int i = 0; i < 3; i++) {
+    const uint8_t *e = fr.payload + COMMIT_OFF_MEMBERS + (size_t)i * DED_COMMIT_MEMBER_BYTES;
+    assert_memory_equal(e, f.members[i].id, DED_ID_BYTES);
+    assert_int_equal(msg_le(e + DED_ID_BYTES + 12, 8), f.members[i].shard_off);
+    assert_int_equal(e[MEMBER_OFF_FLAGS], f.members[i].flags);
+  }
   ded_msg_commit out;
   assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &out), 0);
   assert_int_equal(out.round, f.c.round);
@@ -749,15 +850,107 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(out.count, f.c.count);
   assert_int_equal(out.chunk_elems, f.c.chunk_elems);
   assert_int_equal(out.k, 3);
+  assert_int_equal(out.nacc, 4);
   for (int i = 0; i < 3; i++) {
     assert_memory_equal(out.members[i].id, f.members[i].id, DED_ID_BYTES);
     assert_true(out.members[i].weight == f.members[i].weight);
     assert_int_equal(out.members[i].n_local, f.members[i].n_local);
     assert_int_equal(out.members[i].shard_off, f.members[i].shard_off);
+    assert_int_equal(out.members[i].flags, f.members[i].flags);
   }
   ded_msg_commit_free(&out, NULL);
   assert_null(out.members);
   msg_check_bounds(DED_MSG_COMMIT, fr.payload, fr.len, 0);
+  free(buf);
+}
+
+/* What the flags and nacc of a COMMIT may be: at least one acceptor,
+ * no more than nacc, at most one primary, which is an acceptor. */
+static void test_msg_commit_acceptors(void **state) {
+  (void)state;
+  msg_commit_fixture f;
+#define COMMIT_ACCEPTS(mutation)                                                                  \
+  do {                                                                                            \
+    msg_commit_valid(&f);                                                                         \
+    mutation;                                                                                     \
+    if (msg_commit_try(&f.c) != 0) fail_msg("COMMIT refused with %s", #mutation);                 \
+  } while (0)
+#define COMMIT_REJECTS(mutation)                                                                  \
+  do {                                                                                            \
+    msg_commit_valid(&f);                                                                         \
+    mutation;                                                                                     \
+    if (msg_commit_try(&f.c) != DED_ERR_PROTO) fail_msg("COMMIT accepted with %s", #mutation);    \
+  } while (0)
+  COMMIT_ACCEPTS((void)0);
+  /* No primary at all; the primary anywhere. */
+  COMMIT_ACCEPTS(f.members[0].flags = DED_MEMBER_F_ACCEPTOR);
+  COMMIT_ACCEPTS(f.members[0].flags = DED_MEMBER_F_ACCEPTOR;
+                 f.members[2].flags |= DED_MEMBER_F_PRIMARY);
+  /* One acceptor is enough, listed anywhere, primary or not. */
+  COMMIT_ACCEPTS(f.members[1].flags = f.members[2].flags = 0);
+  COMMIT_ACCEPTS(f.members[0].flags = f.members[1].flags = 0);
+  COMMIT_ACCEPTS(f.members[0].flags = f.members[2].flags = 0;
+                 f.members[1].flags = DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+  /* Acceptors that are not listed: nacc above the acceptors listed, up to
+   * the most a round may have; and exactly as many. */
+  COMMIT_ACCEPTS(f.c.nacc = 4);
+  COMMIT_ACCEPTS(f.c.nacc = DED_ROUND_MEMBERS_MAX);
+  COMMIT_ACCEPTS(f.members[1].flags = f.members[2].flags = 0; f.c.nacc = 1);
+  COMMIT_ACCEPTS(f.members[2].flags = 0; f.c.nacc = 2);
+
+  /* Flags nobody defined, on any member. */
+  for (int i = 0; i < 3; i++)
+    for (unsigned bit = 2; bit < 8; bit++)
+      COMMIT_REJECTS(f.members[i].flags |= (uint8_t)(1u << bit));
+  /* A primary that is no acceptor, with or without another primary. */
+  COMMIT_REJECTS(f.members[0].flags = DED_MEMBER_F_PRIMARY);
+  COMMIT_REJECTS(f.members[0].flags = DED_MEMBER_F_ACCEPTOR;
+                 f.members[1].flags = DED_MEMBER_F_PRIMARY);
+  COMMIT_REJECTS(f.members[2].flags = DED_MEMBER_F_PRIMARY);
+  /* Two primaries, three. */
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_PRIMARY);
+  COMMIT_REJECTS(f.members[2].flags |= DED_MEMBER_F_PRIMARY);
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_PRIMARY;
+                 f.members[2].flags |= DED_MEMBER_F_PRIMARY);
+  /* No acceptor listed, whatever nacc says. */
+  COMMIT_REJECTS(f.members[0].flags = f.members[1].flags = f.members[2].flags = 0);
+  COMMIT_REJECTS(f.members[0].flags = f.members[1].flags = f.members[2].flags = 0; f.c.nacc = 0);
+  /* More acceptors listed than nacc. */
+  COMMIT_REJECTS(f.c.nacc = 2);
+  COMMIT_REJECTS(f.c.nacc = 0);
+  COMMIT_REJECTS(f.members[1].flags = f.members[2].flags = 0; f.c.nacc = 0);
+  /* nacc above the largest round, even with the acceptors in it. */
+  COMMIT_REJECTS(f.c.nacc = DED_ROUND_MEMBERS_MAX + 1);
+  COMMIT_REJECTS(f.c.nacc = UINT16_MAX);
+#undef COMMIT_ACCEPTS
+#undef COMMIT_REJECTS
+
+  /* Every value of one member's flag byte, written into the frame: with
+   * member 0 the primary and the others acceptors, member 1 may only be
+   * an acceptor or not; member 0 may also drop being the primary. */
+  msg_commit_valid(&f);
+  size_t len;
+  uint8_t *buf = unit_commit_frame(&f.c, &len);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  for (unsigned m = 0; m < 2; m++) {
+    uint8_t *flag = payload + COMMIT_OFF_MEMBERS + m * DED_COMMIT_MEMBER_BYTES + MEMBER_OFF_FLAGS;
+    uint8_t keep = *flag;
+    for (unsigned v = 0; v < 256; v++) {
+      *flag = (uint8_t)v;
+      bool ok = v == 0 || v == DED_MEMBER_F_ACCEPTOR ||
+                (m == 0 && v == (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY));
+      int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
+      if (rv != (ok ? 0 : DED_ERR_PROTO)) fail_msg("member %u flags 0x%02x: %d", m, v, rv);
+    }
+    *flag = keep;
+  }
+  /* Every nacc from 0 up past the largest round. */
+  for (unsigned n = 0; n <= DED_ROUND_MEMBERS_MAX + 2; n++) {
+    msg_put_le(payload + COMMIT_OFF_NACC, n, 2);
+    bool ok = n >= 3 && n <= DED_ROUND_MEMBERS_MAX;
+    int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
+    if (rv != (ok ? 0 : DED_ERR_PROTO)) fail_msg("nacc %u: %d", n, rv);
+  }
   free(buf);
 }
 
@@ -789,6 +982,7 @@ static void test_msg_commit_edges_accepted(void **state) {
 
   ded_msg_commit big = f.c;
   big.k = DED_ROUND_MEMBERS_MAX;
+  big.nacc = DED_ROUND_MEMBERS_MAX;
   big.count = DED_ROUND_MEMBERS_MAX;
   big.members = calloc(big.k, sizeof *big.members);
   assert_non_null(big.members);
@@ -798,7 +992,9 @@ static void test_msg_commit_edges_accepted(void **state) {
     big.members[i].weight = 1.0;
     big.members[i].n_local = 1;
     big.members[i].shard_off = i;
+    big.members[i].flags = DED_MEMBER_F_ACCEPTOR;
   }
+  big.members[big.k - 1].flags |= DED_MEMBER_F_PRIMARY;
   assert_int_equal(msg_commit_try(&big), 0);
   free(big.members);
 }
@@ -846,6 +1042,7 @@ static void test_msg_commit_invalid(void **state) {
   msg_commit_valid(&f);
   big = f.c;
   big.k = DED_ROUND_MEMBERS_MAX + 1;
+  big.nacc = 1; /* acceptors that would pass: only k is wrong */
   big.count = big.k;
   big.members = calloc(big.k, sizeof *big.members);
   assert_non_null(big.members);
@@ -856,6 +1053,7 @@ static void test_msg_commit_invalid(void **state) {
     big.members[i].n_local = 1;
     big.members[i].shard_off = i;
   }
+  big.members[0].flags = DED_MEMBER_F_ACCEPTOR;
   assert_int_equal(msg_commit_try(&big), DED_ERR_PROTO);
   free(big.members);
 }
@@ -930,24 +1128,25 @@ static void test_msg_commit_copy(void **state) {
 
 /* ------------------------------------------------------------ DECIDE */
 
-/* A DECIDE for |plan| in |view|, into a fresh buffer of exactly the
- * frame's size; the caller frees it. */
-static uint8_t *msg_decide_build(uint32_t view, const ded_msg_commit *plan,
+/* A DECIDE for |plan| in |view| with |flags|, into a fresh buffer of
+ * exactly the frame's size; the caller frees it. */
+static uint8_t *msg_decide_build(uint32_t view, uint8_t flags, const ded_msg_commit *plan,
                                  const uint16_t *holders, size_t *len) {
   size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
   uint8_t *buf = malloc(cap);
   assert_non_null(buf);
   ded_wr w = ded_wr_init(buf, cap);
-  ded_msg_decide_encode(&w, view, plan, holders);
+  ded_msg_decide_encode(&w, view, flags, plan, holders);
   assert_false(w.err);
   assert_int_equal(w.pos, cap);
   *len = cap;
   return buf;
 }
 
-static int msg_decide_try(uint32_t view, const ded_msg_commit *plan, const uint16_t *holders) {
+static int msg_decide_try(uint32_t view, uint8_t flags, const ded_msg_commit *plan,
+                          const uint16_t *holders) {
   size_t len;
-  uint8_t *buf = msg_decide_build(view, plan, holders, &len);
+  uint8_t *buf = msg_decide_build(view, flags, plan, holders, &len);
   int rv = msg_decode_any(DED_MSG_DECIDE, buf + DED_FRAME_HDR_BYTES, len - DED_FRAME_HDR_BYTES);
   free(buf);
   return rv;
@@ -963,25 +1162,31 @@ static void test_msg_decide_round_trip(void **state) {
     uint16_t holders[16];
     for (unsigned s = 0; s < k; s++) holders[s] = (uint16_t)((s * 7 + 1) % k);
     const uint32_t view = 0xdeadbeefu;
+    /* Chosen (someone completed the round with it) or not. */
+    const uint8_t flags = t % 2 ? 0 : DED_DECIDE_F_CHOSEN;
     size_t len;
-    uint8_t *buf = msg_decide_build(view, &plan, holders, &len);
+    uint8_t *buf = msg_decide_build(view, flags, &plan, holders, &len);
     ded_frame fr = msg_unframe(buf, len, DED_MSG_DECIDE);
-    /* round | view | COMMIT body | k x u16 holder. */
-    assert_int_equal(fr.len, 8 + 4 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)k);
+    /* round | view | flags | COMMIT body | k x u16 holder. */
+    assert_int_equal(fr.len, 8 + 4 + 1 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)k);
     assert_int_equal(msg_le(fr.payload, 8), plan.round);
     assert_int_equal(msg_le(fr.payload + 8, 4), view);
+    assert_int_equal(fr.payload[DECIDE_OFF_FLAGS], flags);
     size_t clen;
     uint8_t *cf = unit_commit_frame(&plan, &clen);
-    assert_memory_equal(fr.payload + 12, cf + DED_FRAME_HDR_BYTES, clen - DED_FRAME_HDR_BYTES);
+    assert_memory_equal(fr.payload + DECIDE_OFF_PLAN, cf + DED_FRAME_HDR_BYTES,
+                        clen - DED_FRAME_HDR_BYTES);
     free(cf);
     for (unsigned s = 0; s < k; s++)
-      assert_int_equal(msg_le(fr.payload + 12 + DED_COMMIT_BODY_BYTES(k) + 2 * s, 2), holders[s]);
+      assert_int_equal(msg_le(fr.payload + DECIDE_OFF_PLAN + DED_COMMIT_BODY_BYTES(k) + 2 * s, 2),
+                       holders[s]);
     unit_failmem fm;
     unit_failmem_init(&fm, -1);
     ded_msg_decide d;
     assert_int_equal(ded_msg_decide_decode(fr.payload, fr.len, &fm.mem, &d), 0);
     assert_int_equal(d.round, plan.round);
     assert_int_equal(d.view, view);
+    assert_int_equal(d.flags, flags);
     msg_plan_equal(&d.plan, &plan);
     for (unsigned s = 0; s < k; s++) assert_int_equal(d.holders[s], holders[s]);
     assert_int_equal(fm.live, 2);
@@ -990,6 +1195,8 @@ static void test_msg_decide_round_trip(void **state) {
     assert_null(d.holders);
     assert_int_equal(fm.live, 0);
     msg_check_bounds(DED_MSG_DECIDE, fr.payload, fr.len, 0);
+    /* The other flag value decodes too. */
+    assert_int_equal(msg_decide_try(view, flags ^ DED_DECIDE_F_CHOSEN, &plan, holders), 0);
     free(buf);
     free(plan.members);
   }
@@ -1000,27 +1207,36 @@ static void test_msg_decide_invalid(void **state) {
   const unsigned ks[] = {1, 3, 9};
   for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
     unsigned k = ks[t];
+    const uint8_t fl = t % 2 ? DED_DECIDE_F_CHOSEN : 0;
     ded_msg_commit plan;
     msg_plan_make(&plan, k, 500);
     uint16_t holders[16] = {0};
-    assert_int_equal(msg_decide_try(1, &plan, holders), 0);
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), 0);
     /* Every holder must be a member of the attempt: k - 1 is the last. */
     for (unsigned s = 0; s < k; s++) {
       const uint16_t bad[] = {(uint16_t)k, (uint16_t)(k + 1), DED_ROUND_MEMBERS_MAX, UINT16_MAX};
       for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         holders[s] = bad[b];
-        if (msg_decide_try(1, &plan, holders) != DED_ERR_PROTO)
+        if (msg_decide_try(1, fl, &plan, holders) != DED_ERR_PROTO)
           fail_msg("k=%u: holder %u of shard %u accepted", k, bad[b], s);
       }
       holders[s] = (uint16_t)(k - 1);
-      assert_int_equal(msg_decide_try(1, &plan, holders), 0);
+      assert_int_equal(msg_decide_try(1, fl, &plan, holders), 0);
     }
     memset(holders, 0, sizeof holders);
     /* Holders for one shard more or fewer than the plan has. */
     size_t len;
-    uint8_t *buf = msg_decide_build(1, &plan, holders, &len);
+    uint8_t *buf = msg_decide_build(1, fl, &plan, holders, &len);
     uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
     size_t plen = len - DED_FRAME_HDR_BYTES;
+    /* Every flag byte: CHOSEN or nothing, no other bit. */
+    for (unsigned v = 0; v < 256; v++) {
+      payload[DECIDE_OFF_FLAGS] = (uint8_t)v;
+      int want = v & ~(unsigned)DED_DECIDE_F_CHOSEN ? DED_ERR_PROTO : 0;
+      if (msg_decode_any(DED_MSG_DECIDE, payload, plen) != want)
+        fail_msg("k=%u: DECIDE with flags 0x%02x: want %d", k, v, want);
+    }
+    payload[DECIDE_OFF_FLAGS] = fl;
     assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen - 2), DED_ERR_PROTO);
     assert_int_equal(msg_decode_any(DED_MSG_DECIDE, payload, plen - 1), DED_ERR_PROTO);
     for (size_t extra = 1; extra <= 4; extra++) {
@@ -1039,18 +1255,25 @@ static void test_msg_decide_invalid(void **state) {
     free(buf);
     /* A body that breaks the COMMIT invariants. */
     plan.members[k - 1].shard_off = plan.count + 1;
-    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
     plan.members[k - 1].shard_off = 10 * (uint64_t)(k - 1);
     plan.dtype = 0;
-    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
     plan.dtype = DED_DTYPE_F32;
+    plan.nacc = 0; /* fewer than the acceptors listed */
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
+    plan.nacc = DED_ROUND_MEMBERS_MAX;
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), 0);
+    plan.members[0].flags |= 0x40;
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
+    plan.members[0].flags &= (uint8_t)~0x40;
     plan.k = 0;
-    assert_int_equal(msg_decide_try(1, &plan, holders), DED_ERR_PROTO);
+    assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
     free(plan.members);
   }
 }
 
-/* ------------------------------------------------------ FETCH, PROBE */
+/* ------------------------------------------------ FETCH, HAVE, PROBE */
 
 static void test_msg_fetch_round_trip(void **state) {
   (void)state;
@@ -1101,6 +1324,80 @@ static void test_msg_fetch_invalid(void **state) {
   for (size_t extra = 1; extra <= 4; extra++)
     assert_int_equal(ded_msg_fetch_decode(buf + DED_FRAME_HDR_BYTES, 18 + extra, &out),
                      DED_ERR_PROTO);
+}
+
+static void test_msg_have_round_trip(void **state) {
+  (void)state;
+  const ded_msg_have cases[] = {
+      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 0x11223344u, 0},
+      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 7, DED_HAVE_F_DONE},
+      {0, 1, 0, 0},
+      {UINT64_MAX, UINT64_MAX, UINT32_MAX, DED_HAVE_F_DONE}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t buf[DED_HAVE_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_have_encode(&w, &cases[i]);
+    assert_false(w.err);
+    assert_int_equal(w.pos, sizeof buf);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_HAVE);
+    /* round | attempt | view | flags */
+    assert_int_equal(fr.len, HAVE_BYTES);
+    assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
+    assert_int_equal(msg_le(fr.payload + 8, 8), cases[i].attempt);
+    assert_int_equal(msg_le(fr.payload + 16, 4), cases[i].view);
+    assert_int_equal(fr.payload[20], cases[i].flags);
+    ded_msg_have out;
+    memset(&out, 0xee, sizeof out);
+    assert_int_equal(ded_msg_have_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.round, cases[i].round);
+    assert_int_equal(out.attempt, cases[i].attempt);
+    assert_int_equal(out.view, cases[i].view);
+    assert_int_equal(out.flags, cases[i].flags);
+    /* Every shorter prefix and a byte too many are refused. */
+    msg_check_bounds(DED_MSG_HAVE, fr.payload, fr.len, 0);
+  }
+}
+
+static void test_msg_have_invalid(void **state) {
+  (void)state;
+  uint8_t buf[DED_HAVE_FRAME_BYTES + 4];
+  ded_msg_have m = {9, (uint64_t)2 << 32 | 0x01020304u, 2, 0};
+  ded_msg_have out;
+  ded_wr w = ded_wr_init(buf, DED_HAVE_FRAME_BYTES);
+  ded_msg_have_encode(&w, &m);
+  assert_false(w.err);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES, &out), 0);
+  /* Every flag byte: DONE or nothing, no other bit. */
+  for (unsigned v = 0; v < 256; v++) {
+    payload[20] = (uint8_t)v;
+    int want = v & ~(unsigned)DED_HAVE_F_DONE ? DED_ERR_PROTO : 0;
+    if (ded_msg_have_decode(payload, HAVE_BYTES, &out) != want)
+      fail_msg("HAVE with flags 0x%02x: want %d", v, want);
+  }
+  payload[20] = 0;
+  /* Truncated anywhere, the flags byte included. */
+  for (size_t n = 0; n < HAVE_BYTES; n++)
+    assert_int_equal(ded_msg_have_decode(payload, n, &out), DED_ERR_PROTO);
+  /* Trailing bytes, however many. */
+  memset(buf + DED_HAVE_FRAME_BYTES, 0, 4);
+  for (size_t extra = 1; extra <= 4; extra++)
+    assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES + extra, &out), DED_ERR_PROTO);
+  /* Attempt 0 names no attempt, whatever else the HAVE says. */
+  const ded_msg_have zero[] = {{9, 0, 2, 0}, {9, 0, 2, DED_HAVE_F_DONE}, {0, 0, 0, 0}};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+    w = ded_wr_init(buf, DED_HAVE_FRAME_BYTES);
+    ded_msg_have_encode(&w, &zero[i]);
+    assert_false(w.err);
+    assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES, &out), DED_ERR_PROTO);
+  }
+  /* Any nonzero byte of the attempt makes it one. */
+  for (unsigned b = 0; b < 8; b++) {
+    memset(payload + 8, 0, 8);
+    payload[8 + b] = 1;
+    assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES, &out), 0);
+    assert_int_equal(out.attempt, (uint64_t)1 << (8 * b));
+  }
 }
 
 static void test_msg_probe_round_trip(void **state) {
@@ -1264,6 +1561,7 @@ enum {
   ENC_COMMIT,
   ENC_DECIDE,
   ENC_FETCH,
+  ENC_HAVE,
   ENC_PROBE,
   ENC_REDIRECT,
   ENC_LEAVE,
@@ -1285,10 +1583,15 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
   case ENC_JOIN: ded_msg_join_encode(w, &j); break;
   case ENC_JOIN_STATUS: ded_msg_join_status_encode(w, &j, plan, have); break;
   case ENC_COMMIT: ded_msg_commit_encode(w, plan); break;
-  case ENC_DECIDE: ded_msg_decide_encode(w, 4, plan, holders); break;
+  case ENC_DECIDE: ded_msg_decide_encode(w, 4, DED_DECIDE_F_CHOSEN, plan, holders); break;
   case ENC_FETCH: {
     ded_msg_fetch m = {1, 2, 3};
     ded_msg_fetch_encode(w, &m);
+    break;
+  }
+  case ENC_HAVE: {
+    ded_msg_have m = {1, 2, 3, DED_HAVE_F_DONE};
+    ded_msg_have_encode(w, &m);
     break;
   }
   case ENC_PROBE: {
@@ -1325,6 +1628,7 @@ static void test_msg_encoder_overflow(void **state) {
       [ENC_COMMIT] = DED_COMMIT_FRAME_BYTES(3),
       [ENC_DECIDE] = DED_DECIDE_FRAME_BYTES(3),
       [ENC_FETCH] = DED_FETCH_FRAME_BYTES,
+      [ENC_HAVE] = DED_HAVE_FRAME_BYTES,
       [ENC_PROBE] = DED_PROBE_FRAME_BYTES,
       [ENC_REDIRECT] = DED_REDIRECT_FRAME_BYTES,
       [ENC_LEAVE] = DED_LEAVE_FRAME_BYTES,
@@ -1360,14 +1664,22 @@ static void test_msg_names(void **state) {
                {DED_MSG_COMMIT, "COMMIT"}, {DED_MSG_DECIDE, "DECIDE"},   {DED_MSG_REDIRECT, "REDIRECT"},
                {DED_MSG_DATA, "DATA"},     {DED_MSG_RESULT, "RESULT"},   {DED_MSG_LEAVE, "LEAVE"},
                {DED_MSG_STALE, "STALE"},   {DED_MSG_FETCH, "FETCH"},     {DED_MSG_PROBE, "PROBE"},
-               {0, "unknown"},             {13, "unknown"},              {255, "unknown"}};
+               {DED_MSG_HAVE, "HAVE"},     {0, "unknown"},               {14, "unknown"},
+               {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
   /* The numbers are the wire's: they must not move. */
   assert_int_equal(DED_MSG_DECIDE, 5);
   assert_int_equal(DED_MSG_FETCH, 11);
   assert_int_equal(DED_MSG_PROBE, 12);
-  assert_int_equal(DED_PROTO_VERSION, 2);
+  assert_int_equal(DED_MSG_HAVE, 13);
+  assert_int_equal(DED_PROTO_VERSION, 3);
+  /* Sizes of version 3's messages (a change here is a change of the wire). */
+  assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
+  assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
+  assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
+  assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 41);
+  assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 41);
 }
 
 int main(void) {
@@ -1385,6 +1697,7 @@ int main(void) {
       cmocka_unit_test(test_msg_join_status_round_trip),
       cmocka_unit_test(test_msg_join_status_invalid),
       cmocka_unit_test(test_msg_commit_round_trip),
+      cmocka_unit_test(test_msg_commit_acceptors),
       cmocka_unit_test(test_msg_commit_edges_accepted),
       cmocka_unit_test(test_msg_commit_invalid),
       cmocka_unit_test(test_msg_commit_k_mismatch),
@@ -1393,6 +1706,8 @@ int main(void) {
       cmocka_unit_test(test_msg_decide_invalid),
       cmocka_unit_test(test_msg_fetch_round_trip),
       cmocka_unit_test(test_msg_fetch_invalid),
+      cmocka_unit_test(test_msg_have_round_trip),
+      cmocka_unit_test(test_msg_have_invalid),
       cmocka_unit_test(test_msg_probe_round_trip),
       cmocka_unit_test(test_msg_redirect_round_trip),
       cmocka_unit_test(test_msg_leave_round_trip),

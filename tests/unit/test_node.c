@@ -1,19 +1,26 @@
 /*
- * test_node.c: ded_node against scripted peers (protocol version 2).
+ * test_node.c: ded_node against scripted peers (protocol version 3).
  *
  * The peers are bytes the test writes (ngtcp2's conn tests: scripted
  * input, integer time). It checks what only the whole node shows: that a
  * round averages with the commit's weights in the commit's order and
- * hands the caller n_j * g only once the whole result is in, that the
- * node says the right things on the wire (attempts, views, reports to a
- * new view, fetches), that it takes decisions only from the coordinator
- * it joined, and that strangers are dropped. Rounds under load, loss and
- * crashes at random are the simulator's job (tests/sim).
+ * hands the caller n_j * g only once the whole result is in and a quorum
+ * of the attempt's acceptors holds it too, that the node says the right
+ * things on the wire (attempts, views, reports to a new view, fetches,
+ * HAVEs), that it takes decisions only from the coordinator it joined,
+ * and that strangers are dropped. Rounds under load, loss and crashes at
+ * random are the simulator's job (tests/sim).
  *
- * The scripts follow version 2: a COMMIT's attempt is view << 32 | the
+ * The scripts follow version 3: a COMMIT's attempt is view << 32 | the
  * coordinator's first four id bytes (big endian), view 0 at first; every
  * DATA and RESULT carries the attempt of the COMMIT it belongs to; a
- * RESULT carries the weighted mean g, not n_j * g.
+ * RESULT carries the weighted mean g, not n_j * g. A COMMIT flags the
+ * round's acceptors (a first round's: every member, member 0 the primary,
+ * nacc = k), and a scripted peer that holds an attempt's whole result
+ * says so with HAVE (round, attempt, the view it took the attempt in), as
+ * a version 3 peer does; a member completes an attempt only once
+ * acceptors of it have sent HAVE for it in one view: more than nacc / 2,
+ * or exactly nacc / 2 with the primary among them (its own HAVE counts).
  */
 #include <stdio.h>
 #include <sys/wait.h>
@@ -47,6 +54,7 @@ typedef struct tnode {
   int rounds_done;
   ded_round_result last;
   uint8_t last_members[4][DED_ID_BYTES];
+  uint64_t now; /* the time of what the peers send (NOW_NS unless a test advances it) */
 } tnode;
 
 static int tn_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
@@ -80,7 +88,7 @@ static unsigned tnode_accept(tnode *t) {
   assert_int_equal(ded_addr_parse("10.0.0.2:4000", &remote), 0);
   remote.port = (uint16_t)(remote.port + t->nconn);
   unsigned i = t->nconn++;
-  assert_int_equal(ded_node_conn_accepted(t->node, &remote, &t->conn[i], NOW_NS), 0);
+  assert_int_equal(ded_node_conn_accepted(t->node, &remote, &t->conn[i], t->now), 0);
   t->closed[i] = false;
   return i;
 }
@@ -90,6 +98,7 @@ static unsigned tnode_accept(tnode *t) {
  * connection (index 0) from the first peer. */
 static void tnode_start(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_local) {
   memset(t, 0, sizeof *t);
+  t->now = NOW_NS;
   assert_int_equal(ded_crypto_init(), 0);
   ded_ident_from_seed(&t->ident, node_seed);
   ded_node_settings s;
@@ -180,7 +189,17 @@ static bool output_has_join(const uint8_t *out, size_t len, uint64_t round, ded_
 }
 
 static void send_raw(tnode *t, unsigned i, const uint8_t *p, size_t n) {
-  ded_node_conn_recv(t->node, t->conn[i], p, n, NOW_NS);
+  ded_node_conn_recv(t->node, t->conn[i], p, n, t->now);
+}
+
+/* Lets |ns| pass in timer ticks of 100 ms (shorter than the deadline
+ * floor, so that the node never takes the gap for a stall). */
+static void tnode_advance(tnode *t, uint64_t ns) {
+  const uint64_t step = 100ull * 1000 * 1000;
+  for (uint64_t d = 0; d < ns; d += step) {
+    t->now += step;
+    ded_node_handle_expiry(t->node, t->now);
+  }
 }
 
 static void send_hello(tnode *t, unsigned i, const ded_ident *peer, const char *run) {
@@ -204,13 +223,38 @@ static void send_join(tnode *t, unsigned i, const ded_msg_join *j) {
   send_raw(t, i, f, w.pos);
 }
 
-static void send_decide(tnode *t, unsigned i, uint32_t view, const ded_msg_commit *plan,
-                        const uint16_t *holders) {
+static void send_decide(tnode *t, unsigned i, uint32_t view, uint8_t flags,
+                        const ded_msg_commit *plan, const uint16_t *holders) {
   uint8_t f[DED_DECIDE_FRAME_BYTES(TN_PEERS + 1)];
   assert_true(plan->k <= TN_PEERS + 1);
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_decide_encode(&w, view, plan, holders);
+  ded_msg_decide_encode(&w, view, flags, plan, holders);
   assert_false(w.err);
+  send_raw(t, i, f, w.pos);
+}
+
+/* A failover report: JOIN |j| (its flags, acc_view) with the status of
+ * attempt |plan| and the shard bitmap |have|. */
+static void send_join_status(tnode *t, unsigned i, const ded_msg_join *j,
+                             const ded_msg_commit *plan, const uint8_t *have) {
+  uint8_t f[DED_JOIN_STATUS_FRAME_BYTES(TN_PEERS + 1)];
+  assert_true(plan->k <= TN_PEERS + 1);
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_join_status_encode(&w, j, plan, have);
+  assert_false(w.err);
+  send_raw(t, i, f, w.pos);
+}
+
+/* HAVE: the peer on connection |i| holds |attempt|'s result and accepts
+ * it in |view| (DED_HAVE_F_DONE: it completed the round with it). */
+static void send_have(tnode *t, unsigned i, uint64_t round, uint64_t attempt, uint32_t view,
+                      uint8_t flags) {
+  uint8_t f[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_have m = {round, attempt, view, flags};
+  ded_msg_have_encode(&w, &m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, DED_HAVE_FRAME_BYTES);
   send_raw(t, i, f, w.pos);
 }
 
@@ -267,7 +311,11 @@ static void member_set(ded_msg_member *m, const uint8_t id[DED_ID_BYTES], double
   m->shard_off = shard_off;
 }
 
-/* A COMMIT of round |round|, f32, COUNT elements in chunks of CHUNK. */
+/* A COMMIT of round |round|, f32, COUNT elements in chunks of CHUNK. Its
+ * acceptors are those of a first round, or of a round whose previous one
+ * had exactly these members: every member, member 0 (the smallest id) the
+ * primary, nacc = k (|m|'s flags are set here; a test that wants others
+ * sets them after). */
 static ded_msg_commit commit_of(uint64_t round, uint64_t attempt, uint64_t base,
                                 ded_msg_member *m, uint16_t k) {
   ded_msg_commit c;
@@ -279,8 +327,32 @@ static ded_msg_commit commit_of(uint64_t round, uint64_t attempt, uint64_t base,
   c.count = COUNT;
   c.chunk_elems = CHUNK;
   c.k = k;
+  c.nacc = k;
   c.members = m;
+  for (uint16_t i = 0; i < k; i++)
+    m[i].flags = DED_MEMBER_F_ACCEPTOR | (i == 0 ? DED_MEMBER_F_PRIMARY : 0);
   return c;
+}
+
+/* The |nth| HAVE in |out|, decoded into |h|; false if there is none. */
+static bool output_have(const uint8_t *out, size_t len, int nth, ded_msg_have *h) {
+  ded_frame fr;
+  if (!frame_find(out, len, DED_MSG_HAVE, nth, &fr)) return false;
+  assert_int_equal(ded_msg_have_decode(fr.payload, fr.len, h), 0);
+  return true;
+}
+
+/* Checks that |out| holds exactly one HAVE, and that it says what the
+ * other arguments say. */
+static void expect_have(const uint8_t *out, size_t len, uint64_t round, uint64_t attempt,
+                        uint32_t view, uint8_t flags) {
+  assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 1);
+  ded_msg_have h;
+  assert_true(output_have(out, len, 0, &h));
+  assert_int_equal(h.round, round);
+  assert_int_equal(h.attempt, attempt);
+  assert_int_equal(h.view, view);
+  assert_int_equal(h.flags, flags);
 }
 
 /* Checks the |nth| frame of |type| in |out|: round, attempt, offset and
@@ -415,6 +487,17 @@ static void peer_coord_round(tnode *t, float *buf, uint32_t n_local, peer_round 
   assert_memory_equal(buf, pr->orig, sizeof pr->orig);
   send_data(t, 0, DED_MSG_RESULT, 0, pr->attempt, CHUNK, peer_result + CHUNK, CHUNK);
   assert_false(t->closed[0]);
+  /* The node holds the whole result: it accepts it (HAVE to the peer, in
+   * view 0), but its own HAVE is one of the two acceptors', without the
+   * primary (the peer, member 0): not yet a quorum. */
+  out = tnode_output(t, &len, NOW_NS);
+  expect_have(out, len, 0, pr->attempt, 0, 0);
+  free(out);
+  assert_int_equal(t->rounds_done, 0);
+  assert_memory_equal(buf, pr->orig, sizeof pr->orig);
+  /* The peer's HAVE (it holds everything since our RESULTs came). */
+  send_have(t, 0, 0, pr->attempt, 0, 0);
+  assert_false(t->closed[0]);
 }
 
 static void test_node_round_peer_coordinates(void **state) {
@@ -482,6 +565,10 @@ static void test_node_round_node_coordinates(void **state) {
   assert_memory_equal(c.members[1].id, hi.id, DED_ID_BYTES);
   assert_int_equal(c.members[0].shard_off, 0);
   assert_int_equal(c.members[1].shard_off, COUNT / 2);
+  /* A first round: every member an acceptor, member 0 the primary. */
+  assert_int_equal(c.nacc, 2);
+  assert_int_equal(c.members[0].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+  assert_int_equal(c.members[1].flags, DED_MEMBER_F_ACCEPTOR);
   ded_msg_commit_free(&c, NULL);
   /* Our contribution to the peer's shard, under that attempt. */
   assert_int_equal(frame_count(out, len, DED_MSG_DATA), 2);
@@ -501,10 +588,15 @@ static void test_node_round_node_coordinates(void **state) {
     expect_data(out, len, DED_MSG_RESULT, k, 0, attempt, CHUNK * k, mean + CHUNK * k, CHUNK);
   free(out);
   send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, COUNT / 2, mean + COUNT / 2, COUNT / 2);
+  /* The node is the primary: its own HAVE is exactly half of the two
+   * acceptors', with the primary, a quorum. It still tells the peer. */
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 2);
   assert_memory_equal(buf, mean, sizeof mean);
+  out = tnode_output(&t, &len, NOW_NS);
+  expect_have(out, len, 0, attempt, 0, 0);
+  free(out);
   assert_false(t.closed[0]);
   ded_node_free(t.node);
 }
@@ -544,6 +636,12 @@ static void test_node_bytewise(void **state) {
     memcpy(script + n + DED_DATA_HDR_BYTES, result + k, CHUNK * sizeof(float));
     n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
   }
+  /* The peer (the primary) holds the whole result too. */
+  ded_msg_have hv = {0, attempt, 0, 0};
+  w = ded_wr_init(script + n, sizeof script - n);
+  ded_msg_have_encode(&w, &hv);
+  assert_false(w.err);
+  n += w.pos;
   assert_true(n <= sizeof script);
   for (int i = 0; i < COUNT / 2; i++) {
     want[i] = result[i];
@@ -724,8 +822,9 @@ static void test_node_base_mismatch_not_completed(void **state) {
  * Round 0 ends here with the node's attempt a0. The peer commits round 1
  * on another base; the node refuses it once the whole result is in and
  * fails over to view 1, which is its own to coordinate, probing the peer.
- * The peer reports the attempt with every shard held. The coordinator
- * must not decide that this attempt stands: members whose round 0 ended
+ * The peer reports the attempt with every shard held, accepted in view 0
+ * (not completed: no DONE). The coordinator must not decide that this
+ * attempt stands, though it is the one accepted in the highest view: members whose round 0 ended
  * with a0 (itself included) can never complete it, so such a DECIDE only
  * sends the node round the failover loop again (it ends alone at the
  * round bound) while the peer completes an attempt the node rejected: the
@@ -776,17 +875,16 @@ static void test_node_coordinator_decides_on_its_lineage(void **state) {
   assert_true(frame_find(out, len, DED_MSG_PROBE, 0, &fr)); /* view 1, the node's */
   free(out);
 
-  /* The peer reports to view 1: attempt a1, both shards held. */
+  /* The peer reports to view 1: attempt a1, both shards held, accepted in
+   * view 0 (so, to the coordinator, the attempt accepted in the highest
+   * view, which it must still refuse). */
   ded_msg_join rep = j;
   rep.round = 1;
   rep.view = 1;
   rep.flags = 0;
+  rep.acc_view = 0;
   const uint8_t have[1] = {0x03};
-  uint8_t f[DED_JOIN_STATUS_FRAME_BYTES(2)];
-  ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_join_status_encode(&w, &rep, &c, have);
-  assert_false(w.err);
-  send_raw(&t, 0, f, w.pos);
+  send_join_status(&t, 0, &rep, &c, have);
   for (int tick = 1; tick <= 4; tick++)
     ded_node_handle_expiry(t.node, NOW_NS + (uint64_t)tick * 1000 * 1000 * 1000);
   out = tnode_output(&t, &len, NOW_NS + 4ull * 1000 * 1000 * 1000);
@@ -1151,6 +1249,13 @@ static void test_node_frames_of_other_attempts_not_counted(void **state) {
   free(out);
   assert_int_equal(t.rounds_done, 0);
   assert_memory_equal(buf, orig, sizeof orig);
+  /* The peer (the primary) holds the whole result once ours came; its
+   * HAVE for the other attempts counts for nothing, its HAVE for ours is
+   * remembered until the node holds the result too. */
+  for (size_t a = 0; a < sizeof others / sizeof others[0]; a++)
+    if (others[a] != 0) send_have(&t, 0, 0, others[a], 0, 0);
+  send_have(&t, 0, 0, attempt, 0, 0);
+  assert_int_equal(t.rounds_done, 0);
   send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, 0, g, COUNT / 2);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
@@ -1163,10 +1268,14 @@ static void test_node_frames_of_other_attempts_not_counted(void **state) {
 
 /* A member that joined but is not listed, its buffer matching the round's:
  * it contributes nothing and fetches the attempt's result from the
- * reducers (FETCH per shard), then reports late with n_j * g. */
+ * reducers (FETCH per shard), then reports late with n_j * g. It is no
+ * acceptor: it completes once the acceptor (the peer, alone in the
+ * attempt) answers its HAVE with HAVE DONE, or at once if the DECIDE that
+ * told it says the attempt was chosen (what a coordinator that finished
+ * the round answers a late JOIN with). */
 static void test_node_not_listed_fetches_result(void **state) {
   (void)state;
-  for (int by_decide = 0; by_decide <= 1; by_decide++) {
+  for (int by_decide = 0; by_decide <= 2; by_decide++) {
     float buf[COUNT], *bufs[1] = {buf};
     for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
     tnode t;
@@ -1183,7 +1292,7 @@ static void test_node_not_listed_fetches_result(void **state) {
     if (by_decide) {
       /* The same told by a DECIDE: the attempt stands, lo holds shard 0. */
       const uint16_t holders[1] = {0};
-      send_decide(&t, 0, 0, &c, holders);
+      send_decide(&t, 0, 0, by_decide == 2 ? DED_DECIDE_F_CHOSEN : 0, &c, holders);
     } else {
       send_commit(&t, 0, &c);
     }
@@ -1207,6 +1316,14 @@ static void test_node_not_listed_fetches_result(void **state) {
     send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, 0, g, COUNT - CHUNK);
     assert_int_equal(t.rounds_done, 0);
     send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, COUNT - CHUNK, g + COUNT - CHUNK, CHUNK);
+    if (by_decide != 2) {
+      /* Its HAVE goes to the attempt's member; its own does not count. */
+      out = tnode_output(&t, &len, NOW_NS);
+      expect_have(out, len, 0, attempt, 0, 0);
+      free(out);
+      assert_int_equal(t.rounds_done, 0);
+      send_have(&t, 0, 0, attempt, 0, DED_HAVE_F_DONE);
+    }
     assert_int_equal(t.rounds_done, 1);
     assert_int_equal(t.last.status, 0);
     assert_true(t.last.late);
@@ -1225,7 +1342,8 @@ static void test_node_not_listed_fetches_result(void **state) {
  * either shard of the attempt gets that shard's RESULT frames (g, under
  * the attempt); a FETCH of an attempt it does not hold gets STALE; a PROBE
  * for the round gets a report (JOIN with status: the attempt and every
- * shard held) to the prober's view.
+ * shard held, and DONE: it completed the round with it) to the prober's
+ * view.
  */
 static void test_node_serves_finished_round(void **state) {
   (void)state;
@@ -1275,6 +1393,9 @@ static void test_node_serves_finished_round(void **state) {
   assert_int_equal(j.plan.k, 2);
   assert_memory_equal(j.plan.members[1].id, t.ident.id, DED_ID_BYTES);
   assert_int_equal(j.have[0], 0x03);
+  /* It completed the round with that attempt: the report says so. */
+  assert_int_equal(j.flags, DED_JOIN_F_STATUS | DED_JOIN_F_DONE);
+  assert_int_not_equal(j.acc_view, DED_VIEW_NONE);
   ded_msg_join_free(&j, &fm.mem);
   assert_int_equal(fm.live, 0);
   free(out);
@@ -1418,20 +1539,23 @@ static void test_node_failover_decide(void **state) {
   assert_int_equal(j.plan.attempt, A);
   assert_int_equal(j.plan.k, 3);
   assert_int_equal(j.have[0], 0x06);
+  assert_int_equal(j.acc_view, DED_VIEW_NONE); /* it never held the whole result */
   ded_msg_join_free(&j, &fm.mem);
   free(out);
   assert_memory_equal(buf, orig, sizeof orig);
 
   /* Decisions of views the node did not report to. */
   const uint16_t holders[3] = {1, 1, 2};
-  send_decide(&t, c2, 0, &c, holders);
-  send_decide(&t, c2, 2, &c, holders);
+  send_decide(&t, c2, 0, 0, &c, holders);
+  send_decide(&t, c2, 2, 0, &c, holders);
   assert_false(t.closed[c2]);
   out = tnode_output_on(&t, c2, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_FETCH), 0);
   free(out);
-  /* View 1's: A stands; the node fetches what it lacks, shard 0. */
-  send_decide(&t, c2, 1, &c, holders);
+  /* View 1's: A stands; the node fetches what it lacks, shard 0. lo2
+   * holds all of A and accepts it in view 1 (HAVE). */
+  send_decide(&t, c2, 1, 0, &c, holders);
+  send_have(&t, c2, 0, A, 1, 0);
   out = tnode_output_on(&t, c2, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_FETCH), 1);
   assert_true(frame_find(out, len, DED_MSG_FETCH, 0, &fr));
@@ -1443,8 +1567,12 @@ static void test_node_failover_decide(void **state) {
   free(out);
   assert_int_equal(t.rounds_done, 0);
   assert_memory_equal(buf, orig, sizeof orig);
+  /* With it, the node's own HAVE in view 1 makes two of three. */
   send_data(&t, c2, DED_MSG_RESULT, 0, A, 0, g, CHUNK);
   assert_int_equal(t.rounds_done, 1);
+  out = tnode_output_on(&t, c2, &len, NOW_NS);
+  expect_have(out, len, 0, A, 1, 0);
+  free(out);
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 3);
   assert_int_equal(t.last.recoveries, 1);
@@ -1499,6 +1627,8 @@ static void test_node_probe_mid_round(void **state) {
       assert_true(j.flags & DED_JOIN_F_STATUS);
       assert_int_equal(j.plan.attempt, A);
       assert_int_equal(j.have[0], 0x02); /* its own shard, reduced */
+      assert_int_equal(j.acc_view, DED_VIEW_NONE);
+      assert_false(j.flags & DED_JOIN_F_DONE);
     }
     ded_msg_join_free(&j, NULL);
   }
@@ -1506,7 +1636,8 @@ static void test_node_probe_mid_round(void **state) {
   if (!found) fail_msg("no report to view 2 after the PROBE");
   assert_int_equal(t.rounds_done, 0);
 
-  /* View 2: a new attempt, the node alone on the first shard this time. */
+  /* View 2: a new attempt, the node alone on the first shard this time;
+   * its acceptors are A's (the round's first attempt's members). */
   member_set(&m[0], lo.id, 1.0, 1, 0);
   member_set(&m[1], t.ident.id, 1.0, 1, CHUNK);
   const uint64_t B = attempt_of(2, lo.id);
@@ -1526,13 +1657,807 @@ static void test_node_probe_mid_round(void **state) {
     expect_data(out, len, DED_MSG_RESULT, k, 0, B, CHUNK + CHUNK * k, g + CHUNK + CHUNK * k, CHUNK);
   free(out);
   assert_memory_equal(buf, orig, sizeof orig);
+  /* lo (the primary) holds all of B once our RESULTs came: HAVE, view 2. */
+  send_have(&t, 0, 0, B, 2, 0);
+  assert_int_equal(t.rounds_done, 0);
   send_data(&t, 0, DED_MSG_RESULT, 0, B, 0, g, CHUNK);
   assert_int_equal(t.rounds_done, 1);
+  out = tnode_output(&t, &len, NOW_NS);
+  expect_have(out, len, 0, B, 2, 0);
+  free(out);
   assert_int_equal(t.last.status, 0);
   assert_true(t.last.recoveries >= 1);
   assert_memory_equal(buf, g, sizeof g);
   assert_false(t.closed[0]);
   ded_node_free(t.node);
+}
+
+/* ------------------------------------------- completion: HAVE quorums */
+
+/*
+ * An attempt of the genesis round among k members (2 <= k <= 4) in id
+ * order, the node one of them but not member 0, every other member a
+ * scripted peer on its own connection; member 0 coordinates. Shards are
+ * whole chunks, weights 1, one rank each: the node's shard of the mean is
+ * (x_0 + x_1 + ...) / k in member order, the other shards are whatever
+ * their reducers send.
+ */
+typedef struct tswarm {
+  unsigned k, me;
+  unsigned conn[4]; /* the connection of member m (m != me) */
+  ded_msg_member m[4];
+  ded_msg_commit c; /* its members are m: flags and nacc may be changed before swarm_commit */
+  uint64_t attempt;
+  float x[4][COUNT]; /* each member's vector; x[me] is the node's */
+  float g[COUNT];    /* the mean every member ends with */
+} tswarm;
+
+static uint64_t swarm_shard_end(const tswarm *sw, unsigned m) {
+  return m + 1 < sw->k ? sw->m[m + 1].shard_off : COUNT;
+}
+
+/* The peers say HELLO in id order (so the node joins the genesis round at
+ * member 0), connection 0 first, then one new connection each. */
+static void swarm_start(tnode *t, tswarm *sw, const float *buf, const ded_ident *peers,
+                        unsigned npeers) {
+  memset(sw, 0, sizeof *sw);
+  assert_true(npeers >= 1 && npeers <= 3 && npeers <= TN_PEERS);
+  sw->k = npeers + 1;
+  const ded_ident *who[4] = {NULL};
+  const uint8_t *ids[4];
+  ids[0] = t->ident.id;
+  for (unsigned i = 0; i < npeers; i++) {
+    ids[i + 1] = peers[i].id;
+    who[i + 1] = &peers[i];
+  }
+  for (unsigned i = 1; i < sw->k; i++) /* insertion sort by id */
+    for (unsigned j = i; j > 0 && memcmp(ids[j - 1], ids[j], DED_ID_BYTES) > 0; j--) {
+      const uint8_t *ti = ids[j];
+      ids[j] = ids[j - 1];
+      ids[j - 1] = ti;
+      const ded_ident *tw = who[j];
+      who[j] = who[j - 1];
+      who[j - 1] = tw;
+    }
+  sw->me = sw->k;
+  for (unsigned m = 0; m < sw->k; m++)
+    if (ids[m] == t->ident.id) sw->me = m;
+  assert_true(sw->me > 0 && sw->me < sw->k);
+  unsigned used = 0;
+  for (unsigned m = 0; m < sw->k; m++) {
+    if (m == sw->me) continue;
+    sw->conn[m] = used++ == 0 ? 0 : tnode_accept(t);
+    send_hello(t, sw->conn[m], who[m], RUN);
+    assert_false(t->closed[sw->conn[m]]);
+  }
+  size_t len;
+  for (unsigned m = 0; m < sw->k; m++)
+    if (m != sw->me) free(tnode_output_on(t, sw->conn[m], &len, t->now));
+  for (unsigned m = 0; m < sw->k; m++)
+    member_set(&sw->m[m], ids[m], 1.0, 1, CHUNK * ((m * (COUNT / CHUNK)) / sw->k));
+  sw->attempt = attempt_of(0, ids[0]);
+  sw->c = commit_of(0, sw->attempt, 0, sw->m, (uint16_t)sw->k);
+  for (unsigned m = 0; m < sw->k; m++)
+    for (int i = 0; i < COUNT; i++)
+      sw->x[m][i] = m == sw->me ? buf[i] : (float)(37 * m + 3 * i) * 0.5f - 11.0f;
+  for (unsigned m = 0; m < sw->k; m++)
+    for (uint64_t i = sw->m[m].shard_off; i < swarm_shard_end(sw, m); i++) {
+      if (m != sw->me) {
+        sw->g[i] = 0.25f * (float)i - (float)m;
+        continue;
+      }
+      float acc = sw->x[0][i];
+      for (unsigned n = 1; n < sw->k; n++) acc += sw->x[n][i];
+      sw->g[i] = acc / (float)sw->k;
+    }
+}
+
+/* Member 0 sends the COMMIT; the node sends its vector to the reducers. */
+static void swarm_commit(tnode *t, tswarm *sw) {
+  send_commit(t, sw->conn[0], &sw->c);
+  assert_false(t->closed[sw->conn[0]]);
+  size_t len;
+  for (unsigned m = 0; m < sw->k; m++) {
+    if (m == sw->me) continue;
+    uint8_t *out = tnode_output_on(t, sw->conn[m], &len, t->now);
+    assert_int_equal(frame_count(out, len, DED_MSG_DATA),
+                     (int)((swarm_shard_end(sw, m) - sw->m[m].shard_off) / CHUNK));
+    free(out);
+  }
+}
+
+/* Every peer's contribution to the node's shard, then every reducer's
+ * result of its own shard; with |hold_last|, all but the last chunk of the
+ * last reducer's (swarm_feed_last sends it). The node's own HAVEs are
+ * left in its output. */
+static void swarm_feed(tnode *t, tswarm *sw, bool hold_last) {
+  const uint64_t lo = sw->m[sw->me].shard_off, hi = swarm_shard_end(sw, sw->me);
+  for (unsigned m = 0; m < sw->k; m++)
+    if (m != sw->me)
+      send_chunks(t, sw->conn[m], DED_MSG_DATA, 0, sw->attempt, lo, sw->x[m] + lo, hi - lo);
+  unsigned last = sw->k - 1 == sw->me ? sw->k - 2 : sw->k - 1;
+  for (unsigned m = 0; m < sw->k; m++) {
+    if (m == sw->me) continue;
+    uint64_t a = sw->m[m].shard_off, b = swarm_shard_end(sw, m);
+    if (hold_last && m == last) b -= CHUNK;
+    send_chunks(t, sw->conn[m], DED_MSG_RESULT, 0, sw->attempt, a, sw->g + a, b - a);
+    assert_false(t->closed[sw->conn[m]]);
+  }
+}
+
+static void swarm_feed_last(tnode *t, tswarm *sw) {
+  unsigned last = sw->k - 1 == sw->me ? sw->k - 2 : sw->k - 1;
+  uint64_t off = swarm_shard_end(sw, last) - CHUNK;
+  send_data(t, sw->conn[last], DED_MSG_RESULT, 0, sw->attempt, off, sw->g + off, CHUNK);
+  assert_false(t->closed[sw->conn[last]]);
+}
+
+/*
+ * Holding the whole result is not completing: three members lo1 < lo2 <
+ * node, every one an acceptor, lo1 the primary. Once the node holds the
+ * whole result it sends HAVE (round 0, the attempt, view 0) to both
+ * others, but its own HAVE is one of three: it reports nothing and leaves
+ * the caller's buffer alone. A HAVE from a peer that is no member (hi)
+ * counts for nothing; lo2's makes two of three, and the round completes
+ * with the mean. Whether lo2's HAVE comes before the node holds the whole
+ * result or after, completion waits for both. hi asked (its HAVE) and is
+ * no acceptor: once complete, the node tells it so (HAVE DONE).
+ */
+static void test_node_have_quorum_completes(void **state) {
+  (void)state;
+  for (int early = 0; early <= 1; early++) {
+    float buf[COUNT], orig[COUNT], *bufs[1] = {buf};
+    for (int i = 0; i < COUNT; i++) buf[i] = (float)(3 * i + 1);
+    memcpy(orig, buf, sizeof orig);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident peers[2], lo, hi;
+    peers_below(&t, &peers[0], &peers[1]);
+    peers_around(&t, &lo, &hi);
+    tswarm sw;
+    swarm_start(&t, &sw, buf, peers, 2);
+    assert_int_equal(sw.me, 2);
+    unsigned ch = tnode_accept(&t);
+    send_hello(&t, ch, &hi, RUN);
+    swarm_commit(&t, &sw);
+    const uint64_t A = sw.attempt;
+    size_t len;
+    uint8_t *out;
+    if (early) {
+      send_have(&t, ch, 0, A, 0, 0);
+      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      swarm_feed(&t, &sw, true);
+      assert_int_equal(t.rounds_done, 0);
+      for (unsigned m = 0; m < 2; m++) {
+        out = tnode_output_on(&t, sw.conn[m], &len, t.now);
+        assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0); /* it does not hold it all */
+        free(out);
+      }
+      swarm_feed_last(&t, &sw);
+    } else {
+      swarm_feed(&t, &sw, false);
+      assert_int_equal(t.rounds_done, 0);
+      assert_memory_equal(buf, orig, sizeof orig);
+      /* Its HAVE, to each other member; none to the stranger. */
+      for (unsigned m = 0; m < 2; m++) {
+        out = tnode_output_on(&t, sw.conn[m], &len, t.now);
+        expect_have(out, len, 0, A, 0, 0);
+        free(out);
+      }
+      out = tnode_output_on(&t, ch, &len, t.now);
+      assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
+      free(out);
+      /* Only time passes: still one of three. */
+      tnode_advance(&t, 200ull * 1000 * 1000);
+      send_have(&t, ch, 0, A, 0, 0);
+      assert_int_equal(t.rounds_done, 0);
+      assert_memory_equal(buf, orig, sizeof orig);
+      send_have(&t, sw.conn[1], 0, A, 0, 0);
+    }
+    assert_int_equal(t.rounds_done, 1);
+    assert_int_equal(t.last.status, 0);
+    assert_int_equal(t.last.contributors, 3);
+    assert_false(t.last.alone);
+    assert_false(t.last.late);
+    assert_memory_equal(buf, sw.g, sizeof sw.g);
+    if (early) {
+      for (unsigned m = 0; m < 2; m++) {
+        out = tnode_output_on(&t, sw.conn[m], &len, t.now);
+        expect_have(out, len, 0, A, 0, 0);
+        free(out);
+      }
+    }
+    out = tnode_output_on(&t, ch, &len, t.now);
+    expect_have(out, len, 0, A, 0, DED_HAVE_F_DONE);
+    free(out);
+    assert_false(t.closed[0] || t.closed[1] || t.closed[ch]);
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * Exactly half of the acceptors is a quorum only with the primary among
+ * them. Four members lo1 < lo2 < node < hi, lo1 the primary:
+ *   0: the node and lo1 (the primary), two of four: complete;
+ *   1: the node and lo2, two of four without the primary (lo2's HAVE
+ *      twice counts once): not complete; hi's makes three: complete;
+ *   2: hi is no acceptor and nacc is 6 (two acceptors not listed): the
+ *      node, lo1 and hi are two acceptors of six, with the primary: not
+ *      complete; lo2's makes three of six with the primary: complete.
+ */
+static void test_node_have_quorum_half_needs_primary(void **state) {
+  (void)state;
+  for (int variant = 0; variant <= 2; variant++) {
+    float buf[COUNT], orig[COUNT], *bufs[1] = {buf};
+    for (int i = 0; i < COUNT; i++) buf[i] = 2.0f - (float)i;
+    memcpy(orig, buf, sizeof orig);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident peers[3], lo;
+    peers_below(&t, &peers[0], &peers[1]);
+    peers_around(&t, &lo, &peers[2]);
+    tswarm sw;
+    swarm_start(&t, &sw, buf, peers, 3);
+    assert_int_equal(sw.me, 2);
+    if (variant == 2) {
+      sw.m[3].flags = 0;
+      sw.c.nacc = 6;
+    }
+    swarm_commit(&t, &sw);
+    const uint64_t A = sw.attempt;
+    swarm_feed(&t, &sw, false);
+    size_t len;
+    for (unsigned m = 0; m < 4; m++) {
+      if (m == sw.me) continue;
+      uint8_t *out = tnode_output_on(&t, sw.conn[m], &len, t.now);
+      expect_have(out, len, 0, A, 0, 0);
+      free(out);
+    }
+    assert_int_equal(t.rounds_done, 0);
+    if (variant == 0) {
+      send_have(&t, sw.conn[0], 0, A, 0, 0);
+    } else if (variant == 1) {
+      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      assert_int_equal(t.rounds_done, 0);
+      assert_memory_equal(buf, orig, sizeof orig);
+      send_have(&t, sw.conn[3], 0, A, 0, 0);
+    } else {
+      send_have(&t, sw.conn[0], 0, A, 0, 0);
+      send_have(&t, sw.conn[3], 0, A, 0, 0);
+      assert_int_equal(t.rounds_done, 0);
+      assert_memory_equal(buf, orig, sizeof orig);
+      send_have(&t, sw.conn[1], 0, A, 0, 0);
+    }
+    if (t.rounds_done != 1)
+      fail_msg("variant %d: the attempt did not complete on a quorum of HAVEs", variant);
+    assert_int_equal(t.last.status, 0);
+    assert_int_equal(t.last.contributors, 4);
+    assert_memory_equal(buf, sw.g, sizeof sw.g);
+    for (unsigned m = 0; m < 4; m++)
+      if (m != sw.me) assert_false(t.closed[sw.conn[m]]);
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * A HAVE with DONE (its sender completed the round with this attempt)
+ * completes the attempt without a quorum. HAVEs that are not for this
+ * attempt in the node's view make none: both other acceptors accepting
+ * another attempt, or lo2 accepting this one in another view (its HAVE and
+ * the node's, in view 0, are not in one view).
+ */
+static void test_node_have_done_completes(void **state) {
+  (void)state;
+  for (int early = 0; early <= 1; early++) {
+    float buf[COUNT], orig[COUNT], *bufs[1] = {buf};
+    for (int i = 0; i < COUNT; i++) buf[i] = (float)(i % 7) + 0.5f;
+    memcpy(orig, buf, sizeof orig);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident peers[2];
+    peers_below(&t, &peers[0], &peers[1]);
+    tswarm sw;
+    swarm_start(&t, &sw, buf, peers, 2);
+    swarm_commit(&t, &sw);
+    const uint64_t A = sw.attempt;
+    if (!early) swarm_feed(&t, &sw, false);
+    send_have(&t, sw.conn[0], 0, A + 1, 0, 0);
+    send_have(&t, sw.conn[1], 0, A + 1, 0, 0);
+    send_have(&t, sw.conn[1], 0, A, 1, 0);
+    if (early) swarm_feed(&t, &sw, false);
+    if (t.rounds_done != 0)
+      fail_msg("completed on HAVEs for another attempt or another view (early %d)", early);
+    assert_memory_equal(buf, orig, sizeof orig);
+    /* The node's own HAVE went out (view 0). */
+    size_t len;
+    uint8_t *out = tnode_output_on(&t, sw.conn[0], &len, t.now);
+    expect_have(out, len, 0, A, 0, 0);
+    free(out);
+    send_have(&t, sw.conn[1], 0, A, 0, DED_HAVE_F_DONE);
+    assert_int_equal(t.rounds_done, 1);
+    assert_int_equal(t.last.status, 0);
+    assert_int_equal(t.last.contributors, 3);
+    assert_memory_equal(buf, sw.g, sizeof sw.g);
+    assert_false(t.closed[sw.conn[0]] || t.closed[sw.conn[1]]);
+    ded_node_free(t.node);
+  }
+  /* DONE before the node holds the whole result: it completes as soon as
+   * it does, with no other HAVE. */
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)i;
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident peers[2];
+  peers_below(&t, &peers[0], &peers[1]);
+  tswarm sw;
+  swarm_start(&t, &sw, buf, peers, 2);
+  swarm_commit(&t, &sw);
+  send_have(&t, sw.conn[0], 0, sw.attempt, 0, DED_HAVE_F_DONE);
+  swarm_feed(&t, &sw, true);
+  assert_int_equal(t.rounds_done, 0);
+  swarm_feed_last(&t, &sw);
+  assert_int_equal(t.rounds_done, 1);
+  assert_memory_equal(buf, sw.g, sizeof sw.g);
+  ded_node_free(t.node);
+}
+
+/*
+ * A node that completed a round answers a HAVE for the attempt it
+ * completed with (a member still short of a quorum) with HAVE DONE, in
+ * the asker's view; a HAVE for another attempt, or one that says DONE
+ * itself, gets no answer; a HAVE for a round it never ran, nothing.
+ */
+static void test_node_have_answered_done(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  peer_round pr;
+  peer_coord_round(&t, buf, 1, &pr);
+  assert_int_equal(t.rounds_done, 1);
+  size_t len;
+  uint8_t *out = tnode_output(&t, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
+  free(out);
+  const uint32_t views[] = {0, 3};
+  for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+    send_have(&t, 0, 0, pr.attempt, views[v], 0);
+    out = tnode_output(&t, &len, NOW_NS);
+    expect_have(out, len, 0, pr.attempt, views[v], DED_HAVE_F_DONE);
+    free(out);
+  }
+  send_have(&t, 0, 0, pr.attempt + 1, 0, 0);
+  send_have(&t, 0, 0, pr.attempt, 0, DED_HAVE_F_DONE);
+  send_have(&t, 0, 7, pr.attempt, 0, 0);
+  out = tnode_output(&t, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
+  free(out);
+  assert_int_equal(t.rounds_done, 1);
+  assert_false(t.closed[0]);
+  ded_node_free(t.node);
+}
+
+/*
+ * A member that was probed into a later view before it held the whole
+ * result takes no part in the earlier view any more: three members lo1 <
+ * lo2 < node, lo1 probes the node into view 3 (lo1's by the lineage) while
+ * the node still lacks a chunk of lo2's shard. The chunk that comes then
+ * is not taken, so the node sends no HAVE for view 0, and its report says
+ * it accepted nothing (acc_view none). When lo1 decides in view 3 that
+ * the attempt stands, the node fetches the shard from lo2 and accepts the
+ * attempt in view 3 (HAVE to both): lo2's HAVE of view 0 does not combine
+ * with it, lo2's HAVE of view 3 does (two of three).
+ * A member that held the whole result when probed had accepted it in view
+ * 0 and says so (acc_view 0); after the DECIDE it accepts it again, in
+ * view 3, and its HAVE of view 0 still counts in view 0: with lo2's, two
+ * of three.
+ */
+static void test_node_have_views_after_probe(void **state) {
+  (void)state;
+  for (int held = 0; held <= 1; held++) {
+    float buf[COUNT], orig[COUNT], *bufs[1] = {buf};
+    for (int i = 0; i < COUNT; i++) buf[i] = (float)(2 * i) - 5.0f;
+    memcpy(orig, buf, sizeof orig);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident peers[2];
+    peers_below(&t, &peers[0], &peers[1]);
+    tswarm sw;
+    swarm_start(&t, &sw, buf, peers, 2);
+    assert_int_equal(sw.me, 2);
+    const unsigned c1 = sw.conn[0], c2 = sw.conn[1];
+    swarm_commit(&t, &sw);
+    const uint64_t A = sw.attempt;
+    swarm_feed(&t, &sw, !held); /* without: the last chunk of lo2's shard */
+    size_t len;
+    uint8_t *out = tnode_output_on(&t, c2, &len, t.now);
+    assert_int_equal(frame_count(out, len, DED_MSG_HAVE), held ? 1 : 0);
+    free(out);
+    free(tnode_output_on(&t, c1, &len, t.now));
+    assert_int_equal(t.rounds_done, 0);
+
+    send_probe(&t, c1, 0, 3);
+    out = tnode_output_on(&t, c1, &len, t.now);
+    ded_frame fr;
+    bool found = false;
+    for (int i = 0; frame_find(out, len, DED_MSG_JOIN, i, &fr); i++) {
+      ded_msg_join j;
+      assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &j), 0);
+      if (j.view == 3) {
+        found = true;
+        assert_int_equal(j.plan.attempt, A);
+        assert_int_equal(j.have[0], held ? 0x07 : 0x05);
+        assert_int_equal(j.acc_view, held ? 0 : DED_VIEW_NONE);
+        assert_false(j.flags & DED_JOIN_F_DONE);
+      }
+      ded_msg_join_free(&j, NULL);
+    }
+    free(out);
+    if (!found) fail_msg("no report to view 3 after the PROBE");
+    if (!held) {
+      /* The rest of view 0's attempt: frozen, not taken, no HAVE. */
+      swarm_feed_last(&t, &sw);
+      for (unsigned c = 0; c < 2; c++) {
+        out = tnode_output_on(&t, sw.conn[c], &len, t.now);
+        assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
+        free(out);
+      }
+      assert_int_equal(t.rounds_done, 0);
+    }
+    /* View 3 decides that A stands: every member holds its own shard. */
+    const uint16_t holders[3] = {0, 1, 2};
+    send_decide(&t, c1, 3, 0, &sw.c, holders);
+    out = tnode_output_on(&t, c2, &len, t.now);
+    assert_int_equal(frame_count(out, len, DED_MSG_FETCH), held ? 0 : 1);
+    if (!held) {
+      assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
+      free(out);
+      send_data(&t, c2, DED_MSG_RESULT, 0, A, CHUNK, sw.g + CHUNK, CHUNK);
+      out = tnode_output_on(&t, c2, &len, t.now);
+    }
+    expect_have(out, len, 0, A, 3, 0);
+    free(out);
+    out = tnode_output_on(&t, c1, &len, t.now);
+    expect_have(out, len, 0, A, 3, 0);
+    free(out);
+    assert_int_equal(t.rounds_done, 0);
+    assert_memory_equal(buf, orig, sizeof orig);
+    send_have(&t, c2, 0, A, 0, 0);
+    if (!held) {
+      /* Its HAVE of view 3 and lo2's of view 0 are not one view. */
+      assert_int_equal(t.rounds_done, 0);
+      assert_memory_equal(buf, orig, sizeof orig);
+      send_have(&t, c2, 0, A, 3, 0);
+    }
+    assert_int_equal(t.rounds_done, 1);
+    assert_int_equal(t.last.status, 0);
+    assert_true(t.last.recoveries >= 1);
+    assert_memory_equal(buf, sw.g, sizeof sw.g);
+    assert_false(t.closed[c1] || t.closed[c2]);
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * A HAVE that does not decode to exactly one HAVE (cut short, a byte too
+ * many, an unknown flag, attempt 0), one for a round far ahead, or a HAVE
+ * before HELLO, drops the connection it came on, and nothing else: the
+ * round the node runs with another peer completes as usual. A DONE for
+ * another attempt than one already said to be done is ignored (and
+ * logged): it keeps its connection, and the round still completes with
+ * the first.
+ */
+static void test_node_have_malformed_dropped(void **state) {
+  (void)state;
+  enum { CUT, TRAILING, FLAG, ATTEMPT0, FAR_AHEAD, DONE_OTHER, NO_HELLO, NCASES };
+  for (int tc = 0; tc < NCASES; tc++) {
+    float buf[COUNT], *bufs[1] = {buf};
+    for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + tc);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident lo, hi;
+    peers_around(&t, &lo, &hi);
+    tswarm sw;
+    swarm_start(&t, &sw, buf, &lo, 1);
+    unsigned ch = tnode_accept(&t);
+    if (tc != NO_HELLO) send_hello(&t, ch, &hi, RUN);
+    assert_false(t.closed[ch]);
+    swarm_commit(&t, &sw);
+    const uint64_t A = sw.attempt;
+    uint8_t f[DED_HAVE_FRAME_BYTES + 1] = {0};
+    ded_wr w = ded_wr_init(f, DED_HAVE_FRAME_BYTES);
+    ded_msg_have h = {0, A, 0, 0};
+    if (tc == FLAG) h.flags = 2;
+    if (tc == ATTEMPT0) h.attempt = 0;
+    if (tc == FAR_AHEAD) h.round = 1000;
+    if (tc == DONE_OTHER) {
+      send_have(&t, 0, 0, A, 0, DED_HAVE_F_DONE); /* lo: A is done */
+      h.attempt = A + 1;
+      h.flags = DED_HAVE_F_DONE;
+    }
+    ded_msg_have_encode(&w, &h);
+    assert_false(w.err);
+    size_t n = w.pos;
+    const size_t payload = DED_HAVE_FRAME_BYTES - DED_FRAME_HDR_BYTES;
+    if (tc == CUT) {
+      ded_frame_put_hdr(f, DED_MSG_HAVE, payload - 1);
+      n = DED_HAVE_FRAME_BYTES - 1;
+    } else if (tc == TRAILING) {
+      ded_frame_put_hdr(f, DED_MSG_HAVE, payload + 1);
+      n = DED_HAVE_FRAME_BYTES + 1;
+    }
+    send_raw(&t, ch, f, n);
+    /* Two DONEs that contradict each other are logged, not punished: the
+     * node cannot tell which of the two peers lies. */
+    if (tc != DONE_OTHER && !t.closed[ch])
+      fail_msg("case %d: the connection that sent the HAVE was kept", tc);
+    if (tc == DONE_OTHER && t.closed[ch]) fail_msg("a contradicting DONE dropped its sender");
+    assert_false(t.closed[0]);
+    tnode_advance(&t, 100ull * 1000 * 1000);
+    /* The round with lo goes on to its end. */
+    swarm_feed(&t, &sw, false);
+    if (tc != DONE_OTHER) {
+      assert_int_equal(t.rounds_done, 0);
+      send_have(&t, 0, 0, A, 0, 0);
+    }
+    if (t.rounds_done != 1) fail_msg("case %d: the round did not complete", tc);
+    assert_int_equal(t.last.status, 0);
+    assert_false(t.last.alone);
+    assert_memory_equal(buf, sw.g, sizeof sw.g);
+    assert_false(t.closed[0]);
+    ded_node_free(t.node);
+  }
+}
+
+/* ---------------------------------------- coordinator: views and quorums */
+
+/* A JOIN of |round| to |view| for an f32 buffer of COUNT elements. */
+static ded_msg_join join_of(uint64_t round, uint32_t view, uint8_t flags, uint32_t acc_view) {
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = round;
+  j.view = view;
+  j.dtype = DED_DTYPE_F32;
+  j.count = COUNT;
+  j.weight = 1.0;
+  j.n_local = 1;
+  j.flags = flags;
+  j.acc_view = acc_view;
+  return j;
+}
+
+/*
+ * A node that runs no round of its own coordinates a later view for three
+ * peers lo1 < lo2 < hi (connections 0, 1, 2; a view of round 0 is anyone's
+ * to coordinate, and for a round > 0 the node knows no lineage that says
+ * otherwise). |att| gets their attempt of |round|: members lo1, lo2, hi,
+ * every one an acceptor, lo1 the primary, shards 0, 16 and 32.
+ */
+typedef struct tcoord {
+  ded_ident id[3];
+  ded_msg_member m[3];
+} tcoord;
+
+static void tcoord_start(tnode *t, tcoord *tc) {
+  tnode_start(t, NULL, 0, 1.0, 1);
+  ded_ident lo;
+  peers_below(t, &tc->id[0], &tc->id[1]);
+  peers_around(t, &lo, &tc->id[2]);
+  send_hello(t, 0, &tc->id[0], RUN);
+  for (unsigned i = 1; i < 3; i++) {
+    assert_int_equal(tnode_accept(t), i);
+    send_hello(t, i, &tc->id[i], RUN);
+  }
+  size_t len;
+  for (unsigned i = 0; i < 3; i++) {
+    assert_false(t->closed[i]);
+    free(tnode_output_on(t, i, &len, t->now));
+  }
+}
+
+static ded_msg_commit tcoord_attempt(tcoord *tc, uint64_t round, uint64_t attempt, uint64_t base) {
+  for (unsigned i = 0; i < 3; i++) member_set(&tc->m[i], tc->id[i].id, 1.0, 1, CHUNK * i);
+  return commit_of(round, attempt, base, tc->m, 3);
+}
+
+/* The decisions on connection |i|: how many DECIDEs and COMMITs; the first
+ * DECIDE in |d| (the caller frees it), the first COMMIT in |c|. */
+static void tcoord_decisions(tnode *t, unsigned i, int *ndecide, ded_msg_decide *d, int *ncommit,
+                             ded_msg_commit *c) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  *ndecide = frame_count(out, len, DED_MSG_DECIDE);
+  *ncommit = frame_count(out, len, DED_MSG_COMMIT);
+  ded_frame fr;
+  if (d && *ndecide) {
+    assert_true(frame_find(out, len, DED_MSG_DECIDE, 0, &fr));
+    assert_int_equal(ded_msg_decide_decode(fr.payload, fr.len, NULL, d), 0);
+  }
+  if (c && *ncommit) {
+    assert_true(frame_find(out, len, DED_MSG_COMMIT, 0, &fr));
+    assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, c), 0);
+  }
+  free(out);
+}
+
+/*
+ * A report that says DONE settles the round: the attempt stands, as a
+ * DECIDE with CHOSEN, without a quorum and without the coordinator having
+ * completed the previous round itself. Without DONE, the same reports
+ * (every acceptor in, the attempt full and accepted in view 0) decide
+ * nothing for round 1 here: the coordinator never completed round 0, so
+ * it cannot know the round's acceptors.
+ */
+static void test_node_coord_done_is_chosen(void **state) {
+  (void)state;
+  const uint8_t all[1] = {0x07};
+  for (int done = 0; done <= 1; done++) {
+    tnode t;
+    tcoord tc;
+    tcoord_start(&t, &tc);
+    const uint64_t A = attempt_of(0, tc.id[0].id);
+    ded_msg_commit c = tcoord_attempt(&tc, 1, A, attempt_of(0, tc.id[1].id));
+    if (done) {
+      /* lo1 and hi are gone: lo2's report alone. */
+      ded_node_conn_closed(t.node, t.conn[0], DED_ERR_PEER_LOST, t.now);
+      ded_node_conn_closed(t.node, t.conn[2], DED_ERR_PEER_LOST, t.now);
+      ded_msg_join j = join_of(1, 1, DED_JOIN_F_DONE, 0);
+      send_join_status(&t, 1, &j, &c, all);
+    } else {
+      for (unsigned i = 0; i < 3; i++) {
+        ded_msg_join j = join_of(1, 1, 0, i < 2 ? 0 : DED_VIEW_NONE);
+        const uint8_t mine[1] = {(uint8_t)(1u << i)};
+        send_join_status(&t, i, &j, &c, i < 2 ? all : mine);
+      }
+    }
+    tnode_advance(&t, 1000ull * 1000 * 1000);
+    for (unsigned i = 0; i < 3; i++) {
+      if (done && i != 1) continue;
+      assert_false(t.closed[i]);
+      int nd, nc;
+      ded_msg_decide d;
+      tcoord_decisions(&t, i, &nd, &d, &nc, NULL);
+      assert_int_equal(nc, 0);
+      if (!done) {
+        if (nd != 0) fail_msg("round 1 decided by a coordinator that did not complete round 0");
+        continue;
+      }
+      assert_int_equal(nd, 1);
+      assert_int_equal(d.round, 1);
+      assert_int_equal(d.view, 1);
+      assert_int_equal(d.flags, DED_DECIDE_F_CHOSEN);
+      assert_int_equal(d.plan.attempt, A);
+      for (unsigned s = 0; s < 3; s++) assert_int_equal(d.holders[s], 1); /* lo2 holds it all */
+      ded_msg_decide_free(&d, NULL);
+    }
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * With a quorum of reports, the attempt accepted in the highest view
+ * stands, even against an attempt with a higher id (a later view's) that
+ * is merely full: A (view 1) was accepted in view 1 by lo1, B (view 2) is
+ * held in full by lo2 but nobody accepted it. Without lo1's acceptance,
+ * B, the newest full attempt, stands instead. Neither is chosen.
+ */
+static void test_node_coord_accepted_attempt_stands(void **state) {
+  (void)state;
+  const uint8_t all[1] = {0x07}, some[1] = {0x04};
+  for (int accepted = 0; accepted <= 1; accepted++) {
+    tnode t;
+    tcoord tc;
+    tcoord_start(&t, &tc);
+    const uint64_t A = attempt_of(1, tc.id[0].id), B = attempt_of(2, tc.id[1].id);
+    assert_true(B > A);
+    ded_msg_member mb[3];
+    ded_msg_commit ca = tcoord_attempt(&tc, 0, A, 0);
+    memcpy(mb, tc.m, sizeof mb);
+    ded_msg_commit cb = commit_of(0, B, 0, mb, 3);
+    ded_msg_join j = join_of(0, 3, 0, accepted ? 1 : DED_VIEW_NONE);
+    send_join_status(&t, 0, &j, &ca, all);
+    j.acc_view = DED_VIEW_NONE;
+    send_join_status(&t, 1, &j, &cb, all);
+    send_join_status(&t, 2, &j, &cb, some);
+    const uint64_t want = accepted ? A : B;
+    for (unsigned i = 0; i < 3; i++) {
+      assert_false(t.closed[i]);
+      int nd, nc;
+      ded_msg_decide d;
+      tcoord_decisions(&t, i, &nd, &d, &nc, NULL);
+      assert_int_equal(nc, 0);
+      assert_int_equal(nd, 1);
+      if (d.plan.attempt != want)
+        fail_msg("view 3 decided attempt %llx, not %llx (%s)", (unsigned long long)d.plan.attempt,
+                 (unsigned long long)want,
+                 accepted ? "the one accepted in view 1" : "the newest full one");
+      assert_int_equal(d.round, 0);
+      assert_int_equal(d.view, 3);
+      assert_int_equal(d.flags, 0);
+      ded_msg_decide_free(&d, NULL);
+    }
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * A new attempt needs reports from a quorum of the round's acceptors (in
+ * a first round, those of the attempt reported): a minority cut off waits
+ * rather than average on its own.
+ *   - Three acceptors, hi gone: lo1's report alone (one of three), past
+ *     the coordinator's deadline, gives no COMMIT; lo2's makes two of
+ *     three: a new attempt, its members flagged as the round's acceptors
+ *     (lo1 the primary, nacc 3).
+ *   - Two acceptors: lo2's report alone is exactly half without the
+ *     primary: no COMMIT; lo1's alone (the primary) is: a COMMIT.
+ */
+static void test_node_coord_new_attempt_needs_quorum(void **state) {
+  (void)state;
+  const uint8_t none[1] = {0};
+  tnode t;
+  tcoord tc;
+  tcoord_start(&t, &tc);
+  const uint64_t A = attempt_of(0, tc.id[0].id);
+  ded_msg_commit c = tcoord_attempt(&tc, 0, A, 0);
+  ded_node_conn_closed(t.node, t.conn[2], DED_ERR_PEER_LOST, t.now);
+  ded_msg_join j = join_of(0, 1, 0, DED_VIEW_NONE);
+  send_join_status(&t, 0, &j, &c, none);
+  tnode_advance(&t, 2000ull * 1000 * 1000);
+  for (unsigned i = 0; i < 2; i++) {
+    int nd, nc;
+    tcoord_decisions(&t, i, &nd, NULL, &nc, NULL);
+    if (nd + nc != 0) fail_msg("a view decided with one report of three acceptors");
+  }
+  send_join_status(&t, 1, &j, &c, none);
+  const uint64_t N = attempt_of(1, t.ident.id);
+  for (unsigned i = 0; i < 2; i++) {
+    assert_false(t.closed[i]);
+    int nd, nc;
+    ded_msg_commit nw;
+    tcoord_decisions(&t, i, &nd, NULL, &nc, &nw);
+    assert_int_equal(nd, 0);
+    assert_int_equal(nc, 1);
+    assert_int_equal(nw.round, 0);
+    assert_int_equal(nw.attempt, N);
+    assert_int_equal(nw.k, 2);
+    assert_memory_equal(nw.members[0].id, tc.id[0].id, DED_ID_BYTES);
+    assert_memory_equal(nw.members[1].id, tc.id[1].id, DED_ID_BYTES);
+    assert_int_equal(nw.nacc, 3);
+    assert_int_equal(nw.members[0].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+    assert_int_equal(nw.members[1].flags, DED_MEMBER_F_ACCEPTOR);
+    ded_msg_commit_free(&nw, NULL);
+  }
+  ded_node_free(t.node);
+
+  for (int primary = 0; primary <= 1; primary++) {
+    tcoord_start(&t, &tc);
+    for (unsigned i = 0; i < 2; i++) member_set(&tc.m[i], tc.id[i].id, 1.0, 1, (COUNT / 2) * i);
+    ded_msg_commit c2 = commit_of(0, A, 0, tc.m, 2);
+    unsigned gone = primary ? 1 : 0, here = primary ? 0 : 1;
+    ded_node_conn_closed(t.node, t.conn[gone], DED_ERR_PEER_LOST, t.now);
+    send_join_status(&t, here, &j, &c2, none);
+    tnode_advance(&t, 2000ull * 1000 * 1000);
+    int nd, nc;
+    ded_msg_commit nw;
+    tcoord_decisions(&t, here, &nd, NULL, &nc, &nw);
+    assert_int_equal(nd, 0);
+    assert_false(t.closed[here]);
+    if (!primary) {
+      if (nc != 0) fail_msg("a new attempt on half of the acceptors without the primary");
+      ded_node_free(t.node);
+      continue;
+    }
+    assert_int_equal(nc, 1);
+    assert_int_equal(nw.attempt, N);
+    assert_int_equal(nw.k, 1);
+    assert_memory_equal(nw.members[0].id, tc.id[0].id, DED_ID_BYTES);
+    assert_int_equal(nw.nacc, 2);
+    assert_int_equal(nw.members[0].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+    ded_msg_commit_free(&nw, NULL);
+    ded_node_free(t.node);
+  }
 }
 
 /* ---------------------------------------------------------------- STALE */
@@ -1578,6 +2503,7 @@ static void test_node_stale(void **state) {
     g[i] = i < COUNT / 2 ? 1.0f : (x[i] + buf[i]) / 2.0f;
   }
   send_chunks(&t, 0, DED_MSG_DATA, 0, A, COUNT / 2, x + COUNT / 2, COUNT / 2);
+  send_have(&t, 0, 0, A, 0, 0); /* the peer (the primary) holds it all */
   send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT / 2);
   assert_int_equal(t.rounds_done, 1);
   assert_false(t.last.alone);
@@ -1604,6 +2530,15 @@ int main(void) {
       cmocka_unit_test(test_node_serves_fetch_in_progress),
       cmocka_unit_test(test_node_failover_decide),
       cmocka_unit_test(test_node_probe_mid_round),
+      cmocka_unit_test(test_node_have_quorum_completes),
+      cmocka_unit_test(test_node_have_quorum_half_needs_primary),
+      cmocka_unit_test(test_node_have_done_completes),
+      cmocka_unit_test(test_node_have_answered_done),
+      cmocka_unit_test(test_node_have_views_after_probe),
+      cmocka_unit_test(test_node_have_malformed_dropped),
+      cmocka_unit_test(test_node_coord_done_is_chosen),
+      cmocka_unit_test(test_node_coord_accepted_attempt_stands),
+      cmocka_unit_test(test_node_coord_new_attempt_needs_quorum),
       cmocka_unit_test(test_node_stale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,9 @@ enum ded_limits {
   /* How far ahead of our own position a JOIN may be for a round that we
    * coordinate; anything further is a protocol error. */
   DED_ROUNDS_AHEAD_MAX = 256,
+  /* HAVEs remembered per round (one per member and view it accepted in;
+   * more are dropped, which can only delay completion). */
+  DED_ROUND_VOTES_MAX = 4 * DED_ROUND_MEMBERS_MAX,
   /* Join requests held per round by its coordinator. */
   DED_JOINS_MAX = DED_ROUND_MEMBERS_MAX,
   /* Addresses in one discovery record. */

@@ -20,6 +20,7 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_DECIDE: return "DECIDE";
   case DED_MSG_FETCH: return "FETCH";
   case DED_MSG_PROBE: return "PROBE";
+  case DED_MSG_HAVE: return "HAVE";
   default: return "unknown";
   }
 }
@@ -67,17 +68,19 @@ static void msg_commit_body(ded_wr *w, const ded_msg_commit *m) {
   ded_wr_u64(w, m->count);
   ded_wr_u32(w, m->chunk_elems);
   ded_wr_u16(w, m->k);
+  ded_wr_u16(w, m->nacc);
   for (unsigned i = 0; i < m->k; i++) {
     ded_wr_bytes(w, m->members[i].id, DED_ID_BYTES);
     ded_wr_f64(w, m->members[i].weight);
     ded_wr_u32(w, m->members[i].n_local);
     ded_wr_u64(w, m->members[i].shard_off);
+    ded_wr_u8(w, m->members[i].flags);
   }
 }
 
 void ded_msg_join_encode(ded_wr *w, const ded_msg_join *m) {
   size_t s = msg_begin(w, DED_MSG_JOIN);
-  msg_join_fields(w, m, (uint8_t)(m->flags & ~DED_JOIN_F_STATUS));
+  msg_join_fields(w, m, (uint8_t)(m->flags & ~(DED_JOIN_F_STATUS | DED_JOIN_F_DONE)));
   msg_end(w, s);
 }
 
@@ -85,6 +88,7 @@ void ded_msg_join_status_encode(ded_wr *w, const ded_msg_join *m, const ded_msg_
                                 const uint8_t *have) {
   size_t s = msg_begin(w, DED_MSG_JOIN);
   msg_join_fields(w, m, (uint8_t)(m->flags | DED_JOIN_F_STATUS));
+  ded_wr_u32(w, m->acc_view);
   msg_commit_body(w, plan);
   ded_wr_bytes(w, have, ((size_t)plan->k + 7) / 8);
   msg_end(w, s);
@@ -96,11 +100,12 @@ void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m) {
   msg_end(w, s);
 }
 
-void ded_msg_decide_encode(ded_wr *w, uint32_t view, const ded_msg_commit *plan,
+void ded_msg_decide_encode(ded_wr *w, uint32_t view, uint8_t flags, const ded_msg_commit *plan,
                            const uint16_t *holders) {
   size_t s = msg_begin(w, DED_MSG_DECIDE);
   ded_wr_u64(w, plan->round);
   ded_wr_u32(w, view);
+  ded_wr_u8(w, flags);
   msg_commit_body(w, plan);
   for (unsigned i = 0; i < plan->k; i++) ded_wr_u16(w, holders[i]);
   msg_end(w, s);
@@ -111,6 +116,15 @@ void ded_msg_fetch_encode(ded_wr *w, const ded_msg_fetch *m) {
   ded_wr_u64(w, m->round);
   ded_wr_u64(w, m->attempt);
   ded_wr_u16(w, m->shard);
+  msg_end(w, s);
+}
+
+void ded_msg_have_encode(ded_wr *w, const ded_msg_have *m) {
+  size_t s = msg_begin(w, DED_MSG_HAVE);
+  ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->attempt);
+  ded_wr_u32(w, m->view);
+  ded_wr_u8(w, m->flags);
   msg_end(w, s);
 }
 
@@ -212,8 +226,11 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   if (r.err) return DED_ERR_PROTO;
   if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX) return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
-  if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT)) return DED_ERR_PROTO;
-  if (!(m->flags & DED_JOIN_F_STATUS)) return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+  if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE))
+    return DED_ERR_PROTO;
+  if (!(m->flags & DED_JOIN_F_STATUS))
+    return ded_rd_done(&r) && !(m->flags & DED_JOIN_F_DONE) ? 0 : DED_ERR_PROTO;
+  m->acc_view = ded_rd_u32(&r);
   int rv = msg_commit_body_rd(&r, mem, &m->plan);
   if (rv) return rv;
   size_t nb = ((size_t)m->plan.k + 7) / 8;
@@ -232,11 +249,18 @@ void ded_msg_join_free(ded_msg_join *m, const ded_mem *mem) {
 }
 
 /* Checks the invariants the engine relies on: ids strictly increasing (one
- * fixed summation order, no duplicates), shards contiguous, weights sane. */
+ * fixed summation order, no duplicates), shards contiguous, weights sane,
+ * acceptors that can make a quorum. */
 static int msg_commit_check(const ded_msg_commit *m) {
   double total = 0.0;
+  unsigned acc = 0, primary = 0;
   for (unsigned i = 0; i < m->k; i++) {
     const ded_msg_member *mb = &m->members[i];
+    if (mb->flags & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY)) return DED_ERR_PROTO;
+    if (mb->flags & DED_MEMBER_F_PRIMARY && !(mb->flags & DED_MEMBER_F_ACCEPTOR))
+      return DED_ERR_PROTO;
+    acc += mb->flags & DED_MEMBER_F_ACCEPTOR ? 1 : 0;
+    primary += mb->flags & DED_MEMBER_F_PRIMARY ? 1 : 0;
     if (i > 0 && memcmp(m->members[i - 1].id, mb->id, DED_ID_BYTES) >= 0) return DED_ERR_PROTO;
     if (!msg_weight_ok(mb->weight) || mb->n_local == 0) return DED_ERR_PROTO;
     uint64_t lo = i == 0 ? 0 : m->members[i - 1].shard_off;
@@ -245,6 +269,7 @@ static int msg_commit_check(const ded_msg_commit *m) {
     total += mb->weight;
   }
   if (!(total > 0.0) || !isfinite(total)) return DED_ERR_PROTO;
+  if (acc == 0 || acc > m->nacc || primary > 1) return DED_ERR_PROTO;
   return 0;
 }
 
@@ -257,13 +282,15 @@ static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m) 
   m->count = ded_rd_u64(r);
   m->chunk_elems = ded_rd_u32(r);
   m->k = ded_rd_u16(r);
+  m->nacc = ded_rd_u16(r);
   if (r->err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
     return DED_ERR_PROTO;
   /* A floor as well as a ceiling: one-element chunks would make every
    * member queue a frame per element. */
   uint64_t chunk_bytes = (uint64_t)m->chunk_elems * ded_dtype_size(m->dtype);
   if (chunk_bytes < DED_CHUNK_BYTES_MIN || chunk_bytes > DED_CHUNK_BYTES_MAX) return DED_ERR_PROTO;
-  if (m->k == 0 || m->k > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
+  if (m->k == 0 || m->k > DED_ROUND_MEMBERS_MAX || m->nacc > DED_ROUND_MEMBERS_MAX)
+    return DED_ERR_PROTO;
   if (ded_rd_left(r) < (size_t)m->k * DED_COMMIT_MEMBER_BYTES) return DED_ERR_PROTO;
   m->members = ded_mem_calloc(mem, m->k, sizeof *m->members);
   if (!m->members) return DED_ERR_NOMEM;
@@ -272,6 +299,7 @@ static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m) 
     m->members[i].weight = ded_rd_f64(r);
     m->members[i].n_local = ded_rd_u32(r);
     m->members[i].shard_off = ded_rd_u64(r);
+    m->members[i].flags = ded_rd_u8(r);
   }
   int rv = r->err ? DED_ERR_PROTO : msg_commit_check(m);
   if (rv) ded_msg_commit_free(m, mem);
@@ -306,7 +334,8 @@ int ded_msg_decide_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_
   memset(m, 0, sizeof *m);
   m->round = ded_rd_u64(&r);
   m->view = ded_rd_u32(&r);
-  if (r.err) return DED_ERR_PROTO;
+  m->flags = ded_rd_u8(&r);
+  if (r.err || m->flags & ~DED_DECIDE_F_CHOSEN) return DED_ERR_PROTO;
   int rv = msg_commit_body_rd(&r, mem, &m->plan);
   if (rv) return rv;
   rv = DED_ERR_PROTO;
@@ -334,6 +363,16 @@ int ded_msg_fetch_decode(const uint8_t *p, size_t len, ded_msg_fetch *m) {
   m->attempt = ded_rd_u64(&r);
   m->shard = ded_rd_u16(&r);
   if (!ded_rd_done(&r) || m->shard >= DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_have_decode(const uint8_t *p, size_t len, ded_msg_have *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->attempt = ded_rd_u64(&r);
+  m->view = ded_rd_u32(&r);
+  m->flags = ded_rd_u8(&r);
+  if (!ded_rd_done(&r) || m->flags & ~DED_HAVE_F_DONE || m->attempt == 0) return DED_ERR_PROTO;
   return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * ded_msg.h: every message of the wire protocol, version 2.
+ * ded_msg.h: every message of the wire protocol, version 3.
  *
  * One header for the whole protocol (WireGuard's messages.h): the layout
  * of each message, its encoder and its bounded decoder. Decoders check
@@ -23,7 +23,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 2
+#define DED_PROTO_VERSION 3
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -40,6 +40,7 @@ enum ded_msg_type {
   DED_MSG_STALE = 10,
   DED_MSG_FETCH = 11,
   DED_MSG_PROBE = 12,
+  DED_MSG_HAVE = 13,
 };
 
 /* Name of |type| for logs. */
@@ -61,32 +62,45 @@ typedef struct ded_msg_hello {
 /*
  * JOIN (member -> coordinator): u64 round | u32 view | u8 dtype |
  * u64 count | f64 weight | u32 n_local | u8 flags [| status].
+ * status = u32 acc_view | COMMIT body | have bitmap.
  * |weight| is the job's weight w_j (0 .. DED_WEIGHT_MAX), |n_local| its
  * rank count n_j, |view| the coordinator view the member addresses (0 for
- * the first try; every failover adds one). A JOIN is also a member's report
- * in a failover: with DED_JOIN_F_STATUS it carries the attempt the member
- * was running, as the COMMIT payload of that attempt (a COMMIT body, see
- * below), then a bitmap of ceil(k/8) bytes, bit s set when the member holds
- * the finished result of shard s in full (unused bits zero).
- * DED_JOIN_F_INTENT announces a member that will join this round (it is
- * catching up): the coordinator waits for it as for any expected member.
+ * the first try; every failover adds one). A JOIN to view v is also the
+ * sender's promise to take no part in any view below v. A JOIN is also a
+ * member's report in a failover: with DED_JOIN_F_STATUS it carries
+ * |acc_view|, the view in which the member accepted the attempt (sent HAVE
+ * for it; DED_VIEW_NONE if it did not), the attempt the member was running,
+ * as the COMMIT payload of that attempt (a COMMIT body, see below), then a
+ * bitmap of ceil(k/8) bytes, bit s set when the member holds the finished
+ * result of shard s in full (unused bits zero). DED_JOIN_F_DONE (with
+ * status only): the member completed the round with this attempt, which is
+ * therefore the round's result. DED_JOIN_F_INTENT announces a member that
+ * will join this round (it is catching up): the coordinator waits for it as
+ * for any expected member.
  */
-enum { DED_JOIN_F_GENESIS = 1, DED_JOIN_F_STATUS = 2, DED_JOIN_F_INTENT = 4 };
+enum { DED_JOIN_F_GENESIS = 1, DED_JOIN_F_STATUS = 2, DED_JOIN_F_INTENT = 4, DED_JOIN_F_DONE = 8 };
+#define DED_VIEW_NONE UINT32_MAX
 
 typedef struct ded_msg_commit ded_msg_commit;
+
+/* Member flags: an acceptor of the round (a member of the previous round's
+ * attempt, whose HAVE counts towards completing it), and the acceptor that
+ * breaks a tie (see COMMIT). */
+enum { DED_MEMBER_F_ACCEPTOR = 1, DED_MEMBER_F_PRIMARY = 2 };
 
 typedef struct ded_msg_member {
   uint8_t id[DED_ID_BYTES];
   double weight;
   uint32_t n_local;
   uint64_t shard_off;
+  uint8_t flags;
 } ded_msg_member;
 
 /*
  * COMMIT (coordinator -> everyone who asked to join the round):
  * u64 round | u64 attempt | u64 base | u8 dtype | u64 count |
- * u32 chunk_elems | u16 k | k x (id[32] | f64 weight | u32 n_local |
- * u64 shard_off).
+ * u32 chunk_elems | u16 k | u16 nacc | k x (id[32] | f64 weight |
+ * u32 n_local | u64 shard_off | u8 flags).
  * One attempt at the round: |attempt| = view << 32 | the first four bytes
  * of the coordinator's id (big endian), unique per coordinator and view.
  * |base| is the attempt of round - 1 the coordinator's lineage comes from
@@ -98,9 +112,18 @@ typedef struct ded_msg_member {
  * (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). A peer that joined but
  * is not listed was left out because its buffer differs from the round's
  * (dtype/count tell it what the round's is).
+ * |nacc| is the number of the round's acceptors (the previous round's
+ * members still counted, listed or not); members that are acceptors carry
+ * DED_MEMBER_F_ACCEPTOR, at least one of them. A member completes the
+ * attempt only once acceptors of it have sent HAVE for it in one view:
+ * more than nacc/2, or exactly nacc/2 including the one flagged
+ * DED_MEMBER_F_PRIMARY (at most one, an acceptor). A coordinator of a later
+ * view starts a new attempt only with JOINs from such a quorum, so two
+ * attempts of a round can never both complete.
  */
-#define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8)
-#define DED_COMMIT_BODY_BYTES(k) (8 + 8 + 8 + 1 + 8 + 4 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+#define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8 + 1)
+#define DED_COMMIT_BODY_BYTES(k)                                                          \
+  (8 + 8 + 8 + 1 + 8 + 4 + 2 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
 
 struct ded_msg_commit {
   uint64_t round;
@@ -110,6 +133,7 @@ struct ded_msg_commit {
   uint64_t count;
   uint32_t chunk_elems;
   uint16_t k;
+  uint16_t nacc;
   ded_msg_member *members; /* owned; ded_msg_commit_free */
 };
 
@@ -122,21 +146,26 @@ typedef struct ded_msg_join {
   uint32_t n_local;
   uint8_t flags;
   /* With DED_JOIN_F_STATUS: */
+  uint32_t acc_view;
   ded_msg_commit plan; /* owned; ded_msg_join_free */
   const uint8_t *have; /* plan.k bits, points into the decoded payload */
 } ded_msg_join;
 
 /*
  * DECIDE (coordinator -> members, after a failover or to a late member):
- * u64 round | u32 view | COMMIT body of the attempt that stands |
+ * u64 round | u32 view | u8 flags | COMMIT body of the attempt that stands |
  * k x u16 holder. The attempt's result exists in full among the members:
  * shard s can be fetched (FETCH) from member holder_s of that attempt.
  * Members not listed in the attempt (late ones) fetch every shard and do
- * not contribute.
+ * not contribute. DED_DECIDE_F_CHOSEN: someone completed the round with
+ * this attempt; it needs no HAVE quorum any more.
  */
+enum { DED_DECIDE_F_CHOSEN = 1 };
+
 typedef struct ded_msg_decide {
   uint64_t round;
   uint32_t view;
+  uint8_t flags;
   ded_msg_commit plan; /* owned */
   uint16_t *holders;   /* plan.k entries, each < plan.k; owned */
 } ded_msg_decide;
@@ -148,6 +177,21 @@ typedef struct ded_msg_fetch {
   uint64_t attempt;
   uint16_t shard;
 } ded_msg_fetch;
+
+/* HAVE (member -> the attempt's members): u64 round | u64 attempt |
+ * u32 view | u8 flags. The sender holds the attempt's whole result and
+ * accepts it in |view| (the view whose COMMIT or DECIDE it follows); it
+ * sends none for a view below one it has joined. DED_HAVE_F_DONE: the
+ * sender completed the round with this attempt (an answer to a HAVE, or to
+ * a late member). */
+enum { DED_HAVE_F_DONE = 1 };
+
+typedef struct ded_msg_have {
+  uint64_t round;
+  uint64_t attempt;
+  uint32_t view;
+  uint8_t flags;
+} ded_msg_have;
 
 /* PROBE (coordinator of a new view -> members): u64 round | u32 view.
  * "Stop the attempt you are running and report to me (JOIN with status)." */
@@ -195,9 +239,10 @@ typedef struct ded_msg_stale {
 /* Sizes of whole frames (header included). */
 #define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 4 + 1)
 #define DED_JOIN_STATUS_FRAME_BYTES(k)                                                   \
-  (DED_JOIN_FRAME_BYTES + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
+  (DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
 #define DED_DECIDE_FRAME_BYTES(k)                                                        \
-  (DED_FRAME_HDR_BYTES + 8 + 4 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)(k))
+  (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)(k))
+#define DED_HAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 4 + 1)
 #define DED_FETCH_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 2)
 #define DED_PROBE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4)
 #define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + DED_ID_BYTES)
@@ -218,8 +263,9 @@ void ded_msg_commit_encode(ded_wr *w, const ded_msg_commit *m);
 /* |have|: plan.k bits, or NULL without status. */
 void ded_msg_join_status_encode(ded_wr *w, const ded_msg_join *m, const ded_msg_commit *plan,
                                 const uint8_t *have);
-void ded_msg_decide_encode(ded_wr *w, uint32_t view, const ded_msg_commit *plan,
+void ded_msg_decide_encode(ded_wr *w, uint32_t view, uint8_t flags, const ded_msg_commit *plan,
                            const uint16_t *holders);
+void ded_msg_have_encode(ded_wr *w, const ded_msg_have *m);
 void ded_msg_fetch_encode(ded_wr *w, const ded_msg_fetch *m);
 void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m);
 void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
@@ -260,6 +306,7 @@ int ded_msg_commit_copy(ded_msg_commit *dst, const ded_msg_commit *src, const de
 int ded_msg_decide_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_msg_decide *m);
 void ded_msg_decide_free(ded_msg_decide *m, const ded_mem *mem);
 int ded_msg_fetch_decode(const uint8_t *p, size_t len, ded_msg_fetch *m);
+int ded_msg_have_decode(const uint8_t *p, size_t len, ded_msg_have *m);
 int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m);
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);

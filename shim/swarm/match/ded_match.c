@@ -103,9 +103,11 @@ int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_by
     out->members[m].weight = j->join.weight;
     out->members[m].n_local = j->join.n_local;
     out->members[m].shard_off = off[m];
+    out->members[m].flags = DED_MEMBER_F_ACCEPTOR | (m == 0 ? DED_MEMBER_F_PRIMARY : 0);
     m++;
   }
   out->k = (uint16_t)k;
+  out->nacc = (uint16_t)k;
   /* Nobody brought weight (every job set 0): average plainly by ranks
    * rather than divide by zero. Members use the commit's weights. */
   double total = 0.0;

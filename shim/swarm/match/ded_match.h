@@ -62,7 +62,9 @@ void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count);
 /*
  * Builds the COMMIT: joiners with the round's signature, in id order, with
  * equal shares and chunks of |chunk_bytes| (rounded down to elements, at
- * least DED_CHUNK_BYTES_MIN).
+ * least DED_CHUNK_BYTES_MIN). Every member is an acceptor and the first is
+ * the primary, as in a first round; a later round's coordinator sets the
+ * acceptors from the previous round's members.
  * |out->members| is allocated from |mem|; free with ded_msg_commit_free.
  */
 int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
