@@ -72,6 +72,7 @@ typedef struct {
   int steps, buckets, dim, hidden, classes, batch, log_every;
   int shard_base, shards; /* shards <= 0: the world size */
   int step_ms;            /* extra compute time per step (tests) */
+  int linger_ms;          /* wait before MPI_Finalize (tests: serve late peers) */
   uint64_t seed;
   float lr;
   bool nonblocking, quiet;
@@ -328,6 +329,7 @@ static void usage(FILE *f)
         "         [--classes C] [--batch N] [--lr X] [--seed S]\n"
         "         [--shard-base K] [--shards S] [--log-every K]\n"
         "         [--nonblocking] [--out FILE] [--quiet] [--step-ms MS]\n"
+        "         [--linger-ms MS]\n"
         "Rank r trains on data shard K+r of S (default K=0, S=world size).\n"
         "Defaults: 100 steps, 4 buckets, dim 256, hidden 256, 10 classes,\n"
         "batch 32 per rank, lr 0.5, seed 1, a line every step.\n",
@@ -401,6 +403,8 @@ static bool opts_set(trainer_opts *o, const char *name, const char *v)
     return parse_int(v, 1, 1 << 30, &o->shards);
   if (!strcmp(name, "step-ms"))
     return parse_int(v, 0, 100000, &o->step_ms);
+  if (!strcmp(name, "linger-ms"))
+    return parse_int(v, 0, 600000, &o->linger_ms);
   if (!strcmp(name, "seed"))
     return parse_u64(v, &o->seed);
   if (!strcmp(name, "lr"))
@@ -635,6 +639,10 @@ int main(int argc, char **argv)
     usage(stdout);
   if (parsed == 0)
     rc = trainer_run(&o, rank, size);
+  if (parsed == 0 && o.linger_ms > 0) { /* with the shim: peers may still fetch from us */
+    struct timespec ts = {o.linger_ms / 1000, (long)(o.linger_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
 
   MPI_Finalize();
   return rc;

@@ -402,63 +402,113 @@ def mpi4py_iallreduce():
 
 
 
+class Swarm4:
+    """Four single-rank trainer jobs on one swarm, each on its own data shard,
+    with the helpers the fault tests need."""
+
+    def __init__(self, steps, env, linger_ms=0):
+        port = free_port()
+        self.jobs, self.wd = [], None
+        extra = ["--linger-ms", str(linger_ms)] if linger_ms else []
+        for i in range(4):
+            argv = trainer_cmd(False, steps + extra + ["--shards", "4", "--shard-base", str(i),
+                                                       "--out", "params-%d.bin" % i])
+            j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 4, **env), workdir=self.wd)
+            self.wd = j.dir
+            self.jobs.append(j)
+
+    def signal(self, i, sig):
+        """Signals job i's rank processes: Open MPI puts them in a process
+        group of their own, so signals to mpirun's group do not reach them."""
+        out = subprocess.run(["pgrep", "-f", "--", "--shard-base %d --out" % i],
+                             capture_output=True, text=True).stdout.split()
+        pids = [int(p) for p in out if int(p) != self.jobs[i].proc.pid]
+        check(pids, "no rank process found for job%d" % i)
+        for p in pids:
+            os.kill(p, sig)
+
+    def wait_step(self, i, step, timeout=120):
+        deadline = time.time() + timeout
+        while self.step_of(i) < step and time.time() < deadline:
+            time.sleep(0.05)
+        check(self.step_of(i) >= step, "the swarm did not get going:\n" + self.jobs[i].describe())
+
+    def step_of(self, i):
+        m = re.findall(r"step (\d+) loss", self.jobs[i].out)
+        return int(m[-1]) if m else 0
+
+    def params(self, i):
+        return open(os.path.join(self.wd, "params-%d.bin" % i), "rb").read()
+
+    def check_identical(self, live):
+        blobs = [self.params(i) for i in live]
+        check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+              "live jobs disagree: %s" % [final_line(self.jobs[i]) for i in live])
+
+    def check_loss(self, steps):
+        ref, _ = swarm_train([1, 1, 1, 1], steps)
+        got, want = float(final_line(self.jobs[0])[0]), float(final_line(ref[0])[0])
+        check(got < 1.5 * want + 0.05,
+              "final loss %.4f, an undisturbed swarm reaches %.4f" % (got, want))
+        return got, want
+
+
+FAULT_STEPS = ["--steps", "300", "--buckets", "2", "--log-every", "50"]
+FAULT_ENV = {"DEDMPI_DEADLINE_FLOOR": "200ms", "DEDMPI_ROUND_TIMEOUT": "30s"}
+
+
 @test
 def kill_mid_run():
     """Four single-rank jobs train 300 steps; one is SIGKILLed mid-run. The three
     survivors recover the rounds it was in, end with bit-identical parameters,
     nobody's call failed or fell out of step, and the loss reaches about what
-    an undisturbed swarm reaches. (A job SIGSTOPped for longer than the
-    deadline falls rounds behind and can only catch up by reloading state,
-    which joining mid-run brings: it is tested in the simulator until then.)"""
-    steps = ["--steps", "300", "--buckets", "2", "--log-every", "50", "--step-ms", "20"]
-    env = {"DEDMPI_DEADLINE_FLOOR": "200ms", "DEDMPI_ROUND_TIMEOUT": "30s"}
-    port = free_port()
-    jobs, wd = [], None
-    for i in range(4):
-        argv = trainer_cmd(False, steps + ["--shards", "4", "--shard-base", str(i),
-                                           "--out", "params-%d.bin" % i])
-        j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 4, **env), workdir=wd)
-        wd = j.dir
-        jobs.append(j)
-
-    def rank_pids(job):
-        """The job's rank processes: Open MPI puts them in a process group of
-        their own, so signals to mpirun's group do not reach them."""
-        out = subprocess.run(["pgrep", "-f", "--", "--shard-base %s --out" % job.name[3:]],
-                             capture_output=True, text=True).stdout.split()
-        return [int(p) for p in out if int(p) != job.proc.pid]
-
-    def signal_ranks(job, sig):
-        pids = rank_pids(job)
-        check(pids, "no rank process found for " + job.name)
-        for p in pids:
-            os.kill(p, sig)
-
-    def step_of(job):
-        m = re.findall(r"step (\d+) loss", job.out)
-        return int(m[-1]) if m else 0
-
-    deadline = time.time() + 120
-    while step_of(jobs[0]) < 50 and time.time() < deadline:
-        time.sleep(0.05)
-    check(step_of(jobs[0]) >= 50, "the swarm did not get going:\n" + jobs[0].describe())
-    signal_ranks(jobs[3], signal.SIGKILL)   # job 3 dies mid-run
-    run_jobs(jobs[:3], 240)
-    jobs[3].wait(10)
-    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
-    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
-          "survivors disagree: %s" % [final_line(j) for j in jobs[:3]])
-    errs = "".join(j.err for j in jobs[:3])
+    an undisturbed swarm reaches."""
+    sw = Swarm4(FAULT_STEPS + ["--step-ms", "20"], FAULT_ENV)
+    sw.wait_step(0, 50)
+    sw.signal(3, signal.SIGKILL)   # job 3 dies mid-run
+    run_jobs(sw.jobs[:3], 240)
+    sw.jobs[3].wait(10)
+    sw.check_identical(range(3))
+    errs = "".join(j.err for j in sw.jobs[:3])
     check("recovering" in errs or "lost" in errs,
-          "nobody noticed the dead job (the kill tested nothing):\n" + jobs[0].describe())
-    check("out of step" not in "".join(j.err for j in jobs[:3]),
-          "a survivor fell out of step:\n" + "\n".join(j.describe() for j in jobs[:3]))
-    ref, _ = swarm_train([1, 1, 1, 1], steps[:-2])
-    got, want = float(final_line(jobs[0])[0]), float(final_line(ref[0])[0])
-    check(got < 1.5 * want + 0.05,
-          "final loss %.4f, an undisturbed swarm reaches %.4f" % (got, want))
+          "nobody noticed the dead job (the kill tested nothing):\n" + sw.jobs[0].describe())
+    check("out of step" not in errs,
+          "a survivor fell out of step:\n" + "\n".join(j.describe() for j in sw.jobs[:3]))
+    got, want = sw.check_loss(FAULT_STEPS)
     print("  survivors identical; final loss %.4f (undisturbed %.4f); %d failovers logged" %
           (got, want, errs.count("recovering through")))
+
+
+@test
+def stop_mid_run():
+    """Four single-rank jobs train 300 steps; one is SIGSTOPped for 2 s (ten
+    times the deadline floor) mid-run and then resumed. The others go on
+    without it; once back, it fetches the result of every round it missed
+    instead of averaging alone (its own gradients are dropped), so all four
+    end with bit-identical parameters, and nobody falls out of step. The
+    jobs linger before MPI_Finalize so that the stopped one, which is behind
+    by the rounds it missed, can still fetch them. (Being behind, it stays
+    late to the end: catching up needs a state reload, not built yet.)"""
+    steps = ["--steps", "300", "--buckets", "2", "--log-every", "10"]  # progress seen to 10 steps
+    sw = Swarm4(steps + ["--step-ms", "20"], FAULT_ENV, linger_ms=10000)
+    sw.wait_step(0, 50)
+    sw.signal(2, signal.SIGSTOP)
+    t0, s0 = time.time(), sw.step_of(0)
+    time.sleep(2.0)
+    moved = sw.step_of(0) - s0
+    sw.signal(2, signal.SIGCONT)
+    run_jobs(sw.jobs, 240)
+    check(moved >= 20, "the swarm waited for the stopped job (%d steps in %.1f s)" %
+          (moved, time.time() - t0))
+    sw.check_identical(range(4))
+    errs = "".join(j.err for j in sw.jobs)
+    check("out of step" not in errs,
+          "a job fell out of step:\n" + "\n".join(j.describe() for j in sw.jobs))
+    late = sw.jobs[2].err.count("this job came late")
+    check(late > 0, "the stopped job never fetched a round it missed:\n" + sw.jobs[2].describe())
+    got, want = sw.check_loss(steps)
+    print("  all four identical; the swarm went %d steps on during the stop; the stopped job "
+          "fetched %d rounds late; final loss %.4f (undisturbed %.4f)" % (moved, late, got, want))
 
 
 def main():
