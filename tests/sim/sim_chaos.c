@@ -22,16 +22,13 @@
  *                eviction time of the crashed passed) are averaged by
  *                every live node.
  *
- * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness] [--no-spikes] [-v]
+ * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
+ *                  [--no-spikes] [--crash-only] [-v]
  * --no-spikes turns the delay spikes off and --crash-only skips every
- * fault but crashes (the seeds draw the same otherwise). With freezes,
- * partitions or spikes, agreement still breaks in a few seeds in a
- * thousand: a member completes an attempt a later view's coordinator could
- * not hear about (see docs/testing.md). The suite uses both flags until a
- * completion quorum closes that; the failing seeds replay without them.
- * --weak-liveness leaves out the last check (every live node back in every
- * round after healing): the suite runs with it until catching up after a
- * fault always brings a node back (issue 3 is open on exactly that).
+ * fault but crashes (the seeds draw the same otherwise): they narrow a
+ * failing seed down. --weak-liveness leaves out the last check (every live
+ * node back in every round after healing): the suite runs with it until a
+ * node that fell behind can reload state (issue 3 is open on exactly that).
  * A failure prints its seed; --seed S -v replays it with the nodes' logs.
  */
 #include <inttypes.h>
