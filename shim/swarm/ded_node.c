@@ -2703,6 +2703,16 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   coord_evaluate(node, cr, now_ns);
 }
 
+/* The attempt round |no| completed with here, if we still know it. */
+static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = round_find(node, no);
+  if (r && r->has_plan && r->chosen == r->plan.attempt &&
+      (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
+    return &r->plan;
+  hist_entry *h = hist_find(node, no);
+  return h ? &h->plan : NULL;
+}
+
 /* A PROBE: the round moved to a new view; report there. |from| NULL: our
  * own coordinator side. */
 static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
@@ -2727,10 +2737,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
     return;
   }
   /* A round we finished: say so, or the new view might decide without us. */
-  const ded_msg_commit *plan = NULL;
-  if (r && r->has_plan && r->keep) plan = &r->plan;
-  hist_entry *h = plan ? NULL : hist_find(node, m->round);
-  if (h) plan = &h->plan;
+  const ded_msg_commit *plan = node_result_plan(node, m->round);
   if (!plan) {
     if (!r && m->round >= node->next_round) node_set_view_hint(node, m->round, m->view);
     return;
@@ -2955,16 +2962,6 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
            (unsigned long long)m.round, (unsigned long long)m.next_round);
   if (r->genesis) node_lose_lineage(node);
   round_report(node, r, 0, true, true);
-}
-
-/* The attempt round |no| completed with here, if we still know it. */
-static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
-  ded_round *r = round_find(node, no);
-  if (r && r->has_plan && r->chosen == r->plan.attempt &&
-      (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
-    return &r->plan;
-  hist_entry *h = hist_find(node, no);
-  return h ? &h->plan : NULL;
 }
 
 /* A HAVE: a member holds an attempt's result and accepts it. */
