@@ -136,6 +136,8 @@ typedef struct snode {
   bool pump_scheduled;
   uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
   unsigned rr;      /* round-robin cursor over links */
+  int *lks;         /* the links it is an end of, in increasing order */
+  int nlks, lks_cap;
   uint8_t seed[DED_SEED_BYTES];
 } snode;
 
@@ -216,8 +218,9 @@ static void sim_push(sim *s, uint64_t at, int type, int node, int lk, int side, 
 /* ---------------------------------------------------------------- links */
 
 static link *link_of(sim *s, int node, uint32_t conn, int *side) {
-  for (int i = 0; i < s->nlinks; i++) {
-    link *l = &s->links[i];
+  const snode *sn = &s->nodes[node];
+  for (int j = 0; j < sn->nlks; j++) { /* in link order, as a scan of all */
+    link *l = &s->links[sn->lks[j]];
     for (int k = 0; k < 2; k++)
       if (l->node[k] == node && l->conn[k] == conn && l->open[k]) {
         *side = k;
@@ -308,6 +311,17 @@ static bool node_frozen(const sim *s, int i) {
 
 static void node_pump_soon(sim *s, int i);
 
+/* Links are numbered in creation order, so appending keeps |lks| sorted. */
+static void node_add_link(sim *s, int i, int lk) {
+  snode *sn = &s->nodes[i];
+  if (sn->nlks == sn->lks_cap) {
+    sn->lks_cap = sn->lks_cap ? 2 * sn->lks_cap : 16;
+    sn->lks = realloc(sn->lks, (size_t)sn->lks_cap * sizeof *sn->lks);
+    if (!sn->lks) abort();
+  }
+  sn->lks[sn->nlks++] = lk;
+}
+
 /* A crashed node's engine may still be on the stack (the crash came from a
  * hook it called) or being freed: nothing it does reaches anyone. */
 static bool cb_dead(const cb_ctx *c) { return c->s->nodes[c->node].crashed; }
@@ -322,6 +336,8 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
   l->conn[0] = conn_id;
   l->open[0] = true;
   l->node[1] = addr_node(s, addr);
+  node_add_link(s, l->node[0], lk);
+  if (l->node[1] >= 0 && l->node[1] != l->node[0]) node_add_link(s, l->node[1], lk);
   if (cut_between(s, c->node, l->node[1])) { /* no answer: it fails after one latency */
     l->dead = true;
     sim_push(s, s->now + s->lp.latency_ns, EV_CONNECT, c->node, lk, 0, CONN_SYN);
@@ -399,8 +415,12 @@ static void node_pump(sim *s, const event *e) {
   if (e->gen != sn->gen) return; /* a pump of a crashed life */
   sn->pump_scheduled = false;
   if (!sn->up || sn->frozen_until) return; /* the thaw pumps again */
-  for (int tries = 0; tries < s->nlinks; tries++) {
-    int lk = (int)((sn->rr + (unsigned)tries) % (unsigned)s->nlinks);
+  /* Round robin over the node's own links, from the first at or after the
+   * cursor: the order a scan of every link would visit them in. */
+  int nl = sn->nlks, start = 0;
+  while (start < nl && (unsigned)sn->lks[start] < sn->rr) start++;
+  for (int tries = 0; tries < nl; tries++) {
+    int lk = sn->lks[(start + tries) % nl];
     link *l = &s->links[lk];
     int side = l->node[0] == i && l->open[0] ? 0 : l->node[1] == i && l->open[1] ? 1 : -1;
     if (side < 0 || l->dead || !l->open[1 - side] || (side == 0 && !l->open[1])) continue;
@@ -678,7 +698,10 @@ void sim_free(sim *s) {
     ded_node_free(s->nodes[i].node);
     ded_node_free(s->nodes[i].zombie);
   }
-  for (int i = 0; i < s->n; i++) free(s->nodes[i].deferred);
+  for (int i = 0; i < s->n; i++) {
+    free(s->nodes[i].deferred);
+    free(s->nodes[i].lks);
+  }
   for (int i = 0; i < s->nlinks; i++)
     for (int d = 0; d < 2; d++) half_drop(&s->links[i].dir[d]);
   free(s->links);
