@@ -2488,6 +2488,15 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
 /* Decides |cr| once everyone it waits for has reported, or its time is up. */
 static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   if (cr->decided || cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
+  if (now_ns >= cr->first_ns + node->s.round_timeout_ns) {
+    /* No decision possible within the bound (no quorum, or no lineage of
+     * ours): every member's call has returned by now. Later reports get
+     * STALE. */
+    node_log(node, DED_LOG_INFO, "round %llu: view %u: no decision within the bound; giving up",
+             (unsigned long long)cr->round, cr->view);
+    cr->decided = true;
+    return;
+  }
   bool all = true;
   if (cr->genesis) {
     if (cr->g.n < node->s.min_peers) all = false;
@@ -2668,8 +2677,16 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     }
     return;
   }
+  if (ded_gather_find(&cr->g, id)) {
+    /* Again in the same view (a member that completed while it waited
+     * answers a probe, a report crossed a probe): what it holds may have
+     * grown; its join stands as it was. */
+    if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
+    coord_evaluate(node, cr, now_ns);
+    return;
+  }
   ded_msg_join plain = *j;
-  plain.flags &= (uint8_t)~DED_JOIN_F_STATUS;
+  plain.flags &= (uint8_t)~(DED_JOIN_F_STATUS | DED_JOIN_F_DONE);
   memset(&plain.plan, 0, sizeof plain.plan);
   plain.have = NULL;
   int rv = ded_gather_add(&cr->g, node->mem, id, &plain);
@@ -3090,7 +3107,8 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->nrounds > 0 || node->boot == BOOT_RUNNING || node->leaving;
-  for (size_t i = 0; i < node->ncoords && !busy; i++) busy = !node->coords[i]->decided;
+  for (size_t i = 0; i < node->ncoords && !busy; i++)
+    busy = !node->coords[i]->decided && node->coords[i]->g.n > 0; /* nothing to decide on yet */
   node->wake_soon = false;
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
 }
@@ -3246,7 +3264,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   coord_prune(node);
   rounds_advance(node, now_ns);
   if (node_needs_fast_tick(node)) node->wake_soon = true;
-  if (node->rec_refresh_ns < node->tick_ns) node->tick_ns = DED_MAX(node->rec_refresh_ns, now_ns + 1);
+  if (!node->leaving && node->rec_refresh_ns < node->tick_ns) /* a leaver refreshes nothing */
+    node->tick_ns = DED_MAX(node->rec_refresh_ns, now_ns + 1);
 }
 
 /*

@@ -2337,6 +2337,30 @@ static void test_node_coord_done_is_chosen(void **state) {
 }
 
 /*
+ * A member may report twice to one view (it completed while it waited and
+ * answers a probe, or a report crossed a probe): the second report is
+ * taken as an update, not as a protocol violation. Here the view stays
+ * open (the coordinator never completed round 0), so the second JOIN
+ * meets the first one still in the gather.
+ */
+static void test_node_coord_join_twice_kept(void **state) {
+  (void)state;
+  const uint8_t all[1] = {0x07}, mine[1] = {0x01};
+  tnode t;
+  tcoord tc;
+  tcoord_start(&t, &tc);
+  const uint64_t A = attempt_of(0, tc.id[0].id);
+  ded_msg_commit c = tcoord_attempt(&tc, 1, A, attempt_of(0, tc.id[1].id));
+  ded_msg_join j = join_of(1, 1, 0, DED_VIEW_NONE);
+  send_join_status(&t, 0, &j, &c, mine);
+  assert_false(t.closed[0]);
+  j = join_of(1, 1, DED_JOIN_F_DONE, 0);
+  send_join_status(&t, 0, &j, &c, all);
+  if (t.closed[0]) fail_msg("a second report to the same view dropped the member");
+  ded_node_free(t.node);
+}
+
+/*
  * With a quorum of reports, the attempt accepted in the highest view
  * stands, even against an attempt with a higher id (a later view's) that
  * is merely full: A (view 1) was accepted in view 1 by lo1, B (view 2) is
@@ -2537,6 +2561,7 @@ int main(void) {
       cmocka_unit_test(test_node_have_views_after_probe),
       cmocka_unit_test(test_node_have_malformed_dropped),
       cmocka_unit_test(test_node_coord_done_is_chosen),
+      cmocka_unit_test(test_node_coord_join_twice_kept),
       cmocka_unit_test(test_node_coord_accepted_attempt_stands),
       cmocka_unit_test(test_node_coord_new_attempt_needs_quorum),
       cmocka_unit_test(test_node_stale),
