@@ -108,7 +108,7 @@ static double run(int n, uint64_t count, double bps, int kind, uint64_t after_ns
   lp.latency_ns = 10 * MS; /* a WAN: 20 ms round trips */
   lp.jitter_ns = 1 * MS;
   lp.segment_max = 64 * 1024;
-  sim_hooks hooks = {&b, on_done, on_started, on_timer, NULL, NULL};
+  sim_hooks hooks = {&b, on_done, on_started, on_timer, NULL, NULL, NULL, NULL};
   b.s = sim_new(seed, n, &lp, &hooks);
   b.buf = calloc((size_t)n, sizeof *b.buf);
   for (int i = 0; i < n; i++) {

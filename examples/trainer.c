@@ -44,7 +44,15 @@
  * set that depends only on the seed, so every job of a split run prints a
  * comparable number. The checksum is the CRC-32 (zlib's) of the parameter
  * bytes; the Python trainer gets the same function at C speed from zlib.
+ *
+ * Joining a run in progress: under dedmpi the start-up broadcast of the
+ * parameters is answered with the run's current ones, and the step counter
+ * is registered as state through dedmpi.h (looked up at run time, so that
+ * the binary needs no dedmpi to build or run), so a job started late goes
+ * on from the run's step. That lookup is the trainer's only dedmpi code.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -464,6 +472,7 @@ typedef struct {
   layout l;
   int rank, size, shards;
   float *p, *g;
+  long long step; /* the next step (1-based): state, like p */
   int8_t *teacher;
   scratch s;
   MPI_Request *reqs;
@@ -520,7 +529,9 @@ static bool step_logged(const trainer_opts *o, int step)
 static void train(trainer *t)
 {
   double comm_s = 0.0, t0 = MPI_Wtime();
-  for (int step = 1; step <= t->o.steps; step++) {
+  int first = (int)t->step;
+  for (; t->step <= t->o.steps; t->step++) {
+    int step = (int)t->step;
     if (t->o.step_ms > 0) { /* a slower model: compute time per step */
       struct timespec ts = {t->o.step_ms / 1000, (long)(t->o.step_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
@@ -537,9 +548,10 @@ static void train(trainer *t)
     }
   }
   double elapsed = MPI_Wtime() - t0;
-  if (t->rank == 0 && !t->o.quiet && t->o.steps > 0)
+  int done = t->o.steps - first + 1;
+  if (t->rank == 0 && !t->o.quiet && done > 0)
     printf("elapsed %.3f s step_ms %.3f comm_ms %.3f\n", elapsed,
-           1e3 * elapsed / t->o.steps, 1e3 * comm_s / t->o.steps);
+           1e3 * elapsed / done, 1e3 * comm_s / done);
 }
 
 static void print_config(const trainer *t)
@@ -605,9 +617,17 @@ static int trainer_run(const trainer_opts *o, int rank, int size)
     params_init(&t.l, t.p, o->seed);
   /* One broadcast of the whole flat vector, as trainers sync their model. */
   MPI_Bcast(t.p, (int)t.l.n_flat, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  /* Under dedmpi, the step counter is state too (see the top of the file). */
+  t.step = 1;
+  int (*register_state)(void *, size_t);
+  *(void **)&register_state = dlsym(RTLD_DEFAULT, "dedmpi_register_state");
+  if (register_state && register_state(&t.step, sizeof t.step) != MPI_SUCCESS)
+    MPI_Abort(MPI_COMM_WORLD, 1);
   if (rank == 0 && !o->quiet) {
     print_config(&t);
     printf("init checksum 0x%08" PRIx32 "\n", params_checksum(&t.l, t.p));
+    if (t.step > 1)
+      printf("resumed at step %lld\n", t.step);
     fflush(stdout);
   }
 

@@ -13,6 +13,8 @@
 #ifndef DEDMPI_H
 #define DEDMPI_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,6 +61,21 @@ int dedmpi_last_round(dedmpi_round_info *info);
  * Returns MPI_SUCCESS or MPI_ERR_ARG (negative, NaN, or above 2^53).
  */
 int dedmpi_set_weight(double weight);
+
+/*
+ * Registers |bytes| at |buf| as part of the trainer's state (optimizer
+ * moments, the step counter, the data loader's position): what a job that
+ * joins a run in progress must load besides the parameters it broadcasts
+ * from rank 0 at start-up. Call it on every rank, with the same sizes in
+ * the same order on every job, after MPI_Init and before the first
+ * all-reduce; the buffer must hold the live state until MPI_Finalize. In a
+ * job that joins a run in progress, the call fills |buf| with the run's
+ * state (on every rank); otherwise it leaves |buf| as it is. Returns
+ * MPI_SUCCESS, MPI_ERR_ARG (NULL or empty), MPI_ERR_COUNT (the run's state
+ * has no such piece: another program or model), or MPI_ERR_OTHER (called
+ * after training began, or the run's state could not be loaded).
+ */
+int dedmpi_register_state(void *buf, size_t bytes);
 
 /* 1 if this process's large float sums go to the swarm, 0 if dedmpi is
  * passing everything through (DEDMPI_DISABLE=1, or no dedmpi at all). */

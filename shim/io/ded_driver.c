@@ -77,6 +77,12 @@ struct ded_driver {
   pthread_cond_t cv;
   pending_round *subs_head, *subs_tail;
   bool stop_requested;
+  /* State transfer: a fetch asked for and its outcome; a snapshot to hand
+   * to the node. */
+  bool fetch_asked, fetch_started, fetch_done;
+  int fetch_status;
+  ded_snapshot fetch_snap;
+  ded_snapshot *give_snap;
   /* Rounds waiting for room in the node (DED_ROUNDS_ACTIVE_MAX), in order.
    * Driver thread only. */
   pending_round *wait_head, *wait_tail;
@@ -468,8 +474,28 @@ static void cb_event(void *user, const ded_event *ev) {
 
 static void cb_log(void *user, int level, const char *line) { drv_write_log(user, level, line); }
 
-static const ded_node_callbacks drv_callbacks = {cb_connect, cb_close, cb_want_write,
-                                                 cb_round_done, cb_event, cb_log};
+static void cb_want_snapshot(void *user) {
+  ded_driver *d = user;
+  if (d->cfg.want_snapshot) d->cfg.want_snapshot(d->cfg.user);
+}
+
+static void cb_state_done(void *user, int status, ded_snapshot *snap) {
+  ded_driver *d = user;
+  pthread_mutex_lock(&d->mu);
+  d->fetch_done = true;
+  d->fetch_status = status;
+  memset(&d->fetch_snap, 0, sizeof d->fetch_snap);
+  if (snap) {
+    d->fetch_snap = *snap;
+    snap->bytes = NULL; /* ours now (the node's allocator is libc) */
+  }
+  pthread_cond_broadcast(&d->cv);
+  pthread_mutex_unlock(&d->mu);
+}
+
+static const ded_node_callbacks drv_callbacks = {
+    cb_connect, cb_close, cb_want_write, cb_round_done, cb_event, cb_log,
+    cb_want_snapshot, cb_state_done};
 
 /* ---------------------------------------------------------------- the loop */
 
@@ -594,7 +620,19 @@ static void on_wake(ded_driver *d) {
   pending_round *list = d->subs_head;
   d->subs_head = d->subs_tail = NULL;
   bool stop = d->stop_requested;
+  bool fetch = d->fetch_asked && !d->fetch_started;
+  d->fetch_started |= fetch;
+  ded_snapshot *give = d->give_snap;
+  d->give_snap = NULL;
   pthread_mutex_unlock(&d->mu);
+  if (fetch) {
+    int rv = ded_node_state_fetch(d->node, ded_driver_now_ns());
+    if (rv) cb_state_done(d, rv, NULL);
+  }
+  if (give) {
+    ded_node_snapshot_set(d->node, give, ded_driver_now_ns());
+    free(give);
+  }
   while (list) {
     pending_round *p = list;
     list = p->next;
@@ -727,6 +765,9 @@ static void driver_free(ded_driver *d) {
     d->wait_head = p->next;
     free(p);
   }
+  if (d->give_snap) free(d->give_snap->bytes);
+  free(d->give_snap);
+  free(d->fetch_snap.bytes);
   ded_node_free(d->node);
   if (d->listen_fd >= 0) close(d->listen_fd);
   if (d->wake_fd >= 0) close(d->wake_fd);
@@ -856,6 +897,49 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
   ssize_t w = write(d->wake_fd, &one, sizeof one);
   (void)w; /* a full counter still wakes the loop */
   return 0;
+}
+
+int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) {
+  memset(snap, 0, sizeof *snap);
+  pthread_mutex_lock(&d->mu);
+  if (d->fetch_asked) {
+    pthread_mutex_unlock(&d->mu);
+    return DED_ERR_INVALID_ARG;
+  }
+  d->fetch_asked = true;
+  pthread_mutex_unlock(&d->mu);
+  uint64_t one = 1;
+  ssize_t w = write(d->wake_fd, &one, sizeof one);
+  (void)w;
+  pthread_mutex_lock(&d->mu);
+  while (!d->fetch_done) ded_cond_wait_ns(&d->cv, &d->mu, 100000000);
+  int status = d->fetch_status;
+  *snap = d->fetch_snap;
+  memset(&d->fetch_snap, 0, sizeof d->fetch_snap);
+  pthread_mutex_unlock(&d->mu);
+  return status;
+}
+
+void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
+  ded_snapshot *copy = malloc(sizeof *copy);
+  if (!copy) {
+    free(snap->bytes);
+    snap->bytes = NULL;
+    return;
+  }
+  *copy = *snap;
+  snap->bytes = NULL;
+  pthread_mutex_lock(&d->mu);
+  ded_snapshot *old = d->give_snap;
+  d->give_snap = copy;
+  pthread_mutex_unlock(&d->mu);
+  if (old) { /* never handed over: the newer one replaces it */
+    free(old->bytes);
+    free(old);
+  }
+  uint64_t one = 1;
+  ssize_t w = write(d->wake_fd, &one, sizeof one);
+  (void)w;
 }
 
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {

@@ -35,6 +35,10 @@ typedef struct ded_driver_config {
    * found on the machine (DEDMPI_ANNOUNCE); NULL = find them. */
   const char *announce;
   ded_driver_done_fn done;
+  /* Called on the driver thread when a joiner asks for this job's state:
+   * take a snapshot at the trainer's next step and pass it to
+   * ded_driver_snapshot_set (optional: without it, no state is offered). */
+  void (*want_snapshot)(void *user);
   void *user;
   /* Prefix of log lines, e.g. "dedmpi[1234]". */
   const char *log_prefix;
@@ -52,6 +56,19 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
 /* Queues a round; thread-safe. 0, or DED_ERR_CLOSING after stop. The
  * outcome arrives through cfg->done (also for a round the node refuses). */
 int ded_driver_submit(ded_driver *d, const ded_round_args *args);
+
+/*
+ * Finds out whether a run is in progress and, if so, loads its state; call
+ * it once, before the first ded_driver_submit. Blocks until the node knows
+ * (its own bounds apply). Returns 0 with |snap| filled: snap->bytes NULL
+ * means no run in progress; otherwise the caller owns snap->bytes (free())
+ * and the node resumes at snap->round. Or a DED_ERR_*.
+ */
+int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap);
+
+/* Hands the node a snapshot of this job's state (snap->bytes from malloc;
+ * the driver takes it). Thread-safe. */
+void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap);
 
 /* Leaves the swarm, flushes for at most |flush_ns|, stops the thread and
  * frees everything. Rounds still queued finish with DED_ERR_CLOSING. */

@@ -69,13 +69,21 @@ static int parse_duration(const char *s, uint64_t *ns) {
   return 0;
 }
 
-static void set_bool(parse_ctx *p, const char *name, const char *v) {
+static void parse_bool(parse_ctx *p, const char *name, const char *v, bool *out) {
   if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
-    p->cfg->disable = true;
+    *out = true;
   else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
-    p->cfg->disable = false;
+    *out = false;
   else
     cfg_error(p, name, v, "expected 0 or 1");
+}
+
+static void set_disable(parse_ctx *p, const char *name, const char *v) {
+  parse_bool(p, name, v, &p->cfg->disable);
+}
+
+static void set_state_bcast(parse_ctx *p, const char *name, const char *v) {
+  parse_bool(p, name, v, &p->cfg->state_bcast);
 }
 
 static void set_run(parse_ctx *p, const char *name, const char *v) {
@@ -244,7 +252,8 @@ static const var_def vars[] = {
     {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},
     {{"DEDMPI_MODE", "node", "node (client and aux peers come with adaptive shares)"}, set_mode},
     {{"DEDMPI_LOG", "warn", "error, warn, info or debug (to stderr, one line per event)"}, set_log},
-    {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_bool},
+    {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_disable},
+    {{"DEDMPI_STATE_BCAST", "1", "1 = rank 0's large start-up broadcasts are state a joining job loads from the run; 0 = only registered buffers are"}, set_state_bcast},
     {{"DEDMPI_JOIN_TIMEOUT", "30s", "how long MPI_Init tries the DEDMPI_JOIN peers"}, set_join_timeout},
     {{"DEDMPI_RENDEZVOUS_TIMEOUT", "300s", "how long the first round waits for DEDMPI_MIN_PEERS"}, set_rendezvous_timeout},
     {{"DEDMPI_ROUND_TIMEOUT", "60s", "bound on one all-reduce: past it the job keeps its own values (out of step)"}, set_round_timeout},
@@ -276,6 +285,7 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->chunk_bytes = 256 * 1024;
   cfg->deadline_floor_ns = 500ull * 1000000ull;
   cfg->history_bytes = 256ull << 20;
+  cfg->state_bcast = true;
   if (errlen) errors[0] = '\0';
   if (warnlen) warnings[0] = '\0';
   parse_ctx p = {cfg, errors, errlen, 0};

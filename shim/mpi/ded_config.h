@@ -32,6 +32,7 @@ typedef struct ded_config {
   uint32_t chunk_bytes;           /* DEDMPI_CHUNK_BYTES */
   uint64_t deadline_floor_ns;     /* DEDMPI_DEADLINE_FLOOR */
   uint64_t history_bytes;         /* DEDMPI_HISTORY_BYTES (UINT64_MAX: none) */
+  bool state_bcast;               /* DEDMPI_STATE_BCAST */
 } ded_config;
 
 /*

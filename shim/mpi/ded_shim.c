@@ -57,6 +57,9 @@
 
 extern char **environ;
 
+/* Calls whose signatures are kept to learn the step's period. */
+#define SHIM_SIG_MAX (3 * 64)
+
 /* The outcome rank 0 broadcasts to the other ranks of the job. */
 typedef struct shim_header {
   int32_t mpi_err;
@@ -112,6 +115,33 @@ static struct {
   dedmpi_round_info last;
   bool have_last;
   char prefix[48];
+  /* State transfer (DESIGN §3, joiners). The pieces are the buffers of the
+   * large start-up broadcasts from rank 0 and those registered through
+   * dedmpi.h, in call order; rank 0 serves them as a snapshot and, in a
+   * job that joins a run in progress, fills them from the run's. */
+  bool started;     /* a routed all-reduce began: the state's pieces are known */
+  bool state_known; /* rank 0: the swarm said whether a run is in progress */
+  int state_err;    /* rank 0: why it could not say (MPI error code) */
+  ded_snapshot loaded; /* rank 0: the run's state (bytes until handed out) */
+  unsigned loaded_next;
+  struct {
+    void *p;
+    size_t bytes;
+  } pieces[DED_STATE_PIECES_MAX];
+  unsigned npieces;
+  bool pieces_full_logged;
+  /* Rank 0: routed all-reduces so far and the round of the first one. */
+  uint64_t nops, round0;
+  /* Rank 0: the calls' (buffer, count, type) in order, to learn how many
+   * all-reduces make one training step: the signature sequence's period. */
+  struct shim_sig {
+    const void *buf;
+    int count;
+    MPI_Datatype dt;
+  } sig[SHIM_SIG_MAX];
+  unsigned nsig;
+  unsigned step_rounds; /* 0: not known (yet) */
+  atomic_bool snap_wanted; /* a joiner asked for a snapshot */
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER};
 
 DED_PRINTF(2, 3)
@@ -232,6 +262,206 @@ static void backoff(unsigned spins) {
   nanosleep(&ts, NULL);
 }
 
+
+/* ---------------------------------------------------------------- state */
+
+/* An intracommunicator with the ranks of MPI_COMM_WORLD in the same order. */
+static bool comm_is_world(MPI_Comm comm) {
+  if (comm == MPI_COMM_WORLD) return true;
+  if (comm == MPI_COMM_NULL) return false;
+  int inter = 0, cmp = MPI_UNEQUAL;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+  if (PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp) != MPI_SUCCESS) return false;
+  return cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
+}
+
+
+/*
+ * A job that starts while a run is in progress loads the run's state
+ * before its first round (DESIGN §3, "Stragglers and joiners"). The state
+ * is what the trainer broadcasts from rank 0 at start-up (large
+ * MPI_Bcasts before the first routed all-reduce: the model) and what it
+ * registers with dedmpi_register_state (optimizer moments, the step
+ * counter), in call order. Every job's rank 0 keeps the addresses; when a
+ * joiner asks, it copies them the next time the trainer enters the first
+ * all-reduce of a step, when they hold the state after every round before
+ * it (the trainer updates its parameters only after the step's last
+ * all-reduce). A joining job's rank 0 fills each piece from the run's
+ * snapshot instead, and its rounds resume at the snapshot's round.
+ *
+ * The buffers must stay valid and keep holding the state for the whole
+ * run: a trainer that broadcasts through a temporary buffer sets
+ * DEDMPI_STATE_BCAST=0 and registers the real buffers instead.
+ */
+
+/* Driver thread: a joiner asked for this job's state. */
+static void shim_want_snapshot(void *user) {
+  (void)user;
+  atomic_store(&S.snap_wanted, true);
+}
+
+/* Rank 0: asks the swarm, once, whether a run is in progress, and if so
+ * fetches its state. Returns an MPI error code. */
+static int state_sync(void) {
+  if (S.state_known) return S.state_err;
+  S.state_known = true;
+  ded_snapshot snap;
+  int rv = ded_driver_state_fetch(S.driver, &snap);
+  if (rv != 0) {
+    shim_log(DED_LOG_ERROR, "cannot load the state of run '%s' from its peers (%s): this job "
+             "cannot join it", S.cfg.run, ded_strerror(rv));
+    S.state_err = MPI_ERR_OTHER;
+    return S.state_err;
+  }
+  if (snap.round > 0) {
+    S.loaded = snap;
+    S.round0 = snap.round;
+    shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in %u "
+             "piece%s", S.cfg.run, (unsigned long long)snap.round, (unsigned long long)snap.len,
+             snap.npieces, snap.npieces == 1 ? "" : "s");
+  } else {
+    free(snap.bytes);
+  }
+  return MPI_SUCCESS;
+}
+
+/* Rank 0: |p| becomes the next piece of the state; in a joining job it
+ * gets the run's bytes first. Returns an MPI error code. */
+static int state_piece(void *p, size_t bytes) {
+  int rc = state_sync();
+  if (rc != MPI_SUCCESS) return rc;
+  if (S.loaded.round > 0) {
+    unsigned k = S.loaded_next++;
+    if (k >= S.loaded.npieces || S.loaded.sizes[k] != bytes) {
+      shim_log(DED_LOG_ERROR, "the run's state has %u piece%s; this job's piece %u is %zu bytes "
+               "where the run's is %llu: is it the same program, model and configuration?",
+               S.loaded.npieces, S.loaded.npieces == 1 ? "" : "s", k + 1, bytes,
+               k < S.loaded.npieces ? (unsigned long long)S.loaded.sizes[k] : 0ull);
+      return MPI_ERR_COUNT;
+    }
+    uint64_t off = 0;
+    for (unsigned i = 0; i < k; i++) off += S.loaded.sizes[i];
+    memcpy(p, S.loaded.bytes + off, bytes);
+  }
+  if (S.npieces == DED_STATE_PIECES_MAX) {
+    if (!S.pieces_full_logged)
+      shim_log(DED_LOG_WARN, "more than %d pieces of state: the rest is not served to joiners",
+               DED_STATE_PIECES_MAX);
+    S.pieces_full_logged = true;
+    return MPI_SUCCESS;
+  }
+  S.pieces[S.npieces].p = p;
+  S.pieces[S.npieces].bytes = bytes;
+  S.npieces++;
+  return MPI_SUCCESS;
+}
+
+/* Rank 0, the first routed all-reduce: the state is complete. */
+static void state_start(void) {
+  state_sync();
+  if (S.loaded.round > 0) {
+    if (S.loaded_next < S.loaded.npieces)
+      shim_log(DED_LOG_ERROR, "the run's state has %u pieces but this job broadcast or registered "
+               "only %u before training: its state differs from the run's",
+               S.loaded.npieces, S.loaded_next);
+    else if (S.loaded.npieces == 0)
+      shim_log(DED_LOG_WARN, "the run's peers have no state to give (no start-up broadcast, "
+               "nothing registered): this job's parameters are its own");
+  }
+  free(S.loaded.bytes);
+  S.loaded.bytes = NULL;
+}
+
+/* Rank 0: learns how many routed all-reduces make a training step, as the
+ * shortest period of the calls' (buffer, count, type), once seen three
+ * times over; a call that breaks it makes the period unknown again. */
+static void state_learn_step(const shim_op *op) {
+  struct shim_sig sg = {op->recvbuf, op->count, op->dt};
+  if (S.nsig < SHIM_SIG_MAX) S.sig[S.nsig++] = sg;
+  if (S.step_rounds) {
+    const struct shim_sig *ref = &S.sig[(S.nops - 1) % S.step_rounds];
+    if (ref->buf == sg.buf && ref->count == sg.count && ref->dt == sg.dt) return;
+    shim_log(DED_LOG_WARN, "the training step no longer repeats every %u all-reduce%s; state is "
+             "not served to joiners until it is learnt again", S.step_rounds,
+             S.step_rounds == 1 ? "" : "s");
+    S.step_rounds = 0;
+    S.nsig = 0; /* start over from here: round0 no longer begins a period */
+    S.round0 = S.round0 + S.nops - 1;
+    S.nops = 1;
+    S.sig[S.nsig++] = sg;
+    return;
+  }
+  for (unsigned p = 1; 3 * p <= S.nsig; p++) {
+    bool ok = true;
+    for (unsigned i = p; i < S.nsig && ok; i++)
+      ok = S.sig[i].buf == S.sig[i - p].buf && S.sig[i].count == S.sig[i - p].count &&
+           S.sig[i].dt == S.sig[i - p].dt;
+    if (ok) {
+      S.step_rounds = p;
+      return;
+    }
+  }
+}
+
+/* Rank 0, at the start of round |round|: a snapshot, if a joiner wants
+ * one and this round begins a step. */
+static void state_maybe_snapshot(uint64_t round) {
+  if (!atomic_load_explicit(&S.snap_wanted, memory_order_relaxed) || !S.step_rounds ||
+      (round - S.round0) % S.step_rounds != 0)
+    return;
+  atomic_store(&S.snap_wanted, false);
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  snap.round = round;
+  snap.step_rounds = S.step_rounds;
+  snap.npieces = S.npieces;
+  for (unsigned i = 0; i < S.npieces; i++) {
+    snap.sizes[i] = S.pieces[i].bytes;
+    snap.len += S.pieces[i].bytes;
+  }
+  snap.bytes = malloc(snap.len ? snap.len : 1);
+  if (!snap.bytes) {
+    shim_log(DED_LOG_WARN, "no memory for a snapshot of %llu bytes", (unsigned long long)snap.len);
+    return;
+  }
+  uint64_t off = 0;
+  for (unsigned i = 0; i < S.npieces; i++) {
+    memcpy(snap.bytes + off, S.pieces[i].p, S.pieces[i].bytes);
+    off += S.pieces[i].bytes;
+  }
+  snap.digest = ded_digest64(snap.bytes, snap.len);
+  ded_driver_snapshot_set(S.driver, &snap);
+}
+
+/* A large broadcast from rank 0 of contiguous data to the whole job. */
+static bool state_bcast_routes(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, size_t *bytes) {
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0;
+  if (!buf || PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0 ||
+      PMPI_Type_get_true_extent(dt, &lb, &extent) != MPI_SUCCESS || lb != 0 || extent != size)
+    return false;
+  *bytes = (size_t)count * (size_t)size;
+  return *bytes >= S.cfg.min_bytes && comm_is_world(comm);
+}
+
+__attribute__((noinline)) static int shim_bcast(void *buf, int count, MPI_Datatype dt, int root,
+                                                MPI_Comm comm) {
+  size_t bytes;
+  if (!state_bcast_routes(buf, count, dt, comm, &bytes)) return PMPI_Bcast(buf, count, dt, root, comm);
+  int rc = S.rank == 0 ? state_piece(buf, bytes) : MPI_SUCCESS;
+  /* The other ranks wait in the broadcast whatever happened here. */
+  int brc = PMPI_Bcast(buf, count, dt, root, comm);
+  if (brc != MPI_SUCCESS) return brc;
+  if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+  return rc;
+}
+
+DED_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  if (DED_LIKELY(!S.active || S.started || root != 0 || count <= 0 || !S.cfg.state_bcast))
+    return PMPI_Bcast(buf, count, datatype, root, comm);
+  return shim_bcast(buf, count, datatype, root, comm);
+}
+
 /* ---------------------------------------------------------------- routing */
 
 /* DESIGN §3: what goes to the swarm. Anything unusual (null buffers,
@@ -251,12 +481,7 @@ static bool shim_routes(const void *sendbuf, void *recvbuf, int count, MPI_Datat
   }
   if ((uint64_t)count * *es < S.cfg.min_bytes) return false;
   if (!recvbuf || !sendbuf || sendbuf == recvbuf) return false;
-  if (comm == MPI_COMM_WORLD) return true;
-  if (comm == MPI_COMM_NULL) return false;
-  int inter = 0, cmp = MPI_UNEQUAL;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
-  if (PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp) != MPI_SUCCESS) return false;
-  return cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
+  return comm_is_world(comm);
 }
 
 static shim_op *op_new(void *recvbuf, int count, MPI_Datatype dt, size_t es, bool nonblocking) {
@@ -275,6 +500,7 @@ static shim_op *op_new(void *recvbuf, int count, MPI_Datatype dt, size_t es, boo
 
 /* Step 1, and the start of step 2. From here on progress() sees |op|. */
 static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
+  S.started = true; /* no more pieces of state */
   void *recvbuf = op->recvbuf;
   int count = op->count;
   MPI_Datatype dt = op->dt;
@@ -294,11 +520,15 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
   atomic_fetch_add(&S.pending, 1);
   pthread_mutex_unlock(&S.mu);
   if (S.rank == 0) {
+    if (S.nops == 0 && S.nsig == 0) state_start();
+    uint64_t round = S.round0 + S.nops++;
+    state_learn_step(op);
     int rv = DED_ERR_INTERNAL;
     if (op->local_err == MPI_SUCCESS) {
       ded_round_args a = {recvbuf, (uint64_t)count, dtype, w, (uint32_t)S.size, op};
       rv = ded_driver_submit(S.driver, &a);
     }
+    state_maybe_snapshot(round);
     if (rv != 0) {
       ded_round_result res;
       memset(&res, 0, sizeof res);
@@ -518,6 +748,7 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.join = S.cfg.join;
   dc.announce = S.cfg.announce;
   dc.done = shim_swarm_done;
+  dc.want_snapshot = shim_want_snapshot;
   dc.log_prefix = S.prefix;
   return ded_driver_start(&dc, &S.driver, err, errlen);
 }
@@ -626,6 +857,25 @@ DED_EXPORT int dedmpi_set_weight(double weight) {
   S.weight_set = true;
   pthread_mutex_unlock(&S.mu);
   return MPI_SUCCESS;
+}
+
+DED_EXPORT int dedmpi_register_state(void *buf, size_t bytes) {
+  if (!buf || bytes == 0) return MPI_ERR_ARG;
+  if (!S.active) return MPI_SUCCESS;
+  if (S.started) {
+    shim_log(DED_LOG_ERROR, "dedmpi_register_state after the first all-reduce: a joiner could not "
+             "load it at the right step; register state before training");
+    return MPI_ERR_OTHER;
+  }
+  int rc = S.rank == 0 ? state_piece(buf, bytes) : MPI_SUCCESS;
+  /* Rank 0's bytes (the run's, in a joining job) go to the other ranks. */
+  for (size_t off = 0; S.size > 1 && off < bytes;) {
+    size_t n = DED_MIN(bytes - off, (size_t)1 << 30);
+    int brc = PMPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, 0, S.comm_bcast);
+    if (brc != MPI_SUCCESS) return brc;
+    off += n;
+  }
+  return rc;
 }
 
 DED_EXPORT int dedmpi_active(void) { return S.active ? 1 : 0; }

@@ -116,6 +116,23 @@ typedef struct ded_event {
   uint8_t peer[DED_ID_BYTES];
 } ded_event;
 
+/*
+ * A snapshot of the trainer's state (DESIGN §3, "Stragglers and joiners"):
+ * what a job that joins a run in progress loads before its first round.
+ * It is the state after every round below |round|, which begins a training
+ * step; the bytes are the pieces (start-up broadcasts, registered buffers)
+ * back to back.
+ */
+typedef struct ded_snapshot {
+  uint64_t round;       /* the round to resume at (> 0) */
+  uint32_t step_rounds; /* routed all-reduces per training step */
+  uint32_t npieces;
+  uint64_t sizes[DED_STATE_PIECES_MAX];
+  uint64_t len;    /* the sum of |sizes| */
+  uint64_t digest; /* ded_digest64(bytes, len) */
+  uint8_t *bytes;  /* allocated with the node's allocator (settings.mem) */
+} ded_snapshot;
+
 typedef struct ded_node_callbacks {
   /*
    * Open a connection |conn_id| to |addr|. Report the outcome later with
@@ -133,6 +150,17 @@ typedef struct ded_node_callbacks {
   void (*event)(void *user, const ded_event *ev);
   /* One formatted log line, without newline (optional). */
   void (*log)(void *user, int level, const char *line);
+  /* A joiner asked for our state: take a snapshot at the start of the
+   * trainer's next step and hand it to ded_node_snapshot_set (optional;
+   * without it this peer offers no state). */
+  void (*want_snapshot)(void *user);
+  /* ded_node_state_fetch finished. |status| 0 with |snap|: the state of the
+   * run in progress; the node resumes at snap->round. The callee may take
+   * snap->bytes (set it to NULL, free it later with the node's allocator);
+   * the node frees it otherwise, after the call. |status| 0 without
+   * |snap|: no run in progress, start from your own state. Otherwise a
+   * DED_ERR_* (DED_ERR_TIMEOUT: no peer offered state within the bound). */
+  void (*state_done)(void *user, int status, ded_snapshot *snap);
 } ded_node_callbacks;
 
 /* One round: an intercepted all-reduce. */
@@ -209,6 +237,26 @@ void ded_node_handle_expiry(ded_node *node, uint64_t now_ns);
  * this call.
  */
 int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns);
+
+/*
+ * Finds out whether a run is in progress and, if so, fetches its state
+ * from the peers (striped over every peer that offers the same snapshot)
+ * and makes the node resume at the snapshot's round. Call it once, after
+ * bootstrap and before the first ded_node_round_submit. The state_done
+ * callback reports, possibly from inside this call. Returns 0, or
+ * DED_ERR_INVALID_ARG (rounds already submitted, a fetch already made, no
+ * state_done callback), DED_ERR_CLOSING.
+ */
+int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
+
+/*
+ * Hands the node a snapshot of this job's state, asked for through
+ * want_snapshot: it offers it to the joiners that asked. The node takes
+ * snap->bytes (allocated with its allocator) on every path. Returns 0, or
+ * DED_ERR_INVALID_ARG (a malformed snapshot, or round-1 did not end here
+ * with the swarm's result: this job cannot vouch for the state).
+ */
+int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
 
 /*
  * Leaves the swarm: tells every peer, fails rounds in flight with

@@ -57,14 +57,17 @@ enum {
 #define FUZZ_NODE_COUNT 64
 #define FUZZ_NODE_CHUNK_BYTES 64
 
-/* fuzz_msg input: u8 selector | payload; the selector picks the decoder. */
+/* fuzz_msg input: u8 selector | payload; the selector picks the decoder.
+ * New types go at the end, so that the selectors of the committed seeds
+ * keep their meaning. */
 #define FUZZ_MSG_TYPES                                                                   \
   {                                                                                      \
     DED_MSG_HELLO, DED_MSG_RECORDS, DED_MSG_JOIN, DED_MSG_COMMIT, DED_MSG_REDIRECT,      \
         DED_MSG_DATA, DED_MSG_RESULT, DED_MSG_LEAVE, DED_MSG_STALE, DED_MSG_DECIDE,      \
-        DED_MSG_FETCH, DED_MSG_PROBE, DED_MSG_HAVE                                       \
+        DED_MSG_FETCH, DED_MSG_PROBE, DED_MSG_HAVE, DED_MSG_STATE_ASK,                   \
+        DED_MSG_STATE_OFFER, DED_MSG_STATE_GET, DED_MSG_STATE_DATA                       \
   }
-#define FUZZ_MSG_NTYPES 13
+#define FUZZ_MSG_NTYPES 17
 
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \

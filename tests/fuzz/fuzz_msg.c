@@ -8,7 +8,8 @@
  * spellings of one message, or lost a field, would fail that); what
  * decodes keeps the invariants of ded_msg.h (plans of COMMIT, DECIDE and
  * JOIN with status, their acceptors included; holders; bitmaps; the flags
- * of JOIN, DECIDE and HAVE); and the decoders that allocate give
+ * of JOIN, DECIDE and HAVE; the bounds of a state snapshot and of the
+ * ranges fetched of it); and the decoders that allocate give
  * everything back, through their _free or by themselves on error.
  */
 #include <math.h>
@@ -231,6 +232,38 @@ static void fuzz_decide(const uint8_t *p, size_t len, uint8_t *out, size_t cap) 
   FUZZ_CHECK(d.plan.members == NULL && d.holders == NULL);
 }
 
+/* A STATE_OFFER: the limits of ded_limits.h, sizes that add up to len,
+ * the lineage last in the payload, and what a snapshot must carry. */
+static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+  ded_msg_state_offer m;
+  int rv = ded_msg_state_offer_decode(p, len, &m);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
+  if (rv) return;
+  FUZZ_CHECK(m.status <= DED_STATE_GONE);
+  FUZZ_CHECK(m.npieces <= DED_STATE_PIECES_MAX && m.len <= DED_STATE_BYTES_MAX);
+  uint64_t sum = 0;
+  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++) {
+    if (i >= m.npieces) {
+      FUZZ_CHECK(m.sizes[i] == 0);
+      continue;
+    }
+    FUZZ_CHECK(m.sizes[i] <= DED_STATE_BYTES_MAX);
+    sum += m.sizes[i];
+  }
+  FUZZ_CHECK(sum == m.len);
+  FUZZ_CHECK(m.nlin <= DED_ROUND_MEMBERS_MAX);
+  /* status | round | digest | step_rounds | len | npieces | sizes |
+   * lin_attempt | nlin, then the ids. */
+  FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)m.npieces + 8 + 2);
+  FUZZ_CHECK(m.lin + (size_t)m.nlin * DED_ID_BYTES == p + len);
+  if (m.status == DED_STATE_OFFER)
+    FUZZ_CHECK(m.round > 0 && m.step_rounds >= 1 && m.step_rounds <= DED_STATE_STEP_ROUNDS_MAX &&
+               m.nlin >= 1);
+  ded_wr w = ded_wr_init(out, cap);
+  ded_msg_state_offer_encode(&w, &m);
+  check_reencoded(&w, DED_MSG_STATE_OFFER, p, len);
+}
+
 static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   ded_wr w = ded_wr_init(out, cap);
   int rv;
@@ -280,6 +313,37 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     if (rv == 0) ded_msg_probe_encode(&w, &m);
     break;
   }
+  case DED_MSG_STATE_ASK: {
+    ded_msg_state_ask m;
+    rv = ded_msg_state_ask_decode(p, len, &m);
+    if (rv == 0) ded_msg_state_ask_encode(&w, &m);
+    break;
+  }
+  case DED_MSG_STATE_GET: {
+    ded_msg_state_get m;
+    rv = ded_msg_state_get_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.len >= 1 && m.len <= DED_STATE_GET_BYTES_MAX);
+      FUZZ_CHECK(m.offset < DED_STATE_BYTES_MAX);
+      ded_msg_state_get_encode(&w, &m);
+    }
+    break;
+  }
+  case DED_MSG_STATE_DATA: { /* the header is encoded apart from the bytes */
+    ded_msg_state_data d;
+    rv = ded_msg_state_data_decode(p, len, &d);
+    const size_t hdr = DED_STATE_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES;
+    if (rv == 0) {
+      FUZZ_CHECK(d.len >= 1 && d.len <= DED_STATE_GET_BYTES_MAX);
+      FUZZ_CHECK(d.bytes == p + hdr && d.len == len - hdr);
+      FUZZ_CHECK(d.offset < DED_STATE_BYTES_MAX);
+      uint8_t h[DED_STATE_DATA_HDR_BYTES];
+      ded_msg_state_data_hdr_encode(h, d.round, d.digest, d.offset, d.len);
+      ded_wr_bytes(&w, h, sizeof h);
+      ded_wr_bytes(&w, d.bytes, d.len);
+    }
+    break;
+  }
   default: { /* DATA, RESULT: the header is encoded apart from the elements */
     ded_msg_data d;
     rv = ded_msg_data_decode(p, len, &d);
@@ -315,6 +379,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case DED_MSG_JOIN: fuzz_join(p, len, out, cap); break;
   case DED_MSG_COMMIT: fuzz_commit(p, len, out, cap); break;
   case DED_MSG_DECIDE: fuzz_decide(p, len, out, cap); break;
+  case DED_MSG_STATE_OFFER: fuzz_state_offer(p, len, out, cap); break;
   default: fuzz_small(type, p, len, out, cap); break;
   }
   free(out);

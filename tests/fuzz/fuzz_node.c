@@ -178,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.dial_boot = true;
   }
   ded_node_callbacks cb = {drv_connect, drv_close, drv_want_write, drv_round_done, drv_event,
-                           drv_log};
+                           drv_log, NULL, NULL};
   uint64_t now = FUZZ_NOW_NS;
   ded_node *node;
   FUZZ_CHECK(ded_node_new(&s, &cb, &d, now, &node) == 0);

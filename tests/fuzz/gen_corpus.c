@@ -310,6 +310,56 @@ static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
   gbuf_put(b, f, w.pos);
 }
 
+static void frame_state_ask(gbuf *b, uint64_t min_round) {
+  ded_msg_state_ask m = {min_round};
+  uint8_t f[DED_STATE_ASK_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_state_ask_encode(&w, &m);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+/* A STATE_OFFER; |m->lin| holds m->nlin ids. */
+static void frame_state_offer(gbuf *b, const ded_msg_state_offer *m) {
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->npieces, m->nlin);
+  uint8_t *f = malloc(cap);
+  FUZZ_CHECK(f);
+  ded_wr w = ded_wr_init(f, cap);
+  ded_msg_state_offer_encode(&w, m);
+  FUZZ_CHECK(!w.err && w.pos == cap);
+  gbuf_put(b, f, w.pos);
+  free(f);
+}
+
+/* A status-only STATE_OFFER (FRESH, PENDING, NONE, GONE). */
+static void frame_state_status(gbuf *b, uint8_t status, uint64_t round, uint64_t digest) {
+  ded_msg_state_offer m;
+  memset(&m, 0, sizeof m);
+  m.status = status;
+  m.round = round;
+  m.digest = digest;
+  frame_state_offer(b, &m);
+}
+
+static void frame_state_get(gbuf *b, uint64_t round, uint64_t digest, uint64_t offset,
+                            uint32_t len) {
+  ded_msg_state_get m = {round, digest, offset, len};
+  uint8_t f[DED_STATE_GET_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_state_get_encode(&w, &m);
+  FUZZ_CHECK(!w.err);
+  gbuf_put(b, f, w.pos);
+}
+
+/* A STATE_DATA frame: bytes [offset, offset + n) of a state whose byte i
+ * is (uint8_t)(i * 31). */
+static void frame_state_data(gbuf *b, uint64_t round, uint64_t digest, uint64_t offset, size_t n) {
+  uint8_t hdr[DED_STATE_DATA_HDR_BYTES];
+  ded_msg_state_data_hdr_encode(hdr, round, digest, offset, n);
+  gbuf_put(b, hdr, sizeof hdr);
+  for (size_t i = 0; i < n; i++) gbuf_u8(b, (uint8_t)((offset + i) * 31));
+}
+
 /* DATA or RESULT frames of |attempt| covering elements [from, to) in
  * chunks of |chunk|; element i has the value base + i. */
 static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint64_t attempt, uint8_t dtype,
@@ -547,6 +597,71 @@ static void gen_msg(void) {
   gbuf_reset(&f);
   frame_stale(&f, 7, 9);
   write_msg_variants("stale", &f);
+  gbuf_reset(&f);
+  /* State transfer: a joiner asks, peers answer with a snapshot (three
+   * pieces, the two members of round 7's attempt as lineage) or a status,
+   * and the joiner fetches ranges of it. */
+  frame_state_ask(&f, 8);
+  write_msg_variants("state_ask", &f);
+  gbuf_reset(&f);
+  uint8_t lin[2 * DED_ID_BYTES];
+  memcpy(lin, ids[0], DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, ids[1], DED_ID_BYTES);
+  ded_msg_state_offer so;
+  memset(&so, 0, sizeof so);
+  so.status = DED_STATE_OFFER;
+  so.round = 8;
+  so.digest = 0x0123456789abcdefull;
+  so.step_rounds = 2;
+  so.npieces = 3;
+  so.sizes[0] = 4096;
+  so.sizes[1] = 100;
+  so.sizes[2] = 0;
+  so.len = 4196;
+  so.lin_attempt = att;
+  so.nlin = 2;
+  so.lin = lin;
+  frame_state_offer(&f, &so);
+  write_msg_variants("state_offer", &f);
+  gbuf_reset(&f);
+  /* Nine lineage members and every piece a snapshot may hold. */
+  uint8_t lin9[9 * DED_ID_BYTES];
+  for (unsigned i = 0; i < 9; i++) memcpy(lin9 + i * DED_ID_BYTES, ids9[i], DED_ID_BYTES);
+  so.round = 12;
+  so.step_rounds = DED_STATE_STEP_ROUNDS_MAX;
+  so.npieces = DED_STATE_PIECES_MAX;
+  so.len = 0;
+  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++) {
+    so.sizes[i] = 1000 + i;
+    so.len += so.sizes[i];
+  }
+  so.lin_attempt = attempt_of(4, ids9[3]);
+  so.nlin = 9;
+  so.lin = lin9;
+  frame_state_offer(&f, &so);
+  write_msg("state_offer_k9_pieces_max", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_status(&f, DED_STATE_FRESH, 0, 0);
+  write_msg("state_offer_fresh", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_status(&f, DED_STATE_PENDING, 9, 0);
+  write_msg("state_offer_pending", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_status(&f, DED_STATE_NONE, 0, 0);
+  write_msg("state_offer_none", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_status(&f, DED_STATE_GONE, 8, 0x0123456789abcdefull);
+  write_msg("state_offer_gone", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_get(&f, 8, 0x0123456789abcdefull, 4000, 196);
+  write_msg_variants("state_get", &f);
+  gbuf_reset(&f);
+  frame_state_get(&f, 8, 0x0123456789abcdefull, DED_STATE_BYTES_MAX - DED_STATE_GET_BYTES_MAX,
+                  DED_STATE_GET_BYTES_MAX);
+  write_msg("state_get_max", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_state_data(&f, 8, 0x0123456789abcdefull, 4000, 196);
+  write_msg_variants("state_data", &f);
   gbuf_free(&f);
 }
 

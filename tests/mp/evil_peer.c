@@ -73,7 +73,7 @@ static size_t make_hello(const char *run, uint8_t s0, const ded_addr *announce, 
     s.announce[0] = *announce;
     s.n_announce = 1;
   }
-  ded_node_callbacks cb = {no_connect, no_close, no_write, no_round, NULL, NULL};
+  ded_node_callbacks cb = {no_connect, no_close, no_write, no_round, NULL, NULL, NULL, NULL};
   ded_node *n;
   if (ded_node_new(&s, &cb, NULL, now_ns(), &n) != 0) exit(2);
   memcpy(id, ded_node_id(n), DED_ID_BYTES);

@@ -406,16 +406,24 @@ class Swarm4:
     """Four single-rank trainer jobs on one swarm, each on its own data shard,
     with the helpers the fault tests need."""
 
-    def __init__(self, steps, env, linger_ms=0):
-        port = free_port()
-        self.jobs, self.wd = [], None
-        extra = ["--linger-ms", str(linger_ms)] if linger_ms else []
+    def __init__(self, steps, env, linger_ms=0, late=()):
+        """Jobs whose index is in |late| start only at start_late()."""
+        self.port = free_port()
+        self.jobs, self.wd = [None] * 4, None
+        self.args = (steps + (["--linger-ms", str(linger_ms)] if linger_ms else []), env)
+        self.min_peers = 4 - len(late)
         for i in range(4):
-            argv = trainer_cmd(False, steps + extra + ["--shards", "4", "--shard-base", str(i),
-                                                       "--out", "params-%d.bin" % i])
-            j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 4, **env), workdir=self.wd)
-            self.wd = j.dir
-            self.jobs.append(j)
+            if i not in late:
+                self.start_late(i)
+
+    def start_late(self, i):
+        steps, env = self.args
+        argv = trainer_cmd(False, steps + ["--shards", "4", "--shard-base", str(i),
+                                           "--out", "params-%d.bin" % i])
+        j = Job("job%d" % i, 1, argv, swarm_env(self.port, i == 0, self.min_peers, **env),
+                workdir=self.wd)
+        self.wd = j.dir
+        self.jobs[i] = j
 
     def signal(self, i, sig):
         """Signals job i's rank processes: Open MPI puts them in a process
@@ -436,6 +444,10 @@ class Swarm4:
     def step_of(self, i):
         m = re.findall(r"step (\d+) loss", self.jobs[i].out)
         return int(m[-1]) if m else 0
+
+    def checksums(self, i):
+        """Step -> parameter checksum, as job i logged them."""
+        return dict(re.findall(r"step (\d+) loss \S+ checksum (\S+)", self.jobs[i].out))
 
     def params(self, i):
         return open(os.path.join(self.wd, "params-%d.bin" % i), "rb").read()
@@ -517,6 +529,49 @@ def stop_mid_run():
     print("  all four identical; the swarm went %d steps on during the stop (%.0f steps/s before); "
           "the stopped job fetched %d rounds late; final loss %.4f (undisturbed %.4f)" %
           (moved, rate, late, got, want))
+
+
+@test
+def join_mid_run():
+    """Two single-rank jobs train 300 steps; two more start together once they
+    are at step 60. Each late job's start-up broadcast is answered with the
+    run's parameters and its registered step counter with the run's step;
+    from then on its parameters equal the others' step for step (the
+    checksums it logs match theirs for every step it logs), all four end
+    bit-identical, and the loss is what an undisturbed swarm reaches."""
+    steps = ["--steps", "300", "--buckets", "2", "--log-every", "5"]
+    sw = Swarm4(steps + ["--step-ms", "20"], FAULT_ENV, linger_ms=10000, late=(2, 3))
+    sw.wait_step(0, 60)
+    t0 = time.time()
+    sw.start_late(2)
+    sw.start_late(3)
+    run_jobs(sw.jobs, 240)
+    ref = sw.checksums(0)
+    notes = []
+    for i in (2, 3):
+        m = re.search(r"resumed at step (\d+)", sw.jobs[i].out)
+        check(m, "late job %d did not resume from the run's step:\n%s" % (i, sw.jobs[i].describe()))
+        first = int(m.group(1))
+        check(first > 60, "late job %d resumed at step %d, before the run's (> 60)" % (i, first))
+        mine = sw.checksums(i)
+        common = sorted(set(mine) & set(ref), key=int)
+        check(len(common) >= 10, "too few steps to compare: %s" % common)
+        differ = [s for s in common if mine[s] != ref[s]]
+        check(not differ, "late job %d's parameters differ from the run's at steps %s" %
+              (i, differ[:10]))
+        check(all(int(s) >= first for s in mine), "late job %d logged a step before it joined" % i)
+        loaded = re.search(r"state of (\d+) bytes loaded in (\d+) ms \(from (\d+) peer",
+                           sw.jobs[i].err)
+        check(loaded, "late job %d did not log its state load:\n%s" % (i, sw.jobs[i].describe()))
+        notes.append("job %d resumed at step %d, %s bytes in %s ms from %s peers, %d logged steps "
+                     "equal the run's" % ((i, first) + loaded.groups() + (len(common),)))
+    sw.check_identical(range(4))
+    errs = "".join(j.err for j in sw.jobs)
+    check("out of step" not in errs,
+          "a job fell out of step:\n" + "\n".join(j.describe() for j in sw.jobs))
+    got, want = sw.check_loss(steps)
+    print("  %s; all four identical; final loss %.4f (undisturbed %.4f)" %
+          ("; ".join(notes), got, want))
 
 
 def main():

@@ -151,6 +151,7 @@ struct sim {
   sim_rng rng;
   sim_link_params lp;
   sim_hooks hooks;
+  ded_node_callbacks cb; /* every node's, from |hooks| */
   int n;
   snode nodes[SIM_NODES_MAX];
   link *links;
@@ -384,8 +385,27 @@ static void cb_log(void *user, int level, const char *line) {
   if (c->s->hooks.log) c->s->hooks.log(c->s->hooks.user, c->node, level, line);
 }
 
-static const ded_node_callbacks sim_callbacks = {cb_connect, cb_close, cb_want_write,
-                                                 cb_round_done, cb_event, cb_log};
+static void cb_want_snapshot(void *user) {
+  cb_ctx *c = user;
+  if (cb_dead(c)) return;
+  c->s->hooks.want_snapshot(c->s->hooks.user, c->node);
+}
+
+static void cb_state_done(void *user, int status, ded_snapshot *snap) {
+  cb_ctx *c = user;
+  if (cb_dead(c)) return; /* the engine frees snap->bytes */
+  c->s->hooks.state_done(c->s->hooks.user, c->node, status, snap);
+}
+
+/* The nodes' callbacks: the optional ones only where the scenario has the
+ * hook, since the engine reads a missing one as a choice (want_snapshot:
+ * this peer offers no state; state_done: no fetch allowed). */
+static ded_node_callbacks sim_callbacks(const sim_hooks *h) {
+  ded_node_callbacks cb = {cb_connect, cb_close, cb_want_write, cb_round_done, cb_event, cb_log,
+                           h->want_snapshot ? cb_want_snapshot : NULL,
+                           h->state_done ? cb_state_done : NULL};
+  return cb;
+}
 
 /* ---------------------------------------------------------------- driving */
 
@@ -483,7 +503,7 @@ static void node_start(sim *s, int i) {
   st.announce[0] = sim_node_addr(i);
   st.n_announce = st.mode == DED_MODE_CLIENT ? 0 : 1;
   st.wall_offset_ns = 1700000000ll * 1000000000ll;
-  int rv = ded_node_new(&st, &sim_callbacks, &sn->ctx, s->now, &sn->node);
+  int rv = ded_node_new(&st, &s->cb, &sn->ctx, s->now, &sn->node);
   if (rv) {
     fprintf(stderr, "sim: node %d: %s\n", i, ded_strerror(rv));
     abort();
@@ -687,6 +707,7 @@ sim *sim_new(uint64_t seed, int n, const sim_link_params *lp, const sim_hooks *h
   s->lp = *lp;
   if (s->lp.segment_max == 0) s->lp.segment_max = 64 * 1024;
   s->hooks = *hooks;
+  s->cb = sim_callbacks(hooks);
   s->n = n;
   for (int i = 0; i < n; i++)
     for (int b = 0; b < DED_SEED_BYTES; b++) s->nodes[i].seed[b] = (uint8_t)sim_rng_next(&s->rng);

@@ -72,6 +72,16 @@ typedef struct sim_hooks {
   void (*log)(void *user, int node, int level, const char *line);
   /* A node event (optional). */
   void (*event)(void *user, int node, const ded_event *ev);
+  /* A joiner asked the node for its state (optional): hand a snapshot to
+   * ded_node_snapshot_set at the node's next step. Without it the nodes
+   * get no want_snapshot callback: they offer no state. */
+  void (*want_snapshot)(void *user, int node);
+  /* The node's ded_node_state_fetch finished (optional; without it the
+   * nodes get no state_done callback, and ded_node_state_fetch refuses).
+   * With |status| 0 and |snap|, the hook may take snap->bytes (libc
+   * allocator, unless settings.mem says otherwise) by setting it to NULL;
+   * the engine frees what is left there once the hook returns. */
+  void (*state_done)(void *user, int node, int status, ded_snapshot *snap);
 } sim_hooks;
 
 /* A network of |n| nodes. Node i listens at 10.0.i/8-style address

@@ -286,7 +286,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   lp.latency_ns = sim_rng_range(&pick, 10, 30000) * 1000ull; /* 10 us .. 30 ms */
   lp.jitter_ns = sim_rng_range(&pick, 0, 20000) * 1000ull;   /* 0 .. 20 ms */
   lp.segment_max = (uint32_t)sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.3) ? 64 : 20000);
-  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL};
+  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL, NULL, NULL};
   sc->s = sim_new(seed, sc->n, &lp, &hooks);
   for (int i = 0; i < sc->n; i++) {
     job *j = &sc->jobs[i];

@@ -396,7 +396,7 @@ static int run_seed(uint64_t seed, bool verbose) {
     lp.reset_prob = (double)sim_rng_range(&pick, 1, 20) / 100000.0;
   sc->reset_prob = lp.reset_prob;
   sc->spike_prob = lp.spike_prob;
-  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL};
+  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL, NULL, NULL};
   sc->s = sim_new(seed, sc->n, &lp, &hooks);
   for (int i = 0; i < sc->n; i++) {
     job *j = &sc->jobs[i];

@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 3).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 4).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -148,6 +148,26 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
   case DED_MSG_STALE: {
     ded_msg_stale m;
     return ded_msg_stale_decode(p, len, &m);
+  }
+  case DED_MSG_STATE_ASK: {
+    ded_msg_state_ask m;
+    return ded_msg_state_ask_decode(p, len, &m);
+  }
+  case DED_MSG_STATE_OFFER: {
+    ded_msg_state_offer m;
+    rv = ded_msg_state_offer_decode(p, len, &m);
+    /* The lineage stays in the payload: its ids end it. */
+    if (rv == 0)
+      assert_true(m.lin != NULL && m.lin >= p && m.lin + (size_t)m.nlin * DED_ID_BYTES == p + len);
+    return rv;
+  }
+  case DED_MSG_STATE_GET: {
+    ded_msg_state_get m;
+    return ded_msg_state_get_decode(p, len, &m);
+  }
+  case DED_MSG_STATE_DATA: {
+    ded_msg_state_data m;
+    return ded_msg_state_data_decode(p, len, &m);
   }
   default: fail_msg("no decoder for type %u", type); return DED_ERR_INTERNAL;
   }
@@ -1552,6 +1572,763 @@ static void test_msg_data_invalid(void **state) {
   assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d), 0);
 }
 
+/* ---------------------------------------------------- state transfer */
+
+/* Payload layout of STATE_OFFER (ded_msg.h): status | round | digest |
+ * step_rounds | len | npieces | npieces x size | lin_attempt | nlin |
+ * nlin x id. */
+#define OFFER_OFF_ROUND 1
+#define OFFER_OFF_DIGEST 9
+#define OFFER_OFF_STEP 17
+#define OFFER_OFF_LEN 21
+#define OFFER_OFF_NPIECES 29
+#define OFFER_OFF_SIZES 31
+#define OFFER_BASE_BYTES 41 /* without the sizes and the lineage */
+#define STATE_ASK_BYTES 8
+#define STATE_GET_BYTES 28 /* round | digest | offset | u32 len */
+#define STATE_DATA_PAYLOAD_HDR (DED_STATE_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES)
+
+/* A STATE_OFFER as raw fields, written by the test itself (not by the
+ * encoder), so that it can break the limits: one piece more than a
+ * snapshot may hold, sizes that wrap, any nlin. */
+typedef struct msg_offer_spec {
+  uint8_t status;
+  uint64_t round;
+  uint64_t digest;
+  uint32_t step_rounds;
+  uint64_t len;
+  uint16_t npieces;
+  uint64_t sizes[DED_STATE_PIECES_MAX + 1];
+  uint64_t lin_attempt;
+  uint16_t nlin;
+} msg_offer_spec;
+
+/* Lineage member |i|: ids increasing with i, every byte used. */
+static void msg_lin_id(uint8_t id[DED_ID_BYTES], unsigned i) {
+  for (unsigned b = 0; b < DED_ID_BYTES; b++) id[b] = (uint8_t)(i * 7 + b * 13 + 1);
+  id[0] = (uint8_t)(i >> 8);
+  id[1] = (uint8_t)i;
+}
+
+/* |n| lineage ids back to back; the caller frees them. */
+static uint8_t *msg_lin_make(unsigned n) {
+  uint8_t *lin = malloc(n ? (size_t)n * DED_ID_BYTES : 1);
+  assert_non_null(lin);
+  for (unsigned i = 0; i < n; i++) msg_lin_id(lin + (size_t)i * DED_ID_BYTES, i);
+  return lin;
+}
+
+/* A valid OFFER: three pieces, two lineage members, every field nonzero. */
+static msg_offer_spec msg_offer_valid(void) {
+  msg_offer_spec s;
+  memset(&s, 0, sizeof s);
+  s.status = DED_STATE_OFFER;
+  s.round = 0x0102030405060708ull;
+  s.digest = 0xf1e2d3c4b5a69788ull;
+  s.step_rounds = 3;
+  s.npieces = 3;
+  s.sizes[0] = 1000;
+  s.sizes[1] = 0x0123456789ull;
+  s.sizes[2] = 7;
+  s.len = s.sizes[0] + s.sizes[1] + s.sizes[2];
+  s.lin_attempt = (uint64_t)2 << 32 | 0xa1b2c3d4u;
+  s.nlin = 2;
+  return s;
+}
+
+/* |s| as a payload with lineage |lin| (s->nlin ids back to back; NULL:
+ * msg_lin_make's), into a buffer of exactly its size (so that an
+ * over-read shows under ASan); the caller frees it. */
+static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *lin, size_t *len) {
+  assert_true(s->npieces <= DED_STATE_PIECES_MAX + 1);
+  size_t n = OFFER_BASE_BYTES + 8 * (size_t)s->npieces + (size_t)s->nlin * DED_ID_BYTES;
+  uint8_t *p = malloc(n);
+  assert_non_null(p);
+  ded_wr w = ded_wr_init(p, n);
+  ded_wr_u8(&w, s->status);
+  ded_wr_u64(&w, s->round);
+  ded_wr_u64(&w, s->digest);
+  ded_wr_u32(&w, s->step_rounds);
+  ded_wr_u64(&w, s->len);
+  ded_wr_u16(&w, s->npieces);
+  for (unsigned i = 0; i < s->npieces; i++) ded_wr_u64(&w, s->sizes[i]);
+  ded_wr_u64(&w, s->lin_attempt);
+  ded_wr_u16(&w, s->nlin);
+  for (unsigned i = 0; i < s->nlin; i++) {
+    uint8_t id[DED_ID_BYTES];
+    if (lin)
+      memcpy(id, lin + (size_t)i * DED_ID_BYTES, DED_ID_BYTES);
+    else
+      msg_lin_id(id, i);
+    ded_wr_bytes(&w, id, DED_ID_BYTES);
+  }
+  assert_false(w.err);
+  assert_int_equal(w.pos, n);
+  *len = n;
+  return p;
+}
+
+static uint8_t *msg_offer_payload(const msg_offer_spec *s, size_t *len) {
+  return msg_offer_payload_lin(s, NULL, len);
+}
+
+static int msg_offer_try_lin(const msg_offer_spec *s, const uint8_t *lin) {
+  size_t len;
+  uint8_t *p = msg_offer_payload_lin(s, lin, &len);
+  int rv = msg_decode_any(DED_MSG_STATE_OFFER, p, len);
+  free(p);
+  return rv;
+}
+
+static int msg_offer_try(const msg_offer_spec *s) { return msg_offer_try_lin(s, NULL); }
+
+/* A valid answer of |status| (not OFFER), as a peer sends it: the fields
+ * the status uses set (PENDING and GONE a round, GONE also a digest), all
+ * the others zero. */
+static msg_offer_spec msg_offer_answer(uint8_t status) {
+  msg_offer_spec s;
+  memset(&s, 0, sizeof s);
+  s.status = status;
+  if (status == DED_STATE_PENDING || status == DED_STATE_GONE) s.round = 0x0102030405060708ull;
+  if (status == DED_STATE_GONE) s.digest = 0xf1e2d3c4b5a69788ull;
+  return s;
+}
+
+/* The statuses other than OFFER. */
+static const uint8_t msg_offer_answers[] = {DED_STATE_FRESH, DED_STATE_PENDING, DED_STATE_NONE,
+                                            DED_STATE_GONE};
+
+/* |s| followed by 1 to 4 zero bytes: refused, however many. */
+static void msg_offer_trailing(const msg_offer_spec *s) {
+  size_t len;
+  uint8_t *p = msg_offer_payload(s, &len);
+  for (size_t extra = 1; extra <= 4; extra++) {
+    uint8_t *longer = calloc(len + extra, 1);
+    assert_non_null(longer);
+    memcpy(longer, p, len);
+    if (msg_decode_any(DED_MSG_STATE_OFFER, longer, len + extra) != DED_ERR_PROTO)
+      fail_msg("STATE_OFFER status %u with %zu trailing bytes accepted", s->status, extra);
+    free(longer);
+  }
+  free(p);
+}
+
+/* The decoder's view of |s| (whose lineage is msg_lin_make's). */
+static ded_msg_state_offer msg_offer_of(const msg_offer_spec *s, const uint8_t *lin) {
+  ded_msg_state_offer m;
+  memset(&m, 0, sizeof m);
+  m.status = s->status;
+  m.round = s->round;
+  m.digest = s->digest;
+  m.step_rounds = s->step_rounds;
+  m.len = s->len;
+  m.npieces = s->npieces;
+  for (unsigned i = 0; i < s->npieces && i < DED_STATE_PIECES_MAX; i++) m.sizes[i] = s->sizes[i];
+  m.lin_attempt = s->lin_attempt;
+  m.nlin = s->nlin;
+  m.lin = lin;
+  return m;
+}
+
+static void msg_offer_equal(const ded_msg_state_offer *got, const ded_msg_state_offer *want) {
+  assert_int_equal(got->status, want->status);
+  assert_int_equal(got->round, want->round);
+  assert_int_equal(got->digest, want->digest);
+  assert_int_equal(got->step_rounds, want->step_rounds);
+  assert_int_equal(got->len, want->len);
+  assert_int_equal(got->npieces, want->npieces);
+  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++)
+    assert_int_equal(got->sizes[i], i < want->npieces ? want->sizes[i] : 0);
+  assert_int_equal(got->lin_attempt, want->lin_attempt);
+  assert_int_equal(got->nlin, want->nlin);
+  if (want->nlin) assert_memory_equal(got->lin, want->lin, (size_t)want->nlin * DED_ID_BYTES);
+}
+
+static void test_msg_state_ask_round_trip(void **state) {
+  (void)state;
+  assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + STATE_ASK_BYTES);
+  /* Any round, 0 (a joiner that knows nothing of the run) included. */
+  const uint64_t rounds[] = {0, 1, 0x0102030405060708ull, UINT64_MAX};
+  for (size_t i = 0; i < sizeof rounds / sizeof rounds[0]; i++) {
+    ded_msg_state_ask m = {rounds[i]};
+    uint8_t buf[DED_STATE_ASK_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_state_ask_encode(&w, &m);
+    assert_false(w.err);
+    assert_int_equal(w.pos, DED_STATE_ASK_FRAME_BYTES);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_ASK);
+    assert_int_equal(fr.len, STATE_ASK_BYTES);
+    assert_int_equal(msg_le(fr.payload, 8), rounds[i]);
+    ded_msg_state_ask out;
+    memset(&out, 0xee, sizeof out);
+    assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.min_round, rounds[i]);
+    msg_check_bounds(DED_MSG_STATE_ASK, fr.payload, fr.len, 0);
+  }
+}
+
+static void test_msg_state_offer_round_trip(void **state) {
+  (void)state;
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES);
+  msg_offer_spec s = msg_offer_valid();
+  uint8_t *lin = msg_lin_make(s.nlin);
+  ded_msg_state_offer m = msg_offer_of(&s, lin);
+  uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(3, 2)];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_state_offer_encode(&w, &m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(3, 2));
+  ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
+  /* The layout of ded_msg.h, byte for byte as the test writes it. */
+  size_t want_len;
+  uint8_t *want = msg_offer_payload(&s, &want_len);
+  assert_int_equal(fr.len, want_len);
+  assert_memory_equal(fr.payload, want, want_len);
+  free(want);
+  assert_int_equal(fr.payload[0], DED_STATE_OFFER);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_ROUND, 8), s.round);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_DIGEST, 8), s.digest);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_STEP, 4), s.step_rounds);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_LEN, 8), s.len);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_NPIECES, 2), 3);
+  for (unsigned i = 0; i < 3; i++)
+    assert_int_equal(msg_le(fr.payload + OFFER_OFF_SIZES + 8 * i, 8), s.sizes[i]);
+  const uint8_t *tail = fr.payload + OFFER_OFF_SIZES + 8 * 3;
+  assert_int_equal(msg_le(tail, 8), s.lin_attempt);
+  assert_int_equal(msg_le(tail + 8, 2), 2);
+  assert_memory_equal(tail + 10, lin, 2 * DED_ID_BYTES);
+  ded_msg_state_offer out;
+  memset(&out, 0xee, sizeof out);
+  assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
+  msg_offer_equal(&out, &m);
+  /* The lineage stays in the payload. */
+  assert_ptr_equal(out.lin, tail + 10);
+  msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
+  free(lin);
+
+  /* The largest: every piece a snapshot may hold, the largest lineage,
+   * one piece of the largest state. */
+  s.npieces = DED_STATE_PIECES_MAX;
+  uint64_t sum = 0;
+  for (unsigned i = 0; i + 1 < DED_STATE_PIECES_MAX; i++) sum += s.sizes[i] = i;
+  s.sizes[DED_STATE_PIECES_MAX - 1] = DED_STATE_BYTES_MAX - sum;
+  s.len = DED_STATE_BYTES_MAX;
+  s.nlin = DED_ROUND_MEMBERS_MAX;
+  s.step_rounds = DED_STATE_STEP_ROUNDS_MAX;
+  s.round = UINT64_MAX;
+  lin = msg_lin_make(s.nlin);
+  m = msg_offer_of(&s, lin);
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(DED_STATE_PIECES_MAX, DED_ROUND_MEMBERS_MAX);
+  assert_true(cap - 4 <= DED_FRAME_MAX);
+  uint8_t *big = malloc(cap);
+  assert_non_null(big);
+  w = ded_wr_init(big, cap);
+  ded_msg_state_offer_encode(&w, &m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, cap);
+  fr = msg_unframe(big, w.pos, DED_MSG_STATE_OFFER);
+  assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
+  msg_offer_equal(&out, &m);
+  /* A byte short or a byte over. */
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, fr.payload, fr.len - 1), DED_ERR_PROTO);
+  free(big);
+  free(lin);
+}
+
+/* FRESH, PENDING, NONE and GONE: one layout for every status, the
+ * fields a status does not use zero. */
+static void test_msg_state_offer_statuses(void **state) {
+  (void)state;
+  const struct {
+    uint8_t status;
+    uint64_t round, digest;
+  } cases[] = {{DED_STATE_FRESH, 0, 0},
+               {DED_STATE_PENDING, 12, 0},
+               {DED_STATE_NONE, 0, 0},
+               {DED_STATE_GONE, 12, 0x8877665544332211ull}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ded_msg_state_offer m;
+    memset(&m, 0, sizeof m);
+    m.status = cases[i].status;
+    m.round = cases[i].round;
+    m.digest = cases[i].digest;
+    uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(0, 0)];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_state_offer_encode(&w, &m);
+    assert_false(w.err);
+    assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(0, 0));
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
+    assert_int_equal(fr.len, OFFER_BASE_BYTES);
+    assert_int_equal(fr.payload[0], cases[i].status);
+    ded_msg_state_offer out;
+    memset(&out, 0xee, sizeof out);
+    assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
+    msg_offer_equal(&out, &m);
+    msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
+  }
+}
+
+static void test_msg_state_offer_invalid(void **state) {
+  (void)state;
+  msg_offer_spec s = msg_offer_valid();
+  assert_int_equal(msg_offer_try(&s), 0);
+
+  /* Every status byte: OFFER .. GONE, nothing above. Each status is
+   * tried with the fields it may carry (a snapshot for OFFER, the answer
+   * as it is sent for the others); a status above GONE is refused with
+   * either. */
+  for (unsigned v = 0; v < 256; v++) {
+    int want = v > DED_STATE_GONE ? DED_ERR_PROTO : 0;
+    s = v == DED_STATE_OFFER || v > DED_STATE_GONE ? msg_offer_valid()
+                                                   : msg_offer_answer((uint8_t)v);
+    s.status = (uint8_t)v;
+    if (msg_offer_try(&s) != want) fail_msg("STATE_OFFER with status %u: want %d", v, want);
+    for (size_t i = 0; v > DED_STATE_GONE && i < sizeof msg_offer_answers; i++) {
+      s = msg_offer_answer(msg_offer_answers[i]);
+      s.status = (uint8_t)v;
+      if (msg_offer_try(&s) != DED_ERR_PROTO)
+        fail_msg("STATE_OFFER with status %u and the fields of %u accepted", v,
+                 msg_offer_answers[i]);
+    }
+  }
+
+  /* Pieces: as many as a snapshot may hold, not one more (sizes that
+   * add up, so that only the count is wrong). */
+  for (unsigned n = DED_STATE_PIECES_MAX - 1; n <= DED_STATE_PIECES_MAX + 1; n++) {
+    s = msg_offer_valid();
+    s.npieces = (uint16_t)n;
+    s.len = 0;
+    for (unsigned i = 0; i < n; i++) {
+      s.sizes[i] = 100 + i;
+      s.len += s.sizes[i];
+    }
+    int want = n > DED_STATE_PIECES_MAX ? DED_ERR_PROTO : 0;
+    if (msg_offer_try(&s) != want) fail_msg("STATE_OFFER with %u pieces: want %d", n, want);
+  }
+
+  /* A piece may be as large as the largest state, no larger: sizes that
+   * would wrap the sum round to |len| exactly. */
+  s = msg_offer_valid();
+  s.npieces = 1;
+  s.sizes[0] = s.len = DED_STATE_BYTES_MAX;
+  assert_int_equal(msg_offer_try(&s), 0);
+  s.npieces = 2;
+  s.sizes[0] = DED_STATE_BYTES_MAX - 1;
+  s.sizes[1] = 1;
+  assert_int_equal(msg_offer_try(&s), 0);
+  s.npieces = 3;
+  s.sizes[0] = s.sizes[1] = (uint64_t)1 << 63;
+  s.sizes[2] = 5;
+  s.len = 5;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.npieces = 2;
+  s.sizes[0] = UINT64_MAX;
+  s.sizes[1] = 6;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.sizes[0] = 6;
+  s.sizes[1] = UINT64_MAX;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  /* ... and the state no larger than DED_STATE_BYTES_MAX, even when each
+   * piece is within it and they add up. */
+  s.npieces = 2;
+  s.sizes[0] = DED_STATE_BYTES_MAX;
+  s.sizes[1] = 1;
+  s.len = DED_STATE_BYTES_MAX + 1;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.npieces = 1;
+  s.sizes[0] = s.len = DED_STATE_BYTES_MAX + 1;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+
+  /* The sizes must add up to |len|, exactly. */
+  s = msg_offer_valid();
+  s.len++;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.len -= 2;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.len = 0;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s = msg_offer_valid();
+  s.npieces = 0;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO); /* len without pieces */
+  s = msg_offer_answer(DED_STATE_GONE); /* whatever the status */
+  s.len = 1;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+
+  /* The lineage: up to the largest round, not one member more. */
+  s = msg_offer_valid();
+  s.nlin = DED_ROUND_MEMBERS_MAX;
+  assert_int_equal(msg_offer_try(&s), 0);
+  s.nlin = DED_ROUND_MEMBERS_MAX + 1;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s.status = DED_STATE_PENDING;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+
+  /* Trailing bytes, however many, for an OFFER and for the others. */
+  s = msg_offer_valid();
+  msg_offer_trailing(&s);
+  for (size_t i = 0; i < sizeof msg_offer_answers; i++) {
+    s = msg_offer_answer(msg_offer_answers[i]);
+    assert_int_equal(msg_offer_try(&s), 0);
+    msg_offer_trailing(&s);
+  }
+  /* nlin says one more or one fewer than there are. */
+  s = msg_offer_valid();
+  size_t len;
+  uint8_t *p = msg_offer_payload(&s, &len);
+  uint8_t *nlin = p + OFFER_OFF_SIZES + 8 * (size_t)s.npieces + 8;
+  msg_put_le(nlin, s.nlin + 1, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
+  msg_put_le(nlin, s.nlin - 1, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
+  /* npieces likewise. */
+  msg_put_le(nlin, s.nlin, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), 0);
+  msg_put_le(p + OFFER_OFF_NPIECES, s.npieces + 1, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
+  msg_put_le(p + OFFER_OFF_NPIECES, s.npieces - 1, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
+  free(p);
+}
+
+/* What only a snapshot (status OFFER) must have: a round past the
+ * first, a step of 1 .. DED_STATE_STEP_ROUNDS_MAX rounds, a lineage, and
+ * the attempt that ended round-1 (never 0). The other statuses carry
+ * none of these (test_msg_state_offer_unused_fields). */
+static void test_msg_state_offer_snapshot_fields(void **state) {
+  (void)state;
+#define OFFER_BAD(mutation)                                                                       \
+  do {                                                                                            \
+    msg_offer_spec s_ = msg_offer_valid();                                                        \
+    msg_offer_spec *sp = &s_;                                                                     \
+    mutation;                                                                                     \
+    if (msg_offer_try(sp) != DED_ERR_PROTO) fail_msg("OFFER accepted with %s", #mutation);        \
+  } while (0)
+#define OFFER_OK(mutation)                                                                        \
+  do {                                                                                            \
+    msg_offer_spec s_ = msg_offer_valid();                                                        \
+    msg_offer_spec *sp = &s_;                                                                     \
+    mutation;                                                                                     \
+    if (msg_offer_try(sp) != 0) fail_msg("OFFER refused with %s", #mutation);                     \
+  } while (0)
+  OFFER_BAD(sp->round = 0);
+  OFFER_BAD(sp->step_rounds = 0);
+  OFFER_BAD(sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX + 1);
+  OFFER_BAD(sp->step_rounds = UINT32_MAX);
+  OFFER_BAD(sp->nlin = 0);
+  OFFER_BAD(sp->lin_attempt = 0);
+  OFFER_BAD(sp->lin_attempt = 0; sp->nlin = 1);
+  OFFER_BAD(sp->lin_attempt = 0; sp->nlin = DED_ROUND_MEMBERS_MAX);
+  OFFER_BAD(sp->round = 0; sp->step_rounds = 0; sp->nlin = 0; sp->lin_attempt = 0);
+  OFFER_OK(sp->round = 1);
+  OFFER_OK(sp->step_rounds = 1);
+  OFFER_OK(sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX);
+  OFFER_OK(sp->nlin = 1);
+  OFFER_OK(sp->lin_attempt = 1);
+  OFFER_OK(sp->lin_attempt = UINT64_MAX);
+#undef OFFER_BAD
+#undef OFFER_OK
+  /* The status answers as they are sent: the snapshot's fields zero. */
+  for (size_t i = 0; i < sizeof msg_offer_answers; i++) {
+    msg_offer_spec s = msg_offer_answer(msg_offer_answers[i]);
+    assert_int_equal(msg_offer_try(&s), 0);
+  }
+}
+
+/* A status other than OFFER uses at most a round (PENDING, GONE) and a
+ * digest (GONE); every other field must be zero, so that an answer has a
+ * single spelling. The fields a status uses may hold any value. */
+static void test_msg_state_offer_unused_fields(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof msg_offer_answers; i++) {
+    const uint8_t st = msg_offer_answers[i];
+    const int uses_round = st == DED_STATE_PENDING || st == DED_STATE_GONE;
+    const int uses_digest = st == DED_STATE_GONE;
+#define ANSWER(want, mutation)                                                                    \
+  do {                                                                                            \
+    msg_offer_spec s_ = msg_offer_answer(st);                                                     \
+    msg_offer_spec *sp = &s_;                                                                     \
+    mutation;                                                                                     \
+    if (msg_offer_try(sp) != (want))                                                              \
+      fail_msg("status %u with %s: want %d", st, #mutation, (int)(want));                         \
+  } while (0)
+    ANSWER(0, (void)sp);
+    /* Never used by an answer: refused, whatever nonzero value. Each
+     * mutation breaks that one field alone (npieces with pieces of 0
+     * bytes, so that the sizes still add up to len). */
+    ANSWER(DED_ERR_PROTO, sp->step_rounds = 1);
+    ANSWER(DED_ERR_PROTO, sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX);
+    ANSWER(DED_ERR_PROTO, sp->step_rounds = UINT32_MAX);
+    ANSWER(DED_ERR_PROTO, sp->npieces = 1);
+    ANSWER(DED_ERR_PROTO, sp->npieces = DED_STATE_PIECES_MAX);
+    ANSWER(DED_ERR_PROTO, sp->npieces = 1; sp->sizes[0] = sp->len = 100);
+    ANSWER(DED_ERR_PROTO, sp->len = 100);
+    ANSWER(DED_ERR_PROTO, sp->lin_attempt = 1);
+    ANSWER(DED_ERR_PROTO, sp->lin_attempt = UINT64_MAX);
+    ANSWER(DED_ERR_PROTO, sp->nlin = 1);
+    ANSWER(DED_ERR_PROTO, sp->nlin = 2);
+    ANSWER(DED_ERR_PROTO, sp->nlin = DED_ROUND_MEMBERS_MAX);
+    /* The round: PENDING's and GONE's, any value (0 included). */
+    ANSWER(uses_round ? 0 : DED_ERR_PROTO, sp->round = 1);
+    ANSWER(uses_round ? 0 : DED_ERR_PROTO, sp->round = UINT64_MAX);
+    ANSWER(0, sp->round = 0);
+    /* The digest: GONE's alone, any value. */
+    ANSWER(uses_digest ? 0 : DED_ERR_PROTO, sp->digest = 1);
+    ANSWER(uses_digest ? 0 : DED_ERR_PROTO, sp->digest = UINT64_MAX);
+    ANSWER(0, sp->digest = 0);
+    ANSWER(uses_digest ? 0 : DED_ERR_PROTO, sp->round = 0; sp->digest = 5);
+    /* A snapshot's fields whole under another status. */
+    msg_offer_spec s = msg_offer_valid();
+    s.status = st;
+    if (msg_offer_try(&s) != DED_ERR_PROTO) fail_msg("status %u with a snapshot accepted", st);
+#undef ANSWER
+  }
+  /* PENDING with a round, GONE with a round and a digest, as they are
+   * sent. */
+  msg_offer_spec s = msg_offer_answer(DED_STATE_PENDING);
+  s.round = 12;
+  assert_int_equal(msg_offer_try(&s), 0);
+  s = msg_offer_answer(DED_STATE_GONE);
+  s.round = 12;
+  s.digest = 0x8877665544332211ull;
+  assert_int_equal(msg_offer_try(&s), 0);
+}
+
+/* An OFFER's lineage is a round's membership: ids strictly increasing in
+ * memcmp order, as COMMIT's members; two equal ids or ids that go down
+ * anywhere in it are refused. */
+static void test_msg_state_offer_lineage_order(void **state) {
+  (void)state;
+  enum { N = 4 };
+  msg_offer_spec s = msg_offer_valid();
+  s.nlin = N;
+  uint8_t *lin = msg_lin_make(N);
+  uint8_t *id[N];
+  for (unsigned i = 0; i < N; i++) id[i] = lin + (size_t)i * DED_ID_BYTES;
+  assert_int_equal(msg_offer_try_lin(&s, lin), 0);
+  /* Two equal ids, at the start, in the middle, at the end. */
+  for (unsigned i = 0; i + 1 < N; i++) {
+    uint8_t *l = malloc((size_t)N * DED_ID_BYTES);
+    assert_non_null(l);
+    memcpy(l, lin, (size_t)N * DED_ID_BYTES);
+    memcpy(l + (size_t)(i + 1) * DED_ID_BYTES, l + (size_t)i * DED_ID_BYTES, DED_ID_BYTES);
+    if (msg_offer_try_lin(&s, l) != DED_ERR_PROTO)
+      fail_msg("ids %u and %u equal: accepted", i, i + 1);
+    /* Two neighbours swapped: down by one. */
+    memcpy(l, lin, (size_t)N * DED_ID_BYTES);
+    memcpy(l + (size_t)i * DED_ID_BYTES, id[i + 1], DED_ID_BYTES);
+    memcpy(l + (size_t)(i + 1) * DED_ID_BYTES, id[i], DED_ID_BYTES);
+    if (msg_offer_try_lin(&s, l) != DED_ERR_PROTO)
+      fail_msg("ids %u and %u swapped: accepted", i, i + 1);
+    free(l);
+  }
+  /* All equal; all decreasing. */
+  uint8_t *l = malloc((size_t)N * DED_ID_BYTES);
+  assert_non_null(l);
+  for (unsigned i = 0; i < N; i++) memcpy(l + (size_t)i * DED_ID_BYTES, id[0], DED_ID_BYTES);
+  assert_int_equal(msg_offer_try_lin(&s, l), DED_ERR_PROTO);
+  for (unsigned i = 0; i < N; i++)
+    memcpy(l + (size_t)i * DED_ID_BYTES, id[N - 1 - i], DED_ID_BYTES);
+  assert_int_equal(msg_offer_try_lin(&s, l), DED_ERR_PROTO);
+  free(l);
+
+  /* Two ids: the order is memcmp's over every byte. */
+  uint8_t two[2 * DED_ID_BYTES];
+  uint8_t *a = two, *b = two + DED_ID_BYTES;
+  s = msg_offer_valid();
+  assert_int_equal(s.nlin, 2);
+  /* Equal. */
+  memset(two, 0x5a, sizeof two);
+  assert_int_equal(msg_offer_try_lin(&s, two), DED_ERR_PROTO);
+  /* Apart in the last byte only: up, then down. */
+  b[DED_ID_BYTES - 1] = 0x5b;
+  assert_int_equal(msg_offer_try_lin(&s, two), 0);
+  b[DED_ID_BYTES - 1] = 0x59;
+  assert_int_equal(msg_offer_try_lin(&s, two), DED_ERR_PROTO);
+  /* The first byte decides, whatever the others (bytes, not a
+   * little-endian number). */
+  memset(a, 0xff, DED_ID_BYTES);
+  memset(b, 0x00, DED_ID_BYTES);
+  a[0] = 0x01;
+  b[0] = 0x02;
+  assert_int_equal(msg_offer_try_lin(&s, two), 0);
+  a[0] = 0x02;
+  b[0] = 0x01;
+  assert_int_equal(msg_offer_try_lin(&s, two), DED_ERR_PROTO);
+  /* Bytes compare unsigned: 0x80 after 0x7f. */
+  memset(two, 0, sizeof two);
+  a[0] = 0x7f;
+  b[0] = 0x80;
+  assert_int_equal(msg_offer_try_lin(&s, two), 0);
+  a[0] = 0x80;
+  b[0] = 0x7f;
+  assert_int_equal(msg_offer_try_lin(&s, two), DED_ERR_PROTO);
+  free(lin);
+
+  /* The largest lineage, increasing: accepted; its last two swapped or
+   * equal: refused. */
+  s.nlin = DED_ROUND_MEMBERS_MAX;
+  lin = msg_lin_make(s.nlin);
+  assert_int_equal(msg_offer_try_lin(&s, lin), 0);
+  uint8_t *last = lin + (size_t)(s.nlin - 1) * DED_ID_BYTES, *prev = last - DED_ID_BYTES;
+  uint8_t tmp[DED_ID_BYTES];
+  memcpy(tmp, last, DED_ID_BYTES);
+  memcpy(last, prev, DED_ID_BYTES);
+  assert_int_equal(msg_offer_try_lin(&s, lin), DED_ERR_PROTO);
+  memcpy(prev, tmp, DED_ID_BYTES);
+  assert_int_equal(msg_offer_try_lin(&s, lin), DED_ERR_PROTO);
+  free(lin);
+}
+
+static int msg_state_get_try(const ded_msg_state_get *m) {
+  uint8_t buf[DED_STATE_GET_FRAME_BYTES];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_state_get_encode(&w, m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, DED_STATE_GET_FRAME_BYTES);
+  return msg_decode_any(DED_MSG_STATE_GET, buf + DED_FRAME_HDR_BYTES, STATE_GET_BYTES);
+}
+
+static void test_msg_state_get_round_trip(void **state) {
+  (void)state;
+  assert_int_equal(DED_STATE_GET_FRAME_BYTES, DED_FRAME_HDR_BYTES + STATE_GET_BYTES);
+  const ded_msg_state_get cases[] = {
+      {0x0102030405060708ull, 0xf1e2d3c4b5a69788ull, 0x0123456789ull, 256 * 1024},
+      {0, 0, 0, 1},
+      {UINT64_MAX, UINT64_MAX, DED_STATE_BYTES_MAX - DED_STATE_GET_BYTES_MAX,
+       DED_STATE_GET_BYTES_MAX},
+      {1, 2, DED_STATE_BYTES_MAX - 1, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t buf[DED_STATE_GET_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_state_get_encode(&w, &cases[i]);
+    assert_false(w.err);
+    assert_int_equal(w.pos, DED_STATE_GET_FRAME_BYTES);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_GET);
+    /* round | digest | offset | len */
+    assert_int_equal(fr.len, STATE_GET_BYTES);
+    assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
+    assert_int_equal(msg_le(fr.payload + 8, 8), cases[i].digest);
+    assert_int_equal(msg_le(fr.payload + 16, 8), cases[i].offset);
+    assert_int_equal(msg_le(fr.payload + 24, 4), cases[i].len);
+    ded_msg_state_get out;
+    memset(&out, 0xee, sizeof out);
+    assert_int_equal(ded_msg_state_get_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.round, cases[i].round);
+    assert_int_equal(out.digest, cases[i].digest);
+    assert_int_equal(out.offset, cases[i].offset);
+    assert_int_equal(out.len, cases[i].len);
+    msg_check_bounds(DED_MSG_STATE_GET, fr.payload, fr.len, 0);
+  }
+}
+
+static void test_msg_state_get_invalid(void **state) {
+  (void)state;
+  ded_msg_state_get m = {5, 6, 1024, 4096};
+  assert_int_equal(msg_state_get_try(&m), 0);
+  /* A range of nothing, or larger than one STATE_GET may ask for. */
+  const uint32_t lens[] = {0, DED_STATE_GET_BYTES_MAX + 1, UINT32_MAX};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    m.len = lens[i];
+    if (msg_state_get_try(&m) != DED_ERR_PROTO) fail_msg("STATE_GET of %u bytes accepted", lens[i]);
+  }
+  m.len = DED_STATE_GET_BYTES_MAX;
+  assert_int_equal(msg_state_get_try(&m), 0);
+  /* A range that starts past the largest state. */
+  m.len = 1;
+  const uint64_t offs[] = {DED_STATE_BYTES_MAX, DED_STATE_BYTES_MAX + 1, UINT64_MAX};
+  for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+    m.offset = offs[i];
+    if (msg_state_get_try(&m) != DED_ERR_PROTO)
+      fail_msg("STATE_GET at offset %llu accepted", (unsigned long long)offs[i]);
+  }
+  m.offset = DED_STATE_BYTES_MAX - 1;
+  assert_int_equal(msg_state_get_try(&m), 0);
+  /* Trailing bytes, however many. */
+  uint8_t buf[DED_STATE_GET_FRAME_BYTES + 4];
+  memset(buf, 0, sizeof buf);
+  ded_wr w = ded_wr_init(buf, DED_STATE_GET_FRAME_BYTES);
+  ded_msg_state_get_encode(&w, &m);
+  assert_false(w.err);
+  ded_msg_state_get out;
+  for (size_t extra = 1; extra <= 4; extra++)
+    assert_int_equal(
+        ded_msg_state_get_decode(buf + DED_FRAME_HDR_BYTES, STATE_GET_BYTES + extra, &out),
+        DED_ERR_PROTO);
+}
+
+/* A STATE_DATA frame of |n| bytes (byte i = i * 7 + 3), into a fresh
+ * buffer of exactly its size; the caller frees it. */
+static uint8_t *msg_state_data_build(uint64_t round, uint64_t digest, uint64_t offset, size_t n,
+                                     size_t *len) {
+  *len = DED_STATE_DATA_HDR_BYTES + n;
+  uint8_t *buf = malloc(*len);
+  assert_non_null(buf);
+  ded_msg_state_data_hdr_encode(buf, round, digest, offset, n);
+  for (size_t i = 0; i < n; i++) buf[DED_STATE_DATA_HDR_BYTES + i] = (uint8_t)(i * 7 + 3);
+  return buf;
+}
+
+static int msg_state_data_try(uint64_t offset, size_t n) {
+  size_t len;
+  uint8_t *buf = msg_state_data_build(1, 2, offset, n, &len);
+  int rv = msg_decode_any(DED_MSG_STATE_DATA, buf + DED_FRAME_HDR_BYTES,
+                          len - DED_FRAME_HDR_BYTES);
+  free(buf);
+  return rv;
+}
+
+static void test_msg_state_data_round_trip(void **state) {
+  (void)state;
+  assert_int_equal(DED_STATE_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 24);
+  const size_t ns[] = {1, 37, 4096};
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+    const uint64_t round = 0x0102030405060708ull, digest = 0xf1e2d3c4b5a69788ull,
+                   offset = 0x0123456789ull;
+    size_t len;
+    uint8_t *buf = msg_state_data_build(round, digest, offset, ns[t], &len);
+    /* The header's length covers exactly the bytes that follow it. */
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_STATE_DATA);
+    /* round | digest | offset | bytes */
+    assert_int_equal(fr.len, STATE_DATA_PAYLOAD_HDR + ns[t]);
+    assert_int_equal(msg_le(fr.payload, 8), round);
+    assert_int_equal(msg_le(fr.payload + 8, 8), digest);
+    assert_int_equal(msg_le(fr.payload + 16, 8), offset);
+    ded_msg_state_data d;
+    memset(&d, 0xee, sizeof d);
+    assert_int_equal(ded_msg_state_data_decode(fr.payload, fr.len, &d), 0);
+    assert_int_equal(d.round, round);
+    assert_int_equal(d.digest, digest);
+    assert_int_equal(d.offset, offset);
+    assert_int_equal(d.len, ns[t]);
+    /* The bytes stay where they are. */
+    assert_ptr_equal(d.bytes, buf + DED_STATE_DATA_HDR_BYTES);
+    msg_check_bounds(DED_MSG_STATE_DATA, fr.payload, fr.len, STATE_DATA_PAYLOAD_HDR + 1);
+    free(buf);
+  }
+}
+
+static void test_msg_state_data_invalid(void **state) {
+  (void)state;
+  /* A header and no bytes; anything shorter than a header. */
+  assert_int_equal(msg_state_data_try(0, 0), DED_ERR_PROTO);
+  uint8_t hdr[DED_STATE_DATA_HDR_BYTES];
+  ded_msg_state_data_hdr_encode(hdr, 1, 2, 3, 0);
+  for (size_t n = 0; n <= STATE_DATA_PAYLOAD_HDR; n++)
+    assert_int_equal(msg_decode_any(DED_MSG_STATE_DATA, hdr + DED_FRAME_HDR_BYTES, n),
+                     DED_ERR_PROTO);
+  /* No more than one STATE_GET may ask for. */
+  assert_int_equal(msg_state_data_try(0, DED_STATE_GET_BYTES_MAX), 0);
+  assert_int_equal(msg_state_data_try(0, DED_STATE_GET_BYTES_MAX + 1), DED_ERR_PROTO);
+  /* ... even the most a frame can carry. */
+  assert_int_equal(msg_state_data_try(0, DED_FRAME_MAX - 1 - STATE_DATA_PAYLOAD_HDR),
+                   DED_ERR_PROTO);
+  /* Bytes that start past the largest state. */
+  assert_int_equal(msg_state_data_try(DED_STATE_BYTES_MAX - 1, 1), 0);
+  assert_int_equal(msg_state_data_try(DED_STATE_BYTES_MAX, 1), DED_ERR_PROTO);
+  assert_int_equal(msg_state_data_try(DED_STATE_BYTES_MAX + 1, 1), DED_ERR_PROTO);
+  assert_int_equal(msg_state_data_try(UINT64_MAX, 1), DED_ERR_PROTO);
+}
+
 /* ------------------------------------------------------------ writers */
 
 enum {
@@ -1566,6 +2343,9 @@ enum {
   ENC_REDIRECT,
   ENC_LEAVE,
   ENC_STALE,
+  ENC_STATE_ASK,
+  ENC_STATE_OFFER,
+  ENC_STATE_GET,
   ENC_COUNT
 };
 
@@ -1610,6 +2390,26 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
     ded_msg_stale_encode(w, &m);
     break;
   }
+  case ENC_STATE_ASK: {
+    ded_msg_state_ask m = {1};
+    ded_msg_state_ask_encode(w, &m);
+    break;
+  }
+  case ENC_STATE_OFFER: {
+    /* Three ids, increasing, as a decoder wants them. */
+    static const uint8_t lin[3 * DED_ID_BYTES] = {[0] = 1, [DED_ID_BYTES] = 2,
+                                                  [2 * DED_ID_BYTES] = 3};
+    ded_msg_state_offer m = {.status = DED_STATE_OFFER, .round = 1, .digest = 2,
+                             .step_rounds = 1, .len = 30, .npieces = 2, .sizes = {10, 20},
+                             .lin_attempt = 3, .nlin = 3, .lin = lin};
+    ded_msg_state_offer_encode(w, &m);
+    break;
+  }
+  case ENC_STATE_GET: {
+    ded_msg_state_get m = {1, 2, 3, 4};
+    ded_msg_state_get_encode(w, &m);
+    break;
+  }
   default: fail_msg("no encoder %d", kind);
   }
 }
@@ -1633,6 +2433,9 @@ static void test_msg_encoder_overflow(void **state) {
       [ENC_REDIRECT] = DED_REDIRECT_FRAME_BYTES,
       [ENC_LEAVE] = DED_LEAVE_FRAME_BYTES,
       [ENC_STALE] = DED_STALE_FRAME_BYTES,
+      [ENC_STATE_ASK] = DED_STATE_ASK_FRAME_BYTES,
+      [ENC_STATE_OFFER] = DED_STATE_OFFER_FRAME_BYTES(2, 3),
+      [ENC_STATE_GET] = DED_STATE_GET_FRAME_BYTES,
   };
   uint8_t buf[MSG_BUF_BYTES];
   for (int kind = 0; kind < ENC_COUNT; kind++) {
@@ -1664,8 +2467,10 @@ static void test_msg_names(void **state) {
                {DED_MSG_COMMIT, "COMMIT"}, {DED_MSG_DECIDE, "DECIDE"},   {DED_MSG_REDIRECT, "REDIRECT"},
                {DED_MSG_DATA, "DATA"},     {DED_MSG_RESULT, "RESULT"},   {DED_MSG_LEAVE, "LEAVE"},
                {DED_MSG_STALE, "STALE"},   {DED_MSG_FETCH, "FETCH"},     {DED_MSG_PROBE, "PROBE"},
-               {DED_MSG_HAVE, "HAVE"},     {0, "unknown"},               {14, "unknown"},
-               {255, "unknown"}};
+               {DED_MSG_HAVE, "HAVE"},     {DED_MSG_STATE_ASK, "STATE_ASK"},
+               {DED_MSG_STATE_OFFER, "STATE_OFFER"}, {DED_MSG_STATE_GET, "STATE_GET"},
+               {DED_MSG_STATE_DATA, "STATE_DATA"},   {0, "unknown"},
+               {18, "unknown"},            {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
   /* The numbers are the wire's: they must not move. */
@@ -1673,13 +2478,29 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_MSG_FETCH, 11);
   assert_int_equal(DED_MSG_PROBE, 12);
   assert_int_equal(DED_MSG_HAVE, 13);
-  assert_int_equal(DED_PROTO_VERSION, 3);
-  /* Sizes of version 3's messages (a change here is a change of the wire). */
+  assert_int_equal(DED_MSG_STATE_ASK, 14);
+  assert_int_equal(DED_MSG_STATE_OFFER, 15);
+  assert_int_equal(DED_MSG_STATE_GET, 16);
+  assert_int_equal(DED_MSG_STATE_DATA, 17);
+  assert_int_equal(DED_STATE_OFFER, 0);
+  assert_int_equal(DED_STATE_FRESH, 1);
+  assert_int_equal(DED_STATE_PENDING, 2);
+  assert_int_equal(DED_STATE_NONE, 3);
+  assert_int_equal(DED_STATE_GONE, 4);
+  /* Version 4 added the state transfer (types 14-17): a version 3 peer
+   * drops a connection on a type it does not know. */
+  assert_int_equal(DED_PROTO_VERSION, 4);
+  /* Sizes of version 4's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
   assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
   assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 41);
   assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 41);
+  assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + 41);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 41 + 16 + 96);
+  assert_int_equal(DED_STATE_GET_FRAME_BYTES, DED_FRAME_HDR_BYTES + 28);
+  assert_int_equal(DED_STATE_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 24);
 }
 
 int main(void) {
@@ -1714,6 +2535,17 @@ int main(void) {
       cmocka_unit_test(test_msg_stale_round_trip),
       cmocka_unit_test(test_msg_data_round_trip),
       cmocka_unit_test(test_msg_data_invalid),
+      cmocka_unit_test(test_msg_state_ask_round_trip),
+      cmocka_unit_test(test_msg_state_offer_round_trip),
+      cmocka_unit_test(test_msg_state_offer_statuses),
+      cmocka_unit_test(test_msg_state_offer_invalid),
+      cmocka_unit_test(test_msg_state_offer_snapshot_fields),
+      cmocka_unit_test(test_msg_state_offer_unused_fields),
+      cmocka_unit_test(test_msg_state_offer_lineage_order),
+      cmocka_unit_test(test_msg_state_get_round_trip),
+      cmocka_unit_test(test_msg_state_get_invalid),
+      cmocka_unit_test(test_msg_state_data_round_trip),
+      cmocka_unit_test(test_msg_state_data_invalid),
       cmocka_unit_test(test_msg_encoder_overflow),
       cmocka_unit_test(test_msg_names),
   };

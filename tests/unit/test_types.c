@@ -175,6 +175,111 @@ static void test_types_errors(void **state) {
   assert_false(ded_err_is_fatal(0));
 }
 
+/* ------------------------------------------------------------ digest */
+
+/* A buffer whose bytes all differ from their neighbours. */
+static void types_fill(uint8_t *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 131 + seed * 17 + 5);
+}
+
+static void test_types_digest_deterministic(void **state) {
+  (void)state;
+  uint8_t a[200], b[200];
+  types_fill(a, sizeof a, 1);
+  memcpy(b, a, sizeof a);
+  const size_t lens[] = {0, 1, 7, 31, 32, 33, 64, 100, 200};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    uint64_t d = ded_digest64(a, lens[i]);
+    assert_int_equal(ded_digest64(a, lens[i]), d);
+    /* The bytes, not where they are. */
+    assert_int_equal(ded_digest64(b, lens[i]), d);
+  }
+  /* The input is only read. */
+  assert_memory_equal(a, b, sizeof a);
+  /* No bytes at all: NULL is as good as any pointer. */
+  assert_int_equal(ded_digest64(NULL, 0), ded_digest64(a, 0));
+}
+
+/* Any one byte changed, anywhere, changes the digest: 100 bytes are
+ * three whole 32-byte blocks and a tail of 4. */
+static void test_types_digest_byte_flips(void **state) {
+  (void)state;
+  uint8_t buf[100];
+  const uint8_t masks[] = {0x01, 0x80, 0xff, 0x5a};
+  const unsigned seeds[] = {0, 1};
+  for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++) {
+    if (seeds[s] == 0) memset(buf, 0, sizeof buf);
+    else types_fill(buf, sizeof buf, seeds[s]);
+    const uint64_t d = ded_digest64(buf, sizeof buf);
+    for (size_t i = 0; i < sizeof buf; i++)
+      for (size_t m = 0; m < sizeof masks; m++) {
+        buf[i] ^= masks[m];
+        if (ded_digest64(buf, sizeof buf) == d)
+          fail_msg("byte %zu ^ 0x%02x leaves the digest as it was", i, masks[m]);
+        buf[i] ^= masks[m];
+      }
+    assert_int_equal(ded_digest64(buf, sizeof buf), d);
+  }
+  /* Two bytes of a block swapped. */
+  types_fill(buf, sizeof buf, 2);
+  const uint64_t d = ded_digest64(buf, sizeof buf);
+  uint8_t t = buf[3];
+  buf[3] = buf[4];
+  buf[4] = t;
+  assert_true(ded_digest64(buf, sizeof buf) != d);
+}
+
+/* Runs of zero bytes of different lengths have different digests: the
+ * length counts, not only the bytes. */
+static void test_types_digest_lengths(void **state) {
+  (void)state;
+  enum { N = 71 };
+  static const uint8_t zero[N];
+  uint64_t d[N];
+  for (size_t n = 0; n < N; n++) {
+    d[n] = ded_digest64(zero, n);
+    for (size_t m = 0; m < n; m++)
+      if (d[m] == d[n]) fail_msg("%zu and %zu zero bytes have the same digest", m, n);
+  }
+  /* A prefix differs from the whole. */
+  uint8_t buf[N];
+  types_fill(buf, sizeof buf, 3);
+  for (size_t n = 1; n < N; n++) assert_true(ded_digest64(buf, n - 1) != ded_digest64(buf, n));
+}
+
+/* Input at any alignment gives what an aligned copy gives. */
+static void test_types_digest_unaligned(void **state) {
+  (void)state;
+  uint64_t aligned[40]; /* 320 bytes, 8-aligned */
+  uint8_t raw[320 + 16];
+  const size_t lens[] = {0, 1, 8, 31, 32, 33, 63, 64, 65, 100, 255, 320};
+  for (size_t off = 0; off < 8; off++)
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+      uint8_t *p = raw + off;
+      types_fill(p, lens[i], (unsigned)i);
+      memcpy(aligned, p, lens[i]);
+      if (ded_digest64(p, lens[i]) != ded_digest64(aligned, lens[i]))
+        fail_msg("%zu bytes at offset %zu: digest differs from the aligned copy", lens[i], off);
+    }
+}
+
+/* The digest is on the wire (STATE_OFFER, STATE_GET, STATE_DATA): peers
+ * must agree on it, so a change here is a change of the protocol. */
+#define DIGEST_KNOWN_0 0x75e22adce7a9a241ull
+#define DIGEST_KNOWN_1 0x2bbc392ccc772a5dull
+#define DIGEST_KNOWN_32 0x8880a588e9bb941bull
+#define DIGEST_KNOWN_100 0xba84212874759f20ull
+
+static void test_types_digest_known(void **state) {
+  (void)state;
+  uint8_t buf[100];
+  for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)i;
+  assert_int_equal(ded_digest64(buf, 0), DIGEST_KNOWN_0);
+  assert_int_equal(ded_digest64(buf, 1), DIGEST_KNOWN_1);
+  assert_int_equal(ded_digest64(buf, 32), DIGEST_KNOWN_32);
+  assert_int_equal(ded_digest64(buf, 100), DIGEST_KNOWN_100);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_types_addr_parse_v4),
@@ -186,6 +291,11 @@ int main(void) {
       cmocka_unit_test(test_types_id_short),
       cmocka_unit_test(test_types_dtype_size),
       cmocka_unit_test(test_types_errors),
+      cmocka_unit_test(test_types_digest_deterministic),
+      cmocka_unit_test(test_types_digest_byte_flips),
+      cmocka_unit_test(test_types_digest_lengths),
+      cmocka_unit_test(test_types_digest_unaligned),
+      cmocka_unit_test(test_types_digest_known),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

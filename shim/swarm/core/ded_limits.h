@@ -52,7 +52,17 @@ enum ded_limits {
   /* A connection must say HELLO within this long, or it is closed: a
    * silent or half-open socket cannot hold a slot forever. */
   DED_HELLO_TIMEOUT_MS = 10 * 1000,
+  /* Pieces of a trainer's state (start-up broadcasts and registered
+   * buffers) a snapshot may hold. */
+  DED_STATE_PIECES_MAX = 64,
+  /* Routed all-reduces per training step a snapshot may claim. */
+  DED_STATE_STEP_ROUNDS_MAX = 1024,
+  /* Largest range of a snapshot one STATE_GET may ask for. */
+  DED_STATE_GET_BYTES_MAX = 512 * 1024,
 };
+
+/* Largest state a snapshot may announce (1 TiB): a joiner allocates it. */
+#define DED_STATE_BYTES_MAX ((uint64_t)1 << 40)
 
 /* Largest weight a job may claim (samples behind a gradient): every integer
  * up to it is exact in a double, and DED_ROUND_MEMBERS_MAX of them sum to

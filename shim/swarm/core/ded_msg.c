@@ -21,6 +21,10 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_FETCH: return "FETCH";
   case DED_MSG_PROBE: return "PROBE";
   case DED_MSG_HAVE: return "HAVE";
+  case DED_MSG_STATE_ASK: return "STATE_ASK";
+  case DED_MSG_STATE_OFFER: return "STATE_OFFER";
+  case DED_MSG_STATE_GET: return "STATE_GET";
+  case DED_MSG_STATE_DATA: return "STATE_DATA";
   default: return "unknown";
   }
 }
@@ -154,6 +158,47 @@ void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m) {
   ded_wr_u64(w, m->round);
   ded_wr_u64(w, m->next_round);
   msg_end(w, s);
+}
+
+void ded_msg_state_ask_encode(ded_wr *w, const ded_msg_state_ask *m) {
+  size_t s = msg_begin(w, DED_MSG_STATE_ASK);
+  ded_wr_u64(w, m->min_round);
+  msg_end(w, s);
+}
+
+void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m) {
+  DED_ASSERT(m->npieces <= DED_STATE_PIECES_MAX);
+  size_t s = msg_begin(w, DED_MSG_STATE_OFFER);
+  ded_wr_u8(w, m->status);
+  ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->digest);
+  ded_wr_u32(w, m->step_rounds);
+  ded_wr_u64(w, m->len);
+  ded_wr_u16(w, m->npieces);
+  for (unsigned i = 0; i < m->npieces; i++) ded_wr_u64(w, m->sizes[i]);
+  ded_wr_u64(w, m->lin_attempt);
+  ded_wr_u16(w, m->nlin);
+  ded_wr_bytes(w, m->lin, (size_t)m->nlin * DED_ID_BYTES);
+  msg_end(w, s);
+}
+
+void ded_msg_state_get_encode(ded_wr *w, const ded_msg_state_get *m) {
+  size_t s = msg_begin(w, DED_MSG_STATE_GET);
+  ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->digest);
+  ded_wr_u64(w, m->offset);
+  ded_wr_u32(w, m->len);
+  msg_end(w, s);
+}
+
+void ded_msg_state_data_hdr_encode(uint8_t hdr[DED_STATE_DATA_HDR_BYTES], uint64_t round,
+                                   uint64_t digest, uint64_t offset, size_t len) {
+  ded_frame_put_hdr(hdr, DED_MSG_STATE_DATA, 24 + len);
+  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 24);
+  ded_wr_u64(&w, round);
+  ded_wr_u64(&w, digest);
+  ded_wr_u64(&w, offset);
+  DED_ASSERT(!w.err);
 }
 
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
@@ -415,6 +460,77 @@ int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {
   m->round = ded_rd_u64(&r);
   m->next_round = ded_rd_u64(&r);
   if (!ded_rd_done(&r) || m->next_round <= m->round) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_state_ask_decode(const uint8_t *p, size_t len, ded_msg_state_ask *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->min_round = ded_rd_u64(&r);
+  return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+}
+
+int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer *m) {
+  ded_rd r = ded_rd_init(p, len);
+  memset(m, 0, sizeof *m);
+  m->status = ded_rd_u8(&r);
+  m->round = ded_rd_u64(&r);
+  m->digest = ded_rd_u64(&r);
+  m->step_rounds = ded_rd_u32(&r);
+  m->len = ded_rd_u64(&r);
+  m->npieces = ded_rd_u16(&r);
+  if (r.err || m->status > DED_STATE_GONE || m->npieces > DED_STATE_PIECES_MAX ||
+      m->len > DED_STATE_BYTES_MAX)
+    return DED_ERR_PROTO;
+  uint64_t sum = 0;
+  for (unsigned i = 0; i < m->npieces; i++) {
+    m->sizes[i] = ded_rd_u64(&r);
+    if (m->sizes[i] > DED_STATE_BYTES_MAX) return DED_ERR_PROTO;
+    sum += m->sizes[i]; /* at most 64 x 2^40: no overflow */
+  }
+  m->lin_attempt = ded_rd_u64(&r);
+  m->nlin = ded_rd_u16(&r);
+  if (r.err || m->nlin > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
+  m->lin = ded_rd_ptr(&r, (size_t)m->nlin * DED_ID_BYTES);
+  if (!ded_rd_done(&r) || sum != m->len) return DED_ERR_PROTO;
+  if (m->status != DED_STATE_OFFER) /* fields a status does not use are zero */
+    return m->step_rounds || m->len || m->npieces || m->lin_attempt || m->nlin ||
+                   (m->status != DED_STATE_PENDING && m->status != DED_STATE_GONE && m->round) ||
+                   (m->status != DED_STATE_GONE && m->digest)
+               ? DED_ERR_PROTO
+               : 0;
+  if (m->round == 0 || m->step_rounds == 0 || m->step_rounds > DED_STATE_STEP_ROUNDS_MAX ||
+      m->nlin == 0 || m->lin_attempt == 0)
+    return DED_ERR_PROTO;
+  /* The lineage is a round's membership: ids strictly increasing, as in COMMIT. */
+  for (unsigned i = 1; i < m->nlin; i++)
+    if (memcmp(m->lin + (size_t)(i - 1) * DED_ID_BYTES, m->lin + (size_t)i * DED_ID_BYTES,
+               DED_ID_BYTES) >= 0)
+      return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_state_get_decode(const uint8_t *p, size_t len, ded_msg_state_get *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->digest = ded_rd_u64(&r);
+  m->offset = ded_rd_u64(&r);
+  m->len = ded_rd_u32(&r);
+  if (!ded_rd_done(&r) || m->len == 0 || m->len > DED_STATE_GET_BYTES_MAX ||
+      m->offset >= DED_STATE_BYTES_MAX)
+    return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_state_data_decode(const uint8_t *p, size_t len, ded_msg_state_data *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  m->digest = ded_rd_u64(&r);
+  m->offset = ded_rd_u64(&r);
+  if (r.err) return DED_ERR_PROTO;
+  m->len = ded_rd_left(&r);
+  m->bytes = ded_rd_ptr(&r, m->len);
+  if (m->len == 0 || m->len > DED_STATE_GET_BYTES_MAX || m->offset >= DED_STATE_BYTES_MAX)
+    return DED_ERR_PROTO;
   return 0;
 }
 

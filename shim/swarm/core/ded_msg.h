@@ -19,11 +19,12 @@
 
 #include "ded_assert.h"
 #include "ded_frame.h"
+#include "ded_limits.h"
 #include "ded_mem.h"
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 3
+#define DED_PROTO_VERSION 4
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -41,6 +42,10 @@ enum ded_msg_type {
   DED_MSG_FETCH = 11,
   DED_MSG_PROBE = 12,
   DED_MSG_HAVE = 13,
+  DED_MSG_STATE_ASK = 14,
+  DED_MSG_STATE_OFFER = 15,
+  DED_MSG_STATE_GET = 16,
+  DED_MSG_STATE_DATA = 17,
 };
 
 /* Name of |type| for logs. */
@@ -237,6 +242,82 @@ typedef struct ded_msg_stale {
 } ded_msg_stale;
 
 /* Sizes of whole frames (header included). */
+/*
+ * State transfer: how a job that joins a run in progress gets the
+ * trainer's state (DESIGN §3, "Stragglers and joiners").
+ *
+ * STATE_ASK (joiner -> peer): u64 min_round. "Offer me a snapshot of your
+ * state as of a round >= min_round."
+ *
+ * STATE_OFFER (peer -> joiner): u8 status | u64 round | u64 digest |
+ * u32 step_rounds | u64 len | u16 npieces | npieces x u64 size |
+ * u64 lin_attempt | u16 nlin | nlin x id. One layout for every status:
+ *   OFFER   a snapshot: the trainer's state after every round below
+ *           |round| (a step boundary), |len| bytes in |npieces| pieces,
+ *           with ded_digest64 |digest|; |step_rounds| routed all-reduces
+ *           make one step; round-1 ended with attempt |lin_attempt| and
+ *           members |lin| (the lineage the joiner's first round needs).
+ *   FRESH   the sender has not started a round: no run in progress.
+ *   PENDING the sender is in a run (its next round is |round|) and will
+ *           OFFER once its trainer reaches a step boundary.
+ *   NONE    the sender has no state to give (a backbone, or leaving).
+ *   GONE    the answer to a STATE_GET for a snapshot the sender no longer
+ *           holds (|round| and |digest| name it).
+ * Fields a status does not use are zero (PENDING and GONE use |round|,
+ * GONE also |digest|). An OFFER's lineage ids are strictly increasing and
+ * its lin_attempt is not 0.
+ *
+ * STATE_GET (joiner -> peer): u64 round | u64 digest | u64 offset | u32 len.
+ * STATE_DATA (peer -> joiner): u64 round | u64 digest | u64 offset | bytes:
+ * exactly the range asked for, from the snapshot named.
+ */
+enum {
+  DED_STATE_OFFER = 0,
+  DED_STATE_FRESH = 1,
+  DED_STATE_PENDING = 2,
+  DED_STATE_NONE = 3,
+  DED_STATE_GONE = 4,
+};
+
+typedef struct ded_msg_state_ask {
+  uint64_t min_round;
+} ded_msg_state_ask;
+
+typedef struct ded_msg_state_offer {
+  uint8_t status;
+  uint64_t round;
+  uint64_t digest;
+  uint32_t step_rounds;
+  uint64_t len;
+  uint16_t npieces;
+  uint64_t sizes[DED_STATE_PIECES_MAX];
+  uint64_t lin_attempt;
+  uint16_t nlin;
+  const uint8_t *lin; /* nlin x DED_ID_BYTES, points into the decoded payload */
+} ded_msg_state_offer;
+
+typedef struct ded_msg_state_get {
+  uint64_t round;
+  uint64_t digest;
+  uint64_t offset;
+  uint32_t len;
+} ded_msg_state_get;
+
+typedef struct ded_msg_state_data {
+  uint64_t round;
+  uint64_t digest;
+  uint64_t offset;
+  const uint8_t *bytes; /* points into the decoded payload */
+  size_t len;
+} ded_msg_state_data;
+
+#define DED_STATE_ASK_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8)
+#define DED_STATE_OFFER_FRAME_BYTES(npieces, nlin)                                       \
+  (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)(npieces) + 8 + 2 +          \
+   (size_t)(nlin)*DED_ID_BYTES)
+#define DED_STATE_GET_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 8 + 4)
+#define DED_STATE_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
+
 #define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 4 + 1)
 #define DED_JOIN_STATUS_FRAME_BYTES(k)                                                   \
   (DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
@@ -272,6 +353,12 @@ void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
 void ded_msg_leave_encode(ded_wr *w, uint8_t reason);
 void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m);
 /* DATA/RESULT header only: the elements follow separately (zero copy). */
+void ded_msg_state_ask_encode(ded_wr *w, const ded_msg_state_ask *m);
+void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m);
+void ded_msg_state_get_encode(ded_wr *w, const ded_msg_state_get *m);
+/* Writes STATE_DATA's header for |len| bytes that follow it. */
+void ded_msg_state_data_hdr_encode(uint8_t hdr[DED_STATE_DATA_HDR_BYTES], uint64_t round,
+                                   uint64_t digest, uint64_t offset, size_t len);
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
                              uint64_t attempt, uint64_t offset, size_t elem_bytes);
 
@@ -312,6 +399,10 @@ int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
 int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason);
 int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
+int ded_msg_state_ask_decode(const uint8_t *p, size_t len, ded_msg_state_ask *m);
+int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer *m);
+int ded_msg_state_get_decode(const uint8_t *p, size_t len, ded_msg_state_get *m);
+int ded_msg_state_data_decode(const uint8_t *p, size_t len, ded_msg_state_data *m);
 
 /*
  * Iterates over the records of a RECORDS payload: call _begin, then _next

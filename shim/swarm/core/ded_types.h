@@ -69,4 +69,11 @@ size_t ded_id_lower_bound(const void *base, size_t n, size_t stride,
 /* Short printable peer id: the first 4 bytes in hex, "1a2b3c4d". */
 void ded_id_short(const uint8_t id[DED_ID_BYTES], char out[9]);
 
+/*
+ * A 64-bit digest of |len| bytes, to check that a transfer arrived whole
+ * and that two peers offer the same bytes. Not cryptographic: the session
+ * (AEAD) authenticates the sender; this catches corruption and mix-ups.
+ */
+uint64_t ded_digest64(const void *p, size_t len);
+
 #endif /* DED_TYPES_H */
