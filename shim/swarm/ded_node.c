@@ -3644,12 +3644,12 @@ static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_
     return;
   }
   state_donor *d = &st->donors[di];
-  if (st->chunk[i] == 1 + di) {
+  if (st->chunk[i] == 1 + di) { /* a duplicate, or a range moved away: ignored */
     memcpy(st->buf + m->offset, m->bytes, m->len);
     st->chunk[i] = 0xff;
     st->ndone++;
+    if (d->inflight > 0) d->inflight--;
   }
-  if (d->in_group && d->inflight > 0) d->inflight--;
   d->last_ns = now_ns;
   state_fill(node);
   if (st->ndone == st->nchunks) state_finish(node, now_ns);

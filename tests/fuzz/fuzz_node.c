@@ -16,6 +16,16 @@
  * Checked besides the sanitizers: every round submitted is reported
  * exactly once, within its timeouts, with a sane result.
  *
+ * State transfer: the node's trainer hands it a small snapshot whenever
+ * the node asks for one (want_snapshot), as the driver does, so a
+ * stranger that asks for the run's state reaches the donor side. With
+ * FUZZ_NODE_F_STATE_FETCH the node is a job that starts mid-run: it calls
+ * ded_node_state_fetch once the stranger is up (or at the end if it never
+ * is), so the stranger's offers and ranges reach the joiner side.
+ * Checked: the fetch is refused after a round was submitted, and reported
+ * exactly once (by the end, all timers run); a state it reports matches
+ * its digest and sizes, and the node's next round is the state's round.
+ *
  * The node is real: signatures are checked, so to get past the HELLO the
  * corpus carries HELLOs signed for this run (gen_corpus.c), after which
  * the fuzzer mutates the frames that follow.
@@ -28,6 +38,10 @@
 
 #define FUZZ_NODE_CONNS_MAX 4
 #define SEC_NS (1000ull * 1000 * 1000)
+/* The node fetches the run's state before its first round (a flag bit no
+ * committed seed sets; it belongs with the others in fuzz.h once
+ * gen_corpus.c writes seeds for it). */
+#define FUZZ_NODE_F_STATE_FETCH 0x80
 
 typedef struct fuzz_driver {
   uint32_t conn;
@@ -37,6 +51,12 @@ typedef struct fuzz_driver {
   bool dial_pending; /* the node dialled |dial| and waits for it */
   uint32_t dial;
   unsigned rounds_done;
+  bool peer_up;         /* a PEER_UP event came */
+  bool want_snap;       /* the node asked for a snapshot; the loop hands one over */
+  unsigned snaps_given;
+  unsigned state_dones; /* state_done calls */
+  bool state_snap;      /* the last one carried a state */
+  uint64_t state_round; /* its round */
 } fuzz_driver;
 
 /* DEDMPI_FUZZ_VERBOSE=1 prints what the node logs and reports: how to
@@ -82,8 +102,79 @@ static void drv_round_done(void *user, void *ctx, const ded_round_result *res) {
 }
 
 static void drv_event(void *user, const ded_event *ev) {
-  (void)user;
+  fuzz_driver *d = user;
   FUZZ_CHECK(ev->type >= DED_EVENT_BOOTSTRAP && ev->type <= DED_EVENT_PEER_DOWN);
+  if (ev->type == DED_EVENT_PEER_UP) d->peer_up = true;
+}
+
+static void drv_want_snapshot(void *user) {
+  fuzz_driver *d = user;
+  d->want_snap = true;
+}
+
+/* A state the node reports is whole: its sizes add up, its bytes match
+ * its digest. The bytes are ours: freed here, and the pointer cleared so
+ * that the node does not free them too. */
+static void drv_state_done(void *user, int status, ded_snapshot *snap) {
+  fuzz_driver *d = user;
+  d->state_dones++;
+  FUZZ_CHECK(d->state_dones == 1);
+  FUZZ_CHECK(status <= 0);
+  FUZZ_CHECK(status == 0 || snap == NULL);
+  d->state_snap = snap != NULL;
+  if (snap) {
+    FUZZ_CHECK(snap->round > 0 && snap->step_rounds >= 1 &&
+               snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX);
+    FUZZ_CHECK(snap->npieces <= DED_STATE_PIECES_MAX && snap->len <= DED_STATE_BYTES_MAX);
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < snap->npieces; i++) sum += snap->sizes[i];
+    FUZZ_CHECK(sum == snap->len);
+    FUZZ_CHECK(snap->bytes != NULL);
+    FUZZ_CHECK(ded_digest64(snap->bytes, (size_t)snap->len) == snap->digest);
+    d->state_round = snap->round;
+    free(snap->bytes); /* settings.mem is libc */
+    snap->bytes = NULL;
+  }
+  if (drv_verbose())
+    fprintf(stderr, "  state done: status %d%s\n", status, snap ? ", with a state" : "");
+}
+
+/* The trainer's side: when the node asked, a snapshot at the next round
+ * this job would submit (refused when the node cannot vouch for it; the
+ * node takes the bytes either way). Always the same FUZZ_NODE_SNAP_LEN
+ * bytes, byte i being (uint8_t)(i * 31), so that an input can name its
+ * digest in a STATE_GET. */
+#define FUZZ_NODE_SNAP_LEN 700
+static void drv_give_snapshot(ded_node *node, fuzz_driver *d, unsigned submitted, uint64_t now) {
+  if (!d->want_snap) return;
+  d->want_snap = false;
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  snap.round = submitted ? submitted : 1;
+  snap.step_rounds = 1 + d->snaps_given % 2;
+  snap.len = FUZZ_NODE_SNAP_LEN;
+  snap.npieces = 2;
+  snap.sizes[0] = snap.len / 2;
+  snap.sizes[1] = snap.len - snap.len / 2;
+  snap.bytes = malloc((size_t)snap.len);
+  FUZZ_CHECK(snap.bytes != NULL);
+  for (uint64_t i = 0; i < snap.len; i++) snap.bytes[i] = (uint8_t)(i * 31);
+  snap.digest = ded_digest64(snap.bytes, (size_t)snap.len);
+  int rv = ded_node_snapshot_set(node, &snap, now);
+  FUZZ_CHECK(rv == 0 || rv == DED_ERR_INVALID_ARG);
+  FUZZ_CHECK(snap.bytes == NULL);
+  d->snaps_given++;
+}
+
+/* The joiner's start: ded_node_state_fetch, refused after a round. True
+ * if a fetch is under way (or done). */
+static bool drv_fetch(ded_node *node, bool no_rounds, unsigned submitted, uint64_t now) {
+  int rv = ded_node_state_fetch(node, now);
+  if (submitted || no_rounds)
+    FUZZ_CHECK(rv == DED_ERR_INVALID_ARG);
+  else
+    FUZZ_CHECK(rv == 0);
+  return rv == 0;
 }
 
 /* Formatting runs (log_level is DEBUG), so format bugs show; the text goes
@@ -178,7 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.dial_boot = true;
   }
   ded_node_callbacks cb = {drv_connect, drv_close, drv_want_write, drv_round_done, drv_event,
-                           drv_log, NULL, NULL};
+                           drv_log, drv_want_snapshot, drv_state_done};
   uint64_t now = FUZZ_NOW_NS;
   ded_node *node;
   FUZZ_CHECK(ded_node_new(&s, &cb, &d, now, &node) == 0);
@@ -201,6 +292,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
 
+  bool fetch = flags & FUZZ_NODE_F_STATE_FETCH, fetched = false, fetching = false;
   unsigned opened = drv_open(node, &d, now);
   size_t pos = 0;
   while (pos < len && d.conn_open) {
@@ -210,9 +302,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (piece > len - pos) piece = len - pos;
     ded_node_conn_recv(node, d.conn, in + pos, piece, now);
     pos += piece;
+    drv_give_snapshot(node, &d, submitted, now);
+    if (fetch && !fetched && d.peer_up) {
+      fetched = true;
+      fetching = drv_fetch(node, s.no_rounds, submitted, now);
+    }
     drv_drain(node, &d, &rng, now);
     r = fuzz_rng_next(&rng);
-    if (r % 4 == 0) drv_advance(node, &d, &rng, &now, (r >> 2) % (50 * SEC_NS / 1000));
+    if (r % 4 == 0) {
+      drv_advance(node, &d, &rng, &now, (r >> 2) % (50 * SEC_NS / 1000));
+      drv_give_snapshot(node, &d, submitted, now);
+    }
     if (!d.conn_open && pos < len && opened < FUZZ_NODE_CONNS_MAX) {
       /* A dial back takes the node's backoff: let its timers run. */
       for (int i = 0; i < 20 && d.dial_boot && !d.dial_pending; i++)
@@ -221,6 +321,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   FUZZ_CHECK(d.rounds_done <= submitted);
+  if (fetch && !fetched) { /* the stranger never came up: alone */
+    fetched = true;
+    fetching = drv_fetch(node, s.no_rounds, submitted, now);
+    drv_drain(node, &d, &rng, now);
+  }
+  FUZZ_CHECK(fetching || d.state_dones == 0);
+  /* Once the state is in, the node resumes at its round. */
+  if (d.state_dones && d.state_snap && !(flags & FUZZ_NODE_F_LEAVE)) {
+    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL};
+    FUZZ_CHECK(ded_node_round_submit(node, &a, now) == (int64_t)d.state_round);
+    submitted++;
+    drv_drain(node, &d, &rng, now);
+  }
 
   /* The end: leave if asked, then let every timer fire. */
   if (flags & FUZZ_NODE_F_LEAVE) {
@@ -238,6 +351,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   drv_advance(node, &d, &rng, &now, 600 * SEC_NS);
   drv_advance(node, &d, &rng, &now, SEC_NS);
   FUZZ_CHECK(ded_node_peer_count(node) == 0);
+  /* A fetch ends, whatever the stranger did: reported exactly once. */
+  FUZZ_CHECK(d.state_dones == (fetching ? 1u : 0u));
   ded_node_free(node);
   return 0;
 }

@@ -3706,18 +3706,12 @@ static void test_node_state_fetch_refused(void **state) {
 }
 
 /*
- * KNOWN BUG (skipped unless TEST_NODE_KNOWN_BUGS is set): a donor that
- * sends a range twice, and never the other range it was asked for, stalls
- * the fetch for good. The second copy is not taken as "not asked for",
- * but it counts as an answer: the donor has nothing in flight as far as
- * the joiner knows, so it is never dropped for stalling, and the range it
- * holds is never asked of anyone else. Expected: the connection closed
- * (or the donor dropped) and state_done reported within the bounds;
- * got: nothing, ever.
+ * A donor that sends a range twice, and never the other range it was
+ * asked for, must not stall the fetch: the copy is ignored, the range
+ * still counts as in flight, and the donor is dropped for stalling.
  */
 static void test_node_state_duplicate_range_stalls(void **state) {
   (void)state;
-  if (!getenv("TEST_NODE_KNOWN_BUGS")) skip();
   tnode t;
   ded_ident lo, hi;
   uint8_t *bytes, lin[2 * DED_ID_BYTES];
