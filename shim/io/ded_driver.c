@@ -77,9 +77,10 @@ struct ded_driver {
   pthread_cond_t cv;
   pending_round *subs_head, *subs_tail;
   bool stop_requested;
-  /* State transfer: a fetch asked for and its outcome; a snapshot to hand
-   * to the node. */
-  bool fetch_asked, fetch_started, fetch_done;
+  /* State transfer: a fetch (or, |fetch_min| > 0, a reload) asked for and
+   * its outcome; a snapshot to hand to the node. */
+  bool fetch_asked, fetch_busy, fetch_joined, fetch_done;
+  uint64_t fetch_min;
   int fetch_status;
   ded_snapshot fetch_snap;
   ded_snapshot *give_snap;
@@ -620,13 +621,16 @@ static void on_wake(ded_driver *d) {
   pending_round *list = d->subs_head;
   d->subs_head = d->subs_tail = NULL;
   bool stop = d->stop_requested;
-  bool fetch = d->fetch_asked && !d->fetch_started;
-  d->fetch_started |= fetch;
+  bool fetch = d->fetch_asked;
+  uint64_t fetch_min = d->fetch_min;
+  d->fetch_asked = false;
   ded_snapshot *give = d->give_snap;
   d->give_snap = NULL;
   pthread_mutex_unlock(&d->mu);
   if (fetch) {
-    int rv = ded_node_state_fetch(d->node, ded_driver_now_ns());
+    uint64_t now = ded_driver_now_ns();
+    int rv = fetch_min ? ded_node_state_reload(d->node, fetch_min, now)
+                       : ded_node_state_fetch(d->node, now);
     if (rv) cb_state_done(d, rv, NULL);
   }
   if (give) {
@@ -899,14 +903,16 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
   return 0;
 }
 
-int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) {
+static int driver_fetch(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   memset(snap, 0, sizeof *snap);
   pthread_mutex_lock(&d->mu);
-  if (d->fetch_asked) {
+  if (d->fetch_busy || (min_round == 0 && d->fetch_joined)) {
     pthread_mutex_unlock(&d->mu);
     return DED_ERR_INVALID_ARG;
   }
-  d->fetch_asked = true;
+  d->fetch_busy = d->fetch_asked = d->fetch_joined = true;
+  d->fetch_done = false;
+  d->fetch_min = min_round;
   pthread_mutex_unlock(&d->mu);
   uint64_t one = 1;
   ssize_t w = write(d->wake_fd, &one, sizeof one);
@@ -916,8 +922,16 @@ int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) {
   int status = d->fetch_status;
   *snap = d->fetch_snap;
   memset(&d->fetch_snap, 0, sizeof d->fetch_snap);
+  d->fetch_busy = false;
   pthread_mutex_unlock(&d->mu);
   return status;
+}
+
+int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) { return driver_fetch(d, 0, snap); }
+
+int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
+  if (min_round == 0) return DED_ERR_INVALID_ARG;
+  return driver_fetch(d, min_round, snap);
 }
 
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {

@@ -66,6 +66,16 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args);
  */
 int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap);
 
+/*
+ * For a job out of step (a round reported with |behind|): loads a snapshot
+ * of round |min_round| or later, as ded_driver_state_fetch does, and makes
+ * the node resume at its round. Call it with every submitted round
+ * reported, at the start of a training step. Blocks within the node's
+ * bounds. Returns 0 with |snap| filled (the caller owns snap->bytes), or a
+ * DED_ERR_* with nothing loaded (DED_ERR_TIMEOUT: no peer offered one).
+ */
+int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *snap);
+
 /* Hands the node a snapshot of this job's state (snap->bytes from malloc;
  * the driver takes it). Thread-safe. */
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap);

@@ -67,6 +67,7 @@ typedef struct shim_header {
   int32_t late;
   int32_t contributors;
   int32_t recoveries;
+  int32_t reload; /* the state pieces take the run's snapshot now */
   double total_weight;
   uint64_t round;
 } shim_header;
@@ -87,6 +88,7 @@ typedef struct shim_op {
   bool complete;
   int mpi_err;
   bool nonblocking;
+  bool reload; /* rank 0: ends the step at which a reloaded state applies */
   MPI_Request greq;
   /* Freed when the shim is done with it and, for a nonblocking op, MPI
    * called greq_free: whichever comes last. */
@@ -97,7 +99,7 @@ static struct {
   bool active; /* routing to the swarm is on */
   ded_config cfg;
   int rank, size;
-  MPI_Comm comm_reduce, comm_bcast;
+  MPI_Comm comm_reduce, comm_bcast, comm_state;
   ded_driver *driver;
   /* Ops in call order, oldest first; |post| is the first op rank 0 has not
    * posted its broadcasts for. Under |mu|, as is everything below. |mu| is
@@ -142,6 +144,18 @@ static struct {
   unsigned nsig;
   unsigned step_rounds; /* 0: not known (yet) */
   atomic_bool snap_wanted; /* a joiner asked for a snapshot */
+  /* Rank 0, a job out of step: the swarm's round when it said so (under
+   * |mu|); the run's state reloaded, applied when the step in which it was
+   * loaded ends, |reload_left| all-reduces on. */
+  uint64_t behind;
+  ded_snapshot reload;
+  unsigned reload_left;
+  /* Rank 0, a job late by many steps but still in step (under |mu|): the
+   * swarm's round and ours, from the latest late round; and the gap, in
+   * rounds, seen first after the last reload (a reload that leaves the job
+   * as far behind as it was is not tried again). */
+  uint64_t late_swarm, late_round, reload_gap;
+  bool reload_gap_pending;
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER};
 
 DED_PRINTF(2, 3)
@@ -176,6 +190,15 @@ static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) 
   (void)user;
   shim_op *op = ctx;
   pthread_mutex_lock(&S.mu);
+  if (res->behind > S.behind) S.behind = res->behind;
+  if (res->late && !res->alone && res->swarm_round > res->round) {
+    S.late_swarm = res->swarm_round;
+    S.late_round = res->round;
+    if (S.reload_gap_pending) S.reload_gap = res->swarm_round - res->round;
+    S.reload_gap_pending = false;
+  } else if (!res->late) {
+    S.late_swarm = 0; /* in step */
+  }
   op->res = *res;
   op->res.members = NULL; /* valid only during the callback */
   op->swarm_done = true;
@@ -198,13 +221,17 @@ static void op_fill_header(shim_op *op) {
   op->hdr.alone = op->res.alone;
   op->hdr.late = op->res.late;
   op->hdr.recoveries = (int32_t)op->res.recoveries;
+  op->hdr.reload = op->reload;
   op->hdr.contributors = (int32_t)op->res.contributors;
   op->hdr.total_weight = op->res.total_weight;
   op->hdr.round = op->res.round;
 }
 
+static void state_apply(void);
+
 /* The op's outcome is in |op->hdr| on every rank: finish it. */
 static void op_complete(shim_op *op, int bcast_err) {
+  if (op->hdr.reload && bcast_err == MPI_SUCCESS) state_apply();
   op->mpi_err = bcast_err != MPI_SUCCESS ? bcast_err : op->hdr.mpi_err;
   if (op->mpi_err == MPI_SUCCESS && op->local_err != MPI_SUCCESS) op->mpi_err = op->local_err;
   op->complete = true;
@@ -325,12 +352,13 @@ static int state_sync(void) {
   return MPI_SUCCESS;
 }
 
-/* Rank 0: |p| becomes the next piece of the state; in a joining job it
- * gets the run's bytes first. Returns an MPI error code. */
+/* |p| becomes the next piece of the state (every rank keeps the
+ * addresses, to reload); in a joining job rank 0 gets the run's bytes
+ * first. Returns an MPI error code. */
 static int state_piece(void *p, size_t bytes) {
-  int rc = state_sync();
+  int rc = S.rank == 0 ? state_sync() : MPI_SUCCESS;
   if (rc != MPI_SUCCESS) return rc;
-  if (S.loaded.round > 0) {
+  if (S.rank == 0 && S.loaded.round > 0) {
     unsigned k = S.loaded_next++;
     if (k >= S.loaded.npieces || S.loaded.sizes[k] != bytes) {
       shim_log(DED_LOG_ERROR, "the run's state has %u piece%s; this job's piece %u is %zu bytes "
@@ -406,8 +434,9 @@ static void state_learn_step(const shim_op *op) {
 /* Rank 0, at the start of round |round|: a snapshot, if a joiner wants
  * one and this round begins a step. */
 static void state_maybe_snapshot(uint64_t round) {
+  /* Not while a reloaded state waits to apply: the pieces are stale. */
   if (!atomic_load_explicit(&S.snap_wanted, memory_order_relaxed) || !S.step_rounds ||
-      (round - S.round0) % S.step_rounds != 0)
+      (round - S.round0) % S.step_rounds != 0 || S.reload.bytes)
     return;
   atomic_store(&S.snap_wanted, false);
   ded_snapshot snap;
@@ -433,6 +462,88 @@ static void state_maybe_snapshot(uint64_t round) {
   ded_driver_snapshot_set(S.driver, &snap);
 }
 
+/* Steps behind the swarm past which a job that is still in step (it
+ * fetches the results of the rounds it came late to) reloads the run's
+ * state rather than catch up: a snapshot comes within a step or two of
+ * the swarm, while catching up closes the gap by one deadline per try. */
+#define SHIM_RELOAD_GAP_STEPS 8
+
+/* Rank 0, at the start of an all-reduce: if the swarm said this job is
+ * out of step (or far behind) and a step begins here with nothing else in
+ * flight, reload the run's state. The rounds resume at the snapshot's, this one first;
+ * the pieces take the snapshot's bytes when this step's last all-reduce
+ * completes, before the trainer applies the step's results (applying
+ * them at the start would race with a backward pass still reading the
+ * parameters). */
+static void state_maybe_reload(shim_op *op) {
+  if (S.reload_left == 0) {
+    pthread_mutex_lock(&S.mu);
+    uint64_t behind = S.behind;
+    if (!behind && S.late_swarm && S.step_rounds) {
+      uint64_t gap = S.late_swarm - S.late_round;
+      if (gap >= (uint64_t)SHIM_RELOAD_GAP_STEPS * S.step_rounds && gap > 2 * S.reload_gap)
+        behind = S.late_swarm;
+    }
+    bool idle = atomic_load(&S.pending) == 1; /* this op only */
+    bool go = behind && S.step_rounds && S.nops % S.step_rounds == 0 && S.npieces > 0 && idle;
+    if (go) {
+      S.behind = S.late_swarm = 0; /* asked again if the swarm says so again */
+      S.reload_gap_pending = true;
+    }
+    pthread_mutex_unlock(&S.mu);
+    if (!go) return;
+    ded_snapshot snap;
+    int rv = ded_driver_state_reload(S.driver, behind, &snap);
+    if (rv != 0) {
+      shim_log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step and "
+               "keeps its own values", ded_strerror(rv));
+      return;
+    }
+    uint64_t total = 0;
+    bool same = snap.step_rounds == S.step_rounds && snap.npieces == S.npieces;
+    for (unsigned i = 0; same && i < S.npieces; i++) {
+      same = snap.sizes[i] == S.pieces[i].bytes;
+      total += snap.sizes[i];
+    }
+    if (!same || total != snap.len) {
+      shim_log(DED_LOG_ERROR, "the run's state (%u piece%s, steps of %u all-reduces) does not fit "
+               "this job's (%u, %u): it stays out of step", snap.npieces,
+               snap.npieces == 1 ? "" : "s", snap.step_rounds, S.npieces, S.step_rounds);
+      free(snap.bytes);
+      return;
+    }
+    shim_log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes); it applies at "
+             "the end of this step", (unsigned long long)snap.round,
+             (unsigned long long)snap.len);
+    free(S.reload.bytes);
+    S.reload = snap;
+    S.round0 = snap.round;
+    S.nops = 0;
+    S.reload_left = S.step_rounds;
+  }
+  if (--S.reload_left == 0) op->reload = true;
+}
+
+/* Every rank, as the step of a reload ends: the pieces take the run's
+ * state, rank 0's bytes going to the others. */
+static void state_apply(void) {
+  if (S.rank == 0 && S.reload.bytes) {
+    uint64_t off = 0;
+    for (unsigned i = 0; i < S.npieces; i++) {
+      memcpy(S.pieces[i].p, S.reload.bytes + off, S.pieces[i].bytes);
+      off += S.pieces[i].bytes;
+    }
+  }
+  free(S.reload.bytes);
+  S.reload.bytes = NULL;
+  for (unsigned i = 0; S.size > 1 && i < S.npieces; i++)
+    for (size_t off = 0; off < S.pieces[i].bytes;) {
+      size_t n = DED_MIN(S.pieces[i].bytes - off, (size_t)1 << 30);
+      PMPI_Bcast((char *)S.pieces[i].p + off, (int)n, MPI_BYTE, 0, S.comm_state);
+      off += n;
+    }
+}
+
 /* A large broadcast from rank 0 of contiguous data to the whole job. */
 static bool state_bcast_routes(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, size_t *bytes) {
   int size = 0;
@@ -448,7 +559,7 @@ __attribute__((noinline)) static int shim_bcast(void *buf, int count, MPI_Dataty
                                                 MPI_Comm comm) {
   size_t bytes;
   if (!state_bcast_routes(buf, count, dt, comm, &bytes)) return PMPI_Bcast(buf, count, dt, root, comm);
-  int rc = S.rank == 0 ? state_piece(buf, bytes) : MPI_SUCCESS;
+  int rc = state_piece(buf, bytes);
   /* The other ranks wait in the broadcast whatever happened here. */
   int brc = PMPI_Bcast(buf, count, dt, root, comm);
   if (brc != MPI_SUCCESS) return brc;
@@ -521,6 +632,7 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
   pthread_mutex_unlock(&S.mu);
   if (S.rank == 0) {
     if (S.nops == 0 && S.nsig == 0) state_start();
+    state_maybe_reload(op);
     uint64_t round = S.round0 + S.nops++;
     state_learn_step(op);
     int rv = DED_ERR_INTERNAL;
@@ -759,6 +871,7 @@ static int shim_init_failed(int code) {
   if (S.size > 1) {
     PMPI_Comm_free(&S.comm_reduce);
     PMPI_Comm_free(&S.comm_bcast);
+    PMPI_Comm_free(&S.comm_state);
   }
   PMPI_Comm_call_errhandler(MPI_COMM_WORLD, code);
   return code;
@@ -788,6 +901,7 @@ static int shim_init(int *argc, char ***argv, int required, int *provided) {
   if (S.size > 1) {
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_reduce);
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_bcast);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_state);
   }
   int status = 0;
   char err[512] = "";
@@ -834,7 +948,10 @@ DED_EXPORT int MPI_Finalize(void) {
     if (S.size > 1) {
       PMPI_Comm_free(&S.comm_reduce);
       PMPI_Comm_free(&S.comm_bcast);
+      PMPI_Comm_free(&S.comm_state);
     }
+    free(S.reload.bytes);
+    S.reload.bytes = NULL;
   }
   return PMPI_Finalize();
 }
@@ -867,7 +984,7 @@ DED_EXPORT int dedmpi_register_state(void *buf, size_t bytes) {
              "load it at the right step; register state before training");
     return MPI_ERR_OTHER;
   }
-  int rc = S.rank == 0 ? state_piece(buf, bytes) : MPI_SUCCESS;
+  int rc = state_piece(buf, bytes);
   /* Rank 0's bytes (the run's, in a joining job) go to the other ranks. */
   for (size_t off = 0; S.size > 1 && off < bytes;) {
     size_t n = DED_MIN(bytes - off, (size_t)1 << 30);

@@ -208,6 +208,7 @@ struct ded_round {
   round_vote *votes;
   unsigned nvotes, votes_cap;
   uint32_t recoveries; /* failovers so far */
+  uint64_t behind;     /* a STALE said the swarm is at this round */
   bool keep;           /* reported with the round's result: it goes to the history */
   bool reported;
 };
@@ -317,6 +318,8 @@ typedef struct node_state {
   size_t naskers, askers_cap;
   /* Joiner side. */
   enum state_phase phase;
+  bool reload;        /* a job out of step, not a new one */
+  uint64_t min_round; /* offers of older snapshots are no use */
   unsigned tries;
   bool realigned; /* asked the offering peers again for one round */
   state_donor donors[STATE_ASK_MAX];
@@ -355,6 +358,11 @@ struct ded_node {
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
   uint64_t next_round;
+  /* Catching up, late: the round we last announced we will join (to
+   * |intent_to|), and where the swarm said it was when that round had
+   * already passed there. */
+  uint64_t intent_round, catch_up;
+  uint8_t intent_to[DED_ID_BYTES];
   /* The lineage: per recent round, the members of the latest attempt we
    * adopted (a round's coordinators come from the previous round's), and
    * the attempt each of our reported rounds ended with. */
@@ -1106,21 +1114,34 @@ static uint64_t node_deadline_cap(const ded_node *node) { return node->s.round_t
  * majority that includes it. */
 static uint64_t node_evict_ns(const ded_node *node) { return node->s.round_timeout_ns / 2; }
 
-static uint64_t node_coord_wait(const ded_node *node) {
-  return clamp_ns(4 * node->spread_ewma, node->s.deadline_floor_ns, node_deadline_cap(node));
+/* Patience grows with each view past the first failover of a round: a
+ * swarm whose messages are delayed past the learned times (a delay spike,
+ * a round with nothing learned yet) would otherwise change views for as
+ * long as the delays last. Doubling per view settles it within a few. */
+static uint64_t view_backoff(const ded_node *node, uint32_t view, uint64_t wait_ns) {
+  unsigned shift = view > 1 ? (unsigned)DED_MIN(view - 1, 4u) : 0;
+  return DED_MIN(wait_ns << shift, DED_MAX(wait_ns, node_deadline_cap(node)));
+}
+
+static uint64_t node_coord_wait(const ded_node *node, uint32_t view) {
+  return view_backoff(node, view,
+                      clamp_ns(4 * node->spread_ewma, node->s.deadline_floor_ns,
+                               node_deadline_cap(node)));
 }
 
 /* Longer than any coordinator's wait (node_coord_wait) with room to
  * spare: a member must not give up on a coordinator that is about to
  * decide. */
-static uint64_t node_join_wait(const ded_node *node) {
-  return clamp_ns(3 * node->s.deadline_floor_ns + 8 * node->spread_ewma,
-                  3 * node->s.deadline_floor_ns, node_deadline_cap(node));
+static uint64_t node_join_wait(const ded_node *node, uint32_t view) {
+  return view_backoff(node, view,
+                      clamp_ns(3 * node->s.deadline_floor_ns + 8 * node->spread_ewma,
+                               3 * node->s.deadline_floor_ns, node_deadline_cap(node)));
 }
 
-static uint64_t node_progress_wait(const ded_node *node) {
-  return clamp_ns(2 * node->s.deadline_floor_ns + 4 * node->run_ewma,
-                  2 * node->s.deadline_floor_ns, node_deadline_cap(node));
+static uint64_t node_progress_wait(const ded_node *node, uint32_t view) {
+  return view_backoff(node, view,
+                      clamp_ns(2 * node->s.deadline_floor_ns + 4 * node->run_ewma,
+                               2 * node->s.deadline_floor_ns, node_deadline_cap(node)));
 }
 
 static void ewma_add(uint64_t *e, uint64_t x) { *e = *e ? (*e * 7 + x) / 8 : x; }
@@ -1164,6 +1185,8 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
   res.alone = alone;
   res.late = late;
   res.recoveries = r->recoveries;
+  res.behind = r->behind;
+  if (late && !alone && node->catch_up > r->no) res.swarm_round = node->catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
     res.contributors = r->plan.k;
@@ -1272,7 +1295,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.flags = r->genesis ? DED_JOIN_F_GENESIS : 0;
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
-  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node));
+  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node, r->view));
   uint8_t *have = NULL;
   if (r->has_plan) {
     have = round_have_bits(node, r);
@@ -1732,7 +1755,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->has_plan = true;
   r->acc_view = view;
   r->started_ns = now_ns;
-  r->wait_ns = now_ns + node_progress_wait(node);
+  r->wait_ns = now_ns + node_progress_wait(node, r->view);
   unsigned k = plan->k;
   r->me = k;
   for (unsigned i = 0; i < k; i++)
@@ -1898,19 +1921,31 @@ static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *c
   return round_start_reduce(node, r, now_ns);
 }
 
-/* We came late for |r|: tell the next round's coordinator we will be
- * there, so that it waits for us (within its deadline) instead of leaving
- * us late round after round. */
+/* We came late for |r|: tell the coordinator of a round ahead that we
+ * will be there, so that it waits for us (within its deadline) instead of
+ * leaving us late round after round. That is the next round, unless the
+ * swarm is further on (it answers an announcement for a round it has
+ * finished with AHEAD, saying where it is): then a round just past where
+ * it was, whose coordinator we guess from |r|'s members. A trainer late
+ * by a few steps goes at the swarm's pace and would never catch up; the
+ * swarm waiting one deadline for it each time shortens the gap by as
+ * much, until it is in. */
 static void round_send_intent(ded_node *node, ded_round *r) {
-  ded_round *nx = round_find(node, r->no + 1);
+  uint64_t target = r->no + 1;
+  if (node->catch_up > target && node->catch_up - r->no < DED_ROUNDS_AHEAD_MAX)
+    target = node->catch_up + 1;
+  if (target == node->intent_round) return; /* announced */
+  ded_round *nx = round_find(node, target);
   if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
-  const uint8_t *cand = r->plan.members[(r->no + 1) % r->plan.k].id;
+  const uint8_t *cand = r->plan.members[target % r->plan.k].id;
   if (id_is_me(node, cand)) return;
   ded_peer *p = peer_find(node, cand);
   if (!p || !p->conn) return;
+  node->intent_round = target;
+  memcpy(node->intent_to, cand, DED_ID_BYTES);
   ded_msg_join j;
   memset(&j, 0, sizeof j);
-  j.round = r->no + 1;
+  j.round = target;
   j.dtype = r->a.dtype;
   j.count = r->a.count;
   j.weight = r->a.weight;
@@ -1931,7 +1966,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
   } else {
     round_detach_output(node, r, false);
     r->started_ns = now_ns;
-    r->wait_ns = now_ns + node_progress_wait(node);
+    r->wait_ns = now_ns + node_progress_wait(node, r->view);
     r->acc_view = d->view; /* accepted again, in this view */
     r->accepted = false;
   }
@@ -2044,7 +2079,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  r->wait_ns = now_ns + node_progress_wait(node);
+  r->wait_ns = now_ns + node_progress_wait(node, r->view);
   round_check_complete(node, r, now_ns);
 }
 
@@ -2237,14 +2272,22 @@ static bool coord_alive(ded_node *node, const coord_round *cr, const uint8_t id[
   return p && peer_participates(node, p);
 }
 
-static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
+/* STALE (or, |ahead|, AHEAD) for |round|: where we are. */
+static void coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t round, bool ahead) {
   if (!to->conn) return;
   uint8_t frame[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   uint64_t next = DED_MAX(node->next_round, node->have_members ? node->members_round + 1 : 0);
   ded_msg_stale m = {round, next > round ? next : round + 1};
-  ded_msg_stale_encode(&w, &m);
+  if (ahead)
+    ded_msg_ahead_encode(&w, &m);
+  else
+    ded_msg_stale_encode(&w, &m);
   conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
+  coord_send_stale_or_ahead(node, to, round, false);
 }
 
 /* What a reporter holds of an attempt: its plan, and the shards it has. */
@@ -2576,7 +2619,7 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
      * everyone else); in a failover, from the first report. */
     if (!cr->clock && (cr->view > 0 || 2 * in >= alive)) {
       cr->clock = true;
-      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + node_coord_wait(node));
+      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + node_coord_wait(node, cr->view));
     }
   }
   if (!all && now_ns < cr->deadline_ns) return;
@@ -2641,6 +2684,14 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
     conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
+  }
+  /* An announcement for a round we are past: say where we are. */
+  if ((j->flags & DED_JOIN_F_INTENT) && from && j->round < node->next_round) {
+    ded_round *r = round_find(node, j->round);
+    if (!r || r->reported) {
+      coord_send_stale_or_ahead(node, from, j->round, true);
+      return;
+    }
   }
   /* A round finished here is settled, whatever view the joiner is in: it
    * fetches the result (from us: we hold all of it). */
@@ -2918,10 +2969,13 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     node_log(node, DED_LOG_INFO, "peer %s up", p->sid);
     node_emit(node, DED_EVENT_PEER_UP, 0, p->id);
     /* A probe may have died with its old connection: views we coordinate
-     * that still wait for it ask again. */
+     * that still wait for it ask again, and those that went on without it
+     * tell it so (it may be waiting on an older view that can no longer
+     * decide: its own, as the coordinator cut off when the others failed
+     * over). */
     for (size_t i = 0; i < node->ncoords; i++) {
       coord_round *cr = node->coords[i];
-      if (cr->decided || cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
+      if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
       for (unsigned e = 0; e < cr->nexpect; e++)
         if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
     }
@@ -3038,7 +3092,24 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
            "out of step and keeps its own values",
            (unsigned long long)m.round, (unsigned long long)m.next_round);
   if (r->genesis) node_lose_lineage(node);
+  r->behind = m.next_round;
   round_report(node, r, 0, true, true);
+}
+
+/* An AHEAD: the swarm is past the round we announced (round_send_intent). */
+static void conn_on_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
+  ded_msg_stale m;
+  int rv = ded_msg_ahead_decode(f->payload, f->len, &m);
+  if (rv) {
+    conn_protocol_error(node, c, rv, "AHEAD");
+    return;
+  }
+  if (m.round != node->intent_round || memcmp(node->intent_to, c->peer->id, DED_ID_BYTES) != 0 ||
+      m.next_round <= node->catch_up)
+    return; /* not the answer to our latest announcement */
+  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
+           (unsigned long long)m.round, (unsigned long long)m.next_round);
+  node->catch_up = m.next_round;
 }
 
 /* A HAVE: a member holds an attempt's result and accepts it. */
@@ -3121,6 +3192,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   case DED_MSG_HAVE: conn_on_have(node, c, f, now_ns); break;
   case DED_MSG_REDIRECT: conn_on_redirect(node, c, f, now_ns); break;
   case DED_MSG_STALE: conn_on_stale(node, c, f); break;
+  case DED_MSG_AHEAD: conn_on_ahead(node, c, f); break;
   case DED_MSG_STATE_ASK: {
     ded_msg_state_ask m;
     int rv = ded_msg_state_ask_decode(f->payload, f->len, &m);
@@ -3450,7 +3522,7 @@ static void state_ask_more(ded_node *node) {
     for (unsigned i = 0; i < st->ndonors && !asked; i++)
       asked = memcmp(st->donors[i].id, p->id, DED_ID_BYTES) == 0;
     if (asked) continue;
-    if (state_send_ask(node, p, 0) != 0) return;
+    if (state_send_ask(node, p, st->min_round) != 0) return;
     state_donor *d = &st->donors[st->ndonors++];
     memset(d, 0, sizeof *d);
     memcpy(d->id, p->id, DED_ID_BYTES);
@@ -3597,6 +3669,13 @@ static void node_on_state_offer(ded_node *node, ded_conn *c, const ded_msg_state
     return;
   }
   if (st->phase != STATE_ASKING || m->status == DED_STATE_GONE) return;
+  if (m->status == DED_STATE_OFFER && m->round < st->min_round) {
+    /* Asked for a newer one: this offer cannot bring us into step. (It
+     * may answer an ask of an earlier try that crossed ours: no fault.) */
+    node_log(node, DED_LOG_DEBUG, "state offer of round %llu from %s: older than round %llu",
+             (unsigned long long)m->round, c->peer->sid, (unsigned long long)st->min_round);
+    return;
+  }
   uint8_t(*lin)[DED_ID_BYTES] = NULL;
   if (m->nlin) {
     lin = ded_mem_malloc(node->mem, (size_t)m->nlin * DED_ID_BYTES);
@@ -3669,6 +3748,8 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     state_begin_asking(node, now_ns);
     return;
   }
+  uint64_t skipped = w->round - node->next_round;
+  if (st->reload) node_lose_lineage(node); /* ours ended out of step */
   lin_entry *e = &node->lin[(w->round - 1) % NODE_LIN_RING];
   lin_clear(node, e);
   e->ids = (uint8_t(*)[DED_ID_BYTES])st->lin;
@@ -3694,9 +3775,15 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   st->buf = NULL;
   unsigned n = 0;
   for (unsigned i = 0; i < st->ndonors; i++) n += st->donors[i].in_group;
-  node_log(node, DED_LOG_INFO, "joined the run at round %llu: state of %llu bytes loaded in %llu ms "
-           "(from %u peer%s)", (unsigned long long)w->round, (unsigned long long)w->len,
-           (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
+  if (st->reload)
+    node_log(node, DED_LOG_INFO, "back in step at round %llu, %llu rounds on: state of %llu bytes "
+             "reloaded in %llu ms (from %u peer%s)", (unsigned long long)w->round,
+             (unsigned long long)skipped, (unsigned long long)w->len,
+             (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
+  else
+    node_log(node, DED_LOG_INFO, "joined the run at round %llu: state of %llu bytes loaded in %llu "
+             "ms (from %u peer%s)", (unsigned long long)w->round, (unsigned long long)w->len,
+             (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
   state_done(node, 0, &snap);
   ded_mem_free(node->mem, snap.bytes); /* unless the callee took it */
 }
@@ -3742,7 +3829,7 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
           state_donor *d = &st->donors[i];
           ded_peer *p = peer_find(node, d->id);
           if (!d->answered || d->offer.status != DED_STATE_OFFER || !p ||
-              state_send_ask(node, p, newest + step) != 0)
+              state_send_ask(node, p, DED_MAX(newest + step, st->min_round)) != 0)
             continue;
           d->answered = false;
           pending++;
@@ -3759,6 +3846,15 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
       return;
     }
     bool settled = pending == 0 && !state_peer_unasked(node);
+    if (st->reload) { /* a run is in progress: wait for an offer, within the bound */
+      if (now_ns >= st->deadline_ns || (settled && st->ndonors == 0)) {
+        node_log(node, DED_LOG_WARN, "no peer offered the run's state of round %llu or later "
+                 "within %llu ms: this job stays out of step", (unsigned long long)st->min_round,
+                 (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+        state_done(node, DED_ERR_TIMEOUT, NULL);
+      }
+      return;
+    }
     /* No run in progress: everyone we know has not started, or we know no
      * one who takes part in rounds. A peer that has not connected yet is
      * waited for a little (four deadline floors), not for the whole bound. */
@@ -3806,6 +3902,29 @@ int ded_node_state_fetch(ded_node *node, uint64_t now_ns) {
   if (!node->cb.state_done || node->next_round != 0 || node->st.phase != STATE_IDLE ||
       node->s.no_rounds)
     return DED_ERR_INVALID_ARG;
+  node->st.reload = false;
+  node->st.min_round = 0;
+  node->st.tries = 0;
+  state_begin_asking(node, now_ns);
+  state_tick(node, now_ns);
+  node_reap(node);
+  return 0;
+}
+
+int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  if (node->leaving) return DED_ERR_CLOSING;
+  node_state *st = &node->st;
+  bool busy = st->phase == STATE_ASKING || st->phase == STATE_FETCHING;
+  for (unsigned i = 0; i < node->nrounds && !busy; i++)
+    busy = !node->rounds[i]->reported && node->rounds[i]->state != ROUND_DEAD;
+  if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->next_round)
+    return DED_ERR_INVALID_ARG;
+  node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
+           (unsigned long long)(min_round - node->next_round), (unsigned long long)min_round);
+  st->reload = true;
+  st->min_round = min_round;
+  st->tries = 0;
   state_begin_asking(node, now_ns);
   state_tick(node, now_ns);
   node_reap(node);
@@ -4229,6 +4348,9 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
       ded_dtype_size(args->dtype) == 0 || !isfinite(args->weight) || args->weight < 0.0 ||
       args->weight > DED_WEIGHT_MAX ||
       args->n_local == 0)
+    return DED_ERR_INVALID_ARG;
+  /* A reload decides which round comes next. */
+  if (node->st.reload && (node->st.phase == STATE_ASKING || node->st.phase == STATE_FETCHING))
     return DED_ERR_INVALID_ARG;
   if (node->nrounds >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
   ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);

@@ -96,6 +96,14 @@ typedef struct ded_round_result {
   bool late;             /* the round went on without us: we fetched its result (our own
                           * input dropped; alone = false) or kept our own values (alone) */
   uint32_t recoveries;   /* failovers this round went through (0 normally) */
+  /* Nonzero: the swarm has moved past this round for good (it was at
+   * round |behind|) and this job is out of step (alone and late). Reload
+   * the run's state at a step's start: ded_node_state_reload. */
+  uint64_t behind;
+  /* For a round this job came late to (late, not alone): where the swarm
+   * was when it last said so (AHEAD), if ahead of this round; else 0. A
+   * caller far behind may reload state rather than catch up. */
+  uint64_t swarm_round;
   /* The contributors' ids in summation order, |contributors| x
    * DED_ID_BYTES; valid only during the callback; NULL when alone. */
   const uint8_t *members;
@@ -154,7 +162,7 @@ typedef struct ded_node_callbacks {
    * trainer's next step and hand it to ded_node_snapshot_set (optional;
    * without it this peer offers no state). */
   void (*want_snapshot)(void *user);
-  /* ded_node_state_fetch finished. |status| 0 with |snap|: the state of the
+  /* ded_node_state_fetch or ded_node_state_reload finished. |status| 0 with |snap|: the state of the
    * run in progress; the node resumes at snap->round. The callee may take
    * snap->bytes (set it to NULL, free it later with the node's allocator);
    * the node frees it otherwise, after the call. |status| 0 without
@@ -248,6 +256,20 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
  * state_done callback), DED_ERR_CLOSING.
  */
 int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
+
+/*
+ * For a job that fell out of step (a round_done with |behind| set):
+ * fetches a snapshot of round |min_round| or later as ded_node_state_fetch
+ * does and makes the node resume at its round, past every round it
+ * missed. Call it at the start of a training step, with every submitted
+ * round reported. state_done reports as for a fetch, except that "no run
+ * in progress" cannot be the answer: without an offer in time it reports
+ * DED_ERR_TIMEOUT and the node goes on where it was. Until state_done,
+ * ded_node_round_submit is refused (DED_ERR_INVALID_ARG). Returns 0, or
+ * DED_ERR_INVALID_ARG (rounds in flight, a fetch in progress, min_round
+ * not past the next round, no state_done callback), DED_ERR_CLOSING.
+ */
+int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
 
 /*
  * Hands the node a snapshot of this job's state, asked for through

@@ -289,6 +289,15 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     }
     break;
   }
+  case DED_MSG_AHEAD: {
+    ded_msg_stale m;
+    rv = ded_msg_ahead_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.next_round > m.round);
+      ded_msg_ahead_encode(&w, &m);
+    }
+    break;
+  }
   case DED_MSG_FETCH: {
     ded_msg_fetch m;
     rv = ded_msg_fetch_decode(p, len, &m);

@@ -310,6 +310,14 @@ static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
   gbuf_put(b, f, w.pos);
 }
 
+static void frame_ahead(gbuf *b, uint64_t round, uint64_t next) {
+  ded_msg_stale m = {round, next};
+  uint8_t f[DED_STALE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_ahead_encode(&w, &m);
+  gbuf_put(b, f, w.pos);
+}
+
 static void frame_state_ask(gbuf *b, uint64_t min_round) {
   ded_msg_state_ask m = {min_round};
   uint8_t f[DED_STATE_ASK_FRAME_BYTES];
@@ -597,6 +605,9 @@ static void gen_msg(void) {
   gbuf_reset(&f);
   frame_stale(&f, 7, 9);
   write_msg_variants("stale", &f);
+  gbuf_reset(&f);
+  frame_ahead(&f, 7, 12);
+  write_msg_variants("ahead", &f);
   gbuf_reset(&f);
   /* State transfer: a joiner asks, peers answer with a snapshot (three
    * pieces, the two members of round 7's attempt as lineage) or a status,
@@ -990,6 +1001,13 @@ static void gen_node(void) {
   frame_hello(&b, &lo, NULL);
   frame_stale(&b, 0, 5);
   write_node("stale", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 7, &b);
+
+  /* The answer to an announcement we never made, then a malformed one. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_ahead(&b, 1, 40);
+  frame_ahead(&b, 3, 3);
+  write_node("ahead", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 7, &b);
 
   /* A COMMIT for a buffer of another size, leaving us out. */
   gbuf_reset(&b);

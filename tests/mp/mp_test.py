@@ -403,22 +403,23 @@ def mpi4py_iallreduce():
 
 
 class Swarm4:
-    """Four single-rank trainer jobs on one swarm, each on its own data shard,
-    with the helpers the fault tests need."""
+    """Four (or |n|) single-rank trainer jobs on one swarm, each on its own
+    data shard, with the helpers the fault tests need."""
 
-    def __init__(self, steps, env, linger_ms=0, late=()):
+    def __init__(self, steps, env, linger_ms=0, late=(), n=4):
         """Jobs whose index is in |late| start only at start_late()."""
         self.port = free_port()
-        self.jobs, self.wd = [None] * 4, None
+        self.n = n
+        self.jobs, self.wd = [None] * n, None
         self.args = (steps + (["--linger-ms", str(linger_ms)] if linger_ms else []), env)
-        self.min_peers = 4 - len(late)
-        for i in range(4):
+        self.min_peers = n - len(late)
+        for i in range(n):
             if i not in late:
                 self.start_late(i)
 
     def start_late(self, i):
         steps, env = self.args
-        argv = trainer_cmd(False, steps + ["--shards", "4", "--shard-base", str(i),
+        argv = trainer_cmd(False, steps + ["--shards", str(self.n), "--shard-base", str(i),
                                            "--out", "params-%d.bin" % i])
         j = Job("job%d" % i, 1, argv, swarm_env(self.port, i == 0, self.min_peers, **env),
                 workdir=self.wd)
@@ -428,9 +429,10 @@ class Swarm4:
     def signal(self, i, sig):
         """Signals job i's rank processes: Open MPI puts them in a process
         group of their own, so signals to mpirun's group do not reach them."""
-        out = subprocess.run(["pgrep", "-f", "--", "--shard-base %d --out" % i],
+        out = subprocess.run(["pgrep", "-P", str(self.jobs[i].proc.pid), "-f", "--",
+                              "--shard-base %d --out" % i],
                              capture_output=True, text=True).stdout.split()
-        pids = [int(p) for p in out if int(p) != self.jobs[i].proc.pid]
+        pids = [int(p) for p in out]
         check(pids, "no rank process found for job%d" % i)
         for p in pids:
             os.kill(p, sig)
@@ -458,7 +460,7 @@ class Swarm4:
               "live jobs disagree: %s" % [final_line(self.jobs[i]) for i in live])
 
     def check_loss(self, steps):
-        ref, _ = swarm_train([1, 1, 1, 1], steps)
+        ref, _ = swarm_train([1] * self.n, steps)
         got, want = float(final_line(self.jobs[0])[0]), float(final_line(ref[0])[0])
         check(got < 1.5 * want + 0.05,
               "final loss %.4f, an undisturbed swarm reaches %.4f" % (got, want))
@@ -495,12 +497,12 @@ def kill_mid_run():
 def stop_mid_run():
     """Four single-rank jobs train 300 steps; one is SIGSTOPped for 4 s (twenty
     times the deadline floor) mid-run and then resumed. The others go on
-    without it; once back, it fetches the result of every round it missed
-    instead of averaging alone (its own gradients are dropped), so all four
-    end with bit-identical parameters, and nobody falls out of step. The
-    jobs linger before MPI_Finalize so that the stopped one, which is behind
-    by the rounds it missed, can still fetch them. (Being behind, it stays
-    late to the end: catching up needs a state reload, not built yet.)"""
+    without it; once back, it fetches the result of the round it missed
+    instead of averaging alone (its own gradients are dropped), learns that
+    the swarm is many steps ahead, reloads the run's state rather than
+    fetch every round it missed, and is back in step: all four end with
+    bit-identical parameters, and nobody falls out of step. The jobs linger
+    before MPI_Finalize so that a job still behind can fetch what it needs."""
     steps = ["--steps", "300", "--buckets", "2", "--log-every", "5"]  # progress seen to 5 steps
     sw = Swarm4(steps + ["--step-ms", "20"], FAULT_ENV, linger_ms=10000)
     sw.wait_step(0, 10)
@@ -525,10 +527,13 @@ def stop_mid_run():
           "a job fell out of step:\n" + "\n".join(j.describe() for j in sw.jobs))
     late = sw.jobs[2].err.count("this job came late")
     check(late > 0, "the stopped job never fetched a round it missed:\n" + sw.jobs[2].describe())
+    reload = re.search(r"back in step at round \d+, (\d+) rounds on", sw.jobs[2].err)
+    check(reload, "the stopped job, far behind, did not reload the run's state:\n" +
+          sw.jobs[2].describe())
     got, want = sw.check_loss(steps)
     print("  all four identical; the swarm went %d steps on during the stop (%.0f steps/s before); "
-          "the stopped job fetched %d rounds late; final loss %.4f (undisturbed %.4f)" %
-          (moved, rate, late, got, want))
+          "the stopped job fetched %d rounds late and reloaded %s rounds on; final loss %.4f "
+          "(undisturbed %.4f)" % (moved, rate, late, reload.group(1), got, want))
 
 
 @test
@@ -572,6 +577,62 @@ def join_mid_run():
     got, want = sw.check_loss(steps)
     print("  %s; all four identical; final loss %.4f (undisturbed %.4f)" %
           ("; ".join(notes), got, want))
+
+
+@test
+def kill_stop_join():
+    """The issue's whole scenario in one run: four single-rank jobs train 300
+    steps. Job 1 is SIGKILLed at step 50; job 2 is SIGSTOPped at step 70 for
+    3 s, far longer than the deadline and than the history its peers keep
+    (DEDMPI_HISTORY_BYTES is small here), so that once resumed it is out of
+    step and must reload the run's state; a fifth job, job 4, starts during
+    the stop and joins. At the end jobs 0, 2, 3 and 4 hold bit-identical
+    parameters; the joiner's checksums equal job 0's at every step it logs, and so do the
+    stopped job's from the step it reloaded at; the loss is what an
+    undisturbed swarm reaches."""
+    steps = ["--steps", "300", "--buckets", "2", "--log-every", "5"]
+    env = dict(FAULT_ENV, DEDMPI_HISTORY_BYTES="8M")  # ~30 steps of the trainer's rounds
+    sw = Swarm4(steps + ["--step-ms", "20"], env, linger_ms=10000, late=(4,), n=5)
+    sw.wait_step(0, 50)
+    sw.signal(1, signal.SIGKILL)
+    sw.wait_step(0, 70)
+    sw.signal(2, signal.SIGSTOP)
+    stopped_at = sw.step_of(0)
+    time.sleep(1.0)
+    sw.start_late(4)
+    time.sleep(2.0)
+    sw.signal(2, signal.SIGCONT)
+    resumed_at = sw.step_of(0)
+    live = (0, 2, 3, 4)
+    run_jobs([sw.jobs[i] for i in live], 240)
+    sw.jobs[1].wait(10)
+    check(resumed_at - stopped_at >= 30,
+          "the swarm waited for the stopped job (steps %d..%d during the stop)" %
+          (stopped_at, resumed_at))
+    ref = sw.checksums(0)
+    notes = []
+    reload = re.search(r"back in step at round (\d+), (\d+) rounds on", sw.jobs[2].err)
+    check(reload, "the stopped job never reloaded the run's state:\n" + sw.jobs[2].describe())
+    m = re.search(r"resumed at step (\d+)", sw.jobs[4].out)
+    check(m, "the joiner did not resume from the run's step:\n" + sw.jobs[4].describe())
+    joined = int(m.group(1))
+    for i, since in ((4, joined), (2, int(reload.group(1)) // 2)):
+        mine = sw.checksums(i)
+        common = sorted((s for s in set(mine) & set(ref) if int(s) >= since), key=int)
+        check(len(common) >= 10, "job %d: too few steps to compare: %s" % (i, common))
+        differ = [s for s in common if mine[s] != ref[s]]
+        check(not differ, "job %d's parameters differ from the run's at steps %s" % (i, differ[:10]))
+        notes.append("job %d equal to the run at %d logged steps from step %d" % (i, len(common), since))
+    sw.check_identical(live)
+    errs = "".join(sw.jobs[i].err for i in (0, 3, 4))
+    check("out of step" not in errs,
+          "a job other than the stopped one fell out of step:\n" +
+          "\n".join(sw.jobs[i].describe() for i in (0, 3, 4)))
+    got, want = sw.check_loss(steps)
+    print("  job 1 killed at step 50; job 2 stopped at step %d for 3 s (the swarm went on to "
+          "step %d) and reloaded %s rounds on; job 4 joined at step %d; %s; all four identical; "
+          "final loss %.4f (undisturbed %.4f)" %
+          (stopped_at, resumed_at, reload.group(2), joined, "; ".join(notes), got, want))
 
 
 def main():

@@ -149,6 +149,10 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
     ded_msg_stale m;
     return ded_msg_stale_decode(p, len, &m);
   }
+  case DED_MSG_AHEAD: {
+    ded_msg_stale m;
+    return ded_msg_ahead_decode(p, len, &m);
+  }
   case DED_MSG_STATE_ASK: {
     ded_msg_state_ask m;
     return ded_msg_state_ask_decode(p, len, &m);
@@ -1487,28 +1491,42 @@ static void test_msg_leave_round_trip(void **state) {
   }
 }
 
-static void test_msg_stale_round_trip(void **state) {
-  (void)state;
+/* STALE and AHEAD share a body; each frame carries its own type. */
+static void msg_rounds_round_trip(uint8_t type) {
+  void (*enc)(ded_wr *, const ded_msg_stale *) =
+      type == DED_MSG_STALE ? ded_msg_stale_encode : ded_msg_ahead_encode;
+  int (*dec)(const uint8_t *, size_t, ded_msg_stale *) =
+      type == DED_MSG_STALE ? ded_msg_stale_decode : ded_msg_ahead_decode;
   ded_msg_stale m = {41, 45};
   uint8_t buf[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(buf, sizeof buf);
-  ded_msg_stale_encode(&w, &m);
+  enc(&w, &m);
   assert_false(w.err);
-  ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STALE);
+  assert_int_equal(w.pos, DED_STALE_FRAME_BYTES);
+  ded_frame fr = msg_unframe(buf, w.pos, type);
   ded_msg_stale out;
-  assert_int_equal(ded_msg_stale_decode(fr.payload, fr.len, &out), 0);
+  assert_int_equal(dec(fr.payload, fr.len, &out), 0);
   assert_int_equal(out.round, 41);
   assert_int_equal(out.next_round, 45);
-  msg_check_bounds(DED_MSG_STALE, fr.payload, fr.len, 0);
-  /* The swarm must be past the round it calls stale. */
+  msg_check_bounds(type, fr.payload, fr.len, 0);
+  /* The swarm must be past the round it names. */
   const ded_msg_stale bad[] = {{41, 41}, {41, 40}, {UINT64_MAX, 0}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     w = ded_wr_init(buf, sizeof buf);
-    ded_msg_stale_encode(&w, &bad[i]);
-    assert_int_equal(ded_msg_stale_decode(buf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES,
-                                          &out),
+    enc(&w, &bad[i]);
+    assert_int_equal(dec(buf + DED_FRAME_HDR_BYTES, w.pos - DED_FRAME_HDR_BYTES, &out),
                      DED_ERR_PROTO);
   }
+}
+
+static void test_msg_stale_round_trip(void **state) {
+  (void)state;
+  msg_rounds_round_trip(DED_MSG_STALE);
+}
+
+static void test_msg_ahead_round_trip(void **state) {
+  (void)state;
+  msg_rounds_round_trip(DED_MSG_AHEAD);
 }
 
 /* -------------------------------------------------------- DATA/RESULT */
@@ -2343,6 +2361,7 @@ enum {
   ENC_REDIRECT,
   ENC_LEAVE,
   ENC_STALE,
+  ENC_AHEAD,
   ENC_STATE_ASK,
   ENC_STATE_OFFER,
   ENC_STATE_GET,
@@ -2390,6 +2409,11 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
     ded_msg_stale_encode(w, &m);
     break;
   }
+  case ENC_AHEAD: {
+    ded_msg_stale m = {1, 2};
+    ded_msg_ahead_encode(w, &m);
+    break;
+  }
   case ENC_STATE_ASK: {
     ded_msg_state_ask m = {1};
     ded_msg_state_ask_encode(w, &m);
@@ -2433,6 +2457,7 @@ static void test_msg_encoder_overflow(void **state) {
       [ENC_REDIRECT] = DED_REDIRECT_FRAME_BYTES,
       [ENC_LEAVE] = DED_LEAVE_FRAME_BYTES,
       [ENC_STALE] = DED_STALE_FRAME_BYTES,
+      [ENC_AHEAD] = DED_STALE_FRAME_BYTES,
       [ENC_STATE_ASK] = DED_STATE_ASK_FRAME_BYTES,
       [ENC_STATE_OFFER] = DED_STATE_OFFER_FRAME_BYTES(2, 3),
       [ENC_STATE_GET] = DED_STATE_GET_FRAME_BYTES,
@@ -2469,8 +2494,8 @@ static void test_msg_names(void **state) {
                {DED_MSG_STALE, "STALE"},   {DED_MSG_FETCH, "FETCH"},     {DED_MSG_PROBE, "PROBE"},
                {DED_MSG_HAVE, "HAVE"},     {DED_MSG_STATE_ASK, "STATE_ASK"},
                {DED_MSG_STATE_OFFER, "STATE_OFFER"}, {DED_MSG_STATE_GET, "STATE_GET"},
-               {DED_MSG_STATE_DATA, "STATE_DATA"},   {0, "unknown"},
-               {18, "unknown"},            {255, "unknown"}};
+               {DED_MSG_STATE_DATA, "STATE_DATA"},   {DED_MSG_AHEAD, "AHEAD"},
+               {0, "unknown"},             {19, "unknown"},              {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
   /* The numbers are the wire's: they must not move. */
@@ -2482,6 +2507,7 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_MSG_STATE_OFFER, 15);
   assert_int_equal(DED_MSG_STATE_GET, 16);
   assert_int_equal(DED_MSG_STATE_DATA, 17);
+  assert_int_equal(DED_MSG_AHEAD, 18);
   assert_int_equal(DED_STATE_OFFER, 0);
   assert_int_equal(DED_STATE_FRESH, 1);
   assert_int_equal(DED_STATE_PENDING, 2);
@@ -2489,8 +2515,9 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_STATE_GONE, 4);
   /* Version 4 added the state transfer (types 14-17): a version 3 peer
    * drops a connection on a type it does not know. */
-  assert_int_equal(DED_PROTO_VERSION, 4);
-  /* Sizes of version 4's messages (a change here is a change of the wire). */
+  /* Version 5 added AHEAD (type 18), for the same reason. */
+  assert_int_equal(DED_PROTO_VERSION, 5);
+  /* Sizes of version 5's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
   assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
@@ -2533,6 +2560,7 @@ int main(void) {
       cmocka_unit_test(test_msg_redirect_round_trip),
       cmocka_unit_test(test_msg_leave_round_trip),
       cmocka_unit_test(test_msg_stale_round_trip),
+      cmocka_unit_test(test_msg_ahead_round_trip),
       cmocka_unit_test(test_msg_data_round_trip),
       cmocka_unit_test(test_msg_data_invalid),
       cmocka_unit_test(test_msg_state_ask_round_trip),

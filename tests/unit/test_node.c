@@ -1,5 +1,5 @@
 /*
- * test_node.c: ded_node against scripted peers (protocol version 3).
+ * test_node.c: ded_node against scripted peers (protocol version 5).
  *
  * The peers are bytes the test writes (ngtcp2's conn tests: scripted
  * input, integer time). It checks what only the whole node shows: that a
@@ -62,6 +62,9 @@ typedef struct tnode {
   int state_status;
   bool state_has_snap;
   ded_snapshot state_snap;
+  /* Log lines (INFO and worse) that contain |log_want|, when set. */
+  const char *log_want;
+  unsigned log_hits;
 } tnode;
 
 static int tn_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
@@ -86,6 +89,12 @@ static void tn_round_done(void *user, void *ctx, const ded_round_result *res) {
   if (res->members && res->contributors <= 4)
     memcpy(t->last_members, res->members, (size_t)res->contributors * DED_ID_BYTES);
   t->last.members = NULL;
+}
+
+static void tn_log(void *user, int level, const char *line) {
+  tnode *t = user;
+  (void)level;
+  if (t->log_want && strstr(line, t->log_want)) t->log_hits++;
 }
 
 static void tn_want_snapshot(void *user) {
@@ -134,11 +143,13 @@ static void tnode_start_mem(tnode *t, float *bufs[], unsigned rounds, double w, 
   s.round_timeout_ns = 10ull * 1000 * 1000 * 1000;
   s.chunk_bytes = 64;
   s.mem = mem;
+  s.log_level = DED_LOG_INFO;
   ded_node_callbacks cb;
   memset(&cb, 0, sizeof cb);
   cb.connect = tn_connect;
   cb.close = tn_close;
   cb.round_done = tn_round_done;
+  cb.log = tn_log;
   cb.want_snapshot = tn_want_snapshot;
   cb.state_done = tn_state_done;
   assert_int_equal(ded_node_new(&s, &cb, t, NOW_NS, &t->node), 0);
@@ -3728,6 +3739,520 @@ static void test_node_state_duplicate_range_stalls(void **state) {
   if (!handled) fail_msg("the fetch never ends");
 }
 
+/* ------------------------------------------------- out of step: reload */
+
+static void send_ahead(tnode *t, unsigned i, uint64_t round, uint64_t next) {
+  uint8_t f[DED_STALE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_stale m = {round, next};
+  ded_msg_ahead_encode(&w, &m);
+  assert_false(w.err);
+  send_raw(t, i, f, w.pos);
+}
+
+/* The STATE_ASKs on connection |i|, consumed: how many, the first one's
+ * min_round in |*min_round|. */
+static int output_asks(tnode *t, unsigned i, uint64_t *min_round) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  int n = frame_count(out, len, DED_MSG_STATE_ASK);
+  ded_frame fr;
+  if (n && frame_find(out, len, DED_MSG_STATE_ASK, 0, &fr)) {
+    ded_msg_state_ask m;
+    assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &m), 0);
+    *min_round = m.min_round;
+  }
+  free(out);
+  return n;
+}
+
+/*
+ * A node that fell out of step: |rounds| rounds submitted (round 0 first),
+ * peers lo (connection 0, the genesis coordinator: the smallest id) and
+ * hi (connection 1), and lo's STALE for round 0 saying the swarm is at
+ * round 5. Round 0 is reported alone and late, |behind| 5; the output so
+ * far is consumed.
+ */
+static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_ident *lo,
+                              ded_ident *hi) {
+  tnode_start(t, bufs, rounds, 1.0, 1);
+  peers_around(t, lo, hi);
+  send_hello(t, 0, lo, RUN);
+  assert_int_equal(tnode_accept(t), 1);
+  send_hello(t, 1, hi, RUN);
+  size_t len;
+  uint8_t *out = tnode_output_on(t, 0, &len, t->now);
+  assert_true(output_has_join(out, len, 0, NULL)); /* it asked lo in */
+  free(out);
+  free(tnode_output_on(t, 1, &len, t->now));
+  send_stale(t, 0, 0, 5);
+  assert_false(t->closed[0]);
+  assert_int_equal(t->rounds_done, 1);
+  assert_int_equal(t->last.round, 0);
+  assert_int_equal(t->last.status, 0);
+  assert_true(t->last.alone);
+  assert_true(t->last.late);
+  assert_int_equal(t->last.behind, 5);
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &len, t->now));
+}
+
+/*
+ * round_done's |behind| is where a STALE for a round the node asked about
+ * says the swarm is; 0 for a round that ended with the swarm, for one
+ * whose result the node fetched late, and a STALE from a peer the node
+ * did not ask reports nothing.
+ */
+static void test_node_stale_sets_behind(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  /* A round with the swarm. */
+  tnode_start(&t, bufs, 1, 1.0, 2);
+  peer_round pr;
+  peer_coord_round(&t, buf, 2, &pr);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_int_equal(t.last.behind, 0);
+  ded_node_free(t.node);
+
+  /* Late: the result fetched (the node not listed, told by a DECIDE). */
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  ded_msg_member m[1];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  const uint64_t A = attempt_of(0, lo.id);
+  ded_msg_commit c = commit_of(0, A, 0, m, 1);
+  const uint16_t holders[1] = {0};
+  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c, holders);
+  float g[COUNT];
+  for (int i = 0; i < COUNT; i++) g[i] = (float)i;
+  send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_true(t.last.late);
+  assert_false(t.last.alone);
+  assert_int_equal(t.last.behind, 0);
+  ded_node_free(t.node);
+
+  /* STALE from hi, whom the node did not ask (it joined lo): nothing. */
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  send_hello(&t, 0, &lo, RUN);
+  assert_int_equal(tnode_accept(&t), 1);
+  send_hello(&t, 1, &hi, RUN);
+  send_stale(&t, 1, 0, 9);
+  assert_int_equal(t.rounds_done, 0);
+  /* From lo: reported, |behind| the swarm's round. */
+  send_stale(&t, 0, 0, 7);
+  assert_int_equal(t.rounds_done, 1);
+  assert_true(t.last.alone);
+  assert_true(t.last.late);
+  if (t.last.behind != 7)
+    fail_msg("a STALE saying the swarm is at round 7 reported behind = %llu",
+             (unsigned long long)t.last.behind);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  ded_node_free(t.node);
+}
+
+/*
+ * ded_node_state_reload is refused with a round in flight, for a round
+ * that is not past the node's next one, while a fetch is in progress,
+ * without a state_done callback, and after leave; state_done is not
+ * called for a refusal.
+ */
+static void test_node_state_reload_refused(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
+  for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)i;
+  tnode t;
+  ded_ident lo, hi;
+  /* Round 1 is still in flight. */
+  tnode_out_of_step(&t, bufs, 2, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* Every round reported, the next one is 1: min_round 0 and 1 are no
+   * reload; 2 is; a second one while it runs is refused. */
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 0, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_node_state_reload(t.node, 1, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
+  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
+  uint64_t min_round = 0;
+  assert_int_equal(output_asks(&t, 0, &min_round), 1);
+  assert_int_equal(min_round, 2);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_node_state_fetch(t.node, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &min_round), 0);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* After leave. */
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  ded_node_leave(t.node, t.now);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_CLOSING);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* Without a state_done callback (everything else would do: no round
+   * submitted, min_round 1 past the next round, 0). */
+  ded_node_settings s;
+  memset(&s, 0, sizeof s);
+  s.run = RUN;
+  s.min_peers = 2;
+  s.identity_seed = node_seed;
+  s.round_timeout_ns = 10 * SEC_NS;
+  ded_node_callbacks cb;
+  memset(&cb, 0, sizeof cb);
+  cb.connect = tn_connect;
+  cb.close = tn_close;
+  cb.round_done = tn_round_done;
+  ded_node *node;
+  assert_int_equal(ded_node_new(&s, &cb, &t, NOW_NS, &node), 0);
+  assert_int_equal(ded_node_start(node, NOW_NS), 0);
+  assert_int_equal(ded_node_state_reload(node, 1, NOW_NS), DED_ERR_INVALID_ARG);
+  ded_node_free(node);
+}
+
+/*
+ * A reload asks every peer for a snapshot of round 5 or later (STATE_ASK
+ * min_round 5). lo offers one of round 4: a protocol error, lo is
+ * dropped. hi offers round 5: it is fetched, state_done gets its bytes,
+ * the next round submitted is round 5 and goes, on the offer's lineage
+ * (lo, hi: round 5's coordinator is hi), to hi, as no first round.
+ */
+static void test_node_state_reload_fetches(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
+  assert_int_equal(t.state_calls, 0);
+  for (unsigned i = 0; i < 2; i++) {
+    uint64_t min_round = 0;
+    assert_int_equal(output_asks(&t, i, &min_round), 1);
+    if (min_round != 5)
+      fail_msg("a reload for round 5 asked peer %u for round %llu or later", i,
+               (unsigned long long)min_round);
+  }
+  uint64_t len = SNAP_RANGE + 100;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
+  uint8_t lin[2 * DED_ID_BYTES];
+  memcpy(lin, lo.id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
+  ded_msg_state_offer offer = scripted_offer(bytes, len, lin); /* round 5 */
+  /* lo's is older than asked for (an answer to an earlier ask, say):
+   * ignored, and lo is no worse for it. */
+  ded_msg_state_offer old = offer;
+  old.round = 4;
+  send_state_offer(&t, 0, &old);
+  assert_false(t.closed[0]);
+  send_state_offer(&t, 1, &offer);
+  /* Until the reload is over, no round may be submitted. */
+  ded_round_args early = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &early, t.now), DED_ERR_INVALID_ARG);
+  /* lo, whose answer did not count, may still offer: the node chooses
+   * once the grace after the first offer is over (the deadline floor,
+   * 500 ms), well within the bound, and fetches from hi alone. */
+  size_t n;
+  uint8_t *out = NULL;
+  for (int k = 0; k < 20; k++) {
+    tnode_advance(&t, 100 * MS_NS);
+    free(out);
+    out = tnode_output_on(&t, 1, &n, t.now);
+    if (frame_count(out, n, DED_MSG_STATE_GET) > 0) break;
+  }
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  assert_int_equal(frame_count(out, n, DED_MSG_STATE_GET), 2);
+  for (int k = 0; k < 2; k++) {
+    ded_frame fr;
+    assert_true(frame_find(out, n, DED_MSG_STATE_GET, k, &fr));
+    ded_msg_state_get g;
+    assert_int_equal(ded_msg_state_get_decode(fr.payload, fr.len, &g), 0);
+    assert_int_equal(g.round, 5);
+    assert_int_equal(g.digest, offer.digest);
+  }
+  free(out);
+  send_state_data(&t, 1, 5, offer.digest, 0, bytes, SNAP_RANGE);
+  assert_int_equal(t.state_calls, 0);
+  t.log_want = "back in step at round 5, 4 rounds on"; /* from round 1 */
+  send_state_data(&t, 1, 5, offer.digest, SNAP_RANGE, bytes + SNAP_RANGE, 100);
+  assert_false(t.closed[1]);
+  assert_int_equal(t.state_calls, 1);
+  assert_int_equal(t.log_hits, 1);
+  assert_int_equal(t.state_status, 0);
+  assert_true(t.state_has_snap);
+  assert_int_equal(t.state_snap.round, 5);
+  assert_int_equal(t.state_snap.step_rounds, 2);
+  assert_int_equal(t.state_snap.len, len);
+  assert_int_equal(t.state_snap.digest, offer.digest);
+  assert_memory_equal(t.state_snap.bytes, bytes, len);
+  free(t.state_snap.bytes);
+  free(bytes);
+  /* Back in step: the next round is the snapshot's. */
+  free(tnode_output_on(&t, 1, &n, t.now));
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  int64_t no = ded_node_round_submit(t.node, &a, t.now);
+  if (no != 5) fail_msg("after a reload at round 5 the next round is %lld", (long long)no);
+  out = tnode_output_on(&t, 1, &n, t.now);
+  ded_msg_join j;
+  assert_true(output_has_join(out, n, 5, &j));
+  assert_int_equal(j.view, 0);
+  assert_int_equal(j.flags, 0); /* on the lineage: no first round */
+  free(out);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.state_calls, 1);
+  ded_node_free(t.node);
+}
+
+/*
+ * In a reload, FRESH and NONE never mean "no run in progress" (the node
+ * knows one is): without an offer, state_done reports DED_ERR_TIMEOUT at
+ * the bound (round_timeout, 10 s), not 0 without a snapshot at once; the
+ * node then goes on where it was (round 1 next).
+ */
+static void test_node_state_reload_times_out(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  uint64_t t0 = t.now;
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
+  uint64_t min_round = 0;
+  assert_int_equal(output_asks(&t, 0, &min_round), 1);
+  assert_int_equal(output_asks(&t, 1, &min_round), 1);
+  ded_msg_state_offer m;
+  memset(&m, 0, sizeof m);
+  m.status = DED_STATE_FRESH;
+  send_state_offer(&t, 0, &m);
+  m.status = DED_STATE_NONE;
+  send_state_offer(&t, 1, &m);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  tnode_advance(&t, SEC_NS);
+  if (t.state_calls != 0)
+    fail_msg("a reload that heard only FRESH and NONE ended after 1 s (status %d, %s)",
+             t.state_status, t.state_has_snap ? "a snapshot" : "no snapshot");
+  tnode_advance(&t, t0 + 10 * SEC_NS - 200 * MS_NS - t.now);
+  assert_int_equal(t.state_calls, 0);
+  tnode_advance(&t, 400 * MS_NS);
+  assert_int_equal(t.state_calls, 1);
+  assert_int_equal(t.state_status, DED_ERR_TIMEOUT);
+  assert_false(t.state_has_snap);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  /* Reported once; the node goes on where it was. */
+  tnode_advance(&t, SEC_NS);
+  assert_int_equal(t.state_calls, 1);
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  ded_node_free(t.node);
+}
+
+/* ----------------------------------------------- catching up: AHEAD */
+
+/* The JOINs with DED_JOIN_F_INTENT on connection |i|, consumed: how many,
+ * the first one's round in |*round|. */
+static int output_intents(tnode *t, unsigned i, uint64_t *round) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  int n = 0;
+  ded_frame fr;
+  for (int k = 0; frame_find(out, len, DED_MSG_JOIN, k, &fr); k++) {
+    ded_msg_join j;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &j), 0);
+    if (j.flags & DED_JOIN_F_INTENT) {
+      if (n == 0) *round = j.round;
+      n++;
+    }
+    ded_msg_join_free(&j, NULL);
+  }
+  free(out);
+  return n;
+}
+
+/* The AHEADs on connection |i|, consumed: how many, the first in |*m|. */
+static int output_aheads(tnode *t, unsigned i, ded_msg_stale *m) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  int n = frame_count(out, len, DED_MSG_AHEAD);
+  ded_frame fr;
+  if (n && frame_find(out, len, DED_MSG_AHEAD, 0, &fr))
+    assert_int_equal(ded_msg_ahead_decode(fr.payload, fr.len, m), 0);
+  assert_int_equal(frame_count(out, len, DED_MSG_STALE), 0);
+  free(out);
+  return n;
+}
+
+/*
+ * Coordinator side: the node finished round 0 and has round 1 in flight
+ * (its next round is 2). lo's announcement (JOIN with INTENT) for round 0
+ * gets AHEAD (round 0, next_round 2); one for round 1 (in flight here),
+ * or for round 3 (ahead), or a plain JOIN for round 0, gets none.
+ */
+static void test_node_intent_past_round_gets_ahead(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+  for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 2);
+  peer_round pr;
+  peer_coord_round(&t, b0, 2, &pr);
+  assert_int_equal(t.rounds_done, 1);
+  ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  size_t len;
+  free(tnode_output(&t, &len, t.now));
+  ded_msg_stale m;
+  ded_msg_join j = join_of(0, 0, DED_JOIN_F_INTENT, 0);
+  send_join(&t, 0, &j);
+  assert_false(t.closed[0]);
+  if (output_aheads(&t, 0, &m) != 1)
+    fail_msg("an announcement for round 0, finished here, got no AHEAD");
+  assert_int_equal(m.round, 0);
+  assert_int_equal(m.next_round, 2);
+  static const uint64_t rounds[2] = {1, 3};
+  for (int k = 0; k < 2; k++) {
+    j = join_of(rounds[k], 0, DED_JOIN_F_INTENT, 0);
+    send_join(&t, 0, &j);
+    assert_false(t.closed[0]);
+    if (output_aheads(&t, 0, &m) != 0)
+      fail_msg("an announcement for round %llu (%s here) got AHEAD", (unsigned long long)rounds[k],
+               k == 0 ? "in flight" : "not started");
+  }
+  /* Not an announcement: the round's result, not AHEAD. */
+  j = join_of(0, 0, 0, 0);
+  send_join(&t, 0, &j);
+  assert_false(t.closed[0]);
+  uint8_t *out = tnode_output(&t, &len, t.now);
+  assert_int_equal(frame_count(out, len, DED_MSG_AHEAD), 0);
+  assert_int_equal(frame_count(out, len, DED_MSG_DECIDE), 1);
+  free(out);
+  ded_node_free(t.node);
+}
+
+/*
+ * Member side. The node, late for round 0 (not in the DECIDE's attempt:
+ * lo and hi), announces round 1 to its coordinator candidate, member 1 %
+ * 2 = hi. What hi answers decides where its next announcement, once late
+ * again in round 1, goes:
+ *   0  AHEAD (1, 6) from hi: the swarm is at 6; round 7 (to hi, member
+ *      7 % 2), not round 2;
+ *   1  the same AHEAD from lo (not asked): ignored, round 2 (to lo);
+ *   2  AHEAD (2, 6) from hi (another round): ignored, round 2;
+ *   3  AHEAD (1, 1) from hi (malformed: next_round <= round): hi dropped;
+ *   4  AHEAD (1, 6) then (1, 3) from hi: the second, older, ignored: 7;
+ *   5  AHEAD (1, 300) from hi: further than the history reaches (a
+ *      reload's business), round 2.
+ * Round 0's late result says where the swarm is, once an AHEAD said so.
+ */
+static void test_node_ahead_moves_intent(void **state) {
+  (void)state;
+  for (int c = 0; c <= 5; c++) {
+    float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+    for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident lo, hi;
+    peers_around(&t, &lo, &hi);
+    send_hello(&t, 0, &lo, RUN);
+    assert_int_equal(tnode_accept(&t), 1);
+    send_hello(&t, 1, &hi, RUN);
+    size_t len;
+    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+    /* Round 0 went on without the node: lo and hi hold a shard each. */
+    ded_msg_member m[2];
+    member_set(&m[0], lo.id, 1.0, 1, 0);
+    member_set(&m[1], hi.id, 1.0, 1, COUNT / 2);
+    const uint64_t A0 = attempt_of(0, lo.id);
+    ded_msg_commit c0 = commit_of(0, A0, 0, m, 2);
+    const uint16_t holders[2] = {0, 1};
+    send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
+    assert_false(t.closed[0]);
+    uint64_t round = 0;
+    assert_int_equal(output_intents(&t, 0, &round), 0);
+    assert_int_equal(output_intents(&t, 1, &round), 1);
+    assert_int_equal(round, 1);
+    switch (c) {
+    case 0: send_ahead(&t, 1, 1, 6); break;
+    case 1: send_ahead(&t, 0, 1, 6); break;
+    case 2: send_ahead(&t, 1, 2, 6); break;
+    case 3: {
+      uint8_t f[DED_STALE_FRAME_BYTES];
+      ded_wr w = ded_wr_init(f, sizeof f);
+      ded_msg_stale bad = {1, 1};
+      ded_msg_ahead_encode(&w, &bad);
+      send_raw(&t, 1, f, w.pos);
+      break;
+    }
+    case 4:
+      send_ahead(&t, 1, 1, 6);
+      send_ahead(&t, 1, 1, 3);
+      break;
+    default: send_ahead(&t, 1, 1, 300); break;
+    }
+    if (c == 3) {
+      if (!t.closed[1]) fail_msg("a malformed AHEAD (round 1, next round 1) was taken");
+      assert_false(t.closed[0]);
+      ded_node_free(t.node);
+      continue;
+    }
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    float g[COUNT];
+    for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+    send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
+    send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+    assert_int_equal(t.rounds_done, 1);
+    assert_true(t.last.late);
+    assert_false(t.last.alone);
+    assert_int_equal(t.last.behind, 0);
+    const uint64_t swarm_at[6] = {6, 0, 0, 0, 6, 300};
+    if (t.last.swarm_round != swarm_at[c])
+      fail_msg("case %d: round 0's result says the swarm is at %llu, not %llu", c,
+               (unsigned long long)t.last.swarm_round, (unsigned long long)swarm_at[c]);
+    /* Round 1: the node joins hi (member 1 % 2 of round 0), which goes
+     * on without it again. */
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+    uint8_t *out = tnode_output_on(&t, 1, &len, t.now);
+    ded_msg_join j;
+    assert_true(output_has_join(out, len, 1, &j));
+    assert_int_equal(j.flags, 0);
+    free(out);
+    free(tnode_output_on(&t, 0, &len, t.now));
+    const uint64_t A1 = attempt_of(0, hi.id);
+    ded_msg_commit c1 = commit_of(1, A1, A0, m, 2);
+    send_decide(&t, 1, 0, DED_DECIDE_F_CHOSEN, &c1, holders);
+    assert_false(t.closed[1]);
+    const bool caught_up = c == 0 || c == 4;
+    const uint64_t want = caught_up ? 7 : 2;
+    const unsigned to = caught_up ? 1 : 0; /* members[want % 2] */
+    uint64_t got[2] = {0, 0};
+    int n[2];
+    for (unsigned i = 0; i < 2; i++) n[i] = output_intents(&t, i, &got[i]);
+    if (n[to] != 1 || got[to] != want || n[1 - to] != 0)
+      fail_msg("case %d: the announcement after round 1 went for round %llu to %s, not for "
+               "round %llu to %s", c, (unsigned long long)(n[0] ? got[0] : got[1]),
+               n[0] ? "lo" : n[1] ? "hi" : "nobody", (unsigned long long)want, to ? "hi" : "lo");
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    ded_node_free(t.node);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_round_peer_coordinates),
@@ -3771,6 +4296,12 @@ int main(void) {
       cmocka_unit_test(test_node_state_data_not_asked),
       cmocka_unit_test(test_node_state_fetch_refused),
       cmocka_unit_test(test_node_state_duplicate_range_stalls),
+      cmocka_unit_test(test_node_stale_sets_behind),
+      cmocka_unit_test(test_node_state_reload_refused),
+      cmocka_unit_test(test_node_state_reload_fetches),
+      cmocka_unit_test(test_node_state_reload_times_out),
+      cmocka_unit_test(test_node_intent_past_round_gets_ahead),
+      cmocka_unit_test(test_node_ahead_moves_intent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

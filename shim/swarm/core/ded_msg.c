@@ -25,6 +25,7 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_STATE_OFFER: return "STATE_OFFER";
   case DED_MSG_STATE_GET: return "STATE_GET";
   case DED_MSG_STATE_DATA: return "STATE_DATA";
+  case DED_MSG_AHEAD: return "AHEAD";
   default: return "unknown";
   }
 }
@@ -153,11 +154,19 @@ void ded_msg_leave_encode(ded_wr *w, uint8_t reason) {
   msg_end(w, s);
 }
 
-void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m) {
-  size_t s = msg_begin(w, DED_MSG_STALE);
+static void msg_rounds_encode(ded_wr *w, uint8_t type, const ded_msg_stale *m) {
+  size_t s = msg_begin(w, type);
   ded_wr_u64(w, m->round);
   ded_wr_u64(w, m->next_round);
   msg_end(w, s);
+}
+
+void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m) {
+  msg_rounds_encode(w, DED_MSG_STALE, m);
+}
+
+void ded_msg_ahead_encode(ded_wr *w, const ded_msg_stale *m) {
+  msg_rounds_encode(w, DED_MSG_AHEAD, m);
 }
 
 void ded_msg_state_ask_encode(ded_wr *w, const ded_msg_state_ask *m) {
@@ -461,6 +470,10 @@ int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {
   m->next_round = ded_rd_u64(&r);
   if (!ded_rd_done(&r) || m->next_round <= m->round) return DED_ERR_PROTO;
   return 0;
+}
+
+int ded_msg_ahead_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {
+  return ded_msg_stale_decode(p, len, m);
 }
 
 int ded_msg_state_ask_decode(const uint8_t *p, size_t len, ded_msg_state_ask *m) {

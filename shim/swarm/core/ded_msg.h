@@ -24,7 +24,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 4
+#define DED_PROTO_VERSION 5
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -46,6 +46,7 @@ enum ded_msg_type {
   DED_MSG_STATE_OFFER = 15,
   DED_MSG_STATE_GET = 16,
   DED_MSG_STATE_DATA = 17,
+  DED_MSG_AHEAD = 18,
 };
 
 /* Name of |type| for logs. */
@@ -235,7 +236,10 @@ typedef struct ded_msg_data {
 enum { DED_LEAVE_FINALIZE = 1, DED_LEAVE_SHUTDOWN = 2 };
 
 /* STALE (coordinator -> late member): u64 round | u64 next_round.
- * |round| was committed without the member; the swarm is at |next_round|. */
+ * |round| was committed without the member; the swarm is at |next_round|.
+ * AHEAD has the same body: the answer to a member that announced it will
+ * join |round| (JOIN with DED_JOIN_F_INTENT) when the sender has already
+ * finished that round; the swarm is at |next_round|. */
 typedef struct ded_msg_stale {
   uint64_t round;
   uint64_t next_round;
@@ -328,7 +332,7 @@ typedef struct ded_msg_state_data {
 #define DED_PROBE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4)
 #define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + DED_ID_BYTES)
 #define DED_LEAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 1)
-#define DED_STALE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8)
+#define DED_STALE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8) /* and AHEAD's */
 #define DED_HELLO_FRAME_BYTES(rec_len)                                                   \
   (DED_FRAME_HDR_BYTES + DED_HELLO_MAGIC_LEN + 2 + DED_RUN_ID_BYTES + 2 + (rec_len))
 #define DED_COMMIT_FRAME_BYTES(k) (DED_FRAME_HDR_BYTES + DED_COMMIT_BODY_BYTES(k))
@@ -352,6 +356,7 @@ void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m);
 void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
 void ded_msg_leave_encode(ded_wr *w, uint8_t reason);
 void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m);
+void ded_msg_ahead_encode(ded_wr *w, const ded_msg_stale *m);
 /* DATA/RESULT header only: the elements follow separately (zero copy). */
 void ded_msg_state_ask_encode(ded_wr *w, const ded_msg_state_ask *m);
 void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m);
@@ -399,6 +404,7 @@ int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
 int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason);
 int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
+int ded_msg_ahead_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
 int ded_msg_state_ask_decode(const uint8_t *p, size_t len, ded_msg_state_ask *m);
 int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer *m);
 int ded_msg_state_get_decode(const uint8_t *p, size_t len, ded_msg_state_get *m);
