@@ -3798,6 +3798,12 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
     unsigned offers = 0, pending = 0, fresh = 0, inrun = 0;
     for (unsigned i = 0; i < st->ndonors; i++) {
       state_donor *d = &st->donors[i];
+      ded_peer *p = d->answered ? NULL : peer_find(node, d->id);
+      if (!d->answered && (!p || !p->conn || p->left)) {
+        /* Gone before it answered: it will not. */
+        d->answered = true;
+        d->offer.status = DED_STATE_NONE;
+      }
       if (!d->answered)
         pending++;
       else if (d->offer.status == DED_STATE_OFFER)

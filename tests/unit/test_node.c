@@ -3047,6 +3047,30 @@ static void test_node_state_fresh_swarm(void **state) {
   tnet_free(net);
 }
 
+/* A peer that dies before it answers will not answer: the joiner decides
+ * on the others' answers at once, not at the bound. */
+static void test_node_state_asked_peer_dies(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  tnet_add(net, 3);
+  tnet_add(net, 3);
+  int j = tnet_add(net, 3);
+  tnet_mesh(net);
+  uint64_t t0 = net->now;
+  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  tnet_kill(net, 1); /* its ASK never reaches it */
+  TNET_UNTIL(net, 20 * SEC_NS, net->n[j].state_calls > 0);
+  assert_int_equal(net->n[j].state_calls, 1);
+  assert_int_equal(net->n[j].state_status, 0);
+  assert_false(net->n[j].state_has_snap);
+  if (net->n[j].state_done_ns - t0 >= SEC_NS)
+    fail_msg("the joiner waited %llu ms for a peer that was gone",
+             (unsigned long long)((net->n[j].state_done_ns - t0) / MS_NS));
+  assert_int_equal(net->sent[1][DED_MSG_STATE_OFFER], 0);
+  assert_int_equal(net->sent[0][DED_MSG_STATE_OFFER], 1);
+  tnet_free(net);
+}
+
 /* A job joins mid-run: its state comes from the three donors at once, and
  * it takes part in the round the snapshot names, with everyone. */
 static void test_node_state_mid_run_striped(void **state) {
@@ -4284,6 +4308,7 @@ int main(void) {
       cmocka_unit_test(test_node_coord_new_attempt_needs_quorum),
       cmocka_unit_test(test_node_stale),
       cmocka_unit_test(test_node_state_fresh_swarm),
+      cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
       cmocka_unit_test(test_node_state_corrupt_donor),
