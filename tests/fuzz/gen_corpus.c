@@ -302,20 +302,21 @@ static void frame_leave(gbuf *b, uint8_t reason) {
   gbuf_put(b, f, w.pos);
 }
 
-static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
+/* STALE, or AHEAD (same body). */
+static void frame_rounds(gbuf *b, bool ahead, uint64_t round, uint64_t next) {
   ded_msg_stale m = {round, next};
   uint8_t f[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_stale_encode(&w, &m);
+  (ahead ? ded_msg_ahead_encode : ded_msg_stale_encode)(&w, &m);
   gbuf_put(b, f, w.pos);
 }
 
+static void frame_stale(gbuf *b, uint64_t round, uint64_t next) {
+  frame_rounds(b, false, round, next);
+}
+
 static void frame_ahead(gbuf *b, uint64_t round, uint64_t next) {
-  ded_msg_stale m = {round, next};
-  uint8_t f[DED_STALE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_ahead_encode(&w, &m);
-  gbuf_put(b, f, w.pos);
+  frame_rounds(b, true, round, next);
 }
 
 static void frame_state_ask(gbuf *b, uint64_t min_round) {

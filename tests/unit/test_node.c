@@ -3665,6 +3665,25 @@ static void test_node_state_data_not_asked(void **state) {
   }
 }
 
+
+/* A started node with no state_done callback (and no want_snapshot). */
+static ded_node *node_without_state_done(tnode *t) {
+  ded_node_settings s;
+  memset(&s, 0, sizeof s);
+  s.run = RUN;
+  s.min_peers = 2;
+  s.identity_seed = node_seed;
+  s.round_timeout_ns = 10 * SEC_NS;
+  ded_node_callbacks cb;
+  memset(&cb, 0, sizeof cb);
+  cb.connect = tn_connect;
+  cb.close = tn_close;
+  cb.round_done = tn_round_done;
+  ded_node *node;
+  assert_int_equal(ded_node_new(&s, &cb, t, NOW_NS, &node), 0);
+  assert_int_equal(ded_node_start(node, NOW_NS), 0);
+  return node;
+}
 /*
  * ded_node_state_fetch is for a node that has not started: refused once a
  * round was submitted, when a fetch was made (finished or not), without a
@@ -3722,20 +3741,7 @@ static void test_node_state_fetch_refused(void **state) {
   ded_node_free(t.node);
 
   /* Without a state_done callback. */
-  ded_node_settings s;
-  memset(&s, 0, sizeof s);
-  s.run = RUN;
-  s.min_peers = 2;
-  s.identity_seed = node_seed;
-  s.round_timeout_ns = 10 * SEC_NS;
-  ded_node_callbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.connect = tn_connect;
-  cb.close = tn_close;
-  cb.round_done = tn_round_done;
-  ded_node *node;
-  assert_int_equal(ded_node_new(&s, &cb, &t, NOW_NS, &node), 0);
-  assert_int_equal(ded_node_start(node, NOW_NS), 0);
+  ded_node *node = node_without_state_done(&t);
   assert_int_equal(ded_node_state_fetch(node, NOW_NS), DED_ERR_INVALID_ARG);
   ded_node_free(node);
 }
@@ -3925,20 +3931,7 @@ static void test_node_state_reload_refused(void **state) {
 
   /* Without a state_done callback (everything else would do: no round
    * submitted, min_round 1 past the next round, 0). */
-  ded_node_settings s;
-  memset(&s, 0, sizeof s);
-  s.run = RUN;
-  s.min_peers = 2;
-  s.identity_seed = node_seed;
-  s.round_timeout_ns = 10 * SEC_NS;
-  ded_node_callbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.connect = tn_connect;
-  cb.close = tn_close;
-  cb.round_done = tn_round_done;
-  ded_node *node;
-  assert_int_equal(ded_node_new(&s, &cb, &t, NOW_NS, &node), 0);
-  assert_int_equal(ded_node_start(node, NOW_NS), 0);
+  ded_node *node = node_without_state_done(&t);
   assert_int_equal(ded_node_state_reload(node, 1, NOW_NS), DED_ERR_INVALID_ARG);
   ded_node_free(node);
 }
