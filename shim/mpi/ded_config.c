@@ -86,6 +86,14 @@ static void set_state_bcast(parse_ctx *p, const char *name, const char *v) {
   parse_bool(p, name, v, &p->cfg->state_bcast);
 }
 
+static void set_step_rounds(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n > DED_STATE_STEP_ROUNDS_MAX)
+    cfg_error(p, name, v, "expected an integer from 0 to %d", DED_STATE_STEP_ROUNDS_MAX);
+  else
+    p->cfg->step_rounds = (uint32_t)n;
+}
+
 static void set_run(parse_ctx *p, const char *name, const char *v) {
   size_t n = strlen(v);
   bool ok = n > 0 && n <= DED_RUN_NAME_MAX;
@@ -254,6 +262,7 @@ static const var_def vars[] = {
     {{"DEDMPI_LOG", "warn", "error, warn, info or debug (to stderr, one line per event)"}, set_log},
     {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_disable},
     {{"DEDMPI_STATE_BCAST", "1", "1 = rank 0's large start-up broadcasts are state a joining job loads from the run; 0 = only registered buffers are"}, set_state_bcast},
+    {{"DEDMPI_STEP_ROUNDS", "0", "routed all-reduces per training step; 0 = learnt from the calls (set it when buckets share a buffer)"}, set_step_rounds},
     {{"DEDMPI_JOIN_TIMEOUT", "30s", "how long MPI_Init tries the DEDMPI_JOIN peers"}, set_join_timeout},
     {{"DEDMPI_RENDEZVOUS_TIMEOUT", "300s", "how long the first round waits for DEDMPI_MIN_PEERS"}, set_rendezvous_timeout},
     {{"DEDMPI_ROUND_TIMEOUT", "60s", "bound on one all-reduce: past it the job keeps its own values (out of step)"}, set_round_timeout},

@@ -33,6 +33,7 @@ typedef struct ded_config {
   uint64_t deadline_floor_ns;     /* DEDMPI_DEADLINE_FLOOR */
   uint64_t history_bytes;         /* DEDMPI_HISTORY_BYTES (UINT64_MAX: none) */
   bool state_bcast;               /* DEDMPI_STATE_BCAST */
+  uint32_t step_rounds;           /* DEDMPI_STEP_ROUNDS (0: learnt) */
 } ded_config;
 
 /*

@@ -402,8 +402,13 @@ static void state_start(void) {
 
 /* Rank 0: learns how many routed all-reduces make a training step, as the
  * shortest period of the calls' (buffer, count, type), once seen three
- * times over; a call that breaks it makes the period unknown again. */
+ * times over; a call that breaks it makes the period unknown again.
+ * DEDMPI_STEP_ROUNDS says it instead. */
 static void state_learn_step(const shim_op *op) {
+  if (S.cfg.step_rounds) {
+    S.step_rounds = S.cfg.step_rounds;
+    return;
+  }
   struct shim_sig sg = {op->recvbuf, op->count, op->dt};
   if (S.nsig < SHIM_SIG_MAX) S.sig[S.nsig++] = sg;
   if (S.step_rounds) {
