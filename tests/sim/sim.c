@@ -734,7 +734,7 @@ void sim_free(sim *s) {
 void sim_node_setup(sim *s, int i, const sim_node_params *p) {
   s->nodes[i].p = *p;
   if (s->nodes[i].p.uplink_bytes_per_s <= 0) s->nodes[i].p.uplink_bytes_per_s = 1e9;
-  sim_push(s, p->start_ns, EV_START, i, -1, 0, 0);
+  sim_push(s, DED_MAX(p->start_ns, s->now), EV_START, i, -1, 0, 0); /* now is 0 before sim_run */
 }
 
 ded_node *sim_node(sim *s, int i) { return s->nodes[i].up ? s->nodes[i].node : NULL; }

@@ -92,7 +92,10 @@ void sim_free(sim *s);
 /* The address node |i| announces and listens on. */
 ded_addr sim_node_addr(int i);
 
-/* Configures node |i| (before sim_run). */
+/* Configures node |i|, which comes up at p->start_ns: before sim_run, or
+ * later (from a hook, for a node that starts mid-run: a start in the past
+ * means now). Each node is set up once; sim_restart brings a crashed one
+ * back. */
 void sim_node_setup(sim *s, int i, const sim_node_params *p);
 
 /* The node's engine once started, else NULL (also after sim_crash). A

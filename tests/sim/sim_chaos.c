@@ -9,6 +9,23 @@
  * freezes (SIGSTOP) of one or more nodes, partitions between two nodes and
  * isolation of one. Then everything heals and the run goes on (the
  * liveness phase). Every live node runs the same sequence of rounds.
+ *
+ * Jobs are trainers: each holds a state P (a vector like the rounds'
+ * buffers, the same at the start on every job) and runs steps of
+ * |buckets| rounds; once a step's rounds are all in it applies them in
+ * round order, P += out / n_local (exact: n_local is a power of two, so
+ * jobs with the same results hold the same bits). A round reported alone
+ * adds the job's own values: its P leaves the swarm's until it reloads.
+ * A job asked for its state (want_snapshot) hands P to the engine at its
+ * next step's start. In some seeds 1..3 joiners start once the swarm
+ * exists (in the safety phase or after it) and half of the crashes are
+ * followed by a restart: a new process (a new node, a new identity) with
+ * the crashed job's parameters, which joins as any joiner does (DESIGN: "a
+ * restarted process is an ordinary joiner"): once bootstrapped it fetches
+ * the run's state (ded_node_state_fetch), loads P from the snapshot and
+ * submits from the snapshot's round on. A job told it is |behind| reloads
+ * the state (ded_node_state_reload) at its next step's start. These seeds
+ * get a few more rounds, so that the joiners have rounds left to run.
  * Checked on every round of every node:
  *
  *   agreement    every node that completed a round with a result reports
@@ -18,18 +35,33 @@
  *                (alone) has its input untouched;
  *   termination  every round of a live node reports within the bound
  *                (plus the time the node itself was frozen), without error;
- *   liveness     rounds that start after the last fault healed (and the
- *                eviction time of the crashed passed) are averaged by
- *                every live node.
+ *   liveness     every live node runs to the last round (a joiner from the
+ *                round it loaded; a reload skips rounds); with the strict
+ *                check, rounds that start after the last fault healed (the
+ *                eviction time of the crashed passed, every joiner loaded)
+ *                are averaged by every live node;
+ *   state        at every step's start (and at the end), every job in step
+ *                (no round alone since it started or last loaded) holds
+ *                the same P, bit for bit;
+ *   joining      a joiner's P once loaded is, bit for bit, the P a job that
+ *                offered that snapshot (its round and digest) held at that
+ *                round's step start; it is in step if that job was.
+ *
+ * A joiner whose bootstrap or fetch fails leaves the run; that is a failure
+ * unless faults explain it (it began before the last fault healed, or the
+ * seed breaks links at random).
  *
  * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
  *                  [--no-spikes] [--crash-only] [-v]
  * --no-spikes turns the delay spikes off and --crash-only skips every
  * fault but crashes (the seeds draw the same otherwise): they narrow a
- * failing seed down. --weak-liveness leaves out the last check (every live
- * node back in every round after healing): the suite runs with it until a
- * node that fell behind can reload state (issue 3 is open on exactly that).
- * A failure prints its seed; --seed S -v replays it with the nodes' logs.
+ * failing seed down. --weak-liveness leaves out the strict liveness check
+ * (every live node back in every round after healing): the suite runs
+ * with it, since a node that fell behind may stay late for the rest of a
+ * run this short. A failure prints its seed; --seed S -v replays it with
+ * the nodes' logs. Joiners, restarts and reloads draw from a stream of
+ * their own: the swarm and its faults are those the seed drew before they
+ * existed.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -40,9 +72,11 @@
 
 #include "sim.h"
 
-#define MAX_NODES 64
-#define MAX_ROUNDS 16
+#define MAX_NODES 64 /* the swarm at the start */
+#define MAX_JOINERS 3
+#define MAX_ROUNDS 24 /* 6..16, and up to 8 more where jobs join */
 #define MAX_FAULTS 6
+#define MAX_JOBS (MAX_NODES + MAX_JOINERS + MAX_FAULTS) /* restarts: one per crash at most */
 #define MS 1000000ull
 #define SEC 1000000000ull
 
@@ -50,31 +84,63 @@ typedef struct round_out {
   bool done;
   int status;
   ded_round_result res;
-  uint8_t members[MAX_NODES][DED_ID_BYTES];
+  uint8_t members[MAX_JOBS][DED_ID_BYTES];
   uint64_t submit_ns, done_ns;
 } round_out;
 
+enum { K_FIRST, K_JOINER, K_RESTART };
+
 typedef struct job {
   int node;
-  int steps_started;
+  int kind;       /* K_FIRST, K_JOINER, K_RESTART */
+  int of;         /* K_RESTART: the crashed job it restarts */
+  bool scheduled; /* a node starts (or started) in this slot */
+  sim_node_params params;
   uint32_t n_local;
   double weight;
-  int submitted;
-  int completed;
+  /* Rounds are numbered by the engine: a joiner starts at its snapshot's
+   * round, a reload skips to the snapshot's. */
+  int first_round; /* its first round; -1 until known */
+  int next;        /* the number its next submission gets */
+  bool in_step;    /* a step's rounds are being submitted or run */
+  int step_first, step_end;
   int inflight;
   bool crashed;
+  bool loading;   /* a joiner: bootstrapping or fetching the state */
+  bool fetching;  /* ded_node_state_fetch called */
+  bool reloading; /* ded_node_state_reload in progress */
+  bool gave_up;   /* a joiner that could not join: it left */
+  bool want;      /* a joiner asked for our state */
+  bool offering;  /* inside ded_node_snapshot_set */
+  bool diverged;  /* a round alone since it started or last loaded */
+  uint64_t behind; /* the swarm's round, from a result with |behind| */
   uint64_t frozen_ns; /* total time frozen so far */
+  uint64_t start_ns, fetch_ns, loaded_ns;
+  int loaded_round; /* the round it joined at (-1: never) */
+  bool no_run;      /* its fetch found no run in progress */
+  int reloads;
   uint8_t id[DED_ID_BYTES];
+  void *P; /* the trainer's state: count elements of dtype */
   void *in[MAX_ROUNDS];  /* inputs, kept for the check */
   void *buf[MAX_ROUNDS]; /* handed to the engine */
   round_out out[MAX_ROUNDS];
 } job;
 
+/* A snapshot a job handed to its engine: what joiners may load. */
+typedef struct offer {
+  int job, round;
+  uint64_t digest;
+  bool diverged;
+  void *bytes;
+} offer;
+
 typedef struct scenario {
   uint64_t seed;
   bool verbose;
   sim *s;
-  int n;
+  int n;     /* the swarm at the start */
+  int slots; /* nodes of the simulator: the swarm, the joiners, the restarts */
+  int used;  /* slots handed out so far */
   int rounds;
   int buckets;
   uint8_t dtype;
@@ -86,24 +152,50 @@ typedef struct scenario {
   bool weak_liveness; /* --weak-liveness: rejoining after a fault is not checked */
   uint64_t heal_ns; /* every fault is over (and the crashed are evicted) */
   int nfaults;
-  bool armed;
+  bool armed, leaving;
   uint64_t swarm_ns; /* the first round finished somewhere: the swarm exists */
   struct fault {
     int kind; /* F_CRASH, F_FREEZE, F_PARTITION, F_ISOLATE */
     int a, b;
     uint64_t at_ns, len_ns;
+    bool restart;         /* a crash: a new process follows */
+    uint64_t restart_ns;  /* how long after the crash */
   } faults[MAX_FAULTS];
-  job jobs[MAX_NODES];
+  int nj; /* joiners */
+  uint64_t join_ns[MAX_JOINERS]; /* after the swarm exists */
+  int restarts_pending;
+  sim_rng extra; /* joiners, restarts: a stream of their own */
+  void *P0;      /* the state every job of the start begins with */
+  void *ref[MAX_ROUNDS + 1]; /* P of the first job in step at each step start */
+  int ref_node[MAX_ROUNDS + 1];
+  offer *offers;
+  int noffers;
+  int snap_refused, reload_failed;
+  uint64_t over_ns; /* a job ran its last round */
+  job jobs[MAX_JOBS];
   int failures;
   char why[512];
 } scenario;
 
 enum { F_CRASH, F_FREEZE, F_PARTITION, F_ISOLATE };
 static const char *fault_name[] = {"crash", "freeze", "partition", "isolate"};
+/* Timers of the scenario (node -1) carry a kind and an index. */
 #define TAG_FAULT (1ull << 40)
 #define TAG_LEAVE (1ull << 41)
+#define TAG_JOIN (1ull << 42)
+#define TAG_RESTART (1ull << 43)
+/* Timers of a job. */
+enum { TAG_SUBMIT = 0, TAG_FETCH = 1, TAG_OFFER = 2, TAG_GIVE_UP = 3 };
+
+/* Totals over the seeds run, for the last line. */
+static struct {
+  int joiner_seeds, restart_seeds, reload_seeds;
+  int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
+  int reloads, reload_failed, diverged_loads, snap_refused;
+} totals;
 
 static size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 8; }
+static size_t state_bytes(const scenario *sc) { return sc->count * es_of(sc->dtype); }
 
 static void fail(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(scenario *sc, const char *fmt, ...) {
@@ -115,10 +207,29 @@ static void fail(scenario *sc, const char *fmt, ...) {
   }
 }
 
+static void say(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(scenario *sc, const char *fmt, ...) {
+  if (!sc->verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%12.6f ", (double)sim_now(sc->s) / 1e9);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+
+static void *dup_bytes(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
 static void fill_input(scenario *sc, job *j, int r) {
   size_t es = es_of(sc->dtype);
-  j->in[r] = malloc(sc->count * es);
-  j->buf[r] = malloc(sc->count * es);
+  j->in[r] = xmalloc(sc->count * es);
+  j->buf[r] = xmalloc(sc->count * es);
   sim_rng *rng = sim_rand(sc->s);
   double scale = (double)(1 << sim_rng_range(rng, 0, 6));
   for (uint64_t e = 0; e < sc->count; e++) {
@@ -131,24 +242,346 @@ static void fill_input(scenario *sc, job *j, int r) {
   memcpy(j->buf[r], j->in[r], sc->count * es);
 }
 
+/* ---------------------------------------------------------------- state */
+
+/* The first element where |a| and |b| differ, or count. */
+static uint64_t first_diff(const scenario *sc, const void *a, const void *b) {
+  size_t es = es_of(sc->dtype);
+  for (uint64_t e = 0; e < sc->count; e++)
+    if (memcmp((const uint8_t *)a + e * es, (const uint8_t *)b + e * es, es) != 0) return e;
+  return sc->count;
+}
+
+static double elem(const scenario *sc, const void *p, uint64_t e) {
+  return sc->dtype == DED_DTYPE_F32 ? ((const float *)p)[e] : ((const double *)p)[e];
+}
+
+/* P += out / n_local, in the job's element type: exact, so jobs that got
+ * the same results hold the same bits. */
+static void apply_round(scenario *sc, job *j, int r) {
+  for (uint64_t e = 0; e < sc->count; e++) {
+    if (sc->dtype == DED_DTYPE_F32)
+      ((float *)j->P)[e] += ((const float *)j->buf[r])[e] / (float)j->n_local;
+    else
+      ((double *)j->P)[e] += ((const double *)j->buf[r])[e] / (double)j->n_local;
+  }
+}
+
+/* The state invariant at step start |R|: every job in step holds the P the
+ * first one there held. */
+static void check_state(scenario *sc, job *j, int R) {
+  if (j->diverged || sc->failures) return;
+  if (!sc->ref[R]) {
+    sc->ref[R] = dup_bytes(j->P, state_bytes(sc));
+    sc->ref_node[R] = j->node;
+    return;
+  }
+  uint64_t e = first_diff(sc, sc->ref[R], j->P);
+  if (e < sc->count)
+    fail(sc, "state at round %d: node %d (in step) differs from node %d at elem %" PRIu64
+         ": %.17g vs %.17g", R, j->node, sc->ref_node[R], e, elem(sc, j->P, e),
+         elem(sc, sc->ref[R], e));
+}
+
+/* Hands P to the engine for the joiners that asked: the state after every
+ * round below |next|, which starts a step. */
+static void offer_state(scenario *sc, job *j) {
+  j->want = false; /* before the call: it may ask again from inside */
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  snap.round = (uint64_t)j->next;
+  snap.step_rounds = (uint32_t)sc->buckets;
+  snap.npieces = 1;
+  snap.sizes[0] = snap.len = state_bytes(sc);
+  snap.bytes = dup_bytes(j->P, snap.len); /* the sim's nodes use libc's allocator */
+  snap.digest = ded_digest64(snap.bytes, snap.len);
+  j->offering = true;
+  int rv = ded_node_snapshot_set(sim_node(sc->s, j->node), &snap, sim_now(sc->s));
+  j->offering = false;
+  if (rv != 0) { /* round-1 did not end here with the swarm: nothing to vouch for */
+    sc->snap_refused++;
+    return;
+  }
+  sc->offers = realloc(sc->offers, (size_t)(sc->noffers + 1) * sizeof *sc->offers);
+  if (!sc->offers) abort();
+  sc->offers[sc->noffers++] =
+      (offer){j->node, j->next, snap.digest, j->diverged, dup_bytes(j->P, state_bytes(sc))};
+  say(sc, "STATE n%d offers round %d%s", j->node, j->next, j->diverged ? " (diverged)" : "");
+}
+
+/* The joining invariant: the P loaded at |round| is one that a job offered
+ * with that digest, bit for bit. The joiner is in step if that job was. */
+static void check_loaded(scenario *sc, job *j, int round, uint64_t digest) {
+  const offer *o = NULL;
+  for (int k = 0; k < sc->noffers && !o; k++)
+    if (sc->offers[k].round == round && sc->offers[k].digest == digest) o = &sc->offers[k];
+  if (!o) {
+    fail(sc, "node %d loaded a state of round %d that no job offered", j->node, round);
+    return;
+  }
+  uint64_t e = first_diff(sc, o->bytes, j->P);
+  if (e < sc->count)
+    fail(sc, "node %d loaded round %d: P differs from node %d's at elem %" PRIu64
+         ": %.17g vs %.17g", j->node, round, o->job, e, elem(sc, j->P, e), elem(sc, o->bytes, e));
+  j->diverged = o->diverged;
+  totals.diverged_loads += o->diverged;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+static bool opt_crash_only;
+
 static void submit_next(scenario *sc, job *j) {
-  int r = j->submitted;
+  int r = j->next;
   fill_input(sc, j, r);
   ded_round_args a = {j->buf[r], sc->count, sc->dtype, j->weight, j->n_local,
                       (void *)(intptr_t)r};
   /* Counted first: the round may finish inside the call (alone). */
-  j->submitted++;
+  j->next++;
   j->inflight++;
   j->out[r].submit_ns = sim_now(sc->s);
   int64_t no = ded_node_round_submit(sim_node(sc->s, j->node), &a, sim_now(sc->s));
   if (no != r) fail(sc, "node %d: submit of round %d returned %" PRId64, j->node, r, no);
 }
 
-/* A step: submit a bucket; the rest of the step's buckets follow after
- * small gaps, up to |buckets| in flight. */
-static bool opt_crash_only;
+/* Compute time before a step. */
+static uint64_t step_delay(scenario *sc) {
+  return sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns);
+}
 
-static void apply_fault(scenario *sc, const struct fault *f) {
+/* True when job |j| has nothing more to run, or is gone. */
+static bool job_done(const scenario *sc, const job *j) {
+  if (!j->scheduled || j->crashed || j->gave_up) return true;
+  return !j->loading && !j->reloading && j->next >= sc->rounds && j->inflight == 0;
+}
+
+static bool all_done(scenario *sc) {
+  if (sc->restarts_pending) return false;
+  for (int i = 0; i < sc->used; i++)
+    if (!job_done(sc, &sc->jobs[i])) return false;
+  return true;
+}
+
+/* The run ends for everyone at about the same time: every live job
+ * finalizes once all are done (a job that leaves while another still
+ * needs a round it finished takes that round's result with it). */
+static void maybe_end(scenario *sc) {
+  if (all_done(sc)) sim_at(sc->s, -1, sim_now(sc->s), TAG_LEAVE); /* not from inside a callback */
+}
+
+/* A step begins: the snapshot asked for, a reload if the job fell out of
+ * step, then the step's first bucket; the rest follow after small gaps,
+ * up to |buckets| in flight. */
+static void step_start(scenario *sc, job *j) {
+  if (j->crashed || j->gave_up || j->loading || j->reloading || j->inflight ||
+      j->next >= sc->rounds)
+    return;
+  if (j->want && j->next > 0) offer_state(sc, j);
+  if (j->behind > (uint64_t)j->next) {
+    uint64_t min_round = j->behind;
+    j->behind = 0;
+    int rv = ded_node_state_reload(sim_node(sc->s, j->node), min_round, sim_now(sc->s));
+    if (rv == 0) {
+      say(sc, "RELOAD n%d at round %d: the swarm is at %" PRIu64, j->node, j->next, min_round);
+      j->reloading = true;
+      j->reloads++;
+      return; /* the step starts at state_done */
+    }
+    fail(sc, "node %d: ded_node_state_reload(%" PRIu64 ") at round %d: %s", j->node, min_round,
+         j->next, ded_strerror(rv));
+  }
+  j->behind = 0;
+  j->in_step = true;
+  j->step_first = j->next;
+  j->step_end = j->next + sc->buckets < sc->rounds ? j->next + sc->buckets : sc->rounds;
+  submit_next(sc, j);
+  if (j->next < j->step_end)
+    sim_at(sc->s, j->node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, 2000000), TAG_SUBMIT);
+}
+
+static void step_bucket(scenario *sc, job *j) {
+  if (j->crashed || j->next >= j->step_end) return;
+  submit_next(sc, j);
+  if (j->next < j->step_end)
+    sim_at(sc->s, j->node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, 2000000), TAG_SUBMIT);
+}
+
+/* The step's rounds are all in: apply them in round order, check the state
+ * at the next step's start, and go on after the compute time. */
+static void step_finish(scenario *sc, job *j) {
+  j->in_step = false;
+  for (int r = j->step_first; r < j->step_end; r++) {
+    const round_out *o = &j->out[r];
+    if (!o->done || o->status != 0) continue; /* reported as a failure */
+    if (o->res.alone) j->diverged = true;
+    apply_round(sc, j, r);
+  }
+  check_state(sc, j, j->next);
+  if (j->next >= sc->rounds && !sc->over_ns) sc->over_ns = sim_now(sc->s);
+  if (j->next < sc->rounds)
+    sim_at(sc->s, j->node, sim_now(sc->s) + step_delay(sc), TAG_SUBMIT);
+  else if (j->want)
+    sim_at(sc->s, j->node, sim_now(sc->s), TAG_OFFER); /* the end is a step's start too */
+}
+
+/* ---------------------------------------------------------------- joiners */
+
+/* 1 or 2 nodes of the run (up, and past their fetch if joiners), drawn
+ * from the extra stream, as |p|'s bootstrap: a joiner's DEDMPI_JOIN names
+ * peers of the run. (Through a joiner still bootstrapping, it would find
+ * only that one, which has not been in a round: no run in progress.) */
+static void pick_bootstrap(scenario *sc, int self, ded_node_settings *p) {
+  int up[MAX_JOBS], nup = 0;
+  for (int i = 0; i < sc->used; i++)
+    if (i != self && sim_up(sc->s, i) && sc->jobs[i].first_round >= 0 && !sc->jobs[i].gave_up)
+      up[nup++] = i;
+  p->n_bootstrap = 0;
+  if (nup == 0) return; /* cannot happen: a majority of the swarm lives */
+  int a = up[sim_rng_range(&sc->extra, 0, (uint64_t)nup - 1)];
+  p->bootstrap[p->n_bootstrap++] = sim_node_addr(a);
+  int b = up[sim_rng_range(&sc->extra, 0, (uint64_t)nup - 1)];
+  if (b != a && sim_rng_chance(&sc->extra, 0.5)) p->bootstrap[p->n_bootstrap++] = sim_node_addr(b);
+}
+
+/* Starts the job in a new slot now: a joiner, or the restart of |of|. */
+static void start_joiner(scenario *sc, int kind, int of) {
+  if (sc->used >= sc->slots) abort();
+  job *j = &sc->jobs[sc->used++];
+  if (kind == K_RESTART) {
+    j->n_local = sc->jobs[of].n_local;
+    j->weight = sc->jobs[of].weight;
+    j->params = sc->jobs[of].params;
+  } else {
+    j->n_local = 1u << sim_rng_range(&sc->extra, 0, 2);
+    j->weight = sim_rng_chance(&sc->extra, 0.5) ? (double)j->n_local
+                                                : (double)sim_rng_range(&sc->extra, 1, 1000) / 8.0;
+    j->params = sc->jobs[0].params;
+    j->params.settings.chunk_bytes = (uint32_t)sim_rng_range(&sc->extra, 64, 4096);
+    j->params.uplink_bytes_per_s = (double)sim_rng_range(&sc->extra, 1, 100) * 1e6;
+  }
+  j->kind = kind;
+  j->of = of;
+  j->scheduled = true;
+  j->loading = true;
+  j->start_ns = sim_now(sc->s);
+  pick_bootstrap(sc, j->node, &j->params.settings);
+  j->params.start_ns = sim_now(sc->s);
+  const ded_node_settings *st = &j->params.settings;
+  char what[32] = "JOIN";
+  if (kind == K_RESTART) snprintf(what, sizeof what, "RESTART of n%d:", of);
+  say(sc, "%s n%d (bootstrap n%d%s%d)", what, j->node, st->bootstrap[0].ip[3] - 1,
+      st->n_bootstrap > 1 ? ", n" : " = n", st->bootstrap[st->n_bootstrap - 1].ip[3] - 1);
+  sim_node_setup(sc->s, j->node, &j->params);
+}
+
+/* A joiner could not join: a failure unless faults explain it (it began
+ * before the last one healed, or links break at random), or the run's end
+ * does: a fetch that began as the first jobs finished may be asked, once,
+ * for a snapshot one step past the newest offered (ded_node.c,
+ * state_tick), a round that never comes. */
+static void join_failed(scenario *sc, job *j, const char *what, int status) {
+  bool faults = sc->reset_prob > 0 || j->start_ns < sc->heal_ns;
+  bool end = sc->over_ns && j->fetching && sc->over_ns < j->fetch_ns + 5 * SEC;
+  say(sc, "GIVE UP n%d: %s: %s%s", j->node, what, ded_strerror(status),
+      faults ? " (faults explain it)" : end ? " (the run was ending)" : "");
+  if (!faults && !end)
+    fail(sc, "node %d (a %s) could not join: %s: %s", j->node,
+         j->kind == K_RESTART ? "restart" : "joiner", what, ded_strerror(status));
+  totals.gave_up_faults += faults;
+  totals.gave_up_end += !faults && end;
+  j->gave_up = true;
+  j->loading = false;
+  sim_at(sc->s, j->node, sim_now(sc->s), TAG_GIVE_UP); /* not from inside the callback */
+  maybe_end(sc);
+}
+
+static void hook_event(void *user, int node, const ded_event *ev) {
+  scenario *sc = user;
+  job *j = &sc->jobs[node];
+  if (ev->type != DED_EVENT_BOOTSTRAP || j->kind == K_FIRST || !j->loading || j->fetching) return;
+  if (ev->status != 0) {
+    join_failed(sc, j, "bootstrap", ev->status);
+    return;
+  }
+  /* Not before bootstrap (knowing no peer, it would find no run), and not
+   * from inside the node's callback: right after it. */
+  j->fetching = true;
+  sim_at(sc->s, node, sim_now(sc->s), TAG_FETCH);
+}
+
+static void hook_want_snapshot(void *user, int node) {
+  scenario *sc = user;
+  job *j = &sc->jobs[node];
+  j->want = true;
+  /* A job that ran its last round is at a step's start from then on (but
+   * joiners that want a later round than its last wait in vain: asked
+   * again from inside the snapshot it just gave, it gives no other). */
+  if (j->next >= sc->rounds && j->inflight == 0 && !j->in_step && !j->offering)
+    sim_at(sc->s, node, sim_now(sc->s), TAG_OFFER);
+}
+
+/* The state is in (a join, or a reload): P takes it, and the rounds go on
+ * from its round. */
+static void load_state(scenario *sc, job *j, const ded_snapshot *snap) {
+  if (snap->len != state_bytes(sc) || snap->npieces != 1 || snap->sizes[0] != snap->len ||
+      snap->step_rounds != (uint32_t)sc->buckets || snap->round == 0 ||
+      snap->round > (uint64_t)sc->rounds || (!j->loading && (int)snap->round <= j->next)) {
+    fail(sc, "node %d: a snapshot of round %" PRIu64 " (%" PRIu64 " bytes, %u pieces, steps of %u)"
+         " at round %d", j->node, snap->round, snap->len, snap->npieces, snap->step_rounds, j->next);
+    return;
+  }
+  int round = (int)snap->round;
+  memcpy(j->P, snap->bytes, snap->len);
+  say(sc, "LOADED n%d: round %d%s", j->node, round, j->loading ? "" : " (reload)");
+  j->next = round;
+  j->loaded_ns = sim_now(sc->s);
+  check_loaded(sc, j, round, snap->digest);
+  check_state(sc, j, round);
+}
+
+static void hook_state_done(void *user, int node, int status, ded_snapshot *snap) {
+  scenario *sc = user;
+  job *j = &sc->jobs[node];
+  if (j->reloading) {
+    j->reloading = false;
+    if (status == 0 && snap) {
+      load_state(sc, j, snap);
+    } else if (status == 0) {
+      fail(sc, "node %d: a reload found no run in progress", node);
+    } else { /* the engine goes on where it was: so does the job, out of step */
+      say(sc, "RELOAD FAILED n%d: %s", node, ded_strerror(status));
+      sc->reload_failed++;
+    }
+    sim_at(sc->s, node, sim_now(sc->s), TAG_SUBMIT); /* the step waiting for it */
+    return;
+  }
+  if (!j->loading) {
+    fail(sc, "node %d: state_done without a fetch", node);
+    return;
+  }
+  if (status != 0) {
+    join_failed(sc, j, "state fetch", status);
+    return;
+  }
+  if (snap) {
+    load_state(sc, j, snap);
+  } else { /* no run in progress: from the start, as the first jobs */
+    say(sc, "LOADED n%d: no run in progress, from round 0", node);
+    j->no_run = true;
+    j->next = 0;
+    check_state(sc, j, 0);
+  }
+  j->loading = false;
+  j->first_round = j->loaded_round = j->next;
+  if (j->next < sc->rounds)
+    sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc), TAG_SUBMIT);
+  maybe_end(sc);
+}
+
+/* ---------------------------------------------------------------- faults */
+
+static void apply_fault(scenario *sc, int fi) {
+  const struct fault *f = &sc->faults[fi];
   if (opt_crash_only && f->kind != F_CRASH) return;
   if (sc->verbose)
     printf("%12.6f FAULT %s n%d%s%.0d for %.3f s\n", (double)sim_now(sc->s) / 1e9,
@@ -160,6 +593,10 @@ static void apply_fault(scenario *sc, const struct fault *f) {
     if (!sim_up(sc->s, f->a)) return;
     sc->jobs[f->a].crashed = true;
     sim_crash(sc->s, f->a);
+    if (f->restart) {
+      sc->restarts_pending++;
+      sim_at(sc->s, -1, sim_now(sc->s) + f->restart_ns, TAG_RESTART + (uint64_t)fi);
+    }
     break;
   case F_FREEZE:
     if (sim_up(sc->s, f->a) && !sim_frozen(sc->s, f->a)) sc->jobs[f->a].frozen_ns += f->len_ns;
@@ -175,39 +612,55 @@ static void arm_faults(scenario *sc);
 static void hook_timer(void *user, int node, uint64_t tag) {
   scenario *sc = user;
   if (tag == TAG_LEAVE) {
-    for (int i = 0; i < sc->n; i++)
-      if (!sc->jobs[i].crashed && sim_up(sc->s, i)) ded_node_leave(sim_node(sc->s, i), sim_now(sc->s));
+    if (sc->leaving) return;
+    sc->leaving = true;
+    for (int i = 0; i < sc->used; i++)
+      if (!sc->jobs[i].crashed && !sc->jobs[i].gave_up && sim_up(sc->s, i))
+        ded_node_leave(sim_node(sc->s, i), sim_now(sc->s));
     sim_stop(sc->s);
     return;
   }
+  if (tag >= TAG_RESTART) {
+    sc->restarts_pending--;
+    start_joiner(sc, K_RESTART, sc->faults[tag - TAG_RESTART].a);
+    return;
+  }
+  if (tag >= TAG_JOIN) {
+    start_joiner(sc, K_JOINER, -1);
+    return;
+  }
   if (tag >= TAG_FAULT) {
-    apply_fault(sc, &sc->faults[tag - TAG_FAULT]);
+    apply_fault(sc, (int)(tag - TAG_FAULT));
     return;
   }
   job *j = &sc->jobs[node];
-  if (j->crashed || j->submitted >= sc->rounds || j->inflight >= sc->buckets) return;
-  submit_next(sc, j);
-  if (j->submitted < sc->rounds && j->inflight < sc->buckets &&
-      j->submitted % sc->buckets != 0)
-    sim_at(sc->s, node, sim_now(sc->s) + sim_rng_range(sim_rand(sc->s), 0, 2000000), 0);
-}
-
-/* Compute time before a step. */
-static uint64_t step_delay(scenario *sc, job *j) {
-  j->steps_started++;
-  return sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns);
+  if (j->crashed || !sim_up(sc->s, node)) return;
+  switch (tag) {
+  case TAG_SUBMIT:
+    if (j->in_step)
+      step_bucket(sc, j);
+    else
+      step_start(sc, j);
+    break;
+  case TAG_FETCH: {
+    j->fetch_ns = sim_now(sc->s);
+    int rv = ded_node_state_fetch(sim_node(sc->s, node), sim_now(sc->s));
+    if (rv != 0) fail(sc, "node %d: ded_node_state_fetch: %s", node, ded_strerror(rv));
+    break;
+  }
+  case TAG_OFFER:
+    if (j->want && j->next >= sc->rounds && j->inflight == 0 && !j->in_step) offer_state(sc, j);
+    break;
+  case TAG_GIVE_UP: ded_node_leave(sim_node(sc->s, node), sim_now(sc->s)); break;
+  }
 }
 
 static void hook_started(void *user, int node) {
   scenario *sc = user;
-  memcpy(sc->jobs[node].id, ded_node_id(sim_node(sc->s, node)), DED_ID_BYTES);
-  sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc, &sc->jobs[node]), 0);
-}
-
-static bool all_done(scenario *sc) {
-  for (int i = 0; i < sc->n; i++)
-    if (!sc->jobs[i].crashed && sc->jobs[i].completed < sc->rounds) return false;
-  return true;
+  job *j = &sc->jobs[node];
+  memcpy(j->id, ded_node_id(sim_node(sc->s, node)), DED_ID_BYTES);
+  if (j->kind == K_FIRST) /* joiners fetch the state once bootstrapped (hook_event) */
+    sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc), TAG_SUBMIT);
 }
 
 static void hook_round_done(void *user, int node, void *ctx, const ded_round_result *res) {
@@ -224,20 +677,18 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
   o->res = *res;
   o->res.members = NULL;
   o->done_ns = sim_now(sc->s);
-  if (res->members && res->contributors <= MAX_NODES)
+  if (res->members && res->contributors <= MAX_JOBS)
     memcpy(o->members, res->members, (size_t)res->contributors * DED_ID_BYTES);
+  say(sc, "DONE n%d round %d: status %d, %u contributors%s%s, behind %" PRIu64, node, r,
+      res->status, res->contributors, res->alone ? ", alone" : "", res->late ? ", late" : "",
+      res->behind);
+  if (res->behind > j->behind) j->behind = res->behind;
   j->inflight--;
-  j->completed++;
   arm_faults(sc);
   /* A job that is done finalizes at once, as a real trainer does, while
    * others may still be finishing the same round. */
-  /* Next step once the whole step is in. */
-  if (j->inflight == 0 && j->submitted < sc->rounds)
-    sim_at(sc->s, node, sim_now(sc->s) + step_delay(sc, j), 0);
-  /* The run ends for everyone at about the same time: every live job
-   * finalizes once all are done (a job that leaves while another still
-   * needs a round it finished takes that round's result with it). */
-  if (all_done(sc)) sim_at(sc->s, -1, sim_now(sc->s), TAG_LEAVE); /* not from inside a callback */
+  if (j->inflight == 0 && j->in_step && j->next == j->step_end) step_finish(sc, j);
+  maybe_end(sc);
 }
 
 static void hook_log(void *user, int node, int level, const char *line) {
@@ -245,9 +696,11 @@ static void hook_log(void *user, int node, int level, const char *line) {
   if (sc->verbose) printf("%12.6f n%-2d %d %s\n", (double)sim_now(sc->s) / 1e9, node, level, line);
 }
 
+/* ---------------------------------------------------------------- checks */
+
 /* Node index of peer id |id|, or -1. */
 static int node_of(scenario *sc, const uint8_t *id) {
-  for (int i = 0; i < sc->n; i++)
+  for (int i = 0; i < sc->used; i++)
     if (memcmp(sc->jobs[i].id, id, DED_ID_BYTES) == 0) return i;
   return -1;
 }
@@ -284,10 +737,10 @@ static bool check_elem(scenario *sc, int r, const int *order, unsigned k, const 
   return false;
 }
 
-/* Agreement and validity of round |r| on every node. */
+/* Agreement and validity of round |r| on every node that ran it. */
 static void check_round(scenario *sc, int r) {
   const round_out *group = NULL;
-  for (int i = 0; i < sc->n && !sc->failures; i++) {
+  for (int i = 0; i < sc->used && !sc->failures; i++) {
     const job *j = &sc->jobs[i];
     const round_out *o = &j->out[r];
     if (!o->done || o->status != 0) continue; /* crashed before: nothing to check */
@@ -304,11 +757,11 @@ static void check_round(scenario *sc, int r) {
            group->res.contributors);
       return;
     }
-    int order[MAX_NODES];
+    int order[MAX_JOBS];
     bool in_group = false;
     for (unsigned m = 0; m < k; m++) {
       order[m] = node_of(sc, o->members[m]);
-      if (order[m] < 0 || (unsigned)sc->jobs[order[m]].submitted <= (unsigned)r) {
+      if (order[m] < 0 || !sc->jobs[order[m]].in[r]) {
         fail(sc, "round %d: unknown member, or one that never submitted the round", r);
         return;
       }
@@ -323,6 +776,75 @@ static void check_round(scenario *sc, int r) {
     for (uint64_t e = 0; e < sc->count && !sc->failures; e++) check_elem(sc, r, order, k, j, e);
   }
 }
+
+/* When the strict liveness check starts: every fault healed, every joiner
+ * loaded. */
+static uint64_t settled_ns(const scenario *sc) {
+  uint64_t t = sc->heal_ns;
+  for (int i = sc->n; i < sc->used; i++)
+    if (sc->jobs[i].loaded_ns > t) t = sc->jobs[i].loaded_ns;
+  return t;
+}
+
+/* Strict liveness of round |r| of job |j|: after healing every live node
+ * that runs the round is in (the last round may lose members that
+ * finished and left), unless some node had finished the round before
+ * then: a node cut off while the others went on is behind them for the
+ * rest of a run this short. */
+static void check_live(scenario *sc, const job *j, int r) {
+  const round_out *o = &j->out[r];
+  uint64_t settled = settled_ns(sc);
+  if (j->crashed || o->submit_ns <= settled + 2 * SEC || r >= sc->rounds - 1 || sc->weak_liveness)
+    return;
+  int live = 0;
+  bool ran_before = false;
+  for (int k = 0; k < sc->used; k++) {
+    const job *x = &sc->jobs[k];
+    live += x->scheduled && !x->crashed && !x->gave_up && x->first_round >= 0 &&
+            x->first_round <= r;
+    ran_before |= x->out[r].done && x->out[r].done_ns <= settled;
+  }
+  if (!ran_before && ((int)o->res.contributors != live || o->res.late))
+    fail(sc, "liveness: node %d round %d after healing: %u contributors of %d live%s", j->node, r,
+         o->res.contributors, live, o->res.late ? " (late)" : "");
+}
+
+/* Termination and liveness of every job's rounds. */
+static void check_jobs(scenario *sc, uint64_t limit_ns) {
+  for (int i = 0; i < sc->used && !sc->failures; i++) {
+    const job *j = &sc->jobs[i];
+    if (!j->crashed && !j->gave_up && (j->loading || j->reloading || j->next < sc->rounds)) {
+      fail(sc, "liveness: node %d %s by %.0f s", i,
+           j->loading ? "never loaded the run's state" : j->reloading ? "still reloading" :
+                                                         "stopped before the last round",
+           (double)limit_ns / 1e9);
+      break;
+    }
+    for (int r = 0; r < sc->rounds && !sc->failures; r++) {
+      const round_out *o = &j->out[r];
+      if (!j->in[r] || (j->crashed && !o->done)) continue; /* not its round */
+      if (!o->done) {
+        fail(sc, "liveness: node %d round %d not done by %.0f s", i, r, (double)limit_ns / 1e9);
+      } else if (o->status != 0) {
+        fail(sc, "node %d round %d failed: %s", i, r, ded_strerror(o->status));
+      } else if (o->done_ns - o->submit_ns > sc->round_timeout_ns + j->frozen_ns + 100 * MS &&
+                 ((o->submit_ns >= sc->swarm_ns && !(j->no_run && r == 0)) ||
+                  o->done_ns - o->submit_ns > 2 * sc->round_timeout_ns + j->frozen_ns)) {
+        /* A round submitted before this node had joined the first round
+         * gets its bound from then (a rendezvous may come first): twice
+         * the bound covers that here. So does the first round of a joiner
+         * that found no run in progress. */
+        fail(sc, "termination: node %d round %d took %.3f s (bound %.0f s, frozen %.3f s)", i, r,
+             (double)(o->done_ns - o->submit_ns) / 1e9, (double)sc->round_timeout_ns / 1e9,
+             (double)j->frozen_ns / 1e9);
+      } else {
+        check_live(sc, j, r);
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- schedule */
 
 static void draw_faults(scenario *sc, sim_rng *pick, uint64_t safety_end_ns) {
   int crashes = 0;
@@ -347,8 +869,30 @@ static void draw_faults(scenario *sc, sim_rng *pick, uint64_t safety_end_ns) {
   }
 }
 
+/* Joiners and restarts, from their own stream (the swarm and its faults
+ * stay what the seed drew without them): 30% of the seeds get 1..3
+ * joiners, in the safety phase or after it; half of the crashes a restart
+ * up to 3 s later. Such seeds run up to 8 more rounds. */
+static void draw_joiners(scenario *sc, uint64_t safety_end_ns) {
+  sim_rng *x = &sc->extra;
+  sc->nj = sim_rng_chance(x, 0.3) ? (int)sim_rng_range(x, 1, MAX_JOINERS) : 0;
+  for (int k = 0; k < sc->nj; k++)
+    sc->join_ns[k] = sim_rng_chance(x, 0.6) ? sim_rng_range(x, 0, safety_end_ns)
+                                            : sc->heal_ns + sim_rng_range(x, 0, 2000) * MS;
+  int restarts = 0;
+  for (int f = 0; f < sc->nfaults; f++) {
+    struct fault *ft = &sc->faults[f];
+    ft->restart = sim_rng_chance(x, 0.5) && ft->kind == F_CRASH;
+    ft->restart_ns = sim_rng_range(x, 0, 3000) * MS;
+    restarts += ft->restart;
+  }
+  sc->slots = sc->n + sc->nj + restarts;
+  if (sc->slots > sc->n) sc->rounds += (int)sim_rng_range(x, 2, MAX_ROUNDS - 16);
+}
+
 /* Faults start once the swarm exists: when the first round is done
- * somewhere (a swarm that never formed tests the rendezvous, not this). */
+ * somewhere (a swarm that never formed tests the rendezvous, not this).
+ * So do the joiners. */
 static void arm_faults(scenario *sc) {
   if (sc->armed) return;
   sc->armed = true;
@@ -359,21 +903,104 @@ static void arm_faults(scenario *sc) {
     sc->faults[f].at_ns += now;
     sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
   }
+  for (int k = 0; k < sc->nj; k++) {
+    sc->join_ns[k] += now;
+    sim_at(sc->s, -1, sc->join_ns[k], TAG_JOIN + (uint64_t)k);
+  }
 }
+
+/* ---------------------------------------------------------------- a seed */
 
 static bool opt_weak_liveness;
 static bool opt_no_spikes;
 
+static void print_summary(scenario *sc, int rv) {
+  printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=",
+         rv ? "FAIL" : "ok", sc->seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count);
+  for (int f = 0; f < sc->nfaults; f++)
+    printf("%s%s@%.2fs(n%d)", f ? "," : "", fault_name[sc->faults[f].kind],
+           (double)sc->faults[f].at_ns / 1e9, sc->faults[f].a);
+  int reloads = 0;
+  for (int i = sc->n; i < sc->used; i++) {
+    const job *j = &sc->jobs[i];
+    printf("%s%s=n%d", i == sc->n ? " " : ",", j->kind == K_RESTART ? "restart" : "join", i);
+    if (j->kind == K_RESTART) printf("(n%d)", j->of);
+    printf("@%.2fs", (double)j->start_ns / 1e9);
+    if (j->loaded_round >= 0)
+      printf("r%d%s", j->loaded_round, j->no_run ? "(no run)" : "");
+    else
+      printf("%s", j->gave_up ? "(gave up)" : "(not loaded)");
+  }
+  for (int i = 0; i < sc->used; i++) reloads += sc->jobs[i].reloads;
+  if (reloads) printf(" reloads=%d", reloads);
+  printf(" reset=%g spike=%g t=%.2fs%s%s\n", sc->reset_prob, sc->spike_prob,
+         (double)sim_now(sc->s) / 1e9, rv ? ": " : "", rv ? sc->why : "");
+  if (rv) printf("  replay: sim_chaos --seed %" PRIu64 " -v\n", sc->seed);
+}
+
+static void count_totals(const scenario *sc) {
+  int reloads = 0;
+  bool restarts = false;
+  for (int i = 0; i < sc->used; i++) {
+    const job *j = &sc->jobs[i];
+    reloads += j->reloads;
+    restarts |= j->kind == K_RESTART;
+    totals.joined += j->kind != K_FIRST && j->loaded_round >= 0 && !j->no_run;
+    totals.joined_end += j->kind != K_FIRST && j->loaded_round == sc->rounds;
+    totals.no_run += j->no_run;
+    totals.gave_up += j->gave_up;
+  }
+  totals.joiner_seeds += sc->nj > 0;
+  totals.restart_seeds += restarts;
+  totals.reload_seeds += reloads > 0;
+  totals.reloads += reloads;
+  totals.reload_failed += sc->reload_failed;
+  totals.snap_refused += sc->snap_refused;
+}
+
+static void free_scenario(scenario *sc) {
+  for (int i = 0; i < sc->used; i++) {
+    for (int r = 0; r < MAX_ROUNDS; r++) {
+      free(sc->jobs[i].in[r]);
+      free(sc->jobs[i].buf[r]);
+    }
+    free(sc->jobs[i].P);
+  }
+  for (int k = 0; k < sc->noffers; k++) free(sc->offers[k].bytes);
+  for (int r = 0; r <= MAX_ROUNDS; r++) free(sc->ref[r]);
+  free(sc->offers);
+  free(sc->P0);
+  sim_free(sc->s);
+  free(sc);
+}
+
+/* The initial state, the same on every job that starts the run: drawn
+ * from the seed alone. */
+static void draw_p0(scenario *sc) {
+  sc->P0 = xmalloc(state_bytes(sc));
+  sim_rng r;
+  sim_rng_seed(&r, sc->seed ^ 0x5ea7e0ull);
+  for (uint64_t e = 0; e < sc->count; e++) {
+    double v = sim_rng_unit(&r) * 2.0 - 1.0;
+    if (sc->dtype == DED_DTYPE_F32)
+      ((float *)sc->P0)[e] = (float)v;
+    else
+      ((double *)sc->P0)[e] = v;
+  }
+}
+
 static int run_seed(uint64_t seed, bool verbose) {
   scenario *sc = calloc(1, sizeof *sc);
+  if (!sc) abort();
   sc->seed = seed;
   sc->verbose = verbose;
   sc->weak_liveness = opt_weak_liveness;
   sim_rng pick;
   sim_rng_seed(&pick, seed ^ 0xc4a05c4a05ull);
+  sim_rng_seed(&sc->extra, seed ^ 0x701e5e5ull);
   sc->n = (int)sim_rng_range(&pick, 2, 16);
   if (sim_rng_chance(&pick, 0.08)) sc->n = (int)sim_rng_range(&pick, 17, MAX_NODES);
-  sc->rounds = (int)sim_rng_range(&pick, 6, MAX_ROUNDS);
+  sc->rounds = (int)sim_rng_range(&pick, 6, 16);
   sc->buckets = (int)sim_rng_range(&pick, 1, 3);
   sc->dtype = sim_rng_chance(&pick, 0.5) ? DED_DTYPE_F32 : DED_DTYPE_F64;
   sc->count = sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.2) ? 40 : 2000);
@@ -396,98 +1023,61 @@ static int run_seed(uint64_t seed, bool verbose) {
     lp.reset_prob = (double)sim_rng_range(&pick, 1, 20) / 100000.0;
   sc->reset_prob = lp.reset_prob;
   sc->spike_prob = lp.spike_prob;
-  sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL, NULL, NULL};
-  sc->s = sim_new(seed, sc->n, &lp, &hooks);
   for (int i = 0; i < sc->n; i++) {
     job *j = &sc->jobs[i];
-    j->node = i;
     j->n_local = 1u << sim_rng_range(&pick, 0, 2);
     j->weight = sim_rng_chance(&pick, 0.5) ? (double)j->n_local
                                            : (double)sim_rng_range(&pick, 1, 1000) / 8.0;
-    sim_node_params p;
-    memset(&p, 0, sizeof p);
-    p.settings.run = "sim";
-    p.settings.min_peers = (uint32_t)sc->n;
-    p.settings.bootstrap_timeout_ns = 60 * SEC;
-    p.settings.rendezvous_timeout_ns = 60 * SEC;
-    p.settings.round_timeout_ns = sc->round_timeout_ns;
-    p.settings.deadline_floor_ns = sc->floor_ns;
-    p.settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
-    p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
+    sim_node_params *p = &j->params;
+    p->settings.run = "sim";
+    p->settings.min_peers = (uint32_t)sc->n;
+    p->settings.bootstrap_timeout_ns = 60 * SEC;
+    p->settings.rendezvous_timeout_ns = 60 * SEC;
+    p->settings.round_timeout_ns = sc->round_timeout_ns;
+    p->settings.deadline_floor_ns = sc->floor_ns;
+    p->settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
+    p->settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
     if (i > 0 || sim_rng_chance(&pick, 0.5)) {
-      p.settings.bootstrap[0] = sim_node_addr(i == 0 ? 0 : (int)sim_rng_range(&pick, 0, (uint64_t)i - 1));
-      p.settings.n_bootstrap = 1;
+      p->settings.bootstrap[0] = sim_node_addr(i == 0 ? 0 : (int)sim_rng_range(&pick, 0, (uint64_t)i - 1));
+      p->settings.n_bootstrap = 1;
       if (i > 1 && sim_rng_chance(&pick, 0.3)) {
-        p.settings.bootstrap[1] = sim_node_addr((int)sim_rng_range(&pick, 0, (uint64_t)sc->n - 1));
-        p.settings.n_bootstrap = 2;
+        p->settings.bootstrap[1] = sim_node_addr((int)sim_rng_range(&pick, 0, (uint64_t)sc->n - 1));
+        p->settings.n_bootstrap = 2;
       }
     }
-    p.start_ns = sim_rng_range(&pick, 0, 300) * MS;
-    p.uplink_bytes_per_s = (double)sim_rng_range(&pick, 1, 100) * 1e6;
-    sim_node_setup(sc->s, i, &p);
+    p->start_ns = sim_rng_range(&pick, 0, 300) * MS;
+    p->uplink_bytes_per_s = (double)sim_rng_range(&pick, 1, 100) * 1e6;
   }
   /* Faults hit the first part of the run (about the first half of the
    * rounds at the longest compute time); the rest is the liveness phase. */
   uint64_t safety_end = 100 * MS + (uint64_t)sc->rounds / 2 * (sc->compute_max_ns + 200 * MS) / (uint64_t)sc->buckets;
   draw_faults(sc, &pick, safety_end);
+  draw_joiners(sc, safety_end);
+  draw_p0(sc);
+  sim_hooks hooks = {sc,         hook_round_done,    hook_started,   hook_timer,
+                     hook_log,   hook_event,         hook_want_snapshot, hook_state_done};
+  sc->s = sim_new(seed, sc->slots, &lp, &hooks);
+  sc->used = sc->n;
+  for (int i = 0; i < sc->slots; i++) {
+    job *j = &sc->jobs[i];
+    j->node = i;
+    j->P = dup_bytes(sc->P0, state_bytes(sc));
+    j->first_round = j->loaded_round = -1;
+  }
+  for (int i = 0; i < sc->n; i++) {
+    sc->jobs[i].scheduled = true;
+    sc->jobs[i].first_round = 0;
+    sim_node_setup(sc->s, i, &sc->jobs[i].params);
+  }
   const uint64_t limit_ns = 900 * SEC;
   sim_run(sc->s, limit_ns);
-  for (int i = 0; i < sc->n && !sc->failures; i++) {
-    const job *j = &sc->jobs[i];
-    for (int r = 0; r < sc->rounds && !sc->failures; r++) {
-      const round_out *o = &j->out[r];
-      if (j->crashed && !o->done) continue;
-      if (!o->done) {
-        fail(sc, "liveness: node %d round %d not done by %.0f s", i, r, (double)limit_ns / 1e9);
-      } else if (o->status != 0) {
-        fail(sc, "node %d round %d failed: %s", i, r, ded_strerror(o->status));
-      } else if (o->done_ns - o->submit_ns > sc->round_timeout_ns + j->frozen_ns + 100 * MS &&
-                 (o->submit_ns >= sc->swarm_ns ||
-                  o->done_ns - o->submit_ns > 2 * sc->round_timeout_ns + j->frozen_ns)) {
-        /* A round submitted before this node had joined the first round
-         * gets its bound from then (a rendezvous may come first): twice
-         * the bound covers that here. */
-        fail(sc, "termination: node %d round %d took %.3f s (bound %.0f s, frozen %.3f s)", i, r,
-             (double)(o->done_ns - o->submit_ns) / 1e9, (double)sc->round_timeout_ns / 1e9,
-             (double)j->frozen_ns / 1e9);
-      } else if (!j->crashed && o->submit_ns > sc->heal_ns + 2 * SEC && r < sc->rounds - 1 &&
-                 !sc->weak_liveness) {
-        /* Liveness: after healing, every live node is in (the last round may
-         * lose members that finished and left), unless some node had
-         * finished the round before then: a node cut off while the others
-         * went on is behind them for the rest of a run this short. */
-        int live = 0;
-        bool ran_before = false;
-        for (int k = 0; k < sc->n; k++) {
-          live += !sc->jobs[k].crashed;
-          ran_before |= sc->jobs[k].out[r].done && sc->jobs[k].out[r].done_ns <= sc->heal_ns;
-        }
-        if (!ran_before && ((int)o->res.contributors != live || o->res.late))
-          fail(sc, "liveness: node %d round %d after healing: %u contributors of %d live%s", i, r,
-               o->res.contributors, live, o->res.late ? " (late)" : "");
-      }
-    }
-  }
+  check_jobs(sc, limit_ns);
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
   sim_run(sc->s, sim_now(sc->s) + 10 * SEC);
   int rv = sc->failures ? 1 : 0;
-  if (rv || verbose) {
-    printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64
-           " faults=", rv ? "FAIL" : "ok", seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count);
-    for (int f = 0; f < sc->nfaults; f++)
-      printf("%s%s@%.2fs(n%d)", f ? "," : "", fault_name[sc->faults[f].kind],
-             (double)sc->faults[f].at_ns / 1e9, sc->faults[f].a);
-    printf(" reset=%g spike=%g t=%.2fs%s%s\n", sc->reset_prob, sc->spike_prob,
-           (double)sim_now(sc->s) / 1e9, rv ? ": " : "", rv ? sc->why : "");
-    if (rv) printf("  replay: sim_chaos --seed %" PRIu64 " -v\n", seed);
-  }
-  for (int i = 0; i < sc->n; i++)
-    for (int r = 0; r < sc->jobs[i].submitted; r++) {
-      free(sc->jobs[i].in[r]);
-      free(sc->jobs[i].buf[r]);
-    }
-  sim_free(sc->s);
-  free(sc);
+  if (rv || verbose) print_summary(sc, rv);
+  count_totals(sc);
+  free_scenario(sc);
   return rv;
 }
 
@@ -522,5 +1112,13 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (uint64_t s = first; s < first + seeds; s++) failed += run_seed(s, verbose);
   printf("sim_chaos: %" PRIu64 " seeds, %d failed\n", seeds, failed);
+  printf("sim_chaos: seeds with joiners %d, with restarts %d, with reloads %d; joiners and "
+         "restarts: loaded %d (%d at the run's end), found no run %d, gave up %d (explained: by "
+         "faults %d, by the run's end %d); reloads %d (%d failed); loaded a diverged state %d; "
+         "snapshots refused %d\n",
+         totals.joiner_seeds, totals.restart_seeds, totals.reload_seeds, totals.joined,
+         totals.joined_end, totals.no_run, totals.gave_up, totals.gave_up_faults,
+         totals.gave_up_end, totals.reloads, totals.reload_failed, totals.diverged_loads,
+         totals.snap_refused);
   return failed ? 1 : 0;
 }
