@@ -3432,19 +3432,26 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   st->have_snap = true;
   st->snap_used_ns = now_ns;
   st->snap_served_ns = 0;
-  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes in %u pieces) offered to %zu "
-           "peer%s", (unsigned long long)snap->round, (unsigned long long)snap->len, snap->npieces,
-           st->naskers, st->naskers == 1 ? "" : "s");
-  /* Askers who want a later round wait for the next snapshot. */
-  size_t keep = 0;
+  /* Askers who want a later round wait for the next snapshot, if that
+   * will be late enough; a job that is itself behind the round asked for
+   * says so rather than copy the state every step until it gets there. */
+  size_t keep = 0, offered = 0;
   for (size_t i = 0; i < st->naskers; i++) {
     ded_peer *p = peer_find(node, st->askers[i].id);
-    if (st->askers[i].min_round > snap->round)
+    if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds) {
+      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
+    } else if (st->askers[i].min_round > st->snap.round) {
       st->askers[keep++] = st->askers[i];
-    else if (p && p->conn)
+    } else if (p && p->conn) {
       state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
+      offered++;
+    }
   }
   st->naskers = keep;
+  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes in %u pieces) offered to %zu "
+           "peer%s%s", (unsigned long long)st->snap.round, (unsigned long long)st->snap.len,
+           st->snap.npieces, offered, offered == 1 ? "" : "s",
+           keep ? " (others want a later round)" : "");
   if (keep && node->cb.want_snapshot) {
     st->snap_wanted = true;
     node->cb.want_snapshot(node->user);

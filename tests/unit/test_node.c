@@ -3484,6 +3484,19 @@ static void test_node_state_snapshot_needs_lineage(void **state) {
   send_state_ask(&t, 0, 2);
   assert_int_equal(t.want_snapshots, 3);
   expect_offer(&t, 0, DED_STATE_PENDING, 1);
+  /* The next snapshot (steps of 3 rounds) reaches round 2: it waits. */
+  s = small_snap(&fm.mem, 1, 1000);
+  assert_int_equal(ded_node_snapshot_set(t.node, &s, NOW_NS), 0);
+  out = tnode_output(&t, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_STATE_OFFER), 0);
+  free(out);
+  /* Round 5 is more than a step past this job's snapshots (it is itself
+   * behind): NONE, rather than a copy of the state every step. */
+  send_state_ask(&t, 0, 5);
+  expect_offer(&t, 0, DED_STATE_PENDING, 1);
+  s = small_snap(&fm.mem, 1, 1000);
+  assert_int_equal(ded_node_snapshot_set(t.node, &s, NOW_NS), 0);
+  expect_offer(&t, 0, DED_STATE_NONE, 0);
   ded_node_free(t.node);
   assert_int_equal(fm.live, 0);
 }
