@@ -363,6 +363,9 @@ struct ded_node {
    * already passed there. */
   uint64_t intent_round, catch_up;
   uint8_t intent_to[DED_ID_BYTES];
+  /* Out of step: a STALE said the swarm is at this round. Our rounds
+   * below it are over before they start (until a reload). */
+  uint64_t stale_round;
   /* The lineage: per recent round, the members of the latest attempt we
    * adopted (a round's coordinators come from the previous round's), and
    * the attempt each of our reported rounds ended with. */
@@ -1360,6 +1363,15 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     return;
   }
   if (r->state != ROUND_WAIT_PREV) return;
+  if (r->no < node->stale_round) {
+    /* The swarm has moved past this round for good: no one would answer
+     * but with STALE (or, a coordinator we guess, not at all). */
+    node_log(node, DED_LOG_DEBUG, "round %llu: out of step (the swarm is at %llu): own values",
+             (unsigned long long)r->no, (unsigned long long)node->stale_round);
+    r->behind = node->stale_round;
+    round_report(node, r, 0, true, true);
+    return;
+  }
   lin_entry *prev = lin_get(node, r->no - 1);
   if (r->no > 0 && prev) {
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
@@ -3093,6 +3105,7 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
            (unsigned long long)m.round, (unsigned long long)m.next_round);
   if (r->genesis) node_lose_lineage(node);
   r->behind = m.next_round;
+  node->stale_round = DED_MAX(node->stale_round, m.next_round);
   round_report(node, r, 0, true, true);
 }
 

@@ -497,21 +497,25 @@ def kill_mid_run():
 
 @test
 def stop_mid_run():
-    """Four single-rank jobs train 300 steps; one is SIGSTOPped for 4 s (twenty
-    times the deadline floor) mid-run and then resumed. The others go on
-    without it; once back, it fetches the result of the round it missed
-    instead of averaging alone (its own gradients are dropped), learns that
-    the swarm is many steps ahead, reloads the run's state rather than
-    fetch every round it missed, and is back in step: all four end with
-    bit-identical parameters, and nobody falls out of step. The jobs linger
-    before MPI_Finalize so that a job still behind can fetch what it needs."""
+    """Four single-rank jobs train 300 steps; one is SIGSTOPped for 2.5 s
+    (over ten times the deadline floor) mid-run and then resumed. The others
+    go on without it; once back, it fetches the result of the round it
+    missed instead of averaging alone (its own gradients are dropped),
+    learns that the swarm is many steps ahead, reloads the run's state
+    rather than fetch every round it missed, and is back in step: all four
+    end with bit-identical parameters, and nobody else falls out of step.
+    (The stop is short enough that the peers' history, 256 rounds at most,
+    still holds the rounds it missed on this machine; if it does not, the
+    stopped job is out of step and reloads all the same, which the test
+    accepts and reports.) The jobs linger before MPI_Finalize so that a job
+    still behind can fetch what it needs."""
     steps = ["--steps", "300", "--buckets", "2", "--log-every", "5"]  # progress seen to 5 steps
     sw = Swarm4(steps + ["--step-ms", "20"], FAULT_ENV, linger_ms=10000)
     sw.wait_step(0, 10)
     t10 = time.time()
     sw.wait_step(0, 50)
     rate = (sw.step_of(0) - 10) / max(time.time() - t10, 1e-3)  # steps/s undisturbed, this machine
-    STOP_S = 4.0
+    STOP_S = 2.5
     sw.signal(2, signal.SIGSTOP)
     s0 = sw.step_of(0)
     time.sleep(STOP_S)
@@ -524,18 +528,22 @@ def stop_mid_run():
           "the swarm waited for the stopped job: %d steps in %.0f s, %.0f steps/s before" %
           (moved, STOP_S, rate))
     sw.check_identical(range(4))
-    errs = "".join(j.err for j in sw.jobs)
+    errs = "".join(sw.jobs[i].err for i in (0, 1, 3))
     check("out of step" not in errs,
           "a job fell out of step:\n" + "\n".join(j.describe() for j in sw.jobs))
+    past_history = "no longer has this one" in sw.jobs[2].err
     late = sw.jobs[2].err.count("this job came late")
-    check(late > 0, "the stopped job never fetched a round it missed:\n" + sw.jobs[2].describe())
+    check(late > 0 or past_history,
+          "the stopped job never fetched a round it missed:\n" + sw.jobs[2].describe())
     reload = re.search(r"back in step at round \d+, (\d+) rounds on", sw.jobs[2].err)
     check(reload, "the stopped job, far behind, did not reload the run's state:\n" +
           sw.jobs[2].describe())
     got, want = sw.check_loss(steps)
     print("  all four identical; the swarm went %d steps on during the stop (%.0f steps/s before); "
-          "the stopped job fetched %d rounds late and reloaded %s rounds on; final loss %.4f "
-          "(undisturbed %.4f)" % (moved, rate, late, reload.group(1), got, want))
+          "the stopped job fetched %d rounds late%s and reloaded %s rounds on; final loss %.4f "
+          "(undisturbed %.4f)" % (moved, rate, late,
+                                  " (came back past the history)" if past_history else "",
+                                  reload.group(1), got, want))
 
 
 @test

@@ -52,14 +52,15 @@
  * seed breaks links at random).
  *
  * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
- *                  [--no-spikes] [--crash-only] [-v]
+ *                  [--no-spikes] [--crash-only] [--summary] [-v]
  * --no-spikes turns the delay spikes off and --crash-only skips every
  * fault but crashes (the seeds draw the same otherwise): they narrow a
  * failing seed down. --weak-liveness leaves out the strict liveness check
  * (every live node back in every round after healing): the suite runs
  * with it, since a node that fell behind may stay late for the rest of a
  * run this short. A failure prints its seed; --seed S -v replays it with
- * the nodes' logs. Joiners, restarts and reloads draw from a stream of
+ * the nodes' logs; --summary prints every seed's line (its swarm, faults,
+ * joiners and restarts, with the round each loaded). Joiners, restarts and reloads draw from a stream of
  * their own: the swarm and its faults are those the seed drew before they
  * existed.
  */
@@ -163,7 +164,7 @@ typedef struct scenario {
   } faults[MAX_FAULTS];
   int nj; /* joiners */
   uint64_t join_ns[MAX_JOINERS]; /* after the swarm exists */
-  int restarts_pending;
+  int joins_pending, restarts_pending; /* timers still to fire: the run waits for them */
   sim_rng extra; /* joiners, restarts: a stream of their own */
   void *P0;      /* the state every job of the start begins with */
   void *ref[MAX_ROUNDS + 1]; /* P of the first job in step at each step start */
@@ -356,7 +357,7 @@ static bool job_done(const scenario *sc, const job *j) {
 }
 
 static bool all_done(scenario *sc) {
-  if (sc->restarts_pending) return false;
+  if (sc->joins_pending || sc->restarts_pending) return false;
   for (int i = 0; i < sc->used; i++)
     if (!job_done(sc, &sc->jobs[i])) return false;
   return true;
@@ -553,6 +554,7 @@ static void hook_state_done(void *user, int node, int status, ded_snapshot *snap
       sc->reload_failed++;
     }
     sim_at(sc->s, node, sim_now(sc->s), TAG_SUBMIT); /* the step waiting for it */
+    maybe_end(sc); /* a reload to the run's end leaves nothing to run */
     return;
   }
   if (!j->loading) {
@@ -626,6 +628,7 @@ static void hook_timer(void *user, int node, uint64_t tag) {
     return;
   }
   if (tag >= TAG_JOIN) {
+    sc->joins_pending--;
     start_joiner(sc, K_JOINER, -1);
     return;
   }
@@ -903,6 +906,7 @@ static void arm_faults(scenario *sc) {
     sc->faults[f].at_ns += now;
     sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
   }
+  sc->joins_pending = sc->nj;
   for (int k = 0; k < sc->nj; k++) {
     sc->join_ns[k] += now;
     sim_at(sc->s, -1, sc->join_ns[k], TAG_JOIN + (uint64_t)k);
@@ -913,6 +917,7 @@ static void arm_faults(scenario *sc) {
 
 static bool opt_weak_liveness;
 static bool opt_no_spikes;
+static bool opt_summary;
 
 static void print_summary(scenario *sc, int rv) {
   printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=",
@@ -1075,7 +1080,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
   sim_run(sc->s, sim_now(sc->s) + 10 * SEC);
   int rv = sc->failures ? 1 : 0;
-  if (rv || verbose) print_summary(sc, rv);
+  if (rv || verbose || opt_summary) print_summary(sc, rv);
   count_totals(sc);
   free_scenario(sc);
   return rv;
@@ -1100,10 +1105,12 @@ int main(int argc, char **argv) {
       opt_no_spikes = true;
     else if (!strcmp(argv[i], "--crash-only"))
       opt_crash_only = true;
+    else if (!strcmp(argv[i], "--summary"))
+      opt_summary = true;
     else {
       fprintf(stderr,
               "usage: %s [--seeds N] [--first S] [--seed S] [--weak-liveness] [--no-spikes] "
-              "[--crash-only] [-v]\n",
+              "[--crash-only] [--summary] [-v]\n",
               argv[0]);
       return 2;
     }

@@ -3897,6 +3897,20 @@ static void test_node_stale_sets_behind(void **state) {
              (unsigned long long)t.last.behind);
   assert_false(t.closed[0]);
   assert_false(t.closed[1]);
+  /* The next rounds below 7 are over at once, without a JOIN: nobody
+   * would answer them but with STALE (or not at all). */
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  assert_int_equal(t.rounds_done, 2);
+  assert_true(t.last.alone);
+  assert_int_equal(t.last.behind, 7);
+  for (unsigned i = 0; i < 2; i++) {
+    uint8_t *out = tnode_output_on(&t, i, &len, t.now);
+    assert_int_equal(frame_count(out, len, DED_MSG_JOIN), 0);
+    free(out);
+  }
   ded_node_free(t.node);
 }
 
