@@ -2447,24 +2447,36 @@ static bool coord_quorum(ded_node *node, const coord_round *cr) {
   return ok;
 }
 
-/* Marks the acceptors among a new attempt's members. False if none is:
- * such an attempt could never complete. */
+/* True if |plan|'s members include a quorum of its acceptors: only then
+ * can their HAVEs ever complete it. */
+static bool attempt_can_complete(const ded_msg_commit *plan) {
+  if (plan->nacc == 0) return true;
+  unsigned n = 0;
+  bool primary_in = false;
+  for (unsigned m = 0; m < plan->k; m++) {
+    n += (plan->members[m].flags & DED_MEMBER_F_ACCEPTOR) != 0;
+    primary_in |= (plan->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
+  }
+  return quorum_of(n, plan->nacc, primary_in);
+}
+
+/* Marks the acceptors among a new attempt's members. False unless they
+ * are a quorum of the acceptors: an attempt without one could never
+ * complete (a joiner that went away since the coordinator counted its
+ * report can leave it short), and its round would be lost. */
 static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_commit *cm) {
   acc_set a;
   if (coord_acceptors(node, cr, &a)) return false;
   bool ok = true;
   if (a.total > 0) { /* else: nobody left to count; the members start afresh */
-    unsigned n = 0;
     for (unsigned m = 0; m < cm->k; m++) {
       cm->members[m].flags = 0;
       for (unsigned i = 0; i < a.n; i++)
-        if (memcmp(cm->members[m].id, a.ids[i], DED_ID_BYTES) == 0) {
+        if (memcmp(cm->members[m].id, a.ids[i], DED_ID_BYTES) == 0)
           cm->members[m].flags = DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
-          n++;
-        }
     }
     cm->nacc = (uint16_t)a.total;
-    ok = n > 0;
+    ok = attempt_can_complete(cm);
   }
   ded_mem_free(node->mem, a.ids);
   return ok;
@@ -2530,7 +2542,9 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
         if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
             prev_lin->final_attempt != a->plan.base)
           continue;
-        if (!attempt_full(a)) continue;
+        /* So is one whose members are too few acceptors to complete it:
+         * it cannot have completed anywhere, and never will. */
+        if (!attempt_full(a) || !attempt_can_complete(&a->plan)) continue;
         if (pass == 0 ? a->acc_view != DED_VIEW_NONE &&
                             (!best || best->acc_view == DED_VIEW_NONE || a->acc_view > best->acc_view)
                       : !best || a->plan.attempt > best->plan.attempt)
@@ -2559,7 +2573,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   ded_msg_commit cm;
   if (ded_gather_commit(&cr->g, node->mem, node->s.chunk_bytes, &cm) != 0) return;
   if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
-    node_log(node, DED_LOG_DEBUG, "round %llu: view %u: no acceptor among the joiners",
+    node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
              (unsigned long long)cr->round, cr->view);
     ded_msg_commit_free(&cm, node->mem);
     cr->decided = false;
