@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 4).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 5).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
