@@ -324,12 +324,7 @@ static result run(int n, int nj, double bps, uint64_t state_bytes, uint64_t seed
     for (uint64_t e = 0; e < b.count; e++) j->buf[e] = (float)(i + 1);
     sim_node_params p;
     memset(&p, 0, sizeof p);
-    p.settings.run = "bench";
-    p.settings.min_peers = (uint32_t)n;
-    p.settings.bootstrap_timeout_ns = 60 * SEC;
-    p.settings.rendezvous_timeout_ns = 60 * SEC;
-    p.settings.round_timeout_ns = 120 * SEC;
-    p.settings.deadline_floor_ns = 200 * MS;
+    sim_bench_settings(&p.settings, n);
     /* The joiners' log gives the donors they loaded from. */
     p.settings.log_level = verbose ? DED_LOG_DEBUG : j->joiner ? DED_LOG_INFO : DED_LOG_ERROR;
     if (i > 0) {

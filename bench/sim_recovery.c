@@ -116,12 +116,7 @@ static double run(int n, uint64_t count, double bps, int kind, uint64_t after_ns
     for (uint64_t e = 0; e < count; e++) b.buf[i][e] = (float)(i + 1);
     sim_node_params p;
     memset(&p, 0, sizeof p);
-    p.settings.run = "bench";
-    p.settings.min_peers = (uint32_t)n;
-    p.settings.bootstrap_timeout_ns = 60 * SEC;
-    p.settings.rendezvous_timeout_ns = 60 * SEC;
-    p.settings.round_timeout_ns = 120 * SEC;
-    p.settings.deadline_floor_ns = 200 * MS;
+    sim_bench_settings(&p.settings, n);
     p.settings.chunk_bytes = 256 * 1024;
     p.settings.log_level = DED_LOG_ERROR;
     if (i > 0) {

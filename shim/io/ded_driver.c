@@ -881,6 +881,13 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   return 0;
 }
 
+/* Wakes the driver's loop from another thread. */
+static void driver_wake(ded_driver *d) {
+  uint64_t one = 1;
+  ssize_t w = write(d->wake_fd, &one, sizeof one);
+  (void)w; /* a full counter still wakes the loop */
+}
+
 int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
   pending_round *p = calloc(1, sizeof *p);
   if (!p) return DED_ERR_NOMEM;
@@ -897,9 +904,7 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
     d->subs_head = p;
   d->subs_tail = p;
   pthread_mutex_unlock(&d->mu);
-  uint64_t one = 1;
-  ssize_t w = write(d->wake_fd, &one, sizeof one);
-  (void)w; /* a full counter still wakes the loop */
+  driver_wake(d);
   return 0;
 }
 
@@ -914,9 +919,7 @@ static int driver_fetch(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   d->fetch_done = false;
   d->fetch_min = min_round;
   pthread_mutex_unlock(&d->mu);
-  uint64_t one = 1;
-  ssize_t w = write(d->wake_fd, &one, sizeof one);
-  (void)w;
+  driver_wake(d);
   pthread_mutex_lock(&d->mu);
   while (!d->fetch_done) ded_cond_wait_ns(&d->cv, &d->mu, 100000000);
   int status = d->fetch_status;
@@ -951,9 +954,7 @@ void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
     free(old->bytes);
     free(old);
   }
-  uint64_t one = 1;
-  ssize_t w = write(d->wake_fd, &one, sizeof one);
-  (void)w;
+  driver_wake(d);
 }
 
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
@@ -962,9 +963,7 @@ void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   d->stop_requested = true;
   d->flush_ns = flush_ns;
   pthread_mutex_unlock(&d->mu);
-  uint64_t one = 1;
-  ssize_t w = write(d->wake_fd, &one, sizeof one);
-  (void)w;
+  driver_wake(d);
   if (d->thread_started) pthread_join(d->thread, NULL);
   driver_free(d);
 }

@@ -190,4 +190,16 @@ void sim_partition(sim *s, int a, int b, uint64_t until_ns);
 /* sim_partition of |a| from every other node. */
 void sim_isolate(sim *s, int a, uint64_t until_ns);
 
+/* The settings the benchmarks give every node of a swarm of |n|: run
+ * "bench", the first round waits for all, generous bounds, a 200 ms
+ * deadline floor. */
+static inline void sim_bench_settings(ded_node_settings *s, int n) {
+  s->run = "bench";
+  s->min_peers = (uint32_t)n;
+  s->bootstrap_timeout_ns = 60ull * 1000000000ull;
+  s->rendezvous_timeout_ns = 60ull * 1000000000ull;
+  s->round_timeout_ns = 120ull * 1000000000ull;
+  s->deadline_floor_ns = 200ull * 1000000ull;
+}
+
 #endif /* DED_SIM_H */
