@@ -238,6 +238,31 @@ static void set_chunk(parse_ctx *p, const char *name, const char *v) {
     p->cfg->chunk_bytes = (uint32_t)n;
 }
 
+static void set_plan(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "lp"))
+    p->cfg->plan = 0; /* DED_PLAN_LP */
+  else if (!strcmp(v, "equal"))
+    p->cfg->plan = 1; /* DED_PLAN_EQUAL */
+  else
+    cfg_error(p, name, v, "expected lp or equal");
+}
+
+/* "UP" or "UP/DOWN", Mbit/s (decimal: 1 Mbit = 10^6 bits), each > 0. */
+static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
+  if (v[0] == '\0') return; /* measured */
+  char *end;
+  double up = strtod(v, &end), down = up;
+  if (end != v && *end == '/') {
+    const char *d = end + 1;
+    down = strtod(d, &end);
+    if (end == d) end = (char *)v; /* nothing after the slash */
+  }
+  if (end == v || *end != '\0' || !(up > 0.0 && up < 1e7) || !(down > 0.0 && down < 1e7))
+    cfg_error(p, name, v, "expected UP or UP/DOWN in Mbit/s, such as 100 or 10/50");
+  else
+    p->cfg->up_Bps = up * 1e6 / 8, p->cfg->down_Bps = down * 1e6 / 8;
+}
+
 static void refuse_secret(parse_ctx *p, const char *name, const char *v) {
   (void)v;
   cfg_error(p, name, "...", "swarm secrets (authenticated, encrypted sessions) are not available "
@@ -269,6 +294,8 @@ static const var_def vars[] = {
     {{"DEDMPI_DEADLINE_FLOOR", "500ms", "shortest learned deadline (waiting for a missing member, for progress)"}, set_deadline_floor},
     {{"DEDMPI_HISTORY_BYTES", "256M", "finished results kept to serve members that fall behind (0 = none)"}, set_history},
     {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
+    {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
+    {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{NULL, NULL, NULL}, NULL},
 };
 

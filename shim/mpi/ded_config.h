@@ -34,6 +34,8 @@ typedef struct ded_config {
   uint64_t history_bytes;         /* DEDMPI_HISTORY_BYTES (UINT64_MAX: none) */
   bool state_bcast;               /* DEDMPI_STATE_BCAST */
   uint32_t step_rounds;           /* DEDMPI_STEP_ROUNDS (0: learnt) */
+  uint8_t plan;                   /* DEDMPI_PLAN (enum ded_plan) */
+  double up_Bps, down_Bps;        /* DEDMPI_BANDWIDTH (0: measured) */
 } ded_config;
 
 /*

@@ -861,6 +861,9 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.node.deadline_floor_ns = S.cfg.deadline_floor_ns;
   dc.node.history_bytes = S.cfg.history_bytes;
   dc.node.log_level = S.cfg.log_level;
+  dc.node.plan = S.cfg.plan;
+  dc.node.up_Bps = S.cfg.up_Bps;
+  dc.node.down_Bps = S.cfg.down_Bps;
   dc.listen = S.cfg.mode == DED_MODE_CLIENT ? NULL : S.cfg.listen;
   dc.join = S.cfg.join;
   dc.announce = S.cfg.announce;

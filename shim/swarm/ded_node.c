@@ -31,6 +31,7 @@
 #include "core/ded_msg.h"
 #include "core/ded_wire.h"
 #include "crypto/ded_ident.h"
+#include "core/ded_meter.h"
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
@@ -45,6 +46,8 @@
 #define NODE_IDLE_TICK_NS (1000ull * 1000 * 1000)
 #define NODE_CHUNK_BYTES_DEFAULT (64u * 1024)
 #define NODE_RECORD_TTL_MS_DEFAULT (5u * 60 * 1000)
+/* Rates that moved are republished at most this often. */
+#define NODE_PERF_REPUBLISH_NS (2000u * 1000000ull)
 #define NODE_DEADLINE_FLOOR_NS_DEFAULT (500ull * 1000 * 1000)
 #define NODE_HISTORY_BYTES_DEFAULT (256ull << 20)
 #define NODE_BACKOFF_MS_MIN 50u
@@ -346,6 +349,13 @@ struct ded_node {
   uint8_t rec_bytes[DED_RECORD_BYTES_MAX];
   size_t rec_len;
   uint64_t rec_refresh_ns;
+  /* Our links, measured from our own traffic; what our record says of
+   * them, and when it last changed. */
+  ded_meter up, down;
+  ded_perf perf;
+  uint64_t perf_ns;
+  /* The last plan our coordinator logged (coord_plan). */
+  uint64_t plan_sig;
   /* Connections, by slot: id = gen << 16 | slot. */
   ded_conn **conns;
   uint16_t *conn_gen;
@@ -505,8 +515,21 @@ static bool conn_has_output(const ded_conn *c) {
   return false;
 }
 
+/* True if some connection has output queued. */
+static bool node_has_output(const ded_node *node) {
+  for (uint32_t s = 0; s < node->nslots; s++)
+    if (node->conns[s] && conn_has_output(node->conns[s])) return true;
+  return false;
+}
+
 static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
   bool was_idle = !conn_has_output(c);
+  /* Work for an idle link: an upload busy period begins. One left open by
+   * output dropped unsent (a connection closed) ends first. */
+  if (was_idle && !node_has_output(node)) {
+    ded_meter_end(&node->up);
+    ded_meter_begin(&node->up);
+  }
   sendq_push(&c->q[cls], it);
   if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
 }
@@ -777,8 +800,34 @@ static bool peer_participates(ded_node *node, const ded_peer *p) {
   return rec && !(rec->flags & DED_RECORD_F_NO_ROUNDS);
 }
 
+static uint32_t perf_kBps(double Bps) {
+  return Bps > 0.0 && Bps / 1000.0 < UINT32_MAX ? (uint32_t)(Bps / 1000.0 + 0.5) : 0;
+}
+
+/* Our rates as of now: declared, else measured. */
+static ded_perf node_perf_now(const ded_node *node) {
+  ded_perf p;
+  p.up_kBps = perf_kBps(node->s.up_Bps > 0.0 ? node->s.up_Bps : ded_meter_rate(&node->up));
+  p.down_kBps = perf_kBps(node->s.down_Bps > 0.0 ? node->s.down_Bps : ded_meter_rate(&node->down));
+  p.add_kBps = perf_kBps(node->s.add_Bps);
+  return p;
+}
+
+void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
+  *up_kBps = node->perf.up_kBps;
+  *down_kBps = node->perf.down_kBps;
+}
+
+/* A rate worth telling the swarm about: first known, or off by a fifth. */
+static bool perf_moved(uint32_t was, uint32_t now) {
+  return (was == 0) != (now == 0) || (double)now > 1.2 * was || (double)now < was / 1.2;
+}
+
 static int node_build_record(ded_node *node, uint64_t now_ns) {
   ded_record *rec = &node->rec;
+  node->perf = node_perf_now(node);
+  node->perf_ns = now_ns;
+  ded_record_perf_set(rec, &node->perf);
   rec->mode = node->s.mode;
   rec->flags = node->s.no_rounds ? DED_RECORD_F_NO_ROUNDS : 0;
   memcpy(rec->run_id, node->run_id, DED_RUN_ID_BYTES);
@@ -2488,6 +2537,70 @@ static bool attempt_full(const struct coord_attempt *a) {
   return true;
 }
 
+
+/* What the planner knows of joiner |id|: its mode and published rates. */
+static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
+  ded_lp_peer lp = {0.0, 0.0, 0.0, DED_MODE_NODE};
+  ded_perf perf = {0, 0, 0};
+  if (memcmp(id, node->ident.id, DED_ID_BYTES) == 0) {
+    lp.mode = node->s.mode;
+    perf = node->perf;
+  } else {
+    const ded_peer *p = peer_find(node, id);
+    const ded_record *rec = p ? peer_record((ded_node *)node, p) : NULL;
+    if (rec) {
+      lp.mode = rec->mode;
+      ded_record_perf(rec, &perf);
+    }
+  }
+  lp.up_Bps = perf.up_kBps * 1000.0;
+  lp.down_Bps = perf.down_kBps * 1000.0;
+  lp.add_Bps = perf.add_kBps * 1000.0;
+  return lp;
+}
+
+/* Fixes |cr|'s membership and shares into |cm| (DESIGN §4, adaptive
+ * averaging): the DeDLOC program over the joiners' published rates, or
+ * equal shares if that is our setting. The plan is logged when it
+ * changes. */
+static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
+  ded_lp_peer *lp = ded_mem_calloc(node->mem, cr->g.n, sizeof *lp);
+  if (!lp) return DED_ERR_NOMEM;
+  for (size_t i = 0; i < cr->g.n; i++) lp[i] = coord_lp_peer(node, cr->g.v[i].id);
+  ded_lp_result res;
+  int rv = ded_gather_commit_planned(&cr->g, node->mem, node->s.chunk_bytes, lp,
+                                     node->s.plan == DED_PLAN_EQUAL, &res, cm);
+  ded_mem_free(node->mem, lp);
+  if (rv != 0) return rv;
+  if (res.fallback != DED_LP_E_NONE)
+    node_log(node, DED_LOG_WARN, "round %llu: equal shares: %s", (unsigned long long)cr->round,
+             ded_lp_fallback_str(res.fallback));
+  /* One line per change of plan: who reduces what share, at what rates. */
+  uint64_t sig = cm->k;
+  for (unsigned i = 0; i < cm->k; i++) sig = sig * 1000003u ^ (cm->members[i].shard_off * 1000 / (cm->count ? cm->count : 1));
+  if (sig != node->plan_sig && node->s.log_level >= DED_LOG_INFO) {
+    node->plan_sig = sig;
+    char line[1024];
+    size_t pos = 0;
+    for (unsigned i = 0; i < cm->k && i < 16 && pos < sizeof line; i++) {
+      uint64_t end = i + 1 < cm->k ? cm->members[i + 1].shard_off : cm->count;
+      ded_lp_peer p = coord_lp_peer(node, cm->members[i].id);
+      char sid[9];
+      ded_id_short(cm->members[i].id, sid);
+      int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f/%.0fMbit)", sid,
+                       100.0 * (double)(end - cm->members[i].shard_off) / (double)cm->count,
+                       ded_mode_str(p.mode), p.up_Bps * 8e-6, p.down_Bps * 8e-6);
+      if (n < 0) break;
+      pos += (size_t)n;
+    }
+    node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %.3f s:%s%s", (unsigned long long)cr->round,
+             node->s.plan == DED_PLAN_EQUAL ? "equal" : "lp",
+             res.t_per_byte * (double)cm->count * (double)ded_dtype_size(cm->dtype),
+             pos < sizeof line ? line : "", cm->k > 16 ? " ..." : "");
+  }
+  return 0;
+}
+
 /*
  * Decides the view. In order: an attempt someone completed is the round's
  * result; with a quorum of reports, the attempt accepted in the highest
@@ -2571,7 +2684,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   cr->g.n = out;
   if (cr->g.n == 0) return;
   ded_msg_commit cm;
-  if (ded_gather_commit(&cr->g, node->mem, node->s.chunk_bytes, &cm) != 0) return;
+  if (coord_plan(node, cr, &cm) != 0) return;
   if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
     node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
              (unsigned long long)cr->round, cr->view);
@@ -4079,8 +4192,19 @@ static bool node_needs_fast_tick(const ded_node *node) {
 static void node_tick(ded_node *node, uint64_t now_ns) {
   node->tick_ns = now_ns + NODE_IDLE_TICK_NS;
   boot_tick(node, now_ns);
-  if (!node->leaving && now_ns >= node->rec_refresh_ns && node_build_record(node, now_ns) == 0)
+  /* The record is refreshed before it expires, and sooner when our rates
+   * moved (at most every NODE_PERF_REPUBLISH_NS: records are flooded). */
+  ded_perf perf = node_perf_now(node);
+  bool moved = now_ns >= node->perf_ns + NODE_PERF_REPUBLISH_NS &&
+               (perf_moved(node->perf.up_kBps, perf.up_kBps) ||
+                perf_moved(node->perf.down_kBps, perf.down_kBps));
+  if (!node->leaving && (moved || now_ns >= node->rec_refresh_ns) &&
+      node_build_record(node, now_ns) == 0) {
+    if (moved)
+      node_log(node, DED_LOG_INFO, "measured links: up %.1f Mbit/s, down %.1f Mbit/s",
+               node->perf.up_kBps * 8e-3, node->perf.down_kBps * 8e-3);
     node_flood_record(node, node->rec_bytes, node->rec_len, NULL);
+  }
   ded_table_expire(&node->table, node_wall_ms(node, now_ns), node->ident.id);
   for (uint32_t s = 0; s < node->nslots; s++) {
     ded_conn *c = node->conns[s];
@@ -4175,7 +4299,9 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   *out = NULL;
   if (!settings->run || !settings->identity_seed || !cb->connect || !cb->round_done ||
       strlen(settings->run) > DED_RUN_NAME_MAX || settings->n_bootstrap > DED_BOOTSTRAP_MAX ||
-      settings->n_announce > DED_RECORD_ADDRS_MAX || settings->mode > DED_MODE_AUX)
+      settings->n_announce > DED_RECORD_ADDRS_MAX || settings->mode > DED_MODE_AUX ||
+      settings->plan > DED_PLAN_EQUAL || !(settings->up_Bps >= 0.0) ||
+      !(settings->down_Bps >= 0.0) || !(settings->add_Bps >= 0.0))
     return DED_ERR_INVALID_ARG;
   if (ded_crypto_init() != 0) return DED_ERR_INTERNAL;
   ded_node *node = ded_mem_calloc(settings->mem, 1, sizeof *node);
@@ -4293,6 +4419,7 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
     node_reap(node);
     return;
   }
+  ded_meter_arrive(&node->down, len, now_ns);
   ded_frame f;
   int rv;
   while (c->state != CONN_DEAD && (rv = ded_frame_dec_next(&c->dec, &data, &len, &f)) != 0) {
@@ -4349,6 +4476,7 @@ int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int ma
 
 void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns) {
   node_enter(node, now_ns);
+  size_t consumed = n;
   ded_conn *c = conn_get(node, conn_id);
   while (c && n > 0) {
     sendq_item *it = c->cur;
@@ -4370,6 +4498,8 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
       item_free(node, it);
     }
   }
+  ded_meter_add(&node->up, consumed, now_ns);
+  if (!node_has_output(node)) ded_meter_end(&node->up);
   node_reap(node);
 }
 

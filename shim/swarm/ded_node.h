@@ -41,6 +41,12 @@ enum ded_log_level {
   DED_LOG_DEBUG = 3,
 };
 
+/* How a round's coordinator cuts the vector among its members. */
+enum ded_plan {
+  DED_PLAN_LP = 0,    /* DeDLOC's program over the members' published rates */
+  DED_PLAN_EQUAL = 1, /* equal shares (clients still reduce nothing) */
+};
+
 typedef struct ded_node_settings {
   /* Run name: peers of different runs never talk. Required. */
   const char *run;
@@ -82,6 +88,14 @@ typedef struct ded_node_settings {
   int log_level;
   /* This peer takes no part in rounds (backbone). */
   bool no_rounds;
+  /* Declared upload and download rates, bytes per second, for experiments;
+   * 0 = measure them from our own traffic (ded_meter.h). */
+  double up_Bps, down_Bps;
+  /* How fast this machine adds incoming vectors, bytes per second, as the
+   * driver measured it; 0 = unknown. */
+  double add_Bps;
+  /* How a coordinator of ours cuts a round (enum ded_plan). */
+  uint8_t plan;
   /* Allocator; NULL = libc. */
   const ded_mem *mem;
 } ded_node_settings;
@@ -292,5 +306,9 @@ bool ded_node_flushed(const ded_node *node);
 
 /* Peers with a ready connection (not counting us). */
 unsigned ded_node_peer_count(const ded_node *node);
+
+/* The rates this peer publishes (declared, or measured so far), in kB/s;
+ * 0 = not known yet. */
+void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps);
 
 #endif /* DED_NODE_H */

@@ -32,6 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(rec.ttl_ms > 0 && rec.ttl_ms <= DED_RECORD_TTL_MS_MAX);
   for (unsigned i = 0; i < rec.naddr; i++)
     FUZZ_CHECK((rec.addr[i].family == 4 || rec.addr[i].family == 6) && rec.addr[i].port != 0);
+  /* A decoded extension is well-formed: its rates entry, if any, reads
+   * back whole, and setting the same rates gives an entry that reads the
+   * same. */
+  ded_perf perf, again;
+  if (ded_record_perf(&rec, &perf)) {
+    ded_record copy = rec;
+    ded_record_perf_set(&copy, &perf);
+    FUZZ_CHECK(ded_record_perf(&copy, &again) == 1 && memcmp(&perf, &again, sizeof perf) == 0);
+  }
 
   uint8_t buf[DED_RECORD_BYTES_MAX];
   int n = ded_record_encode(&rec, buf, sizeof buf);

@@ -110,8 +110,21 @@ static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) 
     rec.addr[i].ip[15] = (uint8_t)(i + 1);
     rec.addr[i].port = (uint16_t)(7000 + i);
   }
+  /* A well-formed extension: the rates when there is room, then one entry
+   * of a tag this version skips filling the rest. */
+  size_t pos = 0;
+  if (o->ext_len >= 2 + DED_RECORD_PERF_BYTES + 2) {
+    ded_perf perf = {12500, 6250, 4000000};
+    ded_record_perf_set(&rec, &perf);
+    pos = rec.ext_len;
+  }
+  FUZZ_CHECK(o->ext_len == 0 || o->ext_len - pos >= 2);
+  if (o->ext_len > pos) {
+    rec.ext[pos] = 0x40;
+    rec.ext[pos + 1] = (uint8_t)(o->ext_len - pos - 2);
+    for (size_t i = pos + 2; i < o->ext_len; i++) rec.ext[i] = (uint8_t)(i * 13);
+  }
   rec.ext_len = o->ext_len;
-  for (unsigned i = 0; i < o->ext_len; i++) rec.ext[i] = (uint8_t)(i * 13);
   ded_record_sign(&rec, id);
   int n = ded_record_encode(&rec, out, DED_RECORD_BYTES_MAX);
   FUZZ_CHECK(n > 0);

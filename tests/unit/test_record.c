@@ -81,8 +81,10 @@ static void test_record_largest(void **state) {
       rec.addr[i].ip[0] = (uint8_t)(i + 1);
       rec.addr[i].port = (uint16_t)(65535 - i);
     }
-    rec.ext_len = DED_RECORD_EXT_MAX;
+    rec.ext_len = DED_RECORD_EXT_MAX; /* one entry of an unknown tag fills it */
     for (unsigned i = 0; i < DED_RECORD_EXT_MAX; i++) rec.ext[i] = (uint8_t)i;
+    rec.ext[0] = 0x7f;
+    rec.ext[1] = DED_RECORD_EXT_MAX - 2;
     ded_record_sign(&rec, &id);
     uint8_t buf[DED_RECORD_BYTES_MAX];
     size_t n = rec_encode(&rec, buf);
@@ -332,9 +334,63 @@ static void test_record_sign_covers_fields(void **state) {
   assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), 0);
 }
 
+/* The rates a record publishes: set, carried, read back; malformed
+ * extensions are refused by the decoder. */
+static void test_record_perf(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 13);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  ded_perf perf;
+  assert_int_equal(ded_record_perf(&rec, &perf), 0); /* only an unknown tag */
+  assert_int_equal(perf.up_kBps, 0);
+  ded_perf want = {12500, 6250, 4000000};
+  ded_record_perf_set(&rec, &want);
+  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES);
+  ded_record_sign(&rec, &id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  assert_int_equal(perf.up_kBps, 12500);
+  assert_int_equal(perf.down_kBps, 6250);
+  assert_int_equal(perf.add_kBps, 4000000);
+  /* After an unknown entry, and longer than this version reads. */
+  const uint8_t later[] = {0x42, 2, 9, 9, DED_RECORD_EXT_PERF, 13, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 7};
+  memcpy(rec.ext, later, sizeof later);
+  rec.ext_len = sizeof later;
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  assert_true(perf.up_kBps == 1 && perf.down_kBps == 2 && perf.add_kBps == 3);
+  /* Malformed: an entry past the end, a header cut short, a rates entry
+   * too short, two rates entries. */
+  const struct {
+    uint8_t ext[40];
+    uint16_t len;
+  } bad[] = {
+      {{0x42, 5, 1, 2}, 4},
+      {{0x42}, 1},
+      {{DED_RECORD_EXT_PERF, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 13},
+      {{DED_RECORD_EXT_PERF, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, DED_RECORD_EXT_PERF, 12, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+       28},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(rec.ext, bad[i].ext, bad[i].len);
+    rec.ext_len = bad[i].len;
+    ded_record_sign(&rec, &id);
+    n = rec_encode(&rec, buf);
+    if (ded_record_decode(buf, n, &out) != DED_ERR_PROTO) fail_msg("bad extension %zu decoded", i);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_record_round_trip),
+      cmocka_unit_test(test_record_perf),
       cmocka_unit_test(test_record_largest),
       cmocka_unit_test(test_record_every_bit_flip),
       cmocka_unit_test(test_record_wrong_run),

@@ -58,8 +58,8 @@ static inline void unit_record(ded_record *rec, const ded_ident *ident, uint64_t
   rec->addr[1].ip[15] = 1;
   rec->addr[1].port = 7001;
   rec->ext_len = 3;
-  rec->ext[0] = 0xaa;
-  rec->ext[1] = 0xbb;
+  rec->ext[0] = 0xaa; /* an extension entry of a tag this version skips */
+  rec->ext[1] = 1;
   rec->ext[2] = 0xcc;
   ded_record_sign(rec, ident);
 }

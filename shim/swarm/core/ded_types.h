@@ -35,6 +35,16 @@ typedef enum ded_mode {
   DED_MODE_AUX = 2,    /* reduces a share, contributes nothing */
 } ded_mode;
 
+/* "node", "client", "aux", or "?". */
+static inline const char *ded_mode_str(uint8_t mode) {
+  switch (mode) {
+  case DED_MODE_NODE: return "node";
+  case DED_MODE_CLIENT: return "client";
+  case DED_MODE_AUX: return "aux";
+  default: return "?";
+  }
+}
+
 /* Bytes per element of |dtype|, 0 if unknown. */
 static inline size_t ded_dtype_size(uint8_t dtype) {
   switch (dtype) {

@@ -1,5 +1,6 @@
 #include "ded_record.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "../core/ded_err.h"
@@ -45,6 +46,53 @@ void ded_record_sign(ded_record *rec, const ded_ident *ident) {
   ded_ident_sign(ident, body, (size_t)n, rec->sig);
 }
 
+/* Walks the extension's entries: 0 if well-formed (entries fit exactly,
+ * a known tag at most once, a known tag long enough), -1 if not. With
+ * |want|, stops at that tag and sets |*val| and |*len|: 1. */
+static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val, size_t *len) {
+  bool seen_perf = false;
+  size_t i = 0;
+  while (i < rec->ext_len) {
+    if (rec->ext_len - i < 2) return -1;
+    uint8_t tag = rec->ext[i], n = rec->ext[i + 1];
+    if (rec->ext_len - i - 2 < n) return -1;
+    if (tag == DED_RECORD_EXT_PERF) {
+      if (seen_perf || n < DED_RECORD_PERF_BYTES) return -1;
+      seen_perf = true;
+    }
+    if (tag == want) {
+      *val = rec->ext + i + 2;
+      *len = n;
+      return 1;
+    }
+    i += 2 + (size_t)n;
+  }
+  return 0;
+}
+
+void ded_record_perf_set(ded_record *rec, const ded_perf *perf) {
+  ded_wr w = ded_wr_init(rec->ext, sizeof rec->ext);
+  ded_wr_u8(&w, DED_RECORD_EXT_PERF);
+  ded_wr_u8(&w, DED_RECORD_PERF_BYTES);
+  ded_wr_u32(&w, perf->up_kBps);
+  ded_wr_u32(&w, perf->down_kBps);
+  ded_wr_u32(&w, perf->add_kBps);
+  DED_ASSERT(!w.err);
+  rec->ext_len = (uint16_t)w.pos;
+}
+
+int ded_record_perf(const ded_record *rec, ded_perf *perf) {
+  memset(perf, 0, sizeof *perf);
+  const uint8_t *v = NULL;
+  size_t n = 0;
+  if (record_ext_walk(rec, DED_RECORD_EXT_PERF, &v, &n) != 1) return 0;
+  ded_rd r = ded_rd_init(v, n);
+  perf->up_kBps = ded_rd_u32(&r);
+  perf->down_kBps = ded_rd_u32(&r);
+  perf->add_kBps = ded_rd_u32(&r);
+  return 1;
+}
+
 int ded_record_decode(const uint8_t *p, size_t len, ded_record *rec) {
   memset(rec, 0, sizeof *rec);
   if (len > DED_RECORD_BYTES_MAX) return DED_ERR_PROTO;
@@ -72,6 +120,7 @@ int ded_record_decode(const uint8_t *p, size_t len, ded_record *rec) {
   ded_rd_bytes(&r, rec->sig, DED_SIG_BYTES);
   if (!ded_rd_done(&r)) return DED_ERR_PROTO;
   if (rec->ttl_ms == 0 || rec->ttl_ms > DED_RECORD_TTL_MS_MAX) return DED_ERR_PROTO;
+  if (record_ext_walk(rec, -1, NULL, NULL) != 0) return DED_ERR_PROTO;
   return 0;
 }
 

@@ -20,6 +20,14 @@
  *          u8 family (4 or 6), ip [16], u16 port
  *     u16  ext_len (<= DED_RECORD_EXT_MAX), ext [ext_len]
  *     sig  [64]
+ *
+ * The extension is a list of entries, u8 tag | u8 len | value [len];
+ * unknown tags are skipped, a known one appears at most once:
+ *
+ *     DED_RECORD_EXT_PERF (len >= 12): u32 up | u32 down | u32 add, in
+ *     kB/s (1000 bytes), 0 = unknown: the owner's measured upload and
+ *     download rates and how fast it adds incoming vectors (ded_meter.h),
+ *     what a round's coordinator plans shares with (ded_lp.h).
  */
 #ifndef DED_RECORD_H
 #define DED_RECORD_H
@@ -38,6 +46,19 @@ enum {
   /* The owner takes no part in rounds: a backbone or an observer. */
   DED_RECORD_F_NO_ROUNDS = 1 << 0,
 };
+
+/* Extension tags. */
+enum {
+  DED_RECORD_EXT_PERF = 1,
+};
+#define DED_RECORD_PERF_BYTES 12
+
+/* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */
+typedef struct ded_perf {
+  uint32_t up_kBps;
+  uint32_t down_kBps;
+  uint32_t add_kBps;
+} ded_perf;
 
 typedef struct ded_record {
   uint8_t mode;
@@ -75,6 +96,13 @@ int ded_record_decode(const uint8_t *p, size_t len, ded_record *rec);
  */
 int ded_record_verify(const ded_record *rec, const uint8_t run_id[DED_RUN_ID_BYTES],
                       uint64_t now_ms);
+
+/* Sets |rec|'s extension to |perf| alone (call before signing). */
+void ded_record_perf_set(ded_record *rec, const ded_perf *perf);
+
+/* The rates |rec| publishes: 1 and |*perf|, or 0 (none; |*perf| zeroed).
+ * The extension of a decoded record is well-formed. */
+int ded_record_perf(const ded_record *rec, ded_perf *perf);
 
 /* Absolute expiry of |rec|, in the owner's clock. */
 static inline uint64_t ded_record_expiry_ms(const ded_record *rec) {

@@ -76,6 +76,35 @@ void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count) 
 
 int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
                       ded_msg_commit *out) {
+  return ded_gather_commit_planned(g, mem, chunk_bytes, NULL, false, NULL, out);
+}
+
+/* Fills |off| with the members' shards: the LP's over |lp| when given. */
+static int gather_shares(uint64_t count, unsigned k, const ded_lp_peer *lp, bool equal,
+                         const ded_mem *mem, ded_lp_result *res, uint64_t *off) {
+  if (res) res->fallback = DED_LP_E_NONE, res->t_per_byte = 0.0;
+  if (!lp || k == 1) {
+    ded_partition_equal(count, k, off);
+    return 0;
+  }
+  double *frac = ded_mem_calloc(mem, k, sizeof *frac);
+  if (!frac) return DED_ERR_NOMEM;
+  ded_lp_result r = {0, 0.0};
+  if (equal) {
+    ded_lp_equal(lp, k, frac);
+    r.t_per_byte = ded_lp_time(lp, k, frac);
+  } else {
+    ded_lp_plan(lp, k, frac, &r);
+  }
+  if (ded_partition_weighted(count, k, frac, off) != 0) ded_partition_equal(count, k, off);
+  if (res) *res = r;
+  ded_mem_free(mem, frac);
+  return 0;
+}
+
+int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
+                              const ded_lp_peer *perf, bool equal, ded_lp_result *res,
+                              ded_msg_commit *out) {
   memset(out, 0, sizeof *out);
   ded_gather_signature(g, &out->dtype, &out->count);
   out->round = g->round;
@@ -90,11 +119,17 @@ int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_by
   out->members = ded_mem_calloc(mem, k, sizeof *out->members);
   if (!out->members) return DED_ERR_NOMEM;
   uint64_t *off = ded_mem_calloc(mem, k, sizeof *off);
-  if (!off) {
+  ded_lp_peer *lp = perf ? ded_mem_calloc(mem, k, sizeof *lp) : NULL;
+  int rv = !off || (perf && !lp) ? DED_ERR_NOMEM : 0;
+  for (size_t i = 0, m = 0; lp && i < g->n; i++)
+    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) lp[m++] = perf[i];
+  if (rv == 0) rv = gather_shares(out->count, (unsigned)k, lp, equal, mem, res, off);
+  ded_mem_free(mem, lp);
+  if (rv != 0) {
+    ded_mem_free(mem, off);
     ded_msg_commit_free(out, mem);
-    return DED_ERR_NOMEM;
+    return rv;
   }
-  ded_partition_equal(out->count, (unsigned)k, off);
   size_t m = 0;
   for (size_t i = 0; i < g->n; i++) {
     const ded_gather_join *j = &g->v[i];

@@ -23,6 +23,7 @@
 
 #include "../core/ded_mem.h"
 #include "../core/ded_msg.h"
+#include "../lp/ded_lp.h"
 
 /* Index of round |round|'s coordinator among |k| sorted members of round-1. */
 static inline unsigned ded_match_coordinator(uint64_t round, unsigned k) {
@@ -69,5 +70,17 @@ void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count);
  */
 int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
                       ded_msg_commit *out);
+
+/*
+ * The same with shares from the DeDLOC program (ded_lp_plan) over the
+ * members' |perf|, one entry per join of |g| in its order (NULL: equal
+ * shares); with |equal|, the reducers among them (not the clients) share
+ * equally instead. Shares become whole elements by largest remainder; a member
+ * whose share is zero (a client) reduces an empty shard. |res| (may be
+ * NULL) reports the plan's estimated time and any fallback.
+ */
+int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
+                              const ded_lp_peer *perf, bool equal, ded_lp_result *res,
+                              ded_msg_commit *out);
 
 #endif /* DED_MATCH_H */
