@@ -174,17 +174,18 @@ static void set_min_peers(parse_ctx *p, const char *name, const char *v) {
     p->cfg->min_peers = (uint32_t)n;
 }
 
-/* Client peers (no inbound connections, no shard of their own) and aux
- * peers (no gradients) need shares chosen per peer; with this version's
- * equal shares every member reduces a shard, which two clients that cannot
- * reach each other could not do. Refused rather than half working. */
+/* node: reduces a share and contributes; client: behind NAT, accepts no
+ * connections (it calls every node) and reduces nothing; aux: reduces a
+ * share, its own vector is not averaged (it gets the swarm's mean back). */
 static void set_mode(parse_ctx *p, const char *name, const char *v) {
   if (!strcmp(v, "node"))
     p->cfg->mode = DED_MODE_NODE;
-  else if (!strcmp(v, "client") || !strcmp(v, "aux"))
-    cfg_error(p, name, v, "%s peers are not available in this version (only node)", v);
+  else if (!strcmp(v, "client"))
+    p->cfg->mode = DED_MODE_CLIENT;
+  else if (!strcmp(v, "aux"))
+    p->cfg->mode = DED_MODE_AUX;
   else
-    cfg_error(p, name, v, "expected node");
+    cfg_error(p, name, v, "expected node, client or aux");
 }
 
 static void set_log(parse_ctx *p, const char *name, const char *v) {
@@ -283,7 +284,7 @@ static const var_def vars[] = {
     {{"DEDMPI_SWARM_KEY_FILE", "", "file holding the shared secret (not available in this version)"}, refuse_secret},
     {{"DEDMPI_MIN_BYTES", "65536", "smallest all-reduce (bytes) that goes to the swarm"}, set_min_bytes},
     {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},
-    {{"DEDMPI_MODE", "node", "node (client and aux peers come with adaptive shares)"}, set_mode},
+    {{"DEDMPI_MODE", "node", "node, client (no inbound connections) or aux (reduces, contributes nothing)"}, set_mode},
     {{"DEDMPI_LOG", "warn", "error, warn, info or debug (to stderr, one line per event)"}, set_log},
     {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_disable},
     {{"DEDMPI_STATE_BCAST", "1", "1 = rank 0's large start-up broadcasts are state a joining job loads from the run; 0 = only registered buffers are"}, set_state_bcast},

@@ -181,6 +181,8 @@ struct ded_round {
   ded_msg_commit plan;
   unsigned me; /* our index in plan, or plan.k when we only fetch */
   double total_w;
+  unsigned ncontrib;  /* members without DED_MEMBER_F_AUX */
+  unsigned first_contrib; /* the first of them, in commit order */
   uint64_t chunk; /* elements per chunk */
   bool frozen;    /* reported to a newer view: this attempt sends nothing more */
   /* Reducer of our own shard: the accumulator is res + my_off. */
@@ -256,7 +258,7 @@ typedef struct view_hint {
 typedef struct lin_entry {
   uint64_t round;
   uint64_t attempt;
-  uint8_t (*ids)[DED_ID_BYTES]; /* NULL: empty slot */
+  uint8_t (*ids)[DED_ID_BYTES]; /* n ids, then client bits (DED_LIN_BYTES); NULL: empty slot */
   unsigned n;
   bool final;             /* the round reported here */
   uint64_t final_attempt; /* ... with this attempt (0: without one) */
@@ -1013,13 +1015,24 @@ static void node_lose_lineage(ded_node *node) {
   node->have_members = false;
 }
 
+/* |plan|'s members as a lineage (ded_msg.h: ids, then client bits). */
+static uint8_t (*lin_of_plan(ded_node *node, const ded_msg_commit *plan))[DED_ID_BYTES] {
+  uint8_t(*ids)[DED_ID_BYTES] = ded_mem_calloc(node->mem, DED_LIN_BYTES(plan->k), 1);
+  if (!ids) return NULL;
+  uint8_t *clients = (uint8_t *)ids + (size_t)plan->k * DED_ID_BYTES;
+  for (unsigned i = 0; i < plan->k; i++) {
+    memcpy(ids[i], plan->members[i].id, DED_ID_BYTES);
+    if (plan->members[i].flags & DED_MEMBER_F_CLIENT) bit_set(clients, i);
+  }
+  return ids;
+}
+
 /* Round |no|'s membership is now |plan|'s. */
 static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *plan) {
   lin_entry *e = &node->lin[no % NODE_LIN_RING];
   if (e->ids && e->round == no && e->attempt == plan->attempt) return 0;
-  uint8_t(*ids)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)plan->k * DED_ID_BYTES);
+  uint8_t(*ids)[DED_ID_BYTES] = lin_of_plan(node, plan);
   if (!ids) return DED_ERR_NOMEM;
-  for (unsigned i = 0; i < plan->k; i++) memcpy(ids[i], plan->members[i].id, DED_ID_BYTES);
   bool was_final = e->ids && e->round == no && e->final;
   uint64_t fa = e->final_attempt;
   lin_clear(node, e);
@@ -1241,11 +1254,12 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
   if (late && !alone && node->catch_up > r->no) res.swarm_round = node->catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
-    res.contributors = r->plan.k;
+    res.contributors = r->ncontrib;
     res.total_weight = r->total_w;
-    ids = ded_mem_malloc(node->mem, (size_t)r->plan.k * DED_ID_BYTES);
-    for (unsigned i = 0; ids && i < r->plan.k; i++)
-      memcpy(ids + (size_t)i * DED_ID_BYTES, r->plan.members[i].id, DED_ID_BYTES);
+    ids = ded_mem_malloc(node->mem, (size_t)r->ncontrib * DED_ID_BYTES + 1);
+    for (unsigned i = 0, n = 0; ids && i < r->plan.k; i++)
+      if (!(r->plan.members[i].flags & DED_MEMBER_F_AUX))
+        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->plan.members[i].id, DED_ID_BYTES);
     res.members = ids;
   } else {
     res.contributors = 1;
@@ -1266,11 +1280,18 @@ static void round_fail(ded_node *node, ded_round *r, int status) {
 /* Peers we could see as members of a genesis round, us included. */
 static unsigned node_genesis_view(ded_node *node, const uint8_t **min_id) {
   unsigned n = node->s.no_rounds ? 0 : 1;
-  const uint8_t *best = node->s.no_rounds ? NULL : node->ident.id;
+  const uint8_t *best = node->s.no_rounds || node->s.mode == DED_MODE_CLIENT ? NULL : node->ident.id;
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
-    if (!peer_participates(node, p)) continue;
+    const ded_record *rec = peer_record(node, p);
+    /* Clients cannot reach one another: to a client, another one is
+     * present when its record is. */
+    bool other_client = node->s.mode == DED_MODE_CLIENT && rec && rec->mode == DED_MODE_CLIENT &&
+                        !p->left && !(rec->flags & DED_RECORD_F_NO_ROUNDS);
+    if (!peer_participates(node, p) && !other_client) continue;
     n++;
+    /* A client cannot be reached by the other clients: it never coordinates. */
+    if (rec->mode == DED_MODE_CLIENT) continue;
     if (!best || memcmp(p->id, best, DED_ID_BYTES) < 0) best = p->id;
   }
   if (min_id) *min_id = best;
@@ -1285,7 +1306,7 @@ static bool node_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
 }
 
 static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
-  return r->lin[(r->no + v) % r->nlin];
+  return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
 }
 
 /* Moves |r| to the first view from |v| on whose coordinator is not known
@@ -1298,9 +1319,9 @@ static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
 
 static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
                          unsigned n, uint64_t attempt) {
-  uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)n * DED_ID_BYTES);
+  uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(n));
   if (!copy) return DED_ERR_NOMEM;
-  memcpy(copy, ids, (size_t)n * DED_ID_BYTES);
+  memcpy(copy, ids, DED_LIN_BYTES(n));
   ded_mem_free(node->mem, r->lin);
   r->lin = copy;
   r->nlin = n;
@@ -1344,7 +1365,9 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.count = r->a.count;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
-  j.flags = r->genesis ? DED_JOIN_F_GENESIS : 0;
+  j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
+                      (node->s.mode == DED_MODE_CLIENT ? DED_JOIN_F_CLIENT : 0) |
+                      (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node, r->view));
@@ -1455,7 +1478,8 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       if (o->no < r->no && !o->reported && o->state != ROUND_DEAD) return;
     }
     const uint8_t *min_id;
-    if (node_genesis_view(node, &min_id) < node->s.min_peers) return; /* rendezvous */
+    /* Rendezvous; and a client waits until it sees a peer that is not one. */
+    if (node_genesis_view(node, &min_id) < node->s.min_peers || !min_id) return;
     r->genesis = true;
     memcpy(r->coord, min_id, DED_ID_BYTES);
   }
@@ -1505,12 +1529,11 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   }
   if (r->genesis || r->nlin == 0) {
     /* A first round that has an attempt: its members are the lineage. */
-    uint8_t(*ids)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)r->plan.k * DED_ID_BYTES);
+    uint8_t(*ids)[DED_ID_BYTES] = lin_of_plan(node, &r->plan);
     if (!ids) {
       round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
-    for (unsigned i = 0; i < r->plan.k; i++) memcpy(ids[i], r->plan.members[i].id, DED_ID_BYTES);
     ded_mem_free(node->mem, r->lin);
     r->lin = ids;
     r->nlin = r->plan.k;
@@ -1679,12 +1702,16 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   r->chosen = r->plan.attempt;
   if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
     ewma_add(&node->run_ewma, now_ns - r->started_ns);
-  /* Those who are not acceptors (late members) and asked: it is done. */
+  /* Those who are not acceptors (late members) and asked: it is done. So
+   * are clients, which hear no HAVE from one another and may lack a
+   * quorum of their own. */
   for (unsigned i = 0; i < r->nvotes; i++) {
     const round_vote *v = &r->votes[i];
     if (v->attempt != r->plan.attempt || id_is_me(node, v->id)) continue;
     unsigned m = plan_index(&r->plan, v->id);
-    if (m == r->plan.k || !(r->plan.members[m].flags & DED_MEMBER_F_ACCEPTOR))
+    if (m == r->plan.k ||
+        (r->plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
+            DED_MEMBER_F_ACCEPTOR)
       node_send_have(node, peer_find(node, v->id), r->no, r->plan.attempt, v->view,
                      DED_HAVE_F_DONE);
   }
@@ -1731,14 +1758,16 @@ static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
         again = true;
         break;
       }
-      bool alone = r->plan.k == 1 && r->me == 0;
+      /* Alone: the only contributor (aux members may have helped): our
+       * buffer stays S_j, bit for bit. */
+      bool alone = r->ncontrib == 1 && r->me == r->first_contrib;
       bool late = r->me == r->plan.k;
       if (late)
         node_log(node, DED_LOG_INFO, "round %llu: fetched the result of %u members (this job came late)",
                  (unsigned long long)r->no, r->plan.k);
       if (r->recoveries)
         node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
-                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->plan.k);
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->ncontrib);
       round_report(node, r, 0, alone, late);
       again = true;
       break;
@@ -1787,6 +1816,10 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
   while (r->next_m[c] < k) {
     unsigned m = r->next_m[c];
     const uint8_t *src;
+    if (r->plan.members[m].flags & DED_MEMBER_F_AUX) { /* brings no vector */
+      r->next_m[c]++;
+      continue;
+    }
     if (m == r->me)
       src = (const uint8_t *)r->a.buf + (r->my_off + first) * r->es;
     else if (direct && m == direct_m)
@@ -1796,7 +1829,7 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
     else
       break;
     double a = r->plan.members[m].weight / (double)r->plan.members[m].n_local;
-    ded_reduce_axpy(r->a.dtype, acc, src, n, a, m == 0);
+    ded_reduce_axpy(r->a.dtype, acc, src, n, a, m == r->first_contrib);
     r->next_m[c]++;
   }
   return r->next_m[c] == k ? round_finish_chunk(node, r, c) : 0;
@@ -1822,7 +1855,13 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   for (unsigned i = 0; i < k; i++)
     if (id_is_me(node, plan->members[i].id)) r->me = i;
   r->total_w = 0.0;
-  for (unsigned i = 0; i < k; i++) r->total_w += plan->members[i].weight;
+  r->ncontrib = 0;
+  r->first_contrib = k;
+  for (unsigned i = 0; i < k; i++) {
+    r->total_w += plan->members[i].weight;
+    if (plan->members[i].flags & DED_MEMBER_F_AUX) continue;
+    if (r->ncontrib++ == 0) r->first_contrib = i;
+  }
   r->chunk = plan->chunk_elems;
   r->res_base = ded_mem_calloc(node->mem, k + 1, sizeof *r->res_base);
   if (!r->res_base) return DED_ERR_NOMEM;
@@ -1885,16 +1924,21 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
   if (!r->next_m || !r->recv_bits || !r->staging) return DED_ERR_NOMEM;
   r->state = ROUND_RUNNING;
-  /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer. */
+  /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer
+   * (an aux member brings none). A member with an empty shard (a client)
+   * is not ours to reach: it gets its result from the reducers. */
+  bool aux = cm->members[r->me].flags & DED_MEMBER_F_AUX;
   for (unsigned m = 0; m < k; m++) {
     if (m == r->me) continue;
+    uint64_t lo = cm->members[m].shard_off;
+    uint64_t len = (m + 1 < k ? cm->members[m + 1].shard_off : cm->count) - lo;
+    if (len == 0) continue;
     ded_peer *p = round_member_peer(node, r, m);
     if (!p || !p->conn) {
       round_failover(node, r, "a member of the attempt is not connected", now_ns);
       return 0;
     }
-    uint64_t lo = cm->members[m].shard_off;
-    uint64_t len = (m + 1 < k ? cm->members[m + 1].shard_off : cm->count) - lo;
+    if (aux) continue;
     for (uint64_t e = 0; e < len; e += r->chunk) {
       uint64_t n = DED_MIN(r->chunk, len - e);
       const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
@@ -2387,7 +2431,12 @@ static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[
   for (unsigned s = 0; s < plan->k; s++) {
     if (!bit_get(have, s)) continue;
     bit_set(a->have, s);
-    if (a->holder[s] == UINT16_MAX || idx == s) a->holder[s] = (uint16_t)idx;
+    /* The shard's reducer, else anyone but a client (whom other clients
+     * cannot reach). */
+    if (a->holder[s] == UINT16_MAX || idx == s ||
+        (plan->members[a->holder[s]].flags & DED_MEMBER_F_CLIENT &&
+         !(plan->members[idx].flags & DED_MEMBER_F_CLIENT)))
+      a->holder[s] = (uint16_t)idx;
   }
 }
 
@@ -2519,10 +2568,10 @@ static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_
   bool ok = true;
   if (a.total > 0) { /* else: nobody left to count; the members start afresh */
     for (unsigned m = 0; m < cm->k; m++) {
-      cm->members[m].flags = 0;
+      cm->members[m].flags &= DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX; /* what it is stays */
       for (unsigned i = 0; i < a.n; i++)
         if (memcmp(cm->members[m].id, a.ids[i], DED_ID_BYTES) == 0)
-          cm->members[m].flags = DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
+          cm->members[m].flags |= DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
     }
     cm->nacc = (uint16_t)a.total;
     ok = attempt_can_complete(cm);
@@ -2844,7 +2893,9 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     }
     const uint8_t *min_id;
     node_genesis_view(node, &min_id);
-    if (from && (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0)) min_id = from->id;
+    if (from && !(j->flags & DED_JOIN_F_CLIENT) &&
+        (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0))
+      min_id = from->id;
     if (from && !id_is_me(node, min_id)) {
       coord_send_redirect(node, from, j->round, j->view, min_id);
       return;
@@ -2852,7 +2903,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   } else if (j->round > 0) {
     /* Only the view's candidate in our lineage coordinates it. */
     lin_entry *prev = lin_get(node, j->round - 1);
-    if (prev && !id_is_me(node, prev->ids[(j->round + j->view) % prev->n])) {
+    if (prev && !id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view))) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
                (unsigned long long)j->round, j->view);
       return;
@@ -3556,14 +3607,14 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     node_reap(node);
     return DED_ERR_INVALID_ARG;
   }
-  uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)e->n * DED_ID_BYTES);
+  uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(e->n));
   if (!lin) {
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
     return DED_ERR_NOMEM;
   }
   state_snap_drop(node);
-  memcpy(lin, e->ids, (size_t)e->n * DED_ID_BYTES);
+  memcpy(lin, e->ids, DED_LIN_BYTES(e->n));
   st->snap = *snap;
   snap->bytes = NULL;
   st->snap_lin = lin;
@@ -3747,7 +3798,7 @@ static bool state_offers_equal(const ded_msg_state_offer *a, const ded_msg_state
          a->npieces == b->npieces &&
          memcmp(a->sizes, b->sizes, a->npieces * sizeof a->sizes[0]) == 0 &&
          a->lin_attempt == b->lin_attempt && a->nlin == b->nlin &&
-         memcmp(a->lin, b->lin, (size_t)a->nlin * DED_ID_BYTES) == 0;
+         memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0;
 }
 
 static void state_choose(ded_node *node, uint64_t now_ns) {
@@ -3825,9 +3876,9 @@ static void node_on_state_offer(ded_node *node, ded_conn *c, const ded_msg_state
   }
   uint8_t(*lin)[DED_ID_BYTES] = NULL;
   if (m->nlin) {
-    lin = ded_mem_malloc(node->mem, (size_t)m->nlin * DED_ID_BYTES);
+    lin = ded_mem_malloc(node->mem, DED_LIN_BYTES(m->nlin));
     if (!lin) return;
-    memcpy(lin, m->lin, (size_t)m->nlin * DED_ID_BYTES);
+    memcpy(lin, m->lin, DED_LIN_BYTES(m->nlin));
   }
   ded_mem_free(node->mem, d->lin);
   d->lin = lin;

@@ -7,10 +7,11 @@
  * gives back exactly the same bytes (a decoder that accepted two
  * spellings of one message, or lost a field, would fail that); what
  * decodes keeps the invariants of ded_msg.h (plans of COMMIT, DECIDE and
- * JOIN with status, their acceptors included; holders; bitmaps; the flags
- * of JOIN, DECIDE and HAVE; the bounds of a state snapshot and of the
- * ranges fetched of it); and the decoders that allocate give
- * everything back, through their _free or by themselves on error.
+ * JOIN with status, their acceptors, clients and aux members included;
+ * holders; bitmaps; the flags of JOIN, DECIDE and HAVE; the bounds of a
+ * state snapshot, its lineage's client bits and the coordinators drawn
+ * from it, and the ranges fetched of it); and the decoders that allocate
+ * give everything back, through their _free or by themselves on error.
  */
 #include <math.h>
 #include <string.h>
@@ -125,13 +126,19 @@ static void check_plan(const ded_msg_commit *c) {
   uint64_t chunk_bytes = (uint64_t)c->chunk_elems * ded_dtype_size(c->dtype);
   FUZZ_CHECK(chunk_bytes >= DED_CHUNK_BYTES_MIN && chunk_bytes <= DED_CHUNK_BYTES_MAX);
   double total = 0.0;
-  unsigned acc = 0, primary = 0;
+  unsigned acc = 0, primary = 0, contributors = 0;
   for (unsigned i = 0; i < c->k; i++) {
     /* Acceptors that can make a quorum: known flags only, a primary only
      * among the acceptors. */
     uint8_t fl = c->members[i].flags;
-    FUZZ_CHECK((fl & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY)) == 0);
+    FUZZ_CHECK((fl & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_CLIENT |
+                       DED_MEMBER_F_AUX)) == 0);
     FUZZ_CHECK(!(fl & DED_MEMBER_F_PRIMARY) || (fl & DED_MEMBER_F_ACCEPTOR));
+    /* A client or an aux member, not both; an aux member brings no
+     * vector (weight 0), the others are the contributors. */
+    FUZZ_CHECK(!(fl & DED_MEMBER_F_CLIENT) || !(fl & DED_MEMBER_F_AUX));
+    FUZZ_CHECK(!(fl & DED_MEMBER_F_AUX) || c->members[i].weight == 0.0);
+    contributors += !(fl & DED_MEMBER_F_AUX);
     acc += (fl & DED_MEMBER_F_ACCEPTOR) != 0;
     primary += (fl & DED_MEMBER_F_PRIMARY) != 0;
     if (i > 0) {
@@ -142,7 +149,7 @@ static void check_plan(const ded_msg_commit *c) {
     FUZZ_CHECK(c->members[i].weight >= 0.0 && c->members[i].weight <= DED_WEIGHT_MAX);
     total += c->members[i].weight;
   }
-  FUZZ_CHECK(total > 0.0 && isfinite(total));
+  FUZZ_CHECK(total > 0.0 && isfinite(total) && contributors >= 1);
   FUZZ_CHECK(acc >= 1 && acc <= c->nacc && primary <= 1);
 }
 
@@ -170,7 +177,9 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   FUZZ_CHECK(ded_dtype_size(j.dtype) != 0 && j.count > 0 && j.count <= DED_COUNT_MAX);
   FUZZ_CHECK(j.weight >= 0.0 && j.weight <= DED_WEIGHT_MAX && j.n_local > 0);
   FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT |
-                          DED_JOIN_F_DONE)) == 0);
+                          DED_JOIN_F_DONE | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX)) == 0);
+  /* A client or an aux peer, not both. */
+  FUZZ_CHECK(!(j.flags & DED_JOIN_F_CLIENT) || !(j.flags & DED_JOIN_F_AUX));
   ded_wr w = ded_wr_init(out, cap);
   if (j.flags & DED_JOIN_F_STATUS) {
     /* A failover report: the view it accepted in (acc_view, any value),
@@ -233,7 +242,9 @@ static void fuzz_decide(const uint8_t *p, size_t len, uint8_t *out, size_t cap) 
 }
 
 /* A STATE_OFFER: the limits of ded_limits.h, sizes that add up to len,
- * the lineage last in the payload, and what a snapshot must carry. */
+ * the lineage (ids, then client bits, the unused ones zero) last in the
+ * payload, and what a snapshot must carry; the coordinators drawn from
+ * the lineage are members of it, and clients only when all are. */
 static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   ded_msg_state_offer m;
   int rv = ded_msg_state_offer_decode(p, len, &m);
@@ -253,9 +264,21 @@ static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t 
   FUZZ_CHECK(sum == m.len);
   FUZZ_CHECK(m.nlin <= DED_ROUND_MEMBERS_MAX);
   /* status | round | digest | step_rounds | len | npieces | sizes |
-   * lin_attempt | nlin, then the ids. */
+   * lin_attempt | nlin, then the ids and the client bits. */
   FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)m.npieces + 8 + 2);
-  FUZZ_CHECK(m.lin + (size_t)m.nlin * DED_ID_BYTES == p + len);
+  FUZZ_CHECK(m.lin + DED_LIN_BYTES(m.nlin) == p + len);
+  if (m.nlin % 8) FUZZ_CHECK((m.lin[DED_LIN_BYTES(m.nlin) - 1] >> (m.nlin % 8)) == 0);
+  if (m.nlin) {
+    unsigned eligible = 0;
+    for (unsigned i = 0; i < m.nlin; i++) eligible += !ded_lin_client(m.lin, m.nlin, i);
+    for (uint32_t v = 0; v < 3; v++) {
+      const uint8_t *c = ded_lin_coord(m.lin, m.nlin, m.round, v);
+      FUZZ_CHECK(c >= m.lin && c < m.lin + (size_t)m.nlin * DED_ID_BYTES);
+      size_t at = (size_t)(c - m.lin);
+      FUZZ_CHECK(at % DED_ID_BYTES == 0);
+      FUZZ_CHECK(eligible == 0 || !ded_lin_client(m.lin, m.nlin, (unsigned)(at / DED_ID_BYTES)));
+    }
+  }
   if (m.status == DED_STATE_OFFER)
     FUZZ_CHECK(m.round > 0 && m.step_rounds >= 1 && m.step_rounds <= DED_STATE_STEP_ROUNDS_MAX &&
                m.nlin >= 1);

@@ -133,15 +133,26 @@ static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) 
 
 /* ------------------------------------------------------------- frames */
 
-static void frame_hello(gbuf *b, const ded_ident *id, const uint8_t *run) {
+/* A HELLO whose record says |mode|. A client's or an aux peer's record
+ * publishes its rates, so that the coordinator's plan gives it its due
+ * share (none for a client); a client's has no address (it accepts no
+ * connections). */
+static void frame_hello_mode(gbuf *b, const ded_ident *id, const uint8_t *run, uint8_t mode) {
   uint8_t rec[DED_RECORD_BYTES_MAX];
-  rec_opts o = {.naddr = 1, .run = run};
+  rec_opts o = {.naddr = mode == DED_MODE_CLIENT ? 0 : 1,
+                .ext_len = mode == DED_MODE_NODE ? 0 : 2 + DED_RECORD_PERF_BYTES + 2,
+                .mode = mode,
+                .run = run};
   size_t rl = make_record(id, &o, rec);
   uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_hello_encode(&w, run ? run : run_id, rec, rl);
   FUZZ_CHECK(!w.err);
   gbuf_put(b, f, w.pos);
+}
+
+static void frame_hello(gbuf *b, const ded_ident *id, const uint8_t *run) {
+  frame_hello_mode(b, id, run, DED_MODE_NODE);
 }
 
 /* RECORDS with the records of identities |bytes[0..n)|, varied shapes. */
@@ -224,6 +235,19 @@ static ded_msg_commit plan_of(ded_msg_member *m, uint64_t round, uint64_t attemp
   c.nacc = (uint16_t)k;
   c.members = m;
   return c;
+}
+
+/* Makes members 1, 4, 7, ... of |c| clients and 2, 5, 8, ... aux members
+ * (weight 0), as ded_gather_commit does for joiners that said so; member
+ * 0 stays a node, the round's contributor. */
+static void plan_modes(ded_msg_commit *c) {
+  for (unsigned i = 0; i < c->k; i++) {
+    if (i % 3 == 1) c->members[i].flags |= DED_MEMBER_F_CLIENT;
+    if (i % 3 == 2) {
+      c->members[i].flags |= DED_MEMBER_F_AUX;
+      c->members[i].weight = 0.0;
+    }
+  }
 }
 
 static void frame_commit(gbuf *b, const ded_msg_commit *c) {
@@ -341,7 +365,8 @@ static void frame_state_ask(gbuf *b, uint64_t min_round) {
   gbuf_put(b, f, w.pos);
 }
 
-/* A STATE_OFFER; |m->lin| holds m->nlin ids. */
+/* A STATE_OFFER; |m->lin| holds a lineage: m->nlin ids, then
+ * DED_LIN_BITS(m->nlin) bytes of client bits (ded_msg.h). */
 static void frame_state_offer(gbuf *b, const ded_msg_state_offer *m) {
   size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->npieces, m->nlin);
   uint8_t *f = malloc(cap);
@@ -526,6 +551,16 @@ static void gen_msg(void) {
   frame_join(&f, 8, 3, DED_DTYPE_F64, 3, 0.0, 1, DED_JOIN_F_INTENT);
   write_msg("join_f64", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
+  /* What the sender is: a client, an aux peer; never both. */
+  frame_join(&f, 7, 0, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_GENESIS | DED_JOIN_F_CLIENT);
+  write_msg_variants("join_client", &f);
+  gbuf_reset(&f);
+  frame_join(&f, 8, 3, DED_DTYPE_F64, 3, 0.0, 1, DED_JOIN_F_INTENT | DED_JOIN_F_AUX);
+  write_msg("join_aux", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_join(&f, 7, 0, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_CLIENT | DED_JOIN_F_AUX);
+  write_msg("join_client_and_aux", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
   /* Failover reports: the view the attempt was accepted in, a plan of the
    * round and one bit per shard; two members, and nine (a bitmap of two
    * bytes). One member holds one shard of two (and accepted nothing), one
@@ -543,6 +578,13 @@ static void gen_msg(void) {
   const uint8_t have_all[1] = {0x03};
   frame_join_status(&f, &j, &plan, have_all);
   write_msg("join_status_done", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  /* A client's report, of a plan where it is one (member 1). */
+  plan_modes(&plan);
+  j.flags = DED_JOIN_F_CLIENT;
+  j.acc_view = DED_VIEW_NONE;
+  frame_join_status(&f, &j, &plan, have1);
+  write_msg("join_status_client", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   ded_ident nine[9];
   const uint8_t *ids9[9];
@@ -576,6 +618,39 @@ static void gen_msg(void) {
   frame_commit(&f, &plan9);
   write_msg("commit_k9_acceptors", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
+  /* Clients and aux members (weight 0): valid; an aux member with
+   * weight, one that is a client too, a round of aux members only: not. */
+  {
+    ded_msg_member mc[16];
+    ded_msg_commit pm = plan_of(mc, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
+    plan_modes(&pm);
+    frame_commit(&f, &pm);
+    write_msg_variants("commit_client", &f);
+    gbuf_reset(&f);
+    pm = plan_of(mc, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9, w9, nl9, 9);
+    plan_later_round(&pm);
+    plan_modes(&pm);
+    frame_commit(&f, &pm);
+    write_msg("commit_k9_modes", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+    pm.members[2].weight = 2.0;
+    frame_commit(&f, &pm);
+    write_msg("commit_aux_weighted", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+    pm.members[2].weight = 0.0;
+    pm.members[2].flags |= DED_MEMBER_F_CLIENT;
+    frame_commit(&f, &pm);
+    write_msg("commit_client_and_aux", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+    pm = plan_of(mc, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
+    for (unsigned i = 0; i < 2; i++) {
+      pm.members[i].flags |= DED_MEMBER_F_AUX;
+      pm.members[i].weight = 0.0;
+    }
+    frame_commit(&f, &pm);
+    write_msg("commit_all_aux", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+  }
   const uint16_t holders[2] = {1, 1};
   plan = plan_of(m, 7, att, base, DED_DTYPE_F32, 1000, 128, ids, w, nl, 2);
   frame_decide(&f, 2, 0, &plan, holders);
@@ -589,6 +664,10 @@ static void gen_msg(void) {
   plan_later_round(&plan9);
   frame_decide(&f, 5, DED_DECIDE_F_CHOSEN, &plan9, holders9);
   write_msg("decide_k9", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  plan_modes(&plan9);
+  frame_decide(&f, 5, 0, &plan9, holders9);
+  write_msg("decide_k9_modes", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   frame_have(&f, 7, att, 1, 0);
   write_msg_variants("have", &f);
@@ -624,14 +703,15 @@ static void gen_msg(void) {
   write_msg_variants("ahead", &f);
   gbuf_reset(&f);
   /* State transfer: a joiner asks, peers answer with a snapshot (three
-   * pieces, the two members of round 7's attempt as lineage) or a status,
-   * and the joiner fetches ranges of it. */
+   * pieces, the two members of round 7's attempt as lineage, the second
+   * a client) or a status, and the joiner fetches ranges of it. */
   frame_state_ask(&f, 8);
   write_msg_variants("state_ask", &f);
   gbuf_reset(&f);
-  uint8_t lin[2 * DED_ID_BYTES];
+  uint8_t lin[DED_LIN_BYTES(2)];
   memcpy(lin, ids[0], DED_ID_BYTES);
   memcpy(lin + DED_ID_BYTES, ids[1], DED_ID_BYTES);
+  lin[2 * DED_ID_BYTES] = 0x02; /* client bits: member 1 */
   ded_msg_state_offer so;
   memset(&so, 0, sizeof so);
   so.status = DED_STATE_OFFER;
@@ -649,9 +729,22 @@ static void gen_msg(void) {
   frame_state_offer(&f, &so);
   write_msg_variants("state_offer", &f);
   gbuf_reset(&f);
-  /* Nine lineage members and every piece a snapshot may hold. */
-  uint8_t lin9[9 * DED_ID_BYTES];
+  /* No client; both clients; a bit past the lineage's members (refused). */
+  const uint8_t client_bits[3] = {0x00, 0x03, 0x04};
+  const char *const client_names[3] = {"state_offer_no_client", "state_offer_all_clients",
+                                       "state_offer_unused_client_bit"};
+  for (unsigned i = 0; i < 3; i++) {
+    lin[2 * DED_ID_BYTES] = client_bits[i];
+    frame_state_offer(&f, &so);
+    write_msg(client_names[i], &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+  }
+  /* Nine lineage members (1 and 8 clients: bits in both bytes) and every
+   * piece a snapshot may hold. */
+  uint8_t lin9[DED_LIN_BYTES(9)];
   for (unsigned i = 0; i < 9; i++) memcpy(lin9 + i * DED_ID_BYTES, ids9[i], DED_ID_BYTES);
+  lin9[9 * DED_ID_BYTES] = 0x02;
+  lin9[9 * DED_ID_BYTES + 1] = 0x01;
   so.round = 12;
   so.step_rounds = DED_STATE_STEP_ROUNDS_MAX;
   so.npieces = DED_STATE_PIECES_MAX;
@@ -1120,6 +1213,50 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   write_node("outbound_join", FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_LEAVE, 22,
              &b);
+
+  /* Client and aux peers. A client joins the genesis round the node
+   * coordinates: it reduces nothing (an empty shard), so it sends its
+   * whole vector to the node, which reduces all of it. */
+  gbuf_reset(&b);
+  frame_hello_mode(&b, &hi, NULL, DED_MODE_CLIENT);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS | DED_JOIN_F_CLIENT);
+  frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, N, 16, 100.0);
+  frame_have(&b, 0, A_node, 0, 0);
+  write_node("round_client_joins", FUZZ_NODE_F_ROUND0, 33, &b);
+  /* ... and round 1 too: the client is in round 0's lineage but never
+   * coordinates (member 1 % 2 would), so the node does again. */
+  frames_padding(&b, 20);
+  frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_CLIENT);
+  frames_data(&b, DED_MSG_DATA, 1, A_node, DED_DTYPE_F32, 0, N, 16, 7.0);
+  frame_have(&b, 1, A_node, 0, 0);
+  write_node("two_rounds_client_lineage", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 34, &b);
+
+  /* An aux peer coordinates the genesis round with equal shares (its
+   * DEDMPI_PLAN=equal): it brings no vector (weight 0, no DATA) and
+   * reduces the first shard, the node's vector alone, whose RESULT it
+   * sends; the node is the only contributor. */
+  gbuf_reset(&b);
+  frame_hello_mode(&b, &lo, NULL, DED_MODE_AUX);
+  {
+    ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one, 2);
+    c.members[0].flags |= DED_MEMBER_F_AUX;
+    c.members[0].weight = 0.0;
+    frame_commit(&b, &c);
+  }
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 0.0);
+  frame_have(&b, 0, A_lo, 0, 0);
+  write_node("round_aux_coordinates", FUZZ_NODE_F_ROUND0, 35, &b);
+
+  /* An aux peer joins the genesis round the node coordinates: with the
+   * node the only contributor, the plan has it reduce its own vector
+   * whole (at no cost) and the aux peer nothing; the aux peer sends no
+   * vector, only its HAVE once the node's RESULT is in. */
+  gbuf_reset(&b);
+  frame_hello_mode(&b, &hi, NULL, DED_MODE_AUX);
+  frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS | DED_JOIN_F_AUX);
+  frames_padding(&b, 4);
+  frame_have(&b, 0, A_node, 0, 0);
+  write_node("round_aux_joins", FUZZ_NODE_F_ROUND0, 36, &b);
 
   /* The peer is dropped, connects again as someone else, and joins. */
   gbuf_reset(&b);

@@ -5,7 +5,8 @@
  * The commit is what every member agrees on, so it must be a pure function
  * of the joins: the majority signature (ties to the smallest id), the
  * matching joiners in id order, equal shards, and a commit that every
- * member's decoder accepts.
+ * member's decoder accepts. What a member is (a client, an aux member)
+ * comes from its own JOIN's flags.
  */
 #include "unit_util.h"
 
@@ -52,6 +53,7 @@ static int match_commit_redecode(const ded_msg_commit *c) {
       assert_memory_equal(&out.members[i].weight, &c->members[i].weight, sizeof(double));
       assert_int_equal(out.members[i].n_local, c->members[i].n_local);
       assert_int_equal(out.members[i].shard_off, c->members[i].shard_off);
+      assert_int_equal(out.members[i].flags, c->members[i].flags);
     }
     ded_msg_commit_free(&out, NULL);
   }
@@ -293,6 +295,210 @@ static void test_match_commit_huge_weights_decodable(void **state) {
              ded_strerror(drv));
 }
 
+static ded_msg_join match_join_flags(uint64_t round, uint64_t count, double weight,
+                                     uint32_t n_local, uint8_t flags) {
+  ded_msg_join j = match_join(round, DED_DTYPE_F32, count, weight, n_local);
+  j.flags = flags;
+  return j;
+}
+
+/* Elements of member |m|'s shard in |c|. */
+static uint64_t match_shard_len(const ded_msg_commit *c, unsigned m) {
+  return (m + 1 < c->k ? c->members[m + 1].shard_off : c->count) - c->members[m].shard_off;
+}
+
+/* Equal, known rates for |n| joins, each claiming to be |mode| (which
+ * the JOINs' flags override). */
+static void match_perf(ded_lp_peer *perf, size_t n, uint8_t mode) {
+  for (size_t i = 0; i < n; i++) {
+    perf[i].up_Bps = perf[i].down_Bps = 1e8;
+    perf[i].add_Bps = 1e9;
+    perf[i].mode = mode;
+  }
+}
+
+/*
+ * A JOIN with DED_JOIN_F_CLIENT makes a client member, one with
+ * DED_JOIN_F_AUX an aux member of weight 0 (whatever weight it joined
+ * with); both stay acceptors, the first member still the primary. With
+ * rates, a client reduces nothing (an empty shard) and an aux member
+ * does, whatever mode its rates claim: the JOIN decides.
+ */
+static void test_match_commit_modes(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_gather_init(&g, 3, false);
+  match_add(&g, 1, match_join_flags(3, 1000, 1.0, 1, 0));
+  match_add(&g, 2, match_join_flags(3, 1000, 2.0, 2, DED_JOIN_F_CLIENT));
+  match_add(&g, 3, match_join_flags(3, 1000, 5.0, 3, DED_JOIN_F_AUX));
+  match_add(&g, 4, match_join_flags(3, 1000, 4.0, 4, DED_JOIN_F_CLIENT | DED_JOIN_F_INTENT));
+  match_add(&g, 5, match_join_flags(3, 1000, 0.5, 1, DED_JOIN_F_INTENT));
+  /* Outside the signature: not a member, whatever its flags. */
+  match_add(&g, 6, match_join_flags(3, 999, 1.0, 1, DED_JOIN_F_AUX));
+  const uint8_t want_flags[5] = {DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY,
+                                 DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT,
+                                 DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_AUX,
+                                 DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT,
+                                 DED_MEMBER_F_ACCEPTOR};
+  const double want_w[5] = {1.0, 2.0, 0.0, 4.0, 0.5};
+  const uint32_t want_n[5] = {1, 2, 3, 4, 1};
+  ded_msg_commit c;
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_int_equal(c.k, 5);
+  assert_int_equal(c.nacc, 5);
+  for (unsigned m = 0; m < 5; m++) {
+    if (c.members[m].flags != want_flags[m])
+      fail_msg("member %u: flags 0x%02x, want 0x%02x", m, c.members[m].flags, want_flags[m]);
+    assert_true(c.members[m].weight == want_w[m]);
+    assert_int_equal(c.members[m].n_local, want_n[m]);
+  }
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+
+  /* With rates, planned (the LP) or equal among the reducers: the
+   * clients' shards are empty, the aux member's and the nodes' are not.
+   * The rates claim the opposite of the JOINs: every joiner a client
+   * (then none would reduce), or a node (then the clients would). */
+  ded_lp_peer perf[6];
+  const uint8_t claims[2] = {DED_MODE_CLIENT, DED_MODE_NODE};
+  for (int ci = 0; ci < 2; ci++)
+    for (int equal = 0; equal <= 1; equal++) {
+      match_perf(perf, g.n, claims[ci]);
+      ded_lp_result res;
+      assert_int_equal(
+          ded_gather_commit_planned(&g, NULL, 64, perf, equal != 0, &res, &c), 0);
+      assert_int_equal(c.k, 5);
+      assert_int_equal(res.fallback, DED_LP_E_NONE);
+      for (unsigned m = 0; m < 5; m++) {
+        assert_int_equal(c.members[m].flags, want_flags[m]);
+        assert_true(c.members[m].weight == want_w[m]);
+        bool client = want_flags[m] & DED_MEMBER_F_CLIENT;
+        uint64_t n = match_shard_len(&c, m);
+        if (client ? n != 0 : n == 0)
+          fail_msg("claimed %u, %s: member %u (%s) reduces %llu elements", claims[ci],
+                   equal ? "equal" : "planned", m, client ? "client" : "reducer",
+                   (unsigned long long)n);
+      }
+      if (equal) /* three reducers: 1000 = 334 + 333 + 333 */
+        for (unsigned m = 0; m < 5; m++)
+          if (!(want_flags[m] & DED_MEMBER_F_CLIENT))
+            assert_true(match_shard_len(&c, m) == 333 || match_shard_len(&c, m) == 334);
+      assert_int_equal(match_commit_redecode(&c), 0);
+      ded_msg_commit_free(&c, NULL);
+    }
+  ded_gather_free(&g, NULL);
+
+  /* The aux member is the only reducer: it reduces everything, the
+   * client nothing; the client's the only weight. */
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join_flags(0, 100, 2.0, 1, DED_JOIN_F_CLIENT));
+  match_add(&g, 2, match_join_flags(0, 100, 7.0, 1, DED_JOIN_F_AUX | DED_JOIN_F_GENESIS));
+  for (int equal = 0; equal <= 1; equal++) {
+    match_perf(perf, g.n, DED_MODE_NODE);
+    assert_int_equal(ded_gather_commit_planned(&g, NULL, 64, perf, equal != 0, NULL, &c), 0);
+    assert_int_equal(c.members[0].flags,
+                     DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_CLIENT);
+    assert_int_equal(c.members[1].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_AUX);
+    assert_true(c.members[0].weight == 2.0);
+    assert_true(c.members[1].weight == 0.0);
+    assert_int_equal(match_shard_len(&c, 0), 0);
+    assert_int_equal(match_shard_len(&c, 1), 100);
+    assert_int_equal(match_commit_redecode(&c), 0);
+    ded_msg_commit_free(&c, NULL);
+  }
+  ded_gather_free(&g, NULL);
+}
+
+/*
+ * Weights when aux members join: an aux member's weight is 0 even when
+ * nobody else brought weight (the rank counts stand in for the
+ * contributors only).
+ */
+static void test_match_commit_aux_weights(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_msg_commit c;
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join_flags(0, 10, 0.0, 3, 0));
+  match_add(&g, 2, match_join_flags(0, 10, 9.0, 5, DED_JOIN_F_AUX));
+  match_add(&g, 3, match_join_flags(0, 10, 0.0, 2, DED_JOIN_F_CLIENT));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_true(c.members[0].weight == 3.0);
+  assert_true(c.members[1].weight == 0.0);
+  assert_true(c.members[2].weight == 2.0);
+  assert_int_equal(c.members[1].flags & DED_MEMBER_F_AUX, DED_MEMBER_F_AUX);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+}
+
+/*
+ * A round whose members all joined as aux has no vector to average: the
+ * flags are dropped and they contribute as nodes, with the weights they
+ * joined with (their rank counts if none), and reduce as nodes whatever
+ * their rates claim. A contributor outside the round's signature does
+ * not count.
+ */
+static void test_match_commit_all_aux(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_msg_commit c;
+  ded_gather_init(&g, 9, false);
+  match_add(&g, 1, match_join_flags(9, 90, 2.0, 1, DED_JOIN_F_AUX));
+  match_add(&g, 2, match_join_flags(9, 90, 3.0, 2, DED_JOIN_F_AUX | DED_JOIN_F_INTENT));
+  match_add(&g, 3, match_join_flags(9, 90, 0.0, 3, DED_JOIN_F_AUX));
+  match_add(&g, 4, match_join_flags(9, 45, 1.0, 1, 0)); /* another signature */
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_int_equal(c.k, 3);
+  assert_int_equal(c.count, 90);
+  const double want_w[3] = {2.0, 3.0, 0.0};
+  for (unsigned m = 0; m < 3; m++) {
+    assert_int_equal(c.members[m].flags,
+                     DED_MEMBER_F_ACCEPTOR | (m == 0 ? DED_MEMBER_F_PRIMARY : 0));
+    assert_true(c.members[m].weight == want_w[m]);
+  }
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  /* With rates that claim aux: every member reduces, planned or equal. */
+  ded_lp_peer perf[4];
+  for (int equal = 0; equal <= 1; equal++) {
+    match_perf(perf, g.n, DED_MODE_AUX);
+    ded_lp_result res;
+    assert_int_equal(ded_gather_commit_planned(&g, NULL, 64, perf, equal != 0, &res, &c), 0);
+    assert_int_equal(res.fallback, DED_LP_E_NONE);
+    for (unsigned m = 0; m < 3; m++) {
+      assert_int_equal(c.members[m].flags & (DED_MEMBER_F_AUX | DED_MEMBER_F_CLIENT), 0);
+      assert_int_equal(match_shard_len(&c, m), 30);
+    }
+    assert_int_equal(match_commit_redecode(&c), 0);
+    ded_msg_commit_free(&c, NULL);
+  }
+  ded_gather_free(&g, NULL);
+
+  /* All aux and no weight: the rank counts, as for nodes. A lone aux
+   * joiner likewise. */
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 1, match_join_flags(0, 10, 0.0, 3, DED_JOIN_F_AUX));
+  match_add(&g, 2, match_join_flags(0, 10, 0.0, 5, DED_JOIN_F_AUX));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_true(c.members[0].weight == 3.0);
+  assert_true(c.members[1].weight == 5.0);
+  assert_int_equal(c.members[0].flags & DED_MEMBER_F_AUX, 0);
+  assert_int_equal(c.members[1].flags & DED_MEMBER_F_AUX, 0);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  ded_gather_init(&g, 0, true);
+  match_add(&g, 7, match_join_flags(0, 10, 4.0, 1, DED_JOIN_F_AUX | DED_JOIN_F_GENESIS));
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_int_equal(c.k, 1);
+  assert_int_equal(c.members[0].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+  assert_true(c.members[0].weight == 4.0);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+}
+
 static void test_match_coordinator(void **state) {
   (void)state;
   assert_int_equal(ded_match_coordinator(0, 1), 0);
@@ -318,6 +524,9 @@ int main(void) {
       cmocka_unit_test(test_match_commit_zero_weights),
       cmocka_unit_test(test_match_commit_more_members_than_elements),
       cmocka_unit_test(test_match_commit_huge_weights_decodable),
+      cmocka_unit_test(test_match_commit_modes),
+      cmocka_unit_test(test_match_commit_aux_weights),
+      cmocka_unit_test(test_match_commit_all_aux),
       cmocka_unit_test(test_match_coordinator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 5).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 6).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -160,9 +160,9 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
   case DED_MSG_STATE_OFFER: {
     ded_msg_state_offer m;
     rv = ded_msg_state_offer_decode(p, len, &m);
-    /* The lineage stays in the payload: its ids end it. */
+    /* The lineage stays in the payload: its ids and client bits end it. */
     if (rv == 0)
-      assert_true(m.lin != NULL && m.lin >= p && m.lin + (size_t)m.nlin * DED_ID_BYTES == p + len);
+      assert_true(m.lin != NULL && m.lin >= p && m.lin + DED_LIN_BYTES(m.nlin) == p + len);
     return rv;
   }
   case DED_MSG_STATE_GET: {
@@ -411,8 +411,10 @@ static void test_msg_records_bad(void **state) {
  * increasing order, uneven weights and rank counts, shards of 10
  * elements, and an attempt and base that use every byte. Every fourth
  * member (3, 7, ...) is no acceptor, the last acceptor is the primary, and
- * one acceptor of the round is not listed (nacc counts it). Free
- * c->members with free(). */
+ * one acceptor of the round is not listed (nacc counts it). Members 1, 6,
+ * 11, ... are clients and 2, 7, 12, ... aux members (weight 0); member 0
+ * is a node, so there is always a contributor. Free c->members with
+ * free(). */
 static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
   memset(c, 0, sizeof *c);
   c->round = round;
@@ -434,6 +436,11 @@ static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
     if (i % 4 != 3) {
       c->members[i].flags = DED_MEMBER_F_ACCEPTOR;
       c->nacc++;
+    }
+    if (i % 5 == 1) c->members[i].flags |= DED_MEMBER_F_CLIENT;
+    if (i % 5 == 2) {
+      c->members[i].flags |= DED_MEMBER_F_AUX;
+      c->members[i].weight = 0.0;
     }
   }
   if (k > 0) c->members[k - 1 - (k % 4 == 0)].flags |= DED_MEMBER_F_PRIMARY;
@@ -554,22 +561,31 @@ static void test_msg_join_plain_encoder_drops_status(void **state) {
 
 static void test_msg_join_invalid(void **state) {
   (void)state;
-  /* Every flag byte, written as is: only GENESIS and INTENT may stand
-   * without a status tail; STATUS without one is short, DONE is refused
-   * without STATUS, and unknown bits are refused. */
+  /* Every flag byte, written as is: only GENESIS, INTENT, CLIENT and AUX
+   * may stand without a status tail, CLIENT and AUX not together; STATUS
+   * without one is short, DONE is refused without STATUS, and unknown
+   * bits (64, 128) are refused. */
   ded_msg_join j = msg_join_valid();
   uint8_t buf[DED_JOIN_FRAME_BYTES];
   msg_join_build(buf, &j);
   uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  unsigned accepted = 0;
   for (unsigned f = 0; f < 256; f++) {
     payload[JOIN_OFF_FLAGS] = (uint8_t)f;
-    int want = (f & ~(unsigned)(DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ? DED_ERR_PROTO : 0;
+    const unsigned plain =
+        DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX;
+    const unsigned both = DED_JOIN_F_CLIENT | DED_JOIN_F_AUX;
+    int want = (f & ~plain) || (f & both) == both ? DED_ERR_PROTO : 0;
     if (msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES) != want)
       fail_msg("JOIN with flags 0x%02x: want %d", f, want);
+    accepted += want == 0;
   }
+  /* GENESIS x INTENT x {none, CLIENT, AUX}. */
+  assert_int_equal(accepted, 12);
   /* DONE alone, or with the flags that may stand without status. */
   const uint8_t done[] = {DED_JOIN_F_DONE, DED_JOIN_F_DONE | DED_JOIN_F_GENESIS,
-                          DED_JOIN_F_DONE | DED_JOIN_F_INTENT};
+                          DED_JOIN_F_DONE | DED_JOIN_F_INTENT, DED_JOIN_F_DONE | DED_JOIN_F_CLIENT,
+                          DED_JOIN_F_DONE | DED_JOIN_F_AUX};
   for (size_t i = 0; i < sizeof done; i++) {
     payload[JOIN_OFF_FLAGS] = done[i];
     assert_int_equal(msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES), DED_ERR_PROTO);
@@ -678,13 +694,18 @@ static void test_msg_join_status_round_trip(void **state) {
     assert_int_equal(fm.live, 0);
     msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
 
-    /* Every other flag combination with STATUS. */
+    /* Every other flag combination with STATUS (a client's or an aux
+     * member's report included). */
     const uint8_t others[] = {0,
                               DED_JOIN_F_INTENT,
                               DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS,
                               DED_JOIN_F_DONE,
                               DED_JOIN_F_DONE | DED_JOIN_F_INTENT,
-                              DED_JOIN_F_DONE | DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS};
+                              DED_JOIN_F_DONE | DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS,
+                              DED_JOIN_F_CLIENT,
+                              DED_JOIN_F_AUX,
+                              DED_JOIN_F_DONE | DED_JOIN_F_CLIENT,
+                              DED_JOIN_F_DONE | DED_JOIN_F_AUX | DED_JOIN_F_INTENT};
     for (size_t i = 0; i < sizeof others; i++) {
       j.flags = others[i];
       assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
@@ -798,6 +819,102 @@ static void test_msg_join_status_invalid(void **state) {
   }
 }
 
+/*
+ * Version 6: a JOIN says what its sender is, a client (DEDMPI_MODE=client,
+ * it accepts no connections) or an aux peer (it reduces, brings no
+ * vector), at most one of the two, with or without a status; the flags
+ * survive a round trip and the plain encoder keeps them.
+ */
+static void test_msg_join_modes(void **state) {
+  (void)state;
+  assert_int_equal(DED_JOIN_F_CLIENT, 16);
+  assert_int_equal(DED_JOIN_F_AUX, 32);
+  const uint8_t ok[] = {DED_JOIN_F_CLIENT,
+                        DED_JOIN_F_AUX,
+                        DED_JOIN_F_CLIENT | DED_JOIN_F_GENESIS,
+                        DED_JOIN_F_AUX | DED_JOIN_F_GENESIS,
+                        DED_JOIN_F_CLIENT | DED_JOIN_F_INTENT,
+                        DED_JOIN_F_AUX | DED_JOIN_F_INTENT | DED_JOIN_F_GENESIS};
+  for (size_t i = 0; i < sizeof ok; i++) {
+    ded_msg_join j = msg_join_valid();
+    j.flags = ok[i];
+    uint8_t buf[DED_JOIN_FRAME_BYTES];
+    msg_join_build(buf, &j);
+    ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+    assert_int_equal(fr.len, JOIN_BASE_BYTES);
+    assert_int_equal(fr.payload[JOIN_OFF_FLAGS], ok[i]);
+    ded_msg_join out;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+    assert_int_equal(out.flags, ok[i]);
+    assert_null(out.plan.members);
+    ded_msg_join_free(&out, NULL);
+    msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+    /* The plain encoder drops STATUS and DONE, never what the sender is. */
+    j.flags = (uint8_t)(ok[i] | DED_JOIN_F_STATUS | DED_JOIN_F_DONE);
+    msg_join_build(buf, &j);
+    assert_int_equal(buf[DED_FRAME_HDR_BYTES + JOIN_OFF_FLAGS], ok[i]);
+  }
+
+  /* Both at once: refused, whatever else the flags say. */
+  const uint8_t both = DED_JOIN_F_CLIENT | DED_JOIN_F_AUX;
+  const uint8_t with[] = {0, DED_JOIN_F_GENESIS, DED_JOIN_F_INTENT,
+                          DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT};
+  for (size_t i = 0; i < sizeof with; i++) {
+    ded_msg_join j = msg_join_valid();
+    j.flags = (uint8_t)(both | with[i]);
+    if (msg_join_try(&j) != DED_ERR_PROTO) fail_msg("JOIN 0x%02x accepted", j.flags);
+  }
+
+  /* With a status: each of them, with the plan's own clients and aux
+   * members, round trips; every flag byte written into the report is
+   * judged as without one, STATUS (which the tail needs) and DONE
+   * allowed. */
+  ded_msg_commit plan;
+  msg_plan_make(&plan, 9, msg_join_valid().round);
+  const uint8_t have[2] = {0x03, 0x01};
+  for (size_t i = 0; i < sizeof ok; i++) {
+    ded_msg_join j = msg_join_valid();
+    j.flags = ok[i];
+    j.acc_view = 5;
+    size_t len;
+    uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_JOIN);
+    assert_int_equal(fr.payload[JOIN_OFF_FLAGS], ok[i] | DED_JOIN_F_STATUS);
+    unit_failmem fm;
+    unit_failmem_init(&fm, -1);
+    ded_msg_join out;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, &fm.mem, &out), 0);
+    assert_int_equal(out.flags, ok[i] | DED_JOIN_F_STATUS);
+    msg_plan_equal(&out.plan, &plan);
+    ded_msg_join_free(&out, &fm.mem);
+    assert_int_equal(fm.live, 0);
+    free(buf);
+  }
+  ded_msg_join j = msg_join_valid();
+  j.flags = both;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+  j.flags = both | DED_JOIN_F_DONE;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+  j = msg_join_valid();
+  size_t len;
+  uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  unsigned accepted = 0;
+  for (unsigned f = 0; f < 256; f++) {
+    payload[JOIN_OFF_FLAGS] = (uint8_t)f;
+    const unsigned known = DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT |
+                           DED_JOIN_F_DONE | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX;
+    int want = !(f & DED_JOIN_F_STATUS) || (f & ~known) || (f & both) == both ? DED_ERR_PROTO : 0;
+    if (msg_decode_any(DED_MSG_JOIN, payload, len - DED_FRAME_HDR_BYTES) != want)
+      fail_msg("JOIN with status and flags 0x%02x: want %d", f, want);
+    accepted += want == 0;
+  }
+  /* GENESIS x INTENT x DONE x {none, CLIENT, AUX}. */
+  assert_int_equal(accepted, 24);
+  free(buf);
+  free(plan.members);
+}
+
 /* ------------------------------------------------------------ COMMIT */
 
 typedef struct msg_commit_fixture {
@@ -889,7 +1006,8 @@ static void test_msg_commit_round_trip(void **state) {
 }
 
 /* What the flags and nacc of a COMMIT may be: at least one acceptor,
- * no more than nacc, at most one primary, which is an acceptor. */
+ * no more than nacc, at most one primary, which is an acceptor; a member
+ * may besides be a client or an aux member (test_msg_commit_modes). */
 static void test_msg_commit_acceptors(void **state) {
   (void)state;
   msg_commit_fixture f;
@@ -922,10 +1040,15 @@ static void test_msg_commit_acceptors(void **state) {
   COMMIT_ACCEPTS(f.members[1].flags = f.members[2].flags = 0; f.c.nacc = 1);
   COMMIT_ACCEPTS(f.members[2].flags = 0; f.c.nacc = 2);
 
-  /* Flags nobody defined, on any member. */
+  /* Flags nobody defined (16 .. 128), on any member, be it a node, a
+   * client or an aux member. */
   for (int i = 0; i < 3; i++)
-    for (unsigned bit = 2; bit < 8; bit++)
+    for (unsigned bit = 4; bit < 8; bit++) {
       COMMIT_REJECTS(f.members[i].flags |= (uint8_t)(1u << bit));
+      COMMIT_REJECTS(f.members[i].flags |= (uint8_t)(DED_MEMBER_F_CLIENT | 1u << bit));
+      COMMIT_REJECTS(f.members[i].weight = 0.0;
+                     f.members[i].flags |= (uint8_t)(DED_MEMBER_F_AUX | 1u << bit));
+    }
   /* A primary that is no acceptor, with or without another primary. */
   COMMIT_REJECTS(f.members[0].flags = DED_MEMBER_F_PRIMARY);
   COMMIT_REJECTS(f.members[0].flags = DED_MEMBER_F_ACCEPTOR;
@@ -951,24 +1074,42 @@ static void test_msg_commit_acceptors(void **state) {
 
   /* Every value of one member's flag byte, written into the frame: with
    * member 0 the primary and the others acceptors, member 1 may only be
-   * an acceptor or not; member 0 may also drop being the primary. */
-  msg_commit_valid(&f);
+   * an acceptor or not; member 0 may also drop being the primary. Either
+   * may be a client or, with weight 0 (the second pass), an aux member,
+   * never both. */
   size_t len;
-  uint8_t *buf = unit_commit_frame(&f.c, &len);
-  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
-  for (unsigned m = 0; m < 2; m++) {
-    uint8_t *flag = payload + COMMIT_OFF_MEMBERS + m * DED_COMMIT_MEMBER_BYTES + MEMBER_OFF_FLAGS;
-    uint8_t keep = *flag;
-    for (unsigned v = 0; v < 256; v++) {
-      *flag = (uint8_t)v;
-      bool ok = v == 0 || v == DED_MEMBER_F_ACCEPTOR ||
-                (m == 0 && v == (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY));
-      int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
-      if (rv != (ok ? 0 : DED_ERR_PROTO)) fail_msg("member %u flags 0x%02x: %d", m, v, rv);
+  uint8_t *buf, *payload;
+  for (int zero_w = 0; zero_w <= 1; zero_w++)
+    for (unsigned m = 0; m < 2; m++) {
+      msg_commit_valid(&f);
+      if (zero_w) f.members[m].weight = 0.0;
+      buf = unit_commit_frame(&f.c, &len);
+      payload = buf + DED_FRAME_HDR_BYTES;
+      uint8_t *flag =
+          payload + COMMIT_OFF_MEMBERS + m * DED_COMMIT_MEMBER_BYTES + MEMBER_OFF_FLAGS;
+      unsigned accepted = 0;
+      for (unsigned v = 0; v < 256; v++) {
+        *flag = (uint8_t)v;
+        unsigned role = v & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+        unsigned mode = v & ~(unsigned)(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+        bool ok = (role == 0 || role == DED_MEMBER_F_ACCEPTOR ||
+                   (m == 0 && role == (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY))) &&
+                  (mode == 0 || mode == DED_MEMBER_F_CLIENT ||
+                   (zero_w && mode == DED_MEMBER_F_AUX));
+        accepted += ok;
+        int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
+        if (rv != (ok ? 0 : DED_ERR_PROTO))
+          fail_msg("member %u (weight %s) flags 0x%02x: %d", m, zero_w ? "0" : "> 0", v, rv);
+      }
+      /* Roles (3 for member 0, 2 for member 1) x modes (node, client, and
+       * aux with weight 0). */
+      assert_int_equal(accepted, (m == 0 ? 3u : 2u) * (zero_w ? 3u : 2u));
+      free(buf);
     }
-    *flag = keep;
-  }
   /* Every nacc from 0 up past the largest round. */
+  msg_commit_valid(&f);
+  buf = unit_commit_frame(&f.c, &len);
+  payload = buf + DED_FRAME_HDR_BYTES;
   for (unsigned n = 0; n <= DED_ROUND_MEMBERS_MAX + 2; n++) {
     msg_put_le(payload + COMMIT_OFF_NACC, n, 2);
     bool ok = n >= 3 && n <= DED_ROUND_MEMBERS_MAX;
@@ -976,6 +1117,106 @@ static void test_msg_commit_acceptors(void **state) {
     if (rv != (ok ? 0 : DED_ERR_PROTO)) fail_msg("nacc %u: %d", n, rv);
   }
   free(buf);
+}
+
+/*
+ * Version 6: a member may be a client (DED_MEMBER_F_CLIENT) or an aux
+ * member (DED_MEMBER_F_AUX), not both. An aux member brings no vector:
+ * its weight is exactly 0. The others are the round's contributors: at
+ * least one, with a positive total weight.
+ */
+static void test_msg_commit_modes(void **state) {
+  (void)state;
+  assert_int_equal(DED_MEMBER_F_CLIENT, 4);
+  assert_int_equal(DED_MEMBER_F_AUX, 8);
+  msg_commit_fixture f;
+  /* A round trip: a node (the primary), a client (an acceptor), an aux
+   * member (no acceptor, of nacc 2). */
+  msg_commit_valid(&f);
+  f.c.nacc = 2;
+  f.members[1].flags = DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT;
+  f.members[2].flags = DED_MEMBER_F_AUX;
+  f.members[2].weight = 0.0;
+  size_t len;
+  uint8_t *buf = unit_commit_frame(&f.c, &len);
+  ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(
+        fr.payload[COMMIT_OFF_MEMBERS + (size_t)i * DED_COMMIT_MEMBER_BYTES + MEMBER_OFF_FLAGS],
+        f.members[i].flags);
+  ded_msg_commit out;
+  assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &out), 0);
+  msg_plan_equal(&out, &f.c);
+  assert_int_equal(out.members[1].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT);
+  assert_int_equal(out.members[2].flags, DED_MEMBER_F_AUX);
+  assert_true(out.members[2].weight == 0.0);
+  ded_msg_commit_free(&out, NULL);
+  msg_check_bounds(DED_MSG_COMMIT, fr.payload, fr.len, 0);
+  free(buf);
+
+#define COMMIT_ACCEPTS(mutation)                                                                  \
+  do {                                                                                            \
+    msg_commit_valid(&f);                                                                         \
+    mutation;                                                                                     \
+    if (msg_commit_try(&f.c) != 0) fail_msg("COMMIT refused with %s", #mutation);                 \
+  } while (0)
+#define COMMIT_REJECTS(mutation)                                                                  \
+  do {                                                                                            \
+    msg_commit_valid(&f);                                                                         \
+    mutation;                                                                                     \
+    if (msg_commit_try(&f.c) != DED_ERR_PROTO) fail_msg("COMMIT accepted with %s", #mutation);    \
+  } while (0)
+  /* Clients are contributors: any of them, all of them, a client alone;
+   * one may bring weight 0 when another brings some. */
+  COMMIT_ACCEPTS(f.members[1].flags |= DED_MEMBER_F_CLIENT);
+  COMMIT_ACCEPTS(for (int i = 0; i < 3; i++) f.members[i].flags |= DED_MEMBER_F_CLIENT);
+  COMMIT_ACCEPTS(f.members[0].flags |= DED_MEMBER_F_CLIENT; f.members[0].weight = 0.0);
+  COMMIT_ACCEPTS(f.c.k = 1; f.members[0].flags |= DED_MEMBER_F_CLIENT);
+  /* Aux members of weight 0, wherever they are, acceptors or not, the
+   * primary included, as long as a contributor is left. */
+  COMMIT_ACCEPTS(f.members[2].flags |= DED_MEMBER_F_AUX; f.members[2].weight = 0.0);
+  COMMIT_ACCEPTS(f.members[0].flags |= DED_MEMBER_F_AUX; f.members[0].weight = 0.0);
+  COMMIT_ACCEPTS(f.members[1].flags = DED_MEMBER_F_AUX; f.members[1].weight = 0.0);
+  COMMIT_ACCEPTS(f.members[0].flags |= DED_MEMBER_F_AUX; f.members[0].weight = 0.0;
+                 f.members[1].flags |= DED_MEMBER_F_AUX; f.members[1].weight = 0.0);
+  /* ... the contributor a client. */
+  COMMIT_ACCEPTS(f.members[0].flags |= DED_MEMBER_F_CLIENT;
+                 f.members[1].flags |= DED_MEMBER_F_AUX; f.members[1].weight = 0.0;
+                 f.members[2].flags |= DED_MEMBER_F_AUX; f.members[2].weight = 0.0);
+  /* An aux member with any weight but 0: the smallest, its own, the
+   * largest a JOIN may carry. */
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_AUX);
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_AUX; f.members[1].weight = 5e-324);
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_AUX; f.members[1].weight = DED_WEIGHT_MAX);
+  COMMIT_REJECTS(f.members[0].flags |= DED_MEMBER_F_AUX; f.members[0].weight = 1.0);
+  /* A client and an aux member at once, with weight 0 or not, acceptor,
+   * primary or neither. */
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX;
+                 f.members[1].weight = 0.0);
+  COMMIT_REJECTS(f.members[1].flags |= DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX);
+  COMMIT_REJECTS(f.members[0].flags |= DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX;
+                 f.members[0].weight = 0.0);
+  COMMIT_REJECTS(f.members[2].flags = DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX;
+                 f.members[2].weight = 0.0);
+  /* No contributor: every member aux (acceptors or not), a lone aux
+   * member. */
+  COMMIT_REJECTS(for (int i = 0; i < 3; i++) {
+    f.members[i].flags |= DED_MEMBER_F_AUX;
+    f.members[i].weight = 0.0;
+  });
+  COMMIT_REJECTS(for (int i = 0; i < 3; i++) {
+    f.members[i].flags = DED_MEMBER_F_AUX;
+    f.members[i].weight = 0.0;
+  } f.members[0].flags |= DED_MEMBER_F_ACCEPTOR);
+  COMMIT_REJECTS(f.c.k = 1; f.members[0].flags |= DED_MEMBER_F_AUX; f.members[0].weight = 0.0);
+  /* Contributors whose weights add up to 0, beside aux members. */
+  COMMIT_REJECTS(f.members[0].weight = f.members[1].weight = 0.0;
+                 f.members[2].flags |= DED_MEMBER_F_AUX; f.members[2].weight = 0.0);
+  COMMIT_REJECTS(f.members[0].weight = 0.0; f.members[0].flags |= DED_MEMBER_F_CLIENT;
+                 f.members[1].flags |= DED_MEMBER_F_AUX; f.members[1].weight = 0.0;
+                 f.members[2].flags |= DED_MEMBER_F_AUX; f.members[2].weight = 0.0);
+#undef COMMIT_ACCEPTS
+#undef COMMIT_REJECTS
 }
 
 /* Limits that are legal: the largest membership, the largest chunk, empty
@@ -1594,7 +1835,7 @@ static void test_msg_data_invalid(void **state) {
 
 /* Payload layout of STATE_OFFER (ded_msg.h): status | round | digest |
  * step_rounds | len | npieces | npieces x size | lin_attempt | nlin |
- * nlin x id. */
+ * nlin x id | DED_LIN_BITS(nlin) bytes of client bits (a lineage). */
 #define OFFER_OFF_ROUND 1
 #define OFFER_OFF_DIGEST 9
 #define OFFER_OFF_STEP 17
@@ -1628,11 +1869,18 @@ static void msg_lin_id(uint8_t id[DED_ID_BYTES], unsigned i) {
   id[1] = (uint8_t)i;
 }
 
-/* |n| lineage ids back to back; the caller frees them. */
+/* Whether member |i| of msg_lin_make's lineages is a client. */
+static bool msg_lin_is_client(unsigned i) { return i % 3 == 1; }
+
+/* A lineage of |n| members (ded_msg.h): the ids back to back, then the
+ * client bits, members 1, 4, 7, ... clients; the caller frees it. */
 static uint8_t *msg_lin_make(unsigned n) {
-  uint8_t *lin = malloc(n ? (size_t)n * DED_ID_BYTES : 1);
+  uint8_t *lin = calloc(DED_LIN_BYTES(n) ? DED_LIN_BYTES(n) : 1, 1);
   assert_non_null(lin);
-  for (unsigned i = 0; i < n; i++) msg_lin_id(lin + (size_t)i * DED_ID_BYTES, i);
+  for (unsigned i = 0; i < n; i++) {
+    msg_lin_id(lin + (size_t)i * DED_ID_BYTES, i);
+    if (msg_lin_is_client(i)) lin[(size_t)n * DED_ID_BYTES + i / 8] |= (uint8_t)(1u << (i % 8));
+  }
   return lin;
 }
 
@@ -1654,12 +1902,12 @@ static msg_offer_spec msg_offer_valid(void) {
   return s;
 }
 
-/* |s| as a payload with lineage |lin| (s->nlin ids back to back; NULL:
- * msg_lin_make's), into a buffer of exactly its size (so that an
- * over-read shows under ASan); the caller frees it. */
+/* |s| as a payload with lineage |lin| (s->nlin ids back to back, then
+ * their client bits; NULL: msg_lin_make's), into a buffer of exactly its
+ * size (so that an over-read shows under ASan); the caller frees it. */
 static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *lin, size_t *len) {
   assert_true(s->npieces <= DED_STATE_PIECES_MAX + 1);
-  size_t n = OFFER_BASE_BYTES + 8 * (size_t)s->npieces + (size_t)s->nlin * DED_ID_BYTES;
+  size_t n = OFFER_BASE_BYTES + 8 * (size_t)s->npieces + DED_LIN_BYTES(s->nlin);
   uint8_t *p = malloc(n);
   assert_non_null(p);
   ded_wr w = ded_wr_init(p, n);
@@ -1672,14 +1920,9 @@ static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *li
   for (unsigned i = 0; i < s->npieces; i++) ded_wr_u64(&w, s->sizes[i]);
   ded_wr_u64(&w, s->lin_attempt);
   ded_wr_u16(&w, s->nlin);
-  for (unsigned i = 0; i < s->nlin; i++) {
-    uint8_t id[DED_ID_BYTES];
-    if (lin)
-      memcpy(id, lin + (size_t)i * DED_ID_BYTES, DED_ID_BYTES);
-    else
-      msg_lin_id(id, i);
-    ded_wr_bytes(&w, id, DED_ID_BYTES);
-  }
+  uint8_t *made = lin ? NULL : msg_lin_make(s->nlin);
+  ded_wr_bytes(&w, lin ? lin : made, DED_LIN_BYTES(s->nlin));
+  free(made);
   assert_false(w.err);
   assert_int_equal(w.pos, n);
   *len = n;
@@ -1731,7 +1974,7 @@ static void msg_offer_trailing(const msg_offer_spec *s) {
   free(p);
 }
 
-/* The decoder's view of |s| (whose lineage is msg_lin_make's). */
+/* The decoder's view of |s| with lineage |lin| (ids and client bits). */
 static ded_msg_state_offer msg_offer_of(const msg_offer_spec *s, const uint8_t *lin) {
   ded_msg_state_offer m;
   memset(&m, 0, sizeof m);
@@ -1759,7 +2002,7 @@ static void msg_offer_equal(const ded_msg_state_offer *got, const ded_msg_state_
     assert_int_equal(got->sizes[i], i < want->npieces ? want->sizes[i] : 0);
   assert_int_equal(got->lin_attempt, want->lin_attempt);
   assert_int_equal(got->nlin, want->nlin);
-  if (want->nlin) assert_memory_equal(got->lin, want->lin, (size_t)want->nlin * DED_ID_BYTES);
+  if (want->nlin) assert_memory_equal(got->lin, want->lin, DED_LIN_BYTES(want->nlin));
 }
 
 static void test_msg_state_ask_round_trip(void **state) {
@@ -1815,10 +2058,15 @@ static void test_msg_state_offer_round_trip(void **state) {
   assert_int_equal(msg_le(tail, 8), s.lin_attempt);
   assert_int_equal(msg_le(tail + 8, 2), 2);
   assert_memory_equal(tail + 10, lin, 2 * DED_ID_BYTES);
+  /* Then one byte of client bits: member 1 is a client. */
+  assert_int_equal(tail[10 + 2 * DED_ID_BYTES], 0x02);
+  assert_ptr_equal(tail + 10 + DED_LIN_BYTES(2), fr.payload + fr.len);
   ded_msg_state_offer out;
   memset(&out, 0xee, sizeof out);
   assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
   msg_offer_equal(&out, &m);
+  assert_false(ded_lin_client(out.lin, out.nlin, 0));
+  assert_true(ded_lin_client(out.lin, out.nlin, 1));
   /* The lineage stays in the payload. */
   assert_ptr_equal(out.lin, tail + 10);
   msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
@@ -1847,6 +2095,8 @@ static void test_msg_state_offer_round_trip(void **state) {
   fr = msg_unframe(big, w.pos, DED_MSG_STATE_OFFER);
   assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
   msg_offer_equal(&out, &m);
+  for (unsigned i = 0; i < s.nlin; i++)
+    assert_int_equal(ded_lin_client(out.lin, out.nlin, i), msg_lin_is_client(i));
   /* A byte short or a byte over. */
   assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, fr.payload, fr.len - 1), DED_ERR_PROTO);
   free(big);
@@ -2119,20 +2369,20 @@ static void test_msg_state_offer_lineage_order(void **state) {
   enum { N = 4 };
   msg_offer_spec s = msg_offer_valid();
   s.nlin = N;
-  uint8_t *lin = msg_lin_make(N);
+  uint8_t *lin = msg_lin_make(N); /* its client bits (member 1) stay as they are */
   uint8_t *id[N];
   for (unsigned i = 0; i < N; i++) id[i] = lin + (size_t)i * DED_ID_BYTES;
   assert_int_equal(msg_offer_try_lin(&s, lin), 0);
   /* Two equal ids, at the start, in the middle, at the end. */
   for (unsigned i = 0; i + 1 < N; i++) {
-    uint8_t *l = malloc((size_t)N * DED_ID_BYTES);
+    uint8_t *l = malloc(DED_LIN_BYTES(N));
     assert_non_null(l);
-    memcpy(l, lin, (size_t)N * DED_ID_BYTES);
+    memcpy(l, lin, DED_LIN_BYTES(N));
     memcpy(l + (size_t)(i + 1) * DED_ID_BYTES, l + (size_t)i * DED_ID_BYTES, DED_ID_BYTES);
     if (msg_offer_try_lin(&s, l) != DED_ERR_PROTO)
       fail_msg("ids %u and %u equal: accepted", i, i + 1);
     /* Two neighbours swapped: down by one. */
-    memcpy(l, lin, (size_t)N * DED_ID_BYTES);
+    memcpy(l, lin, DED_LIN_BYTES(N));
     memcpy(l + (size_t)i * DED_ID_BYTES, id[i + 1], DED_ID_BYTES);
     memcpy(l + (size_t)(i + 1) * DED_ID_BYTES, id[i], DED_ID_BYTES);
     if (msg_offer_try_lin(&s, l) != DED_ERR_PROTO)
@@ -2140,8 +2390,9 @@ static void test_msg_state_offer_lineage_order(void **state) {
     free(l);
   }
   /* All equal; all decreasing. */
-  uint8_t *l = malloc((size_t)N * DED_ID_BYTES);
+  uint8_t *l = malloc(DED_LIN_BYTES(N));
   assert_non_null(l);
+  memcpy(l, lin, DED_LIN_BYTES(N));
   for (unsigned i = 0; i < N; i++) memcpy(l + (size_t)i * DED_ID_BYTES, id[0], DED_ID_BYTES);
   assert_int_equal(msg_offer_try_lin(&s, l), DED_ERR_PROTO);
   for (unsigned i = 0; i < N; i++)
@@ -2149,13 +2400,15 @@ static void test_msg_state_offer_lineage_order(void **state) {
   assert_int_equal(msg_offer_try_lin(&s, l), DED_ERR_PROTO);
   free(l);
 
-  /* Two ids: the order is memcmp's over every byte. */
-  uint8_t two[2 * DED_ID_BYTES];
+  /* Two ids: the order is memcmp's over every byte (the client bits
+   * after them zero). */
+  uint8_t two[DED_LIN_BYTES(2)];
   uint8_t *a = two, *b = two + DED_ID_BYTES;
   s = msg_offer_valid();
   assert_int_equal(s.nlin, 2);
   /* Equal. */
-  memset(two, 0x5a, sizeof two);
+  memset(two, 0, sizeof two);
+  memset(two, 0x5a, 2 * DED_ID_BYTES);
   assert_int_equal(msg_offer_try_lin(&s, two), DED_ERR_PROTO);
   /* Apart in the last byte only: up, then down. */
   b[DED_ID_BYTES - 1] = 0x5b;
@@ -2195,6 +2448,184 @@ static void test_msg_state_offer_lineage_order(void **state) {
   memcpy(prev, tmp, DED_ID_BYTES);
   assert_int_equal(msg_offer_try_lin(&s, lin), DED_ERR_PROTO);
   free(lin);
+}
+
+/* |n| lineage ids (msg_lin_id's) and client bits: member i a client when
+ * |clients(i)|; the caller frees it. */
+static uint8_t *msg_lin_with(unsigned n, bool (*clients)(unsigned)) {
+  uint8_t *lin = calloc(DED_LIN_BYTES(n) ? DED_LIN_BYTES(n) : 1, 1);
+  assert_non_null(lin);
+  for (unsigned i = 0; i < n; i++) {
+    msg_lin_id(lin + (size_t)i * DED_ID_BYTES, i);
+    if (clients(i)) lin[(size_t)n * DED_ID_BYTES + i / 8] |= (uint8_t)(1u << (i % 8));
+  }
+  return lin;
+}
+
+static bool msg_lin_none(unsigned i) {
+  (void)i;
+  return false;
+}
+
+static bool msg_lin_all(unsigned i) {
+  (void)i;
+  return true;
+}
+
+static bool msg_lin_odd(unsigned i) { return i % 2 == 1; }
+
+/*
+ * Version 6: an OFFER's lineage carries, after its ids, one bit per
+ * member (ceil(nlin/8) bytes, bit i of byte i/8) set when the member is
+ * a client. Whatever the bits, they round trip; the unused high bits of
+ * the last byte must be zero.
+ */
+static void test_msg_state_offer_client_bits(void **state) {
+  (void)state;
+  assert_int_equal(DED_LIN_BITS(0), 0);
+  assert_int_equal(DED_LIN_BITS(1), 1);
+  assert_int_equal(DED_LIN_BITS(8), 1);
+  assert_int_equal(DED_LIN_BITS(9), 2);
+  assert_int_equal(DED_LIN_BYTES(0), 0);
+  assert_int_equal(DED_LIN_BYTES(2), 2 * DED_ID_BYTES + 1);
+  assert_int_equal(DED_LIN_BYTES(17), 17 * DED_ID_BYTES + 3);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9),
+                   DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES + 9 * DED_ID_BYTES + 2);
+  const unsigned ns[] = {1, 2, 7, 8, 9, 15, 16, 17, DED_ROUND_MEMBERS_MAX};
+  bool (*const patterns[])(unsigned) = {msg_lin_none, msg_lin_all, msg_lin_odd, msg_lin_is_client};
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+    const unsigned n = ns[t];
+    for (size_t pi = 0; pi < sizeof patterns / sizeof patterns[0]; pi++) {
+      uint8_t *lin = msg_lin_with(n, patterns[pi]);
+      msg_offer_spec s = msg_offer_valid();
+      s.nlin = (uint16_t)n;
+      ded_msg_state_offer m = msg_offer_of(&s, lin);
+      size_t cap = DED_STATE_OFFER_FRAME_BYTES(s.npieces, n);
+      uint8_t *buf = malloc(cap);
+      assert_non_null(buf);
+      ded_wr w = ded_wr_init(buf, cap);
+      ded_msg_state_offer_encode(&w, &m);
+      assert_false(w.err);
+      assert_int_equal(w.pos, cap);
+      ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
+      /* The bits end the payload, as the test writes them. */
+      const uint8_t *bits = fr.payload + fr.len - DED_LIN_BITS(n);
+      assert_memory_equal(bits, lin + (size_t)n * DED_ID_BYTES, DED_LIN_BITS(n));
+      size_t want_len;
+      uint8_t *want = msg_offer_payload_lin(&s, lin, &want_len);
+      assert_int_equal(fr.len, want_len);
+      assert_memory_equal(fr.payload, want, want_len);
+      free(want);
+      ded_msg_state_offer out;
+      memset(&out, 0xee, sizeof out);
+      assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
+      msg_offer_equal(&out, &m);
+      for (unsigned i = 0; i < n; i++)
+        if (ded_lin_client(out.lin, n, i) != patterns[pi](i))
+          fail_msg("nlin %u, pattern %zu: member %u's client bit lost", n, pi, i);
+      if (n <= 17) msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
+      free(buf);
+      free(lin);
+    }
+
+    /* Each unused bit of the last byte, alone or with every used bit set:
+     * refused. A full last byte (n a multiple of 8) has none. */
+    msg_offer_spec s = msg_offer_valid();
+    s.nlin = (uint16_t)n;
+    uint8_t *lin = msg_lin_with(n, msg_lin_none);
+    uint8_t *last = lin + DED_LIN_BYTES(n) - 1;
+    for (unsigned b = n % 8 ? n % 8 : 8; b < 8; b++) {
+      *last = (uint8_t)(1u << b);
+      if (msg_offer_try_lin(&s, lin) != DED_ERR_PROTO)
+        fail_msg("nlin %u: unused client bit %u accepted", n, b);
+      *last = (uint8_t)(0xffu << b | ((1u << (n % 8)) - 1));
+      if (msg_offer_try_lin(&s, lin) != DED_ERR_PROTO)
+        fail_msg("nlin %u: all bits set (unused %u on) accepted", n, b);
+    }
+    /* Every used bit of the last byte set, nothing else: accepted. */
+    *last = (uint8_t)(n % 8 ? (1u << (n % 8)) - 1 : 0xff);
+    if (msg_offer_try_lin(&s, lin) != 0) fail_msg("nlin %u: used bits set refused", n);
+    /* The bits of an earlier byte are all used: any value goes. */
+    if (n > 8) {
+      lin[(size_t)n * DED_ID_BYTES] = 0xff;
+      assert_int_equal(msg_offer_try_lin(&s, lin), 0);
+    }
+    free(lin);
+  }
+}
+
+/* ded_lin_coord: the coordinator of view v of round r is eligible member
+ * (r + v) mod e of the e members that are not clients, in lineage order;
+ * every member, if all are clients. */
+static void test_msg_lin_coord(void **state) {
+  (void)state;
+  /* Five members, 1 and 3 clients: 0, 2 and 4 coordinate in turn. */
+  uint8_t *lin = msg_lin_with(5, msg_lin_odd);
+  const uint8_t *m[5];
+  for (unsigned i = 0; i < 5; i++) m[i] = lin + (size_t)i * DED_ID_BYTES;
+  assert_true(ded_lin_client(lin, 5, 1) && ded_lin_client(lin, 5, 3));
+  assert_false(ded_lin_client(lin, 5, 0) || ded_lin_client(lin, 5, 2) || ded_lin_client(lin, 5, 4));
+  assert_ptr_equal(ded_lin_coord(lin, 5, 0, 0), m[0]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 1, 0), m[2]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 2, 0), m[4]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 3, 0), m[0]); /* wraps at e = 3, not n = 5 */
+  assert_ptr_equal(ded_lin_coord(lin, 5, 4, 0), m[2]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 0, 1), m[2]); /* the next view, the next one */
+  assert_ptr_equal(ded_lin_coord(lin, 5, 0, 2), m[4]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 0, 3), m[0]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 5, 7), m[0]); /* 12 mod 3 */
+  assert_ptr_equal(ded_lin_coord(lin, 5, 7, 0), m[2]); /* 7 mod 3; 7 mod 5 would be a client */
+  const uint8_t *const eligible[3] = {m[0], m[2], m[4]};
+  for (uint64_t r = 0; r < 12; r++)
+    for (uint32_t v = 0; v < 7; v++)
+      assert_ptr_equal(ded_lin_coord(lin, 5, r, v), eligible[(r + v) % 3]);
+  /* The largest rounds and views: no overflow of the sum's own type. */
+  const uint64_t big_r = UINT64_MAX - 1;
+  assert_ptr_equal(ded_lin_coord(lin, 5, big_r, 0), eligible[big_r % 3]);
+  assert_ptr_equal(ded_lin_coord(lin, 5, 1000, UINT32_MAX),
+                   eligible[(1000 + (uint64_t)UINT32_MAX) % 3]);
+  free(lin);
+
+  /* Clients at either end: only the middle coordinates. */
+  static const bool ends[4] = {true, false, false, true};
+  lin = calloc(DED_LIN_BYTES(4), 1);
+  assert_non_null(lin);
+  for (unsigned i = 0; i < 4; i++) {
+    msg_lin_id(lin + (size_t)i * DED_ID_BYTES, i);
+    if (ends[i]) lin[4 * DED_ID_BYTES] |= (uint8_t)(1u << i);
+  }
+  for (uint64_t r = 0; r < 8; r++)
+    assert_ptr_equal(ded_lin_coord(lin, 4, r, 0), lin + (size_t)(1 + r % 2) * DED_ID_BYTES);
+  free(lin);
+
+  /* Every member a client: every member coordinates in turn (mod n), as
+   * with no client at all (the version 5 rule). */
+  const unsigned ns[] = {1, 4, 9, 17};
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+    const unsigned n = ns[t];
+    uint8_t *all = msg_lin_with(n, msg_lin_all);
+    uint8_t *none = msg_lin_with(n, msg_lin_none);
+    for (uint64_t r = 0; r < 2 * (uint64_t)n + 3; r++)
+      for (uint32_t v = 0; v < 3; v++) {
+        size_t want = (size_t)((r + v) % n) * DED_ID_BYTES;
+        assert_ptr_equal(ded_lin_coord(all, n, r, v), all + want);
+        assert_ptr_equal(ded_lin_coord(none, n, r, v), none + want);
+      }
+    free(all);
+    free(none);
+  }
+
+  /* One node among clients, the bits past the first byte included:
+   * always it, whatever the round and view. */
+  uint8_t *lin17 = msg_lin_with(17, msg_lin_all);
+  lin17[17 * DED_ID_BYTES + 2] = 0; /* member 16, in the third byte, a node */
+  for (uint64_t r = 0; r < 20; r++)
+    assert_ptr_equal(ded_lin_coord(lin17, 17, r, (uint32_t)r), lin17 + 16 * DED_ID_BYTES);
+  lin17[17 * DED_ID_BYTES + 2] = 1;
+  lin17[17 * DED_ID_BYTES + 1] = 0x7f; /* now member 15 */
+  for (uint64_t r = 0; r < 20; r++)
+    assert_ptr_equal(ded_lin_coord(lin17, 17, r, 3), lin17 + 15 * DED_ID_BYTES);
+  free(lin17);
 }
 
 static int msg_state_get_try(const ded_msg_state_get *m) {
@@ -2420,9 +2851,11 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
     break;
   }
   case ENC_STATE_OFFER: {
-    /* Three ids, increasing, as a decoder wants them. */
-    static const uint8_t lin[3 * DED_ID_BYTES] = {[0] = 1, [DED_ID_BYTES] = 2,
-                                                  [2 * DED_ID_BYTES] = 3};
+    /* Three ids, increasing, as a decoder wants them; the second a
+     * client. */
+    static const uint8_t lin[DED_LIN_BYTES(3)] = {[0] = 1, [DED_ID_BYTES] = 2,
+                                                  [2 * DED_ID_BYTES] = 3,
+                                                  [3 * DED_ID_BYTES] = 0x02};
     ded_msg_state_offer m = {.status = DED_STATE_OFFER, .round = 1, .digest = 2,
                              .step_rounds = 1, .len = 30, .npieces = 2, .sizes = {10, 20},
                              .lin_attempt = 3, .nlin = 3, .lin = lin};
@@ -2516,8 +2949,15 @@ static void test_msg_names(void **state) {
   /* Version 4 added the state transfer (types 14-17): a version 3 peer
    * drops a connection on a type it does not know. */
   /* Version 5 added AHEAD (type 18), for the same reason. */
-  assert_int_equal(DED_PROTO_VERSION, 5);
-  /* Sizes of version 5's messages (a change here is a change of the wire). */
+  /* Version 6 added client and aux peers: JOIN flags 16 and 32, member
+   * flags 4 and 8, and client bits after STATE_OFFER's lineage, which a
+   * version 5 peer would refuse or misread. */
+  assert_int_equal(DED_PROTO_VERSION, 6);
+  assert_int_equal(DED_JOIN_F_CLIENT, 16);
+  assert_int_equal(DED_JOIN_F_AUX, 32);
+  assert_int_equal(DED_MEMBER_F_CLIENT, 4);
+  assert_int_equal(DED_MEMBER_F_AUX, 8);
+  /* Sizes of version 6's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
   assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
@@ -2525,7 +2965,8 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 41);
   assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8);
   assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + 41);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 41 + 16 + 96);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 41 + 16 + 96 + 1);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9), DED_FRAME_HDR_BYTES + 41 + 288 + 2);
   assert_int_equal(DED_STATE_GET_FRAME_BYTES, DED_FRAME_HDR_BYTES + 28);
   assert_int_equal(DED_STATE_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 24);
 }
@@ -2544,8 +2985,10 @@ int main(void) {
       cmocka_unit_test(test_msg_join_invalid),
       cmocka_unit_test(test_msg_join_status_round_trip),
       cmocka_unit_test(test_msg_join_status_invalid),
+      cmocka_unit_test(test_msg_join_modes),
       cmocka_unit_test(test_msg_commit_round_trip),
       cmocka_unit_test(test_msg_commit_acceptors),
+      cmocka_unit_test(test_msg_commit_modes),
       cmocka_unit_test(test_msg_commit_edges_accepted),
       cmocka_unit_test(test_msg_commit_invalid),
       cmocka_unit_test(test_msg_commit_k_mismatch),
@@ -2570,6 +3013,8 @@ int main(void) {
       cmocka_unit_test(test_msg_state_offer_snapshot_fields),
       cmocka_unit_test(test_msg_state_offer_unused_fields),
       cmocka_unit_test(test_msg_state_offer_lineage_order),
+      cmocka_unit_test(test_msg_state_offer_client_bits),
+      cmocka_unit_test(test_msg_lin_coord),
       cmocka_unit_test(test_msg_state_get_round_trip),
       cmocka_unit_test(test_msg_state_get_invalid),
       cmocka_unit_test(test_msg_state_data_round_trip),

@@ -1,5 +1,5 @@
 /*
- * test_node.c: ded_node against scripted peers (protocol version 5).
+ * test_node.c: ded_node against scripted peers (protocol version 6).
  *
  * The peers are bytes the test writes (ngtcp2's conn tests: scripted
  * input, integer time). It checks what only the whole node shows: that a
@@ -21,6 +21,8 @@
  * a version 3 peer does; a member completes an attempt only once
  * acceptors of it have sent HAVE for it in one view: more than nacc / 2,
  * or exactly nacc / 2 with the primary among them (its own HAVE counts).
+ * Since version 6 a STATE_OFFER's lineage ends with one client bit per
+ * member (DED_LIN_BYTES); the scripted peers here are all nodes, bits 0.
  */
 #include <stdio.h>
 #include <sys/wait.h>
@@ -3744,6 +3746,10 @@ static void test_node_state_snapshot_needs_lineage(void **state) {
   assert_int_equal(m.nlin, 2);
   assert_memory_equal(m.lin, pr.lo.id, DED_ID_BYTES);
   assert_memory_equal(m.lin + DED_ID_BYTES, t.ident.id, DED_ID_BYTES);
+  /* Then the client bits (ded_msg.h): both members are nodes. */
+  assert_int_equal(m.lin[2 * DED_ID_BYTES], 0);
+  assert_false(ded_lin_client(m.lin, 2, 0));
+  assert_false(ded_lin_client(m.lin, 2, 1));
   free(out);
   /* Asked again, it offers at once what it holds, without the trainer. */
   send_state_ask(&t, 0, 1);
@@ -3826,9 +3832,10 @@ static void test_node_state_get_beyond_snapshot(void **state) {
 }
 
 /* The OFFER a scripted donor |d| makes: round 5, two ranges (the second
- * short), lineage |lin| (two ids) under attempt 77. */
+ * short), lineage |lin| (two ids, then their client bits: DED_LIN_BYTES(2)
+ * bytes) under attempt 77. */
 static ded_msg_state_offer scripted_offer(const uint8_t *bytes, uint64_t len,
-                                          const uint8_t lin[2 * DED_ID_BYTES]) {
+                                          const uint8_t lin[DED_LIN_BYTES(2)]) {
   ded_msg_state_offer m;
   memset(&m, 0, sizeof m);
   m.status = DED_STATE_OFFER;
@@ -3848,7 +3855,8 @@ static ded_msg_state_offer scripted_offer(const uint8_t *bytes, uint64_t len,
  * id than the node's) that has offered SNAP_RANGE + 100 bytes; the node
  * chose it and asked for both ranges. */
 static void scripted_fetch(tnode *t, ded_ident *lo, ded_ident *hi, uint8_t **bytes,
-                           uint64_t *len, ded_msg_state_offer *offer, uint8_t lin[2 * DED_ID_BYTES]) {
+                           uint64_t *len, ded_msg_state_offer *offer,
+                           uint8_t lin[DED_LIN_BYTES(2)]) {
   tnode_start(t, NULL, 0, 1.0, 1);
   peers_around(t, lo, hi);
   send_hello(t, 0, lo, RUN);
@@ -3862,6 +3870,7 @@ static void scripted_fetch(tnode *t, ded_ident *lo, ded_ident *hi, uint8_t **byt
   *bytes = malloc(*len);
   assert_non_null(*bytes);
   for (uint64_t i = 0; i < *len; i++) (*bytes)[i] = snap_byte(i);
+  memset(lin, 0, DED_LIN_BYTES(2)); /* two nodes: no client bit */
   memcpy(lin, lo->id, DED_ID_BYTES);
   memcpy(lin + DED_ID_BYTES, hi->id, DED_ID_BYTES);
   *offer = scripted_offer(*bytes, *len, lin);
@@ -3893,7 +3902,7 @@ static void test_node_state_data_not_asked(void **state) {
   for (int c = 0; c < 3; c++) {
     tnode t;
     ded_ident lo, hi;
-    uint8_t *bytes, lin[2 * DED_ID_BYTES];
+    uint8_t *bytes, lin[DED_LIN_BYTES(2)];
     uint64_t len;
     ded_msg_state_offer offer;
     scripted_fetch(&t, &lo, &hi, &bytes, &len, &offer, lin);
@@ -4037,7 +4046,7 @@ static void test_node_state_duplicate_range_stalls(void **state) {
   (void)state;
   tnode t;
   ded_ident lo, hi;
-  uint8_t *bytes, lin[2 * DED_ID_BYTES];
+  uint8_t *bytes, lin[DED_LIN_BYTES(2)];
   uint64_t len;
   ded_msg_state_offer offer;
   scripted_fetch(&t, &lo, &hi, &bytes, &len, &offer, lin);
@@ -4259,7 +4268,7 @@ static void test_node_state_reload_fetches(void **state) {
   uint8_t *bytes = malloc(len);
   assert_non_null(bytes);
   for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
-  uint8_t lin[2 * DED_ID_BYTES];
+  uint8_t lin[DED_LIN_BYTES(2)] = {0}; /* two nodes: no client bit */
   memcpy(lin, lo.id, DED_ID_BYTES);
   memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
   ded_msg_state_offer offer = scripted_offer(bytes, len, lin); /* round 5 */

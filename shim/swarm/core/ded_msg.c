@@ -187,7 +187,7 @@ void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m) {
   for (unsigned i = 0; i < m->npieces; i++) ded_wr_u64(w, m->sizes[i]);
   ded_wr_u64(w, m->lin_attempt);
   ded_wr_u16(w, m->nlin);
-  ded_wr_bytes(w, m->lin, (size_t)m->nlin * DED_ID_BYTES);
+  ded_wr_bytes(w, m->lin, DED_LIN_BYTES(m->nlin));
   msg_end(w, s);
 }
 
@@ -280,7 +280,9 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   if (r.err) return DED_ERR_PROTO;
   if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX) return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
-  if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE))
+  if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE |
+                   DED_JOIN_F_CLIENT | DED_JOIN_F_AUX) ||
+      (m->flags & DED_JOIN_F_CLIENT && m->flags & DED_JOIN_F_AUX))
     return DED_ERR_PROTO;
   if (!(m->flags & DED_JOIN_F_STATUS))
     return ded_rd_done(&r) && !(m->flags & DED_JOIN_F_DONE) ? 0 : DED_ERR_PROTO;
@@ -307,12 +309,17 @@ void ded_msg_join_free(ded_msg_join *m, const ded_mem *mem) {
  * acceptors that can make a quorum. */
 static int msg_commit_check(const ded_msg_commit *m) {
   double total = 0.0;
-  unsigned acc = 0, primary = 0;
+  unsigned acc = 0, primary = 0, contributors = 0;
   for (unsigned i = 0; i < m->k; i++) {
     const ded_msg_member *mb = &m->members[i];
-    if (mb->flags & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY)) return DED_ERR_PROTO;
+    if (mb->flags & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_CLIENT |
+                      DED_MEMBER_F_AUX))
+      return DED_ERR_PROTO;
     if (mb->flags & DED_MEMBER_F_PRIMARY && !(mb->flags & DED_MEMBER_F_ACCEPTOR))
       return DED_ERR_PROTO;
+    if (mb->flags & DED_MEMBER_F_AUX && (mb->flags & DED_MEMBER_F_CLIENT || mb->weight != 0.0))
+      return DED_ERR_PROTO;
+    contributors += !(mb->flags & DED_MEMBER_F_AUX);
     acc += mb->flags & DED_MEMBER_F_ACCEPTOR ? 1 : 0;
     primary += mb->flags & DED_MEMBER_F_PRIMARY ? 1 : 0;
     if (i > 0 && memcmp(m->members[i - 1].id, mb->id, DED_ID_BYTES) >= 0) return DED_ERR_PROTO;
@@ -322,7 +329,7 @@ static int msg_commit_check(const ded_msg_commit *m) {
     if (i == 0 && mb->shard_off != 0) return DED_ERR_PROTO;
     total += mb->weight;
   }
-  if (!(total > 0.0) || !isfinite(total)) return DED_ERR_PROTO;
+  if (!(total > 0.0) || !isfinite(total) || contributors == 0) return DED_ERR_PROTO;
   if (acc == 0 || acc > m->nacc || primary > 1) return DED_ERR_PROTO;
   return 0;
 }
@@ -503,8 +510,9 @@ int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer
   m->lin_attempt = ded_rd_u64(&r);
   m->nlin = ded_rd_u16(&r);
   if (r.err || m->nlin > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
-  m->lin = ded_rd_ptr(&r, (size_t)m->nlin * DED_ID_BYTES);
+  m->lin = ded_rd_ptr(&r, DED_LIN_BYTES(m->nlin));
   if (!ded_rd_done(&r) || sum != m->len) return DED_ERR_PROTO;
+  if (m->nlin % 8 && m->lin[DED_LIN_BYTES(m->nlin) - 1] >> (m->nlin % 8)) return DED_ERR_PROTO;
   if (m->status != DED_STATE_OFFER) /* fields a status does not use are zero */
     return m->step_rounds || m->len || m->npieces || m->lin_attempt || m->nlin ||
                    (m->status != DED_STATE_PENDING && m->status != DED_STATE_GONE && m->round) ||

@@ -14,6 +14,7 @@
 #ifndef DED_MSG_H
 #define DED_MSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 5
+#define DED_PROTO_VERSION 6
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -82,17 +83,33 @@ typedef struct ded_msg_hello {
  * status only): the member completed the round with this attempt, which is
  * therefore the round's result. DED_JOIN_F_INTENT announces a member that
  * will join this round (it is catching up): the coordinator waits for it as
- * for any expected member.
+ * for any expected member. DED_JOIN_F_CLIENT: the member accepts no
+ * connections (DEDMPI_MODE=client); DED_JOIN_F_AUX: it reduces but brings
+ * no vector (DEDMPI_MODE=aux). At most one of the two.
  */
-enum { DED_JOIN_F_GENESIS = 1, DED_JOIN_F_STATUS = 2, DED_JOIN_F_INTENT = 4, DED_JOIN_F_DONE = 8 };
+enum {
+  DED_JOIN_F_GENESIS = 1,
+  DED_JOIN_F_STATUS = 2,
+  DED_JOIN_F_INTENT = 4,
+  DED_JOIN_F_DONE = 8,
+  DED_JOIN_F_CLIENT = 16,
+  DED_JOIN_F_AUX = 32,
+};
 #define DED_VIEW_NONE UINT32_MAX
 
 typedef struct ded_msg_commit ded_msg_commit;
 
 /* Member flags: an acceptor of the round (a member of the previous round's
- * attempt, whose HAVE counts towards completing it), and the acceptor that
- * breaks a tie (see COMMIT). */
-enum { DED_MEMBER_F_ACCEPTOR = 1, DED_MEMBER_F_PRIMARY = 2 };
+ * attempt, whose HAVE counts towards completing it), the acceptor that
+ * breaks a tie (see COMMIT), a client (reachable by no one: it never
+ * coordinates, and no one but the reducers talks to it) and an aux member
+ * (its vector is not part of the sum: weight 0, it sends none). */
+enum {
+  DED_MEMBER_F_ACCEPTOR = 1,
+  DED_MEMBER_F_PRIMARY = 2,
+  DED_MEMBER_F_CLIENT = 4,
+  DED_MEMBER_F_AUX = 8,
+};
 
 typedef struct ded_msg_member {
   uint8_t id[DED_ID_BYTES];
@@ -107,6 +124,8 @@ typedef struct ded_msg_member {
  * u64 round | u64 attempt | u64 base | u8 dtype | u64 count |
  * u32 chunk_elems | u16 k | u16 nacc | k x (id[32] | f64 weight |
  * u32 n_local | u64 shard_off | u8 flags).
+ * The members without DED_MEMBER_F_AUX are the round's contributors: at
+ * least one, with a positive total weight; an aux member has weight 0.
  * One attempt at the round: |attempt| = view << 32 | the first four bytes
  * of the coordinator's id (big endian), unique per coordinator and view.
  * |base| is the attempt of round - 1 the coordinator's lineage comes from
@@ -245,6 +264,31 @@ typedef struct ded_msg_stale {
   uint64_t next_round;
 } ded_msg_stale;
 
+/*
+ * A lineage (a round's membership, as the next round's coordinators are
+ * drawn from it): n ids in increasing order, then DED_LIN_BITS(n) bytes
+ * whose bit i is set when member i is a client. The coordinator of view v
+ * of round r is eligible member (r + v) mod e of the e members that are
+ * not clients (every member, if all are): a client is reachable by no one.
+ */
+#define DED_LIN_BITS(n) (((size_t)(n) + 7) / 8)
+#define DED_LIN_BYTES(n) ((size_t)(n)*DED_ID_BYTES + DED_LIN_BITS(n))
+
+static inline bool ded_lin_client(const uint8_t *lin, unsigned n, unsigned i) {
+  return lin[(size_t)n * DED_ID_BYTES + i / 8] >> (i % 8) & 1;
+}
+
+static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint64_t round,
+                                           uint32_t view) {
+  unsigned e = 0;
+  for (unsigned i = 0; i < n; i++) e += !ded_lin_client(lin, n, i);
+  uint64_t want = (round + view) % (e ? e : n);
+  for (unsigned i = 0; i < n; i++)
+    if ((!e || !ded_lin_client(lin, n, i)) && want-- == 0) return lin + (size_t)i * DED_ID_BYTES;
+  DED_ASSERT(0);
+  return lin;
+}
+
 /* Sizes of whole frames (header included). */
 /*
  * State transfer: how a job that joins a run in progress gets the
@@ -255,12 +299,14 @@ typedef struct ded_msg_stale {
  *
  * STATE_OFFER (peer -> joiner): u8 status | u64 round | u64 digest |
  * u32 step_rounds | u64 len | u16 npieces | npieces x u64 size |
- * u64 lin_attempt | u16 nlin | nlin x id. One layout for every status:
+ * u64 lin_attempt | u16 nlin | nlin x id | ceil(nlin/8) client bits.
+ * One layout for every status:
  *   OFFER   a snapshot: the trainer's state after every round below
  *           |round| (a step boundary), |len| bytes in |npieces| pieces,
  *           with ded_digest64 |digest|; |step_rounds| routed all-reduces
  *           make one step; round-1 ended with attempt |lin_attempt| and
- *           members |lin| (the lineage the joiner's first round needs).
+ *           members |lin| (the lineage the joiner's first round needs;
+ *           bit i set: member i is a client, which never coordinates).
  *   FRESH   the sender has not started a round: no run in progress.
  *   PENDING the sender is in a run (its next round is |round|) and will
  *           OFFER once its trainer reaches a step boundary.
@@ -297,7 +343,9 @@ typedef struct ded_msg_state_offer {
   uint64_t sizes[DED_STATE_PIECES_MAX];
   uint64_t lin_attempt;
   uint16_t nlin;
-  const uint8_t *lin; /* nlin x DED_ID_BYTES, points into the decoded payload */
+  /* nlin x DED_ID_BYTES then DED_LIN_BITS(nlin) client bits (a
+   * lineage's layout, above), pointing into the decoded payload. */
+  const uint8_t *lin;
 } ded_msg_state_offer;
 
 typedef struct ded_msg_state_get {
@@ -318,7 +366,7 @@ typedef struct ded_msg_state_data {
 #define DED_STATE_ASK_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8)
 #define DED_STATE_OFFER_FRAME_BYTES(npieces, nlin)                                       \
   (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)(npieces) + 8 + 2 +          \
-   (size_t)(nlin)*DED_ID_BYTES)
+   DED_LIN_BYTES(nlin))
 #define DED_STATE_GET_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 8 + 4)
 #define DED_STATE_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
 

@@ -79,6 +79,12 @@ int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_by
   return ded_gather_commit_planned(g, mem, chunk_bytes, NULL, false, NULL, out);
 }
 
+static uint8_t gather_mode(const ded_msg_join *j, bool any_contrib) {
+  if (j->flags & DED_JOIN_F_CLIENT) return DED_MODE_CLIENT;
+  if (j->flags & DED_JOIN_F_AUX && any_contrib) return DED_MODE_AUX;
+  return DED_MODE_NODE;
+}
+
 /* Fills |off| with the members' shards: the LP's over |lp| when given. */
 static int gather_shares(uint64_t count, unsigned k, const ded_lp_peer *lp, bool equal,
                          const ded_mem *mem, ded_lp_result *res, uint64_t *off) {
@@ -121,8 +127,18 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
   uint64_t *off = ded_mem_calloc(mem, k, sizeof *off);
   ded_lp_peer *lp = perf ? ded_mem_calloc(mem, k, sizeof *lp) : NULL;
   int rv = !off || (perf && !lp) ? DED_ERR_NOMEM : 0;
+  /* A round of aux members only has no vector to average: they contribute
+   * theirs after all, as nodes would. */
+  bool any_contrib = false;
+  for (size_t i = 0; i < g->n; i++)
+    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count)
+      any_contrib |= !(g->v[i].join.flags & DED_JOIN_F_AUX);
+  /* What a member is comes from its own JOIN, not from its record. */
   for (size_t i = 0, m = 0; lp && i < g->n; i++)
-    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) lp[m++] = perf[i];
+    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) {
+      lp[m] = perf[i];
+      lp[m++].mode = gather_mode(&g->v[i].join, any_contrib);
+    }
   if (rv == 0) rv = gather_shares(out->count, (unsigned)k, lp, equal, mem, res, off);
   ded_mem_free(mem, lp);
   if (rv != 0) {
@@ -139,6 +155,14 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
     out->members[m].n_local = j->join.n_local;
     out->members[m].shard_off = off[m];
     out->members[m].flags = DED_MEMBER_F_ACCEPTOR | (m == 0 ? DED_MEMBER_F_PRIMARY : 0);
+    switch (gather_mode(&j->join, any_contrib)) {
+    case DED_MODE_CLIENT: out->members[m].flags |= DED_MEMBER_F_CLIENT; break;
+    case DED_MODE_AUX:
+      out->members[m].flags |= DED_MEMBER_F_AUX;
+      out->members[m].weight = 0.0;
+      break;
+    default: break;
+    }
     m++;
   }
   out->k = (uint16_t)k;
@@ -148,7 +172,8 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
   double total = 0.0;
   for (size_t i = 0; i < k; i++) total += out->members[i].weight;
   if (!(total > 0.0))
-    for (size_t i = 0; i < k; i++) out->members[i].weight = out->members[i].n_local;
+    for (size_t i = 0; i < k; i++)
+      if (!(out->members[i].flags & DED_MEMBER_F_AUX)) out->members[i].weight = out->members[i].n_local;
   ded_mem_free(mem, off);
   return 0;
 }
