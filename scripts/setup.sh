@@ -13,6 +13,7 @@ PACKAGES="
   python3 python3-mpi4py python3-numpy
   clang libclang-rt-14-dev
   lammps hpcc
+  iproute2 iputils-ping nftables
 "
 
 missing=""

@@ -140,8 +140,8 @@ def load_topology(name):
                 not 0 <= spec.loss_pct < 100:
             raise LabError("%s: host %d has an invalid value: %s" % (path, k, spec))
         hosts.append(spec)
-    if not 2 <= len(hosts) <= 200:
-        raise LabError("%s: want 2 to 200 [[host]] entries, got %d" % (path, len(hosts)))
+    if not 2 <= len(hosts) <= 64:  # wanrelay's MAX_HOSTS
+        raise LabError("%s: want 2 to 64 [[host]] entries, got %d" % (path, len(hosts)))
     return Topology(str(doc.get("name", os.path.basename(path)[:-5])), hosts,
                     str(doc.get("description", "")))
 
@@ -248,7 +248,8 @@ class Lab:
     with SIGKILL is removed by `wanlab.py down --stale` (the relay itself
     dies with its owner)."""
 
-    def __init__(self, topology, scale=1.0, relay=None, rt_prio=50, detach=False, offload=True):
+    def __init__(self, topology, scale=1.0, relay=None, rt_prio=50, detach=False, offload=True,
+                 rps=None):
         self.base = load_topology(topology)
         if scale <= 0:
             raise LabError("scale must be > 0")
@@ -258,6 +259,7 @@ class Lab:
         self.rt_prio = rt_prio
         self.detach = detach
         self.offload = offload
+        self.rps = rps if rps is not None else os.environ.get("WANLAB_RPS", "1") != "0"
         # Loss is drawn per packet at the routers: a GSO packet would lose
         # its frames together, so a lossy lab sends frame by frame.
         self.gso = not any(h.loss_pct > 0 for h in self.topology.hosts)
@@ -520,7 +522,23 @@ class Lab:
             sh(["ip", "-n", r, "-batch", "-"],
                input="link set tun0 txqueuelen 1000\nlink set tun0 up\n"
                      "route add %s.0/24 dev tun0\n" % SUBNET)
+        self._spread()
         self._save_state()
+
+    def _spread(self):
+        """A packet the relay writes is carried, in its write(), through the
+        router, tbf, the veth and the receiving host's TCP, which may answer
+        and send more: most of the lab's network stack would run in the relay's
+        one thread. With RPS on every tun0 that work goes to the other CPUs'
+        backlogs, and the relay, pinned to CPU 0, only moves packets."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if not self.rps or len(cpus) < 2:
+            return
+        others = sum(1 << c for c in cpus[1:])
+        os.sched_setaffinity(self.relay_pid, {cpus[0]})
+        for i in self.host_ids():
+            sh(["ip", "netns", "exec", self.router_ns(i), "sh", "-c",
+                "echo %x > /sys/class/net/tun0/queues/rx-0/rps_cpus" % others])
 
     @staticmethod
     def _tbf(ns, dev, mbit):
@@ -802,8 +820,10 @@ def check(topology, scale, seconds, strict, relay=None):
             r = results[(i, j)]
             want = 2 * topo.path_delay_ms(i, j)
             want_loss = 1 - (1 - topo.path_loss(i, j)) * (1 - topo.path_loss(j, i))
+            # loss: within 4 standard deviations of the binomial, plus 0.2 %
+            sd = (want_loss * (1 - want_loss) / count) ** 0.5
             good = abs(r["avg_ms"] - want) <= max(1.5, 0.05 * want) and \
-                (not lossy or abs(r["loss"] - want_loss) <= max(0.01, want_loss * 0.5))
+                abs(r["loss"] - want_loss) <= 4 * sd + 0.002
             ok &= good
             print("check rtt h%d-h%d avg_ms=%.2f min_ms=%.2f expect_ms=%.1f ping_loss_pct=%.2f "
                   "expect_loss_pct=%.2f %s" % (i, j, r["avg_ms"], r["min_ms"], want,
@@ -811,6 +831,7 @@ def check(topology, scale, seconds, strict, relay=None):
                                                "ok" if good else "OFF"))
         # Goodput of each host's upload and download, one flow at a time,
         # each against the peer whose opposite rate is highest.
+        floor = 0.85 if lossy else 0.9  # of the goodput a link can carry
         for i in lab.host_ids():
             for direction in ("up", "down"):
                 others = [j for j in lab.host_ids() if j != i]
@@ -824,7 +845,7 @@ def check(topology, scale, seconds, strict, relay=None):
                     rate = min(lab.hosts[i - 1].down_mbit, lab.hosts[j - 1].up_mbit)
                 got = transfers(lab, [flow], seconds)[0]
                 want = rate * GOODPUT
-                good = got >= 0.9 * want and got <= 1.05 * want
+                good = floor * want <= got <= 1.05 * want
                 ok &= good
                 print("check goodput h%d %s via h%d->h%d mbit=%.2f configured=%.2f goodput_max=%.2f "
                       "ratio=%.3f %s" % (i, direction, flow[0], flow[1], got, rate, want, got / rate,
@@ -838,7 +859,7 @@ def check(topology, scale, seconds, strict, relay=None):
         stats = lab.relay_stats()
         for (a, b), g in zip(flows, got):
             rate = min(lab.hosts[a - 1].up_mbit, lab.hosts[b - 1].down_mbit)
-            good = g >= 0.9 * rate * GOODPUT
+            good = g >= floor * rate * GOODPUT
             ok &= good
             print("check concurrent h%d->h%d mbit=%.2f configured=%.2f ratio=%.3f %s" %
                   (a, b, g, rate, g / rate, "ok" if good else "OFF"))
@@ -853,6 +874,18 @@ def check(topology, scale, seconds, strict, relay=None):
                   (i, tc.get("up_drops", -1), tc.get("down_drops", -1), lab.nft_drops(i)))
     print("check %s" % ("PASS" if ok else "FAIL (some numbers are off)"))
     return 0 if ok or not strict else 1
+
+
+def unavailable():
+    """Why no lab can be built here, or None."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not os.path.exists("/dev/net/tun"):
+        return "no /dev/net/tun"
+    for tool in ("ip", "tc", "ping", "unshare"):
+        if not shutil.which(tool):
+            return "no %s" % tool
+    return None
 
 
 # ---------------------------------------------------------------- CLI
@@ -879,6 +912,8 @@ def main(argv=None):
     c.add_argument("--scale", type=float, default=1.0)
     c.add_argument("--seconds", type=float, default=4.0, help="per transfer")
     c.add_argument("--strict", action="store_true", help="exit 1 if a number is off")
+    c.add_argument("--skip-unavailable", action="store_true",
+                   help="exit 77 (skipped) where no lab can be built: not root, no TUN")
     c.add_argument("--relay")
     for hidden in ("_sink", "_source"):
         h = sub.add_parser(hidden)
@@ -939,6 +974,11 @@ tear down:  %(me)s down %(p)s""" % {"me": me, "p": lab.prefix, "hf": lab.hostfil
                 teardown_state(st)
                 print("removed lab %s" % st["prefix"])
         elif a.cmd == "check":
+            if a.skip_unavailable:
+                why = unavailable()
+                if why:
+                    print("wanlab: skipped: %s" % why)
+                    return 77
             return check(a.topology, a.scale, a.seconds, a.strict, a.relay)
     except LabError as e:
         print("wanlab: %s" % e, file=sys.stderr)

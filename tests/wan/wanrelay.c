@@ -1,7 +1,7 @@
 /*
  * wanrelay.c: the delay stage of the WAN lab (tests/wan/README.md).
  *
- *   wanrelay [--rt PRIO] [--die-with-parent] [--batch-us U] [--max-mbytes M]
+ *   wanrelay [--rt PRIO] [--die-with-parent] [--tick-us T] [--max-mbytes M]
  *            [--no-offload] [--mtu BYTES] NETNS_PATH,IPV4,DELAY_US ...
  *
  * One argument per emulated host: the network namespace of that host's
@@ -15,10 +15,14 @@
  * nftables in the namespaces); this process only delays.
  *
  * Packets wait in a min-heap ordered by (release time, arrival order), so
- * equal release times keep their order and every path stays FIFO. The wait
- * is epoll_pwait2 with a nanosecond timeout; a wake-up releases what is due
- * within --batch-us (default 20 us), so that back-to-back packets share one
- * wake-up instead of each paying for a timer of its own.
+ * equal release times keep their order and every path stays FIFO. Two
+ * modes, as NAPI has: with little traffic the relay sleeps in epoll_pwait2
+ * until a packet arrives or the next one is due (ns timeout, released
+ * within 20 us of its time). Under load, where a wake-up per packet would
+ * cost more than the packet (a context switch, in a VM an exit), it polls:
+ * it wakes every --tick-us (default 100 us), reads everything that arrived,
+ * stamped with the middle of the tick, and releases everything due by the
+ * middle of the next one. Delay is then exact to about +-tick/2.
  *
  * The TUNs carry a virtio-net header and accept TSO and checksum offload
  * (unless --no-offload): a train of TCP segments that the sender's stack
@@ -82,11 +86,14 @@ static int n_hosts;
 static struct pkt **heap;
 static size_t heap_n, heap_cap, queue_peak;
 static uint64_t queued_bytes, queued_bytes_peak, max_bytes = 256ull << 20;
-static uint64_t seq_next, batch_ns = 20000;
+static uint64_t seq_next, tick_ns = 100000;
+#define EVENT_SLACK_NS 20000u /* event mode: release what is due this soon */
+#define POLL_QUEUE 8          /* poll while at least this many packets wait */
 static size_t vhdr; /* bytes of virtio-net header before each packet: 0 without offload */
 static uint8_t rbuf[PKT_MAX];
 
 static uint64_t drop_noroute, drop_self, drop_full, drop_notv4;
+static uint64_t small_pkts, gso_pkts; /* <= 128 B (ACKs), > 1514 B (GSO trains) */
 static uint64_t late_max_ns, late_sum_ns, late_1ms, released, wakeups;
 
 static void die(const char *what) {
@@ -214,11 +221,12 @@ static void print_stats(const char *when) {
             (unsigned long long)h->out_errors);
   }
   fprintf(stderr,
-          "wanrelay: total released %llu wakeups %llu queued %zu queue_peak %zu "
+          "wanrelay: total released %llu small_pkts %llu gso_pkts %llu wakeups %llu queued %zu queue_peak %zu "
           "queued_bytes_peak %llu drop_noroute %llu drop_self %llu drop_full %llu "
           "drop_not_ipv4 %llu late_mean_us %.1f late_max_us %.1f late_over_1ms %llu "
           "cpu_user_s %.3f cpu_sys_s %.3f\n",
-          (unsigned long long)released, (unsigned long long)wakeups, heap_n, queue_peak,
+          (unsigned long long)released, (unsigned long long)small_pkts,
+          (unsigned long long)gso_pkts, (unsigned long long)wakeups, heap_n, queue_peak,
           (unsigned long long)queued_bytes_peak, (unsigned long long)drop_noroute,
           (unsigned long long)drop_self, (unsigned long long)drop_full,
           (unsigned long long)drop_notv4,
@@ -236,10 +244,10 @@ static int host_of(uint32_t addr) {
   return -1;
 }
 
-/* Writes out every packet due by now + batch_ns: a packet leaves at most
- * batch_ns early; lateness counts what leaves after its time. */
-static void release_due(uint64_t now) {
-  while (heap_n > 0 && heap[0]->due_ns <= now + batch_ns) {
+/* Writes out every packet due by now + slack: a packet leaves at most
+ * slack early; lateness counts what leaves after its time. */
+static void release_due(uint64_t now, uint64_t slack) {
+  while (heap_n > 0 && heap[0]->due_ns <= now + slack) {
     struct pkt *p = heap_pop();
     struct host *h = &hosts[p->to];
     ssize_t w = write(h->fd, p->data, p->len);
@@ -259,14 +267,16 @@ static void release_due(uint64_t now) {
   }
 }
 
-/* Reads up to READ_BUDGET packets from host i's TUN and queues them. */
-static void drain(int i, uint64_t now) {
+/* Reads up to READ_BUDGET packets from host i's TUN and queues them as
+ * arrived at `now`; returns how many it read. */
+static int drain(int i, uint64_t now) {
   struct host *src = &hosts[i];
-  for (int k = 0; k < READ_BUDGET; k++) {
+  int k = 0;
+  for (; k < READ_BUDGET; k++) {
     ssize_t r = read(src->fd, rbuf, sizeof rbuf);
     if (r <= 0) {
       if (r < 0 && errno != EAGAIN && errno != EINTR) die("read tun");
-      return;
+      return k;
     }
     src->in_pkts++;
     src->in_bytes += (uint64_t)r;
@@ -293,6 +303,10 @@ static void drain(int i, uint64_t now) {
       continue;
     }
     memcpy(p->data, rbuf, (size_t)r);
+    if ((size_t)r <= vhdr + 128)
+      small_pkts++;
+    else if ((size_t)r > vhdr + 1514)
+      gso_pkts++;
     p->len = (uint32_t)r;
     p->to = (uint16_t)j;
     p->due_ns = now + src->delay_ns / 2 + hosts[j].delay_ns / 2;
@@ -305,11 +319,24 @@ static void drain(int i, uint64_t now) {
     queued_bytes += (uint64_t)r;
     if (queued_bytes > queued_bytes_peak) queued_bytes_peak = queued_bytes;
   }
+  return k;
+}
+
+/* SIGUSR1 prints the counters; any other signal of the set ends the relay. */
+static void signals(int sfd) {
+  struct signalfd_siginfo si;
+  while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    if (si.ssi_signo != SIGUSR1) {
+      print_stats("exit");
+      exit(0);
+    }
+    print_stats("SIGUSR1");
+  }
 }
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: wanrelay [--rt PRIO] [--die-with-parent] [--batch-us U] [--max-mbytes M]\n"
+          "usage: wanrelay [--rt PRIO] [--die-with-parent] [--tick-us T] [--max-mbytes M]\n"
           "                [--no-offload] [--mtu BYTES] NETNS_PATH,IPV4,DELAY_US ...\n");
   exit(2);
 }
@@ -322,8 +349,8 @@ int main(int argc, char **argv) {
       rt_prio = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--die-with-parent"))
       die_with_parent = 1;
-    else if (!strcmp(argv[i], "--batch-us") && i + 1 < argc)
-      batch_ns = strtoull(argv[++i], NULL, 10) * 1000u;
+    else if (!strcmp(argv[i], "--tick-us") && i + 1 < argc)
+      tick_ns = strtoull(argv[++i], NULL, 10) * 1000u;
     else if (!strcmp(argv[i], "--max-mbytes") && i + 1 < argc)
       max_bytes = strtoull(argv[++i], NULL, 10) << 20;
     else if (!strcmp(argv[i], "--no-offload"))
@@ -333,7 +360,9 @@ int main(int argc, char **argv) {
     else
       usage();
   }
-  if (i >= argc || argc - i > MAX_HOSTS || mtu < 576 || mtu > 9000 || max_bytes == 0) usage();
+  if (i >= argc || argc - i > MAX_HOSTS || mtu < 576 || mtu > 9000 || max_bytes == 0 ||
+      tick_ns > 10000000u)
+    usage();
   for (; i < argc; i++) parse_host(argv[i], &hosts[n_hosts++]);
   vhdr = offload ? sizeof(struct virtio_net_hdr) : 0;
 
@@ -342,7 +371,7 @@ int main(int argc, char **argv) {
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) die("prctl");
     if (getppid() != parent) return 1; /* the parent is already gone */
   }
-  /* Batching is ours (batch_ns); no timer slack from the kernel on top. */
+  /* Batching is ours (tick_ns); no timer slack from the kernel on top. */
   prctl(PR_SET_TIMERSLACK, 1UL);
 
   sigset_t sigs;
@@ -381,12 +410,33 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   struct epoll_event evs[MAX_HOSTS + 1];
+  int polling = 0;
   for (;;) {
     uint64_t now = now_ns();
-    release_due(now);
+    if (polling) {
+      /* Woke on the tick: what arrived came during it, on average half a
+       * tick ago; what is due by the middle of the next tick goes now. */
+      int got = 0;
+      for (int h = 0; h < n_hosts; h++) got += drain(h, now - tick_ns / 2);
+      release_due(now, tick_ns / 2);
+      signals(sfd);
+      polling = got > 0 || heap_n >= POLL_QUEUE;
+      if (polling) {
+        struct timespec ts;
+        uint64_t next = now + tick_ns;
+        ts.tv_sec = (time_t)(next / 1000000000u);
+        ts.tv_nsec = (long)(next % 1000000000u);
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+        wakeups++;
+        continue;
+      }
+      now = now_ns();
+    }
+    release_due(now, EVENT_SLACK_NS);
     struct timespec ts, *tsp = NULL;
     if (heap_n > 0) {
-      uint64_t wait = heap[0]->due_ns - now; /* > batch_ns: release_due took the rest */
+      uint64_t wait = heap[0]->due_ns - now; /* > slack: release_due took the rest */
       ts.tv_sec = (time_t)(wait / 1000000000u);
       ts.tv_nsec = (long)(wait % 1000000000u);
       tsp = &ts;
@@ -398,20 +448,13 @@ int main(int argc, char **argv) {
     }
     wakeups++;
     now = now_ns();
+    int got = 0;
     for (int k = 0; k < n; k++) {
-      if (evs[k].data.u32 != UINT32_MAX) {
-        drain((int)evs[k].data.u32, now);
-        continue;
-      }
-      struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (si.ssi_signo == SIGUSR1) {
-          print_stats("SIGUSR1");
-        } else {
-          print_stats("exit");
-          return 0;
-        }
-      }
+      if (evs[k].data.u32 == UINT32_MAX)
+        signals(sfd);
+      else
+        got += drain((int)evs[k].data.u32, now);
     }
+    polling = tick_ns > 0 && (got > 1 || heap_n >= POLL_QUEUE);
   }
 }
