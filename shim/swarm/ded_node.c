@@ -2605,6 +2605,12 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
   lp.up_Bps = perf.up_kBps * 1000.0;
   lp.down_Bps = perf.down_kBps * 1000.0;
   lp.add_Bps = perf.add_kBps * 1000.0;
+  /* A download is measured only as fast as the senders send: a fast peer
+   * among slow ones reads as slow, and the plan would then starve it. An
+   * upload shows its link far more often (a sender's own link is what
+   * fills first). So a download is taken to be at least the upload, as
+   * on nearly every access link (DSL, cable, fibre, mobile). */
+  if (lp.down_Bps < lp.up_Bps) lp.down_Bps = lp.up_Bps;
   return lp;
 }
 
