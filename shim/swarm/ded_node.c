@@ -2644,7 +2644,10 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
       ded_id_short(cm->members[i].id, sid);
       int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f/%.0fMbit)", sid,
                        100.0 * (double)(end - cm->members[i].shard_off) / (double)cm->count,
-                       ded_mode_str(p.mode), p.up_Bps * 8e-6, p.down_Bps * 8e-6);
+                       ded_mode_str(cm->members[i].flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
+                                    : cm->members[i].flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
+                                                                                : DED_MODE_NODE),
+                       p.up_Bps * 8e-6, p.down_Bps * 8e-6);
       if (n < 0) break;
       pos += (size_t)n;
     }

@@ -21,6 +21,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ded_node.h"
 
@@ -200,6 +202,14 @@ static inline void sim_bench_settings(ded_node_settings *s, int n) {
   s->rendezvous_timeout_ns = 60ull * 1000000000ull;
   s->round_timeout_ns = 120ull * 1000000000ull;
   s->deadline_floor_ns = 200ull * 1000000ull;
+}
+
+/* The share, in percent, that a coordinator's plan log line ("round R:
+ * plan ...: <sid>=P%(...) ...") gives the peer with short id |sid|; -1 if
+ * the line does not name it. */
+static inline double sim_plan_share(const char *line, const char *sid) {
+  const char *p = strstr(line, sid);
+  return p && p[8] == '=' ? atof(p + 9) : -1.0;
 }
 
 #endif /* DED_SIM_H */

@@ -98,12 +98,6 @@ static void on_started(void *user, int node) {
   if (node == N - 1) sim_at(r->s, -1, sim_now(r->s) + 2 * SEC, 1);
 }
 
-/* The share a plan line gives the peer with short id |sid|, in percent, or -1. */
-static double plan_share(const char *line, const char *sid) {
-  const char *p = strstr(line, sid);
-  return p && p[8] == '=' ? atof(p + 9) : -1.0;
-}
-
 static void on_log(void *user, int node, int level, const char *line) {
   run *r = user;
   (void)level;
@@ -116,7 +110,7 @@ static void on_log(void *user, int node, int level, const char *line) {
     r->bad = true;
   }
   for (int i = 0; i < N; i++) {
-    double share = plan_share(line, r->sid[i]);
+    double share = sim_plan_share(line, r->sid[i]);
     if (share < 0 || (mode[i] == DED_MODE_CLIENT && share != 0.0)) {
       fprintf(stderr, "peer %d (%s): share %.1f%% in: %s\n", i, ded_mode_str(mode[i]), share, line);
       r->bad = true;

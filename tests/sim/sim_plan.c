@@ -105,13 +105,6 @@ static void on_log(void *user, int node, int level, const char *line) {
     snprintf(r->plan, sizeof r->plan, "%s", line);
 }
 
-/* The share a plan line gives the node with short id |sid|, in percent,
- * or -1. */
-static double plan_share(const char *line, const char *sid) {
-  const char *p = strstr(line, sid);
-  return p && p[8] == '=' ? atof(p + 9) : -1.0;
-}
-
 /* Seconds per timed round; -1 on failure. */
 static double run_swarm(uint64_t seed, uint8_t plan, bool verbose, uint32_t up_kBps[N],
                         double share[N]) {
@@ -150,7 +143,7 @@ static double run_swarm(uint64_t seed, uint8_t plan, bool verbose, uint32_t up_k
     ded_node_rates(sim_node(r.s, i), &up_kBps[i], &down);
     char sid[9];
     ded_id_short(ded_node_id(sim_node(r.s, i)), sid);
-    share[i] = plan_share(r.plan, sid);
+    share[i] = sim_plan_share(r.plan, sid);
   }
   if (verbose) fprintf(stderr, "last plan: %s\n", r.plan);
   sim_free(r.s);
