@@ -14,7 +14,7 @@ loss_pct on the way out, half on the way in). See README.md next to this file.
     wanlab.py exec <prefix> <i> -- CMD...  run CMD in host i
     wanlab.py down <prefix> | --stale | --all
     wanlab.py list
-    wanlab.py check <topology> [--scale F] [--seconds S] [--strict]
+    wanlab.py check <topology> [--scale F] [--seconds S] [--strict] [--tries K]
 
 Python API (bench/wan.py, tests):
 
@@ -797,7 +797,23 @@ def source_main(addr, port, seconds):
     s.close()
 
 
-def check(topology, scale, seconds, strict, relay=None):
+def retry(tries, measure):
+    """Runs measure() -> (good, line) up to `tries` times, until one is
+    good; prints every line (a retried one marked "retry"). The lab shares
+    its CPUs with whatever else runs: a relay thread scheduled late shows
+    as a slow ping or a slow second of TCP, once. A number that is off on
+    every try is a lab that is off."""
+    for k in range(tries):
+        good, line = measure()
+        print(line + ("" if good else (" OFF" if k == tries - 1 else " OFF (retry)")) +
+              (" ok" if good else ""))
+        sys.stdout.flush()
+        if good:
+            return True
+    return False
+
+
+def check(topology, scale, seconds, strict, relay=None, tries=1):
     ok = True
     with Lab(topology, scale=scale, relay=relay) as lab:
         print(lab.describe())
@@ -806,6 +822,19 @@ def check(topology, scale, seconds, strict, relay=None):
         lossy = any(h.loss_pct > 0 for h in lab.hosts)
         count, interval = (1000, 0.005) if lossy else (10, 0.1)
         pairs = [(i, j) for i in lab.host_ids() for j in lab.host_ids() if i < j]
+
+        def rtt(i, j, r):
+            want = 2 * topo.path_delay_ms(i, j)
+            want_loss = 1 - (1 - topo.path_loss(i, j)) * (1 - topo.path_loss(j, i))
+            # loss: within 4 standard deviations of the binomial, plus 0.2 %
+            sd = (want_loss * (1 - want_loss) / count) ** 0.5
+            good = abs(r["avg_ms"] - want) <= max(1.5, 0.05 * want) and \
+                abs(r["loss"] - want_loss) <= 4 * sd + 0.002
+            return good, ("check rtt h%d-h%d avg_ms=%.2f min_ms=%.2f expect_ms=%.1f "
+                          "ping_loss_pct=%.2f expect_loss_pct=%.2f" %
+                          (i, j, r["avg_ms"], r["min_ms"], want, 100 * r["loss"],
+                           100 * want_loss))
+
         results = {}
 
         def one(pair):
@@ -817,18 +846,13 @@ def check(topology, scale, seconds, strict, relay=None):
         for t in threads:
             t.join()
         for (i, j) in pairs:
-            r = results[(i, j)]
-            want = 2 * topo.path_delay_ms(i, j)
-            want_loss = 1 - (1 - topo.path_loss(i, j)) * (1 - topo.path_loss(j, i))
-            # loss: within 4 standard deviations of the binomial, plus 0.2 %
-            sd = (want_loss * (1 - want_loss) / count) ** 0.5
-            good = abs(r["avg_ms"] - want) <= max(1.5, 0.05 * want) and \
-                abs(r["loss"] - want_loss) <= 4 * sd + 0.002
-            ok &= good
-            print("check rtt h%d-h%d avg_ms=%.2f min_ms=%.2f expect_ms=%.1f ping_loss_pct=%.2f "
-                  "expect_loss_pct=%.2f %s" % (i, j, r["avg_ms"], r["min_ms"], want,
-                                               100 * r["loss"], 100 * want_loss,
-                                               "ok" if good else "OFF"))
+            first = [results[(i, j)]]  # the concurrent measurement, then one pair alone
+
+            def measure(i=i, j=j, first=first):
+                r = first.pop() if first else ping(lab, i, j, count, interval)
+                return rtt(i, j, r)
+
+            ok &= retry(tries, measure)
         # Goodput of each host's upload and download, one flow at a time,
         # each against the peer whose opposite rate is highest.
         floor = 0.85 if lossy else 0.9  # of the goodput a link can carry
@@ -843,31 +867,41 @@ def check(topology, scale, seconds, strict, relay=None):
                     j = max(others, key=lambda k: lab.hosts[k - 1].up_mbit)
                     flow = (j, i)
                     rate = min(lab.hosts[i - 1].down_mbit, lab.hosts[j - 1].up_mbit)
-                got = transfers(lab, [flow], seconds)[0]
-                want = rate * GOODPUT
-                good = floor * want <= got <= 1.05 * want
-                ok &= good
-                print("check goodput h%d %s via h%d->h%d mbit=%.2f configured=%.2f goodput_max=%.2f "
-                      "ratio=%.3f %s" % (i, direction, flow[0], flow[1], got, rate, want, got / rate,
-                                         "ok" if good else "OFF"))
+
+                def measure(i=i, direction=direction, flow=flow, rate=rate):
+                    got = transfers(lab, [flow], seconds)[0]
+                    want = rate * GOODPUT
+                    return (floor * want <= got <= 1.05 * want,
+                            "check goodput h%d %s via h%d->h%d mbit=%.2f configured=%.2f "
+                            "goodput_max=%.2f ratio=%.3f" % (i, direction, flow[0], flow[1],
+                                                             got, rate, want, got / rate))
+
+                ok &= retry(tries, measure)
         # All hosts at once, each sending to the next (every upload and every
         # download busy): the relay must keep up, at little CPU.
         flows = [(i, i % lab.n + 1) for i in lab.host_ids()]
-        cpu0, t0 = lab.relay_cpu_s(), time.monotonic()
-        got = transfers(lab, flows, seconds)
-        cpu = (lab.relay_cpu_s() - cpu0) / (time.monotonic() - t0)
-        stats = lab.relay_stats()
-        for (a, b), g in zip(flows, got):
-            rate = min(lab.hosts[a - 1].up_mbit, lab.hosts[b - 1].down_mbit)
-            good = g >= floor * rate * GOODPUT
-            ok &= good
-            print("check concurrent h%d->h%d mbit=%.2f configured=%.2f ratio=%.3f %s" %
-                  (a, b, g, rate, g / rate, "ok" if good else "OFF"))
-        print("check relay cpu_pct_of_one_core=%.1f released=%d late_mean_us=%.1f late_max_us=%.1f "
-              "late_over_1ms=%d drop_full=%d queue_peak=%d" % (
-                  100 * cpu, stats.get("released", -1), stats.get("late_mean_us", -1),
-                  stats.get("late_max_us", -1), stats.get("late_over_1ms", -1),
-                  stats.get("drop_full", -1), stats.get("queue_peak", -1)))
+
+        def concurrent():
+            cpu0, t0 = lab.relay_cpu_s(), time.monotonic()
+            got = transfers(lab, flows, seconds)
+            cpu = (lab.relay_cpu_s() - cpu0) / (time.monotonic() - t0)
+            good, lines = True, []
+            for (a, b), g in zip(flows, got):
+                rate = min(lab.hosts[a - 1].up_mbit, lab.hosts[b - 1].down_mbit)
+                this = g >= floor * rate * GOODPUT
+                good &= this
+                lines.append("check concurrent h%d->h%d mbit=%.2f configured=%.2f ratio=%.3f %s" %
+                             (a, b, g, rate, g / rate, "ok" if this else "low"))
+            stats = lab.relay_stats()
+            lines.append("check relay cpu_pct_of_one_core=%.1f released=%d late_mean_us=%.1f "
+                         "late_max_us=%.1f late_over_1ms=%d drop_full=%d queue_peak=%d" % (
+                             100 * cpu, stats.get("released", -1), stats.get("late_mean_us", -1),
+                             stats.get("late_max_us", -1), stats.get("late_over_1ms", -1),
+                             stats.get("drop_full", -1), stats.get("queue_peak", -1)))
+            lines.append("check concurrent all")
+            return good, "\n".join(lines)
+
+        ok &= retry(tries, concurrent)
         for i in lab.host_ids():
             tc = lab.tc_stats(i)
             print("check tc h%d up_drops=%d down_drops=%d nft_drops=%d" %
@@ -912,6 +946,8 @@ def main(argv=None):
     c.add_argument("--scale", type=float, default=1.0)
     c.add_argument("--seconds", type=float, default=4.0, help="per transfer")
     c.add_argument("--strict", action="store_true", help="exit 1 if a number is off")
+    c.add_argument("--tries", type=int, default=1, metavar="K",
+                   help="measure a number that is off up to K times in all (default 1)")
     c.add_argument("--skip-unavailable", action="store_true",
                    help="exit 77 (skipped) where no lab can be built: not root, no TUN")
     c.add_argument("--relay")
@@ -979,7 +1015,7 @@ tear down:  %(me)s down %(p)s""" % {"me": me, "p": lab.prefix, "hf": lab.hostfil
                 if why:
                     print("wanlab: skipped: %s" % why)
                     return 77
-            return check(a.topology, a.scale, a.seconds, a.strict, a.relay)
+            return check(a.topology, a.scale, a.seconds, a.strict, a.relay, max(1, a.tries))
     except LabError as e:
         print("wanlab: %s" % e, file=sys.stderr)
         return 1
