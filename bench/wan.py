@@ -29,6 +29,7 @@ are context. Needs root, BUILD_DIR (default ./build) with shim/libdedmpi.so
 and bench/ar_bench, Open MPI, python3-torch and nftables (lossy).
 
   /usr/bin/python3 bench/wan.py [--topology NAME]... [--scale F] [--reps K]
+      [--systems LIST] [--logs DIR] [--ded-env DEDMPI_NAME=VALUE]...
 """
 import argparse
 import math
@@ -55,6 +56,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 SYSTEMS = ("dedmpi", "equal", "openmpi", "openmpi_ring", "gloo")
 DEFAULT_TOPOLOGIES = ("homogeneous", "heterogeneous", "lossy")
 REP_RE = re.compile(r"^rep (\d+) (\S+)", re.M)
+DED_ENV = {}  # --ded-env: extra DEDMPI_* settings for both dedmpi systems
 
 
 def ctx(msg):
@@ -134,6 +136,7 @@ def run_dedmpi(lab, reps, timeout, logdir, port, plan, round_timeout_s):
                "DEDMPI_JOIN": "%s:%d" % (lab.ip(1), port),
                "DEDMPI_MIN_PEERS": str(lab.n), "DEDMPI_LOG": "info", "DEDMPI_PLAN": plan,
                "DEDMPI_ROUND_TIMEOUT": "%ds" % round_timeout_s}
+        env.update(DED_ENV)
         argv = ["mpirun", "-np", "1", "--bind-to", "none"]
         for k, v in env.items():
             argv += ["-x", "%s=%s" % (k, v)]
@@ -246,7 +249,14 @@ def main():
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="subset to run, comma-separated (default: all)")
     ap.add_argument("--logs", default=None, help="folder for the runs' logs (default: /tmp)")
+    ap.add_argument("--ded-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="repeatable: a DEDMPI_* setting for the dedmpi jobs (e.g. DEDMPI_STREAMS=1)")
     args = ap.parse_args()
+    for kv in args.ded_env:
+        k, eq, v = kv.partition("=")
+        if not eq or not k.startswith("DEDMPI_"):
+            ap.error("--ded-env wants DEDMPI_NAME=VALUE, got %r" % kv)
+        DED_ENV[k] = v
     args.systems = [s for s in args.systems.split(",") if s]
     for s in args.systems:
         if s not in SYSTEMS:
@@ -271,7 +281,8 @@ def main():
             sys.exit("gloo needs torch with Gloo for %s (apt-get install python3-torch)" %
                      sys.executable)
     ctx("dedmpi WAN benchmark: %d MiB float32 all-reduce, %d reps + 1 warm-up, best rep, "
-        "build %s" % (NBYTES >> 20, args.reps, BUILD))
+        "build %s%s" % (NBYTES >> 20, args.reps, BUILD,
+                        "".join(" %s=%s" % kv for kv in sorted(DED_ENV.items()))))
     results = {}
     for name in topologies:
         try:

@@ -239,6 +239,15 @@ static void set_chunk(parse_ctx *p, const char *name, const char *v) {
     p->cfg->chunk_bytes = (uint32_t)n;
 }
 
+static void set_streams(parse_ctx *p, const char *name, const char *v) {
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || n > DED_STREAMS_MAX)
+    cfg_error(p, name, v, "expected a number of connections from 1 to %d", DED_STREAMS_MAX);
+  else
+    p->cfg->streams = (uint8_t)n;
+}
+
 static void set_plan(parse_ctx *p, const char *name, const char *v) {
   if (!strcmp(v, "lp"))
     p->cfg->plan = 0; /* DED_PLAN_LP */
@@ -295,6 +304,7 @@ static const var_def vars[] = {
     {{"DEDMPI_DEADLINE_FLOOR", "500ms", "shortest learned deadline (waiting for a missing member, for progress)"}, set_deadline_floor},
     {{"DEDMPI_HISTORY_BYTES", "256M", "finished results kept to serve members that fall behind (0 = none)"}, set_history},
     {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
+    {{"DEDMPI_STREAMS", "4", "TCP connections to each peer this job calls; round data is spread over them (long fat pipes, lossy links)"}, set_streams},
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{NULL, NULL, NULL}, NULL},
@@ -320,6 +330,7 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->rendezvous_timeout_ns = 300ull * 1000000000ull;
   cfg->round_timeout_ns = 60ull * 1000000000ull;
   cfg->chunk_bytes = 256 * 1024;
+  cfg->streams = 4;
   cfg->deadline_floor_ns = 500ull * 1000000ull;
   cfg->history_bytes = 256ull << 20;
   cfg->state_bcast = true;

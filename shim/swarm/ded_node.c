@@ -116,6 +116,11 @@ struct ded_peer {
   uint8_t id[DED_ID_BYTES];
   char sid[9];
   ded_conn *conn; /* the ready connection we send on */
+  /* Further ready connections round data is spread over, with |conn|
+   * (settings.streams: the caller opens them; either side uses them). */
+  ded_conn *lanes[DED_STREAMS_MAX - 1];
+  unsigned nlanes;
+  unsigned lane_rr; /* the next data frame's connection, round robin */
   bool connecting;
   bool left;
   bool lost;       /* its connection broke (cleared when one is ready again) */
@@ -176,6 +181,7 @@ struct ded_round {
   uint64_t bound_ns;    /* the call returns by then, whatever happens */
   uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
   uint64_t submit_ns, joined_ns, started_ns;
+  uint64_t reduced_ns, got_ns; /* our shard reduced; the whole result here */
   /* The current attempt (has_plan). */
   bool has_plan;
   ded_msg_commit plan;
@@ -634,11 +640,13 @@ static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
   }
 }
 
-/* Moves every frame queued on |from| to the end of |to|'s queues. */
-static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
+/* Moves every frame queued on |from| to the end of |to|'s queues; with
+ * |with_cur|, also the one half written (sent again from its start: |from|
+ * is dead, the peer never got it whole). */
+static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to, bool with_cur) {
   bool was_idle = !conn_has_output(to);
-  sendq_item *cur = from->cur;
-  from->cur = NULL;
+  sendq_item *cur = with_cur ? from->cur : NULL;
+  if (with_cur) from->cur = NULL;
   if (cur && cur->partial) {
     item_free(node, cur); /* the tail of a frame the other stream never began */
   } else if (cur) {
@@ -707,6 +715,31 @@ static ded_conn *conn_new(ded_node *node, bool outbound, const ded_addr *remote)
 }
 
 static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why);
+
+/* Takes |c| off |p|'s lanes; true if it was one. */
+static bool peer_lane_remove(ded_peer *p, const ded_conn *c) {
+  for (unsigned i = 0; i < p->nlanes; i++)
+    if (p->lanes[i] == c) {
+      p->lanes[i] = p->lanes[--p->nlanes];
+      return true;
+    }
+  return false;
+}
+
+static bool conn_is_lane(const ded_peer *p, const ded_conn *c) {
+  for (unsigned i = 0; i < p->nlanes; i++)
+    if (p->lanes[i] == c) return true;
+  return false;
+}
+
+/* The connection |p|'s next round data frame goes on: its lanes and its
+ * first connection in turn (frames are equal-sized chunks, so turns keep
+ * the streams' queues even). */
+static ded_conn *peer_data_conn(ded_peer *p) {
+  if (!p->conn || p->nlanes == 0) return p->conn;
+  unsigned i = p->lane_rr++ % (p->nlanes + 1);
+  return i == p->nlanes ? p->conn : p->lanes[i];
+}
 
 /* Marks |c| dead and, if |notify|, tells the driver; the memory goes in
  * node_reap. */
@@ -856,9 +889,12 @@ static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, de
   ded_msg_records_begin(&rw, &w);
   if (ded_msg_records_add(&rw, rec, len) != 0) return;
   ded_msg_records_end(&rw);
+  /* Once per peer, on its first connection; never back to the sender. */
   for (uint32_t s = 0; s < node->nslots; s++) {
     ded_conn *c = node->conns[s];
-    if (c && c != except && c->state == CONN_READY) conn_send_ctrl(node, c, frame, w.pos);
+    if (c && c->state == CONN_READY && c->peer && c->peer->conn == c &&
+        !(except && except->peer == c->peer))
+      conn_send_ctrl(node, c, frame, w.pos);
   }
 }
 
@@ -915,6 +951,11 @@ static void peer_maybe_connect(ded_node *node, ded_peer *p, uint64_t now_ns) {
 
 /* Called when a connection of |p| dies. */
 static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
+  if (peer_lane_remove(p, c)) {
+    /* A lane: the first connection sends what the peer never got whole. */
+    if (p->conn) conn_move_output(node, c, p->conn, true);
+    return;
+  }
   if (p->conn != c) {
     if (!p->conn && c->outbound) { /* a failed attempt: back off, try the next address */
       p->next_connect_ns = node->now_ns + (uint64_t)p->backoff_ms * 1000000u;
@@ -930,7 +971,8 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
     ded_conn *o = node->conns[s];
     if (o && o != c && o->peer == p && o->state == CONN_READY) {
       p->conn = o;
-      conn_move_output(node, c, o);
+      peer_lane_remove(p, o);
+      conn_move_output(node, c, o, true);
       return;
     }
   }
@@ -1127,6 +1169,7 @@ static void round_free_attempt(ded_node *node, ded_round *r) {
   r->frozen = false;
   r->accepted = false;
   r->reduced = r->res_got = 0;
+  r->reduced_ns = r->got_ns = 0;
   r->my_off = r->my_len = r->my_nchunks = 0;
   r->me = 0;
 }
@@ -1242,6 +1285,18 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
   /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
   if (via_attempt)
     ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
+  if (via_attempt && node->s.log_level >= DED_LOG_DEBUG) {
+    /* Where the round's time went, in ms from its submission. */
+    uint64_t t0 = r->submit_ns;
+#define MS_SINCE(t) ((t) >= t0 ? (double)((t) - t0) / 1e6 : -1.0)
+    node_log(node, DED_LOG_DEBUG,
+             "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
+             "chosen %.1f (%u members, %llu bytes)",
+             (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
+             MS_SINCE(r->reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns), r->plan.k,
+             (unsigned long long)round_bytes(r));
+#undef MS_SINCE
+  }
   r->keep = with_result;
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -1682,6 +1737,7 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
       r->state != ROUND_JOINING)
     return;
   if (r->res_got < round_chunks_total(r)) return;
+  if (!r->got_ns) r->got_ns = now_ns;
   if (!r->accepted && !r->frozen && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
     /* Never for a view below one we joined (a failover froze the attempt),
      * nor for an attempt planned on another result of the previous round
@@ -1780,7 +1836,7 @@ static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, ui
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
   if (!p || !p->conn) return 0;
-  return conn_send_data(node, p->conn, r, DED_MSG_RESULT, r->my_off + first,
+  return conn_send_data(node, peer_data_conn(p), r, DED_MSG_RESULT, r->my_off + first,
                         r->res + (r->my_off + first) * r->es, n * r->es, false);
 }
 
@@ -1791,7 +1847,7 @@ static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
   ded_reduce_div(r->a.dtype, r->res + (r->my_off + first) * r->es, n, r->total_w);
   bit_set(r->res_bits, r->res_base[r->me] + c);
   r->res_got++;
-  r->reduced++;
+  if (++r->reduced == r->my_nchunks) r->reduced_ns = node->now_ns;
   for (unsigned m = 0; m < r->plan.k; m++) {
     if (m == r->me) continue;
     /* A member that is gone cannot use the result; our round goes on. */
@@ -1942,7 +1998,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
     for (uint64_t e = 0; e < len; e += r->chunk) {
       uint64_t n = DED_MIN(r->chunk, len - e);
       const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
-      int rv = conn_send_data(node, p->conn, r, DED_MSG_DATA, lo + e, src, n * r->es, true);
+      int rv = conn_send_data(node, peer_data_conn(p), r, DED_MSG_DATA, lo + e, src, n * r->es, true);
       if (rv) return rv;
     }
   }
@@ -2240,7 +2296,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
     for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
       if (!bit_get(r->res_bits, r->res_base[s] + c)) continue;
       uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
-      if (conn_send_data(node, to->conn, r, DED_MSG_RESULT, lo + c * r->chunk,
+      if (conn_send_data(node, peer_data_conn(to), r, DED_MSG_RESULT, lo + c * r->chunk,
                          r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
         return;
     }
@@ -3118,6 +3174,26 @@ static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char 
   conn_close(node, c, rv, true);
 }
 
+/* We called |p| and it answered on |c|: opens the further streams of
+ * settings.streams to the same address (while connections are plentiful),
+ * counting those to |p| still open or opening. */
+static void peer_open_lanes(ded_node *node, ded_peer *p, const ded_conn *c) {
+  unsigned have = 0;
+  for (uint32_t s = 0; s < node->nslots; s++) {
+    const ded_conn *o = node->conns[s];
+    if (o && o->peer == p && o->state != CONN_DEAD) have++;
+  }
+  for (unsigned i = have; i < node->s.streams && node->nconns < DED_CONNS_MAX / 2; i++) {
+    ded_conn *l = conn_new(node, true, &c->remote);
+    if (!l) return;
+    l->peer = p;
+    if (node->cb.connect(node->user, l->id, &l->remote) != 0) {
+      conn_close(node, l, DED_ERR_PEER_LOST, true);
+      return;
+    }
+  }
+}
+
 static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   ded_msg_hello h;
   int rv = ded_msg_hello_decode(f->payload, f->len, &h);
@@ -3154,10 +3230,18 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     keep_old = old_mine == new_mine || old_mine == me_smaller;
   }
   bool was_down = p->conn == NULL;
+  /* Every other ready connection is a lane round data may take. */
+  ded_conn *lane = keep_old ? c : p->conn;
+  if (lane && p->nlanes < DED_STREAMS_MAX - 1) {
+    p->lanes[p->nlanes++] = lane;
+    node_log(node, DED_LOG_DEBUG, "peer %s: %u streams", p->sid, p->nlanes + 1);
+  }
   if (!keep_old) p->conn = c;
   p->lost = p->evicted = false;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
-  node_send_table(node, c);
+  /* The table once per peer coming up, and its lanes with it. */
+  if (was_down) node_send_table(node, c);
+  if (was_down && c->outbound) peer_open_lanes(node, p, c);
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
   if (c->boot_idx >= 0 && node->boot == BOOT_RUNNING) {
     node->boot = BOOT_DONE;
@@ -3457,11 +3541,17 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     }
     ded_peer *p = c->peer;
     p->left = true;
-    /* Every connection of a peer that left is done. */
+    /* Its other connections end when it closes them: a lane (or what we
+     * take as the first connection, the two ends may differ after a
+     * failure) may still carry the last chunk it was writing. Idle ones
+     * are done. */
     for (uint32_t s = 0; s < node->nslots; s++) {
       ded_conn *o = node->conns[s];
-      if (o && o->peer == p && o->state != CONN_DEAD) conn_close(node, o, DED_ERR_CLOSING, true);
+      if (o && o != c && o != p->conn && o->peer == p && o->state != CONN_DEAD &&
+          !conn_is_lane(p, o))
+        conn_close(node, o, DED_ERR_CLOSING, true);
     }
+    conn_close(node, c, DED_ERR_CLOSING, true);
     break;
   }
   default: conn_protocol_error(node, c, DED_ERR_PROTO, "unknown frame type");
@@ -4374,6 +4464,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   node->s.run = node->run;
   node->s.identity_seed = NULL;
   if (node->s.chunk_bytes == 0) node->s.chunk_bytes = NODE_CHUNK_BYTES_DEFAULT;
+  node->s.streams = (uint8_t)DED_MAX(DED_MIN(node->s.streams, DED_STREAMS_MAX), 1);
   node->s.chunk_bytes = DED_MAX(DED_MIN(node->s.chunk_bytes, DED_CHUNK_BYTES_MAX), DED_CHUNK_BYTES_MIN);
   if (node->s.record_ttl_ms == 0) node->s.record_ttl_ms = NODE_RECORD_TTL_MS_DEFAULT;
   if (node->s.deadline_floor_ns == 0) node->s.deadline_floor_ns = NODE_DEADLINE_FLOOR_NS_DEFAULT;
@@ -4616,8 +4707,12 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
   for (size_t i = 0; i < node->npeers; i++) {
-    ded_conn *c = node->peers[i]->conn;
+    ded_peer *p = node->peers[i];
+    ded_conn *c = p->conn;
     if (!c || c->state != CONN_READY) continue;
+    /* What the lanes have not begun goes ahead of LEAVE too; a frame one
+     * is writing finishes there (the peer reads its lanes to their end). */
+    for (unsigned l = 0; l < p->nlanes; l++) conn_move_output(node, p->lanes[l], c, false);
     sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
     if (!it || !copy) {

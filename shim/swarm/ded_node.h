@@ -80,6 +80,10 @@ typedef struct ded_node_settings {
   uint64_t history_bytes;
   /* Size of the chunks a shard travels in. 0 = 64 KiB. */
   uint32_t chunk_bytes;
+  /* TCP connections to open to each peer we call, 1 to DED_STREAMS_MAX
+   * (0 = 1): round data is spread over them where one stream cannot fill
+   * a long fat pipe. Control frames keep to the first. */
+  uint8_t streams;
   /* Lifetime of our discovery record; refreshed at a third of it. 0 = 5 min. */
   uint32_t record_ttl_ms;
   /* Wall clock minus monotonic clock, in ns. */

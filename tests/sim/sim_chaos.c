@@ -1067,6 +1067,7 @@ static int run_seed(uint64_t seed, bool verbose) {
     p->settings.round_timeout_ns = sc->round_timeout_ns;
     p->settings.deadline_floor_ns = sc->floor_ns;
     p->settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
+    p->settings.streams = (uint8_t)(1 + i % 3); /* lanes: some pairs have several connections */
     p->settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
     if (i > 0 || sim_rng_chance(&pick, 0.5)) {
       p->settings.bootstrap[0] = sim_node_addr(i == 0 ? 0 : (int)sim_rng_range(&pick, 0, (uint64_t)i - 1));

@@ -21,6 +21,9 @@ enum ded_limits {
   DED_PEERS_MAX = 1024,
   /* Open connections, inbound and outbound together. */
   DED_CONNS_MAX = 2048,
+  /* TCP connections one peer pair sends round data on at once (the first
+   * and its lanes); a peer's further connections stay idle. */
+  DED_STREAMS_MAX = 8,
   /* Members of one round. */
   DED_ROUND_MEMBERS_MAX = 1024,
   /* Rounds a node has in flight at once (gradient buckets). */
