@@ -2707,9 +2707,14 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
       if (n < 0) break;
       pos += (size_t)n;
     }
-    node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %.3f s:%s%s", (unsigned long long)cr->round,
-             node->s.plan == DED_PLAN_EQUAL ? "equal" : "lp",
-             res.t_per_byte * (double)cm->count * (double)ded_dtype_size(cm->dtype),
+    double est = res.t_per_byte * (double)cm->count * (double)ded_dtype_size(cm->dtype);
+    char est_s[32] = "?"; /* rates not known yet */
+    if (isfinite(est) && est < 1e6) snprintf(est_s, sizeof est_s, "%.3f", est);
+    node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %s s:%s%s", (unsigned long long)cr->round,
+             node->s.plan == DED_PLAN_EQUAL ? "equal"
+             : res.equal_kept               ? "lp (equal shares: the program gains < 10 %)"
+                                            : "lp",
+             est_s,
              pos < sizeof line ? line : "", cm->k > 16 ? " ..." : "");
   }
   return 0;

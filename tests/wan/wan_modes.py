@@ -83,7 +83,9 @@ def main():
             env = {"LD_PRELOAD": " ".join(filter(None, [a.preload_extra, lib])),
                    "ASAN_OPTIONS": "detect_leaks=0", "DEDMPI_RUN": "wan-modes-%s" % lab.prefix,
                    "DEDMPI_MODE": MODES[i], "DEDMPI_MIN_PEERS": str(lab.n),
-                   "DEDMPI_LOG": "info", "DEDMPI_ROUND_TIMEOUT": "60s"}
+                   "DEDMPI_LOG": "info", "DEDMPI_ROUND_TIMEOUT": "60s",
+                   # several connections per pair (lanes) on real sockets
+                   "DEDMPI_STREAMS": "3"}
             h = lab.hosts[i - 1]
             env["DEDMPI_BANDWIDTH"] = "%g/%g" % (h.up_mbit, h.down_mbit)
             if MODES[i] != "client":

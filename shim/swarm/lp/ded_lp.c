@@ -201,6 +201,7 @@ static int lp_clean(const ded_lp_peer *peers, unsigned n, double *w) {
 
 void ded_lp_plan(const ded_lp_peer *peers, unsigned n, double *frac, ded_lp_result *res) {
   res->fallback = DED_LP_E_NONE;
+  res->equal_kept = false;
   res->t_per_byte = INFINITY;
   ded_lp_equal(peers, n, frac);
   unsigned reducers = 0;
@@ -217,12 +218,15 @@ void ded_lp_plan(const ded_lp_peer *peers, unsigned n, double *frac, ded_lp_resu
   res->t_per_byte = t_equal;
   if (res->fallback == DED_LP_E_NONE && reducers > 1) {
     double *w = malloc(n * sizeof *w);
-    /* The LP's plan must be usable and no slower than the safe one. */
+    /* The LP's plan must be usable, no slower than the safe one, and
+     * faster by more than the rates' noise. */
     if (w && lp_solve(peers, n, &r, w) == 0 && lp_clean(peers, n, w) == 0) {
       double t = lp_time_rates(peers, n, &r, w);
-      if (t <= t_equal * (1.0 + 1e-6)) {
+      if (t < t_equal * (1.0 - DED_LP_GAIN_MIN)) {
         memcpy(frac, w, n * sizeof *w);
         res->t_per_byte = t;
+      } else if (t <= t_equal * (1.0 + 1e-6)) {
+        res->equal_kept = true;
       } else {
         res->fallback = DED_LP_E_SOLVER;
       }

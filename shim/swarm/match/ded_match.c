@@ -95,7 +95,7 @@ static int gather_shares(uint64_t count, unsigned k, const ded_lp_peer *lp, bool
   }
   double *frac = ded_mem_calloc(mem, k, sizeof *frac);
   if (!frac) return DED_ERR_NOMEM;
-  ded_lp_result r = {0, 0.0};
+  ded_lp_result r = {0, 0.0, false};
   if (equal) {
     ded_lp_equal(lp, k, frac);
     r.t_per_byte = ded_lp_time(lp, k, frac);
