@@ -5036,6 +5036,22 @@ static void test_node_lanes_data_received(void **state) {
   ded_node_free(t.node);
 }
 
+/* Frames queued on lanes 1 and 2, all of |type| (asserted); |first| gets
+ * the first lane with any. */
+static int lanes_queued(tnode *t, uint8_t type, unsigned *first) {
+  int queued = 0;
+  for (unsigned i = 1; i < 3; i++) {
+    size_t len;
+    uint8_t *out = tnode_pending_on(t, i, &len);
+    int n = frame_count_all(out, len);
+    assert_int_equal(frame_count(out, len, type), n);
+    queued += n;
+    if (n > 0 && *first == 0) *first = i;
+    free(out);
+  }
+  return queued;
+}
+
 /*
  * Both lanes break with the node's DATA still queued on them, one of
  * them with a frame half written: the first connection sends every one of
@@ -5055,17 +5071,8 @@ static void test_node_lanes_lost_output_moves(void **state) {
   assert_int_equal(frame_count(w.out[0], w.len[0], DED_MSG_COMMIT), 1);
   /* What waits on the lanes: DATA only, and some (two chunks, three
    * connections in turn). */
-  int queued = 0;
   unsigned half = 0;
-  for (unsigned i = 1; i < 3; i++) {
-    size_t len;
-    uint8_t *out = tnode_pending_on(&t, i, &len);
-    int n = frame_count_all(out, len);
-    assert_int_equal(frame_count(out, len, DED_MSG_DATA), n);
-    queued += n;
-    if (n > 0 && half == 0) half = i;
-    free(out);
-  }
+  int queued = lanes_queued(&t, DED_MSG_DATA, &half);
   assert_true(queued >= 1);
   assert_int_equal(queued + frame_count(w.out[0], w.len[0], DED_MSG_DATA), 2);
   /* One lane hands part of a frame to its socket, then both break. */
@@ -5152,17 +5159,8 @@ static void test_node_lanes_leave_moves_queued(void **state) {
     twire_take_on(&t, &w, 0);
     /* The lanes still hold RESULTs (DATA into the caller's buffer went
      * when the round ended). */
-    int queued = 0;
     unsigned busy = 0;
-    for (unsigned i = 1; i < 3; i++) {
-      size_t len;
-      uint8_t *out = tnode_pending_on(&t, i, &len);
-      int n = frame_count_all(out, len);
-      assert_int_equal(frame_count(out, len, DED_MSG_RESULT), n);
-      queued += n;
-      if (n > 0 && busy == 0) busy = i;
-      free(out);
-    }
+    int queued = lanes_queued(&t, DED_MSG_RESULT, &busy);
     assert_true(queued >= 1);
     if (halfway) { /* the lane hands part of its first frame to its socket */
       size_t len;
