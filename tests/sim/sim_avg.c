@@ -302,7 +302,6 @@ static int run_seed(uint64_t seed, bool verbose) {
     p.settings.rendezvous_timeout_ns = 60ull * 1000000000ull;
     p.settings.round_timeout_ns = sc->round_timeout_ns;
     p.settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
-    p.settings.streams = (uint8_t)(1 + i % 3); /* lanes: some pairs have several connections */
     p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
     /* Bootstrap through an earlier node (or ourselves: the first peer may
      * list its own address, as a shared DEDMPI_JOIN does). */
