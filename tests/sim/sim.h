@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,6 +203,22 @@ static inline void sim_bench_settings(ded_node_settings *s, int n) {
   s->rendezvous_timeout_ns = 60ull * 1000000000ull;
   s->round_timeout_ns = 120ull * 1000000000ull;
   s->deadline_floor_ns = 200ull * 1000000ull;
+}
+
+/* The options the small simulator tests share: --seeds S, --first F, -v.
+ * Returns 0, or 2 after printing |name|'s usage. */
+static inline int sim_seed_args(int argc, char **argv, const char *name, int *seeds, int *first,
+                                bool *verbose) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--seeds") && i + 1 < argc) *seeds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--first") && i + 1 < argc) *first = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-v")) *verbose = true;
+    else {
+      fprintf(stderr, "usage: %s [--seeds S] [--first F] [-v]\n", name);
+      return 2;
+    }
+  }
+  return 0;
 }
 
 /* The share, in percent, that a coordinator's plan log line ("round R:

@@ -159,15 +159,7 @@ static bool run_swarm(uint64_t seed, bool verbose) {
 int main(int argc, char **argv) {
   int seeds = 5, first = 1;
   bool verbose = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-v")) verbose = true;
-    else {
-      fprintf(stderr, "usage: sim_modes [--seeds S] [--first F] [-v]\n");
-      return 2;
-    }
-  }
+  if (sim_seed_args(argc, argv, "sim_modes", &seeds, &first, &verbose)) return 2;
   int failed = 0;
   for (int seed = first; seed < first + seeds; seed++) failed += !run_swarm((uint64_t)seed, verbose);
   return failed ? 1 : 0;

@@ -154,15 +154,7 @@ static double run_swarm(uint64_t seed, uint8_t plan, bool verbose, uint32_t up_k
 int main(int argc, char **argv) {
   int seeds = 3, first = 1;
   bool verbose = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-v")) verbose = true;
-    else {
-      fprintf(stderr, "usage: sim_plan [--seeds S] [--first F] [-v]\n");
-      return 2;
-    }
-  }
+  if (sim_seed_args(argc, argv, "sim_plan", &seeds, &first, &verbose)) return 2;
   int failed = 0;
   for (int seed = first; seed < first + seeds; seed++) {
     uint32_t up[N], up_eq[N];
