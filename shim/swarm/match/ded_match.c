@@ -88,7 +88,7 @@ static uint8_t gather_mode(const ded_msg_join *j, bool any_contrib) {
 /* Fills |off| with the members' shards: the LP's over |lp| when given. */
 static int gather_shares(uint64_t count, unsigned k, const ded_lp_peer *lp, bool equal,
                          const ded_mem *mem, ded_lp_result *res, uint64_t *off) {
-  if (res) res->fallback = DED_LP_E_NONE, res->t_per_byte = 0.0;
+  if (res) *res = (ded_lp_result){DED_LP_E_NONE, 0.0, false};
   if (!lp || k == 1) {
     ded_partition_equal(count, k, off);
     return 0;
