@@ -248,6 +248,14 @@ static void set_streams(parse_ctx *p, const char *name, const char *v) {
     p->cfg->streams = (uint8_t)n;
 }
 
+static void set_probe(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n > DED_SPEED_WANT_MAX)
+    cfg_error(p, name, v, "expected a size from 0 to %dM", DED_SPEED_WANT_MAX >> 20);
+  else
+    p->cfg->probe_bytes = (uint32_t)n;
+}
+
 static void set_plan(parse_ctx *p, const char *name, const char *v) {
   if (!strcmp(v, "lp"))
     p->cfg->plan = 0; /* DED_PLAN_LP */
@@ -305,6 +313,7 @@ static const var_def vars[] = {
     {{"DEDMPI_HISTORY_BYTES", "256M", "finished results kept to serve members that fall behind (0 = none)"}, set_history},
     {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
     {{"DEDMPI_STREAMS", "1", "TCP connections to each peer this job calls; round data is spread over them (long fat pipes, lossy links)"}, set_streams},
+    {{"DEDMPI_PROBE_BYTES", "2M", "link probe at join: bytes sent to the first peer reached, and asked back, so the links are measured before the first round; 0 = none"}, set_probe},
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{NULL, NULL, NULL}, NULL},
@@ -331,6 +340,7 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->round_timeout_ns = 60ull * 1000000000ull;
   cfg->chunk_bytes = 256 * 1024;
   cfg->streams = 1;
+  cfg->probe_bytes = 2u << 20;
   cfg->deadline_floor_ns = 500ull * 1000000ull;
   cfg->history_bytes = 256ull << 20;
   cfg->state_bcast = true;

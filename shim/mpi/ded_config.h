@@ -31,6 +31,7 @@ typedef struct ded_config {
   uint64_t round_timeout_ns;      /* DEDMPI_ROUND_TIMEOUT */
   uint32_t chunk_bytes;           /* DEDMPI_CHUNK_BYTES */
   uint8_t streams;                /* DEDMPI_STREAMS */
+  uint32_t probe_bytes;           /* DEDMPI_PROBE_BYTES */
   uint64_t deadline_floor_ns;     /* DEDMPI_DEADLINE_FLOOR */
   uint64_t history_bytes;         /* DEDMPI_HISTORY_BYTES (UINT64_MAX: none) */
   bool state_bcast;               /* DEDMPI_STATE_BCAST */

@@ -859,6 +859,7 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.node.round_timeout_ns = S.cfg.round_timeout_ns;
   dc.node.chunk_bytes = S.cfg.chunk_bytes;
   dc.node.streams = S.cfg.streams;
+  dc.node.probe_bytes = S.cfg.probe_bytes;
   dc.node.deadline_floor_ns = S.cfg.deadline_floor_ns;
   dc.node.history_bytes = S.cfg.history_bytes;
   dc.node.log_level = S.cfg.log_level;

@@ -110,6 +110,7 @@ typedef struct ded_conn {
   ded_frame_dec dec;
   sendq_item *cur; /* partially written frame; it finishes first */
   sendq q[Q_COUNT];
+  bool leave_queued; /* we left: LEAVE is its last frame */
 } ded_conn;
 
 struct ded_peer {
@@ -130,6 +131,7 @@ struct ded_peer {
   uint64_t next_connect_ns;
   uint32_t backoff_ms;
   unsigned addr_idx;
+  bool speed_answered; /* we sent it the bytes its probe asked for */
 };
 
 typedef enum round_state {
@@ -424,6 +426,7 @@ struct ded_node {
   node_state st;
   bool leaving;
   bool reap_needed;
+  bool probed; /* our link probe went out (settings.probe_bytes) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -531,6 +534,10 @@ static bool node_has_output(const ded_node *node) {
 }
 
 static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
+  if (c->leave_queued) { /* the peer stops reading at LEAVE (owned frames only here) */
+    item_free(node, it);
+    return;
+  }
   bool was_idle = !conn_has_output(c);
   /* Work for an idle link: an upload busy period begins. One left open by
    * output dropped unsent (a connection closed) ends first. */
@@ -558,7 +565,9 @@ static int conn_send_owned(ded_node *node, ded_conn *c, uint8_t *frame, size_t l
 
 /* Queues a copy of a control frame. */
 static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t len) {
-  if (c->state == CONN_DEAD) return 0;
+  /* A peer that left reads its connections to their end and acts on
+   * nothing more. */
+  if (c->state == CONN_DEAD || (c->peer && c->peer->left)) return 0;
   uint8_t *copy = ded_mem_malloc(node->mem, len);
   if (!copy) return DED_ERR_NOMEM;
   memcpy(copy, frame, len);
@@ -568,6 +577,9 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
 /* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */
 static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t type, uint64_t off,
                           const uint8_t *elems, size_t len, bool user) {
+  /* Nothing after our LEAVE, nothing to a peer that left (checked before
+   * any reference to |r| is taken). */
+  if (c->leave_queued || (c->peer && c->peer->left)) return 0;
   sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
   if (!it) return DED_ERR_NOMEM;
   ded_msg_data_hdr_encode(it->hdr, type, r->no, r->plan.attempt, off, len);
@@ -640,13 +652,13 @@ static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
   }
 }
 
-/* Moves every frame queued on |from| to the end of |to|'s queues; with
- * |with_cur|, also the one half written (sent again from its start: |from|
- * is dead, the peer never got it whole). */
-static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to, bool with_cur) {
+/* Moves every frame queued on the dead |from| to the end of |to|'s
+ * queues, the one half written too: the peer never got it whole, so it is
+ * sent again from its start. */
+static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
   bool was_idle = !conn_has_output(to);
-  sendq_item *cur = with_cur ? from->cur : NULL;
-  if (with_cur) from->cur = NULL;
+  sendq_item *cur = from->cur;
+  from->cur = NULL;
   if (cur && cur->partial) {
     item_free(node, cur); /* the tail of a frame the other stream never began */
   } else if (cur) {
@@ -723,12 +735,6 @@ static bool peer_lane_remove(ded_peer *p, const ded_conn *c) {
       p->lanes[i] = p->lanes[--p->nlanes];
       return true;
     }
-  return false;
-}
-
-static bool conn_is_lane(const ded_peer *p, const ded_conn *c) {
-  for (unsigned i = 0; i < p->nlanes; i++)
-    if (p->lanes[i] == c) return true;
   return false;
 }
 
@@ -953,7 +959,7 @@ static void peer_maybe_connect(ded_node *node, ded_peer *p, uint64_t now_ns) {
 static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   if (peer_lane_remove(p, c)) {
     /* A lane: the first connection sends what the peer never got whole. */
-    if (p->conn) conn_move_output(node, c, p->conn, true);
+    if (p->conn) conn_move_output(node, c, p->conn);
     return;
   }
   if (p->conn != c) {
@@ -972,7 +978,7 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
     if (o && o != c && o->peer == p && o->state == CONN_READY) {
       p->conn = o;
       peer_lane_remove(p, o);
-      conn_move_output(node, c, o, true);
+      conn_move_output(node, c, o);
       return;
     }
   }
@@ -1454,7 +1460,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     return;
   }
   ded_peer *p = peer_find(node, r->coord);
-  if (!p || !p->conn) {
+  if (!p || !p->conn || p->left) {
     r->state = ROUND_JOINING;
     if (p) peer_maybe_connect(node, p, now_ns);
     ded_mem_free(node->mem, have);
@@ -2101,7 +2107,7 @@ static void round_send_intent(ded_node *node, ded_round *r) {
   const uint8_t *cand = r->plan.members[target % r->plan.k].id;
   if (id_is_me(node, cand)) return;
   ded_peer *p = peer_find(node, cand);
-  if (!p || !p->conn) return;
+  if (!p || !p->conn || p->left) return;
   node->intent_round = target;
   memcpy(node->intent_to, cand, DED_ID_BYTES);
   ded_msg_join j;
@@ -3179,6 +3185,42 @@ static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char 
   conn_close(node, c, rv, true);
 }
 
+/* Queues |bytes| of SPEED filler on |c|, in frames of at most a chunk, the
+ * first asking for |want| bytes back; behind the rounds' own traffic. */
+static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t bytes) {
+  const size_t piece = DED_CHUNK_BYTES_MAX;
+  do {
+    size_t fill = DED_MIN((size_t)bytes, piece);
+    sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
+    uint8_t *frame = ded_mem_calloc(node->mem, 1, DED_SPEED_HDR_BYTES + fill);
+    if (!it || !frame) {
+      ded_mem_free(node->mem, it);
+      ded_mem_free(node->mem, frame);
+      return; /* a probe is a hint: short of memory, it is smaller */
+    }
+    ded_msg_speed_hdr_encode(frame, want, fill);
+    it->owned = frame;
+    it->owned_len = DED_SPEED_HDR_BYTES + fill;
+    conn_enqueue(node, c, Q_DATA, it);
+    bytes -= (uint32_t)fill;
+    want = 0;
+  } while (bytes > 0);
+}
+
+/* A SPEED from |c|'s peer: the filler is read and dropped (the meters
+ * counted it); the first ask of each peer is answered. */
+static void node_on_speed(ded_node *node, ded_conn *c, const ded_msg_speed *m) {
+  ded_peer *p = c->peer;
+  if (m->want == 0 || node->leaving) return;
+  if (p->speed_answered) {
+    node_log(node, DED_LOG_DEBUG, "peer %s: another link probe ignored", p->sid);
+    return;
+  }
+  p->speed_answered = true;
+  node_log(node, DED_LOG_DEBUG, "peer %s probes its links: %u bytes back", p->sid, m->want);
+  conn_send_speed(node, c, 0, m->want);
+}
+
 /* We called |p| and it answered on |c|: opens the further streams of
  * settings.streams to the same address (while connections are plentiful),
  * counting those to |p| still open or opening. */
@@ -3247,6 +3289,13 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   /* The table once per peer coming up, and its lanes with it. */
   if (was_down) node_send_table(node, c);
   if (was_down && c->outbound) peer_open_lanes(node, p, c);
+  /* Our links are measured on the first peer that comes up. */
+  if (was_down && !node->probed && node->s.probe_bytes > 0 && !node->leaving) {
+    node->probed = true;
+    uint32_t n = DED_MIN(node->s.probe_bytes, (uint32_t)DED_SPEED_WANT_MAX);
+    node_log(node, DED_LOG_INFO, "probing links with peer %s: %u bytes each way", p->sid, n);
+    conn_send_speed(node, p->conn, n, n);
+  }
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
   if (c->boot_idx >= 0 && node->boot == BOOT_RUNNING) {
     node->boot = BOOT_DONE;
@@ -3527,6 +3576,15 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
       node_on_probe(node, c->peer, &m, now_ns);
     break;
   }
+  case DED_MSG_SPEED: {
+    ded_msg_speed m;
+    int rv = ded_msg_speed_decode(f->payload, f->len, &m);
+    if (rv)
+      conn_protocol_error(node, c, rv, "SPEED");
+    else
+      node_on_speed(node, c, &m);
+    break;
+  }
   case DED_MSG_FETCH: {
     ded_msg_fetch m;
     int rv = ded_msg_fetch_decode(f->payload, f->len, &m);
@@ -3544,18 +3602,11 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
       conn_protocol_error(node, c, DED_ERR_PROTO, "LEAVE");
       break;
     }
-    ded_peer *p = c->peer;
-    p->left = true;
-    /* Its other connections end when it closes them: a lane (or what we
-     * take as the first connection, the two ends may differ after a
-     * failure) may still carry the last chunk it was writing. Idle ones
-     * are done. */
-    for (uint32_t s = 0; s < node->nslots; s++) {
-      ded_conn *o = node->conns[s];
-      if (o && o != c && o != p->conn && o->peer == p && o->state != CONN_DEAD &&
-          !conn_is_lane(p, o))
-        conn_close(node, o, DED_ERR_CLOSING, true);
-    }
+    /* LEAVE is the last frame on each of its connections: this one is
+     * done, the others (lanes may still carry the last chunks it was
+     * writing) end with their own LEAVE, and the peer is down with the
+     * last of them. */
+    c->peer->left = true;
     conn_close(node, c, DED_ERR_CLOSING, true);
     break;
   }
@@ -4705,19 +4756,16 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   for (size_t i = 0; i < node->ncoords; i++)
     if (!node->coords[i]->decided && node->coords[i]->g.n > 0)
       coord_decide(node, node->coords[i], false, now_ns);
-  /* LEAVE goes last on the connection each peer's data travels on, behind
-   * results still queued for peers that finish a round we already
-   * finished: on any other connection it could overtake them. */
+  /* LEAVE goes last on every connection to a peer, behind the results
+   * still queued for peers that finish a round we already finished: the
+   * peer reads each connection to its LEAVE, and is done with us when the
+   * last one has come. */
   uint8_t frame[DED_LEAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    ded_conn *c = p->conn;
-    if (!c || c->state != CONN_READY) continue;
-    /* What the lanes have not begun goes ahead of LEAVE too; a frame one
-     * is writing finishes there (the peer reads its lanes to their end). */
-    for (unsigned l = 0; l < p->nlanes; l++) conn_move_output(node, p->lanes[l], c, false);
+  for (uint32_t s = 0; s < node->nslots; s++) {
+    ded_conn *c = node->conns[s];
+    if (!c || !c->peer || c->state != CONN_READY) continue;
     sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
     if (!it || !copy) {
@@ -4729,6 +4777,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
     it->owned = copy;
     it->owned_len = w.pos;
     conn_enqueue(node, c, Q_DATA, it);
+    c->leave_queued = true;
   }
   node_reap(node);
 }

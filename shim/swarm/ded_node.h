@@ -84,6 +84,10 @@ typedef struct ded_node_settings {
    * (0 = 1): round data is spread over them where one stream cannot fill
    * a long fat pipe. Control frames keep to the first. */
   uint8_t streams;
+  /* Link probe at join: bytes of filler sent to the first peer that comes
+   * up, and asked back from it (SPEED), so our rates are measured before
+   * the first round's plan; at most DED_SPEED_WANT_MAX, 0 = no probe. */
+  uint32_t probe_bytes;
   /* Lifetime of our discovery record; refreshed at a third of it. 0 = 5 min. */
   uint32_t record_ttl_ms;
   /* Wall clock minus monotonic clock, in ns. */

@@ -65,9 +65,10 @@ enum {
     DED_MSG_HELLO, DED_MSG_RECORDS, DED_MSG_JOIN, DED_MSG_COMMIT, DED_MSG_REDIRECT,      \
         DED_MSG_DATA, DED_MSG_RESULT, DED_MSG_LEAVE, DED_MSG_STALE, DED_MSG_DECIDE,      \
         DED_MSG_FETCH, DED_MSG_PROBE, DED_MSG_HAVE, DED_MSG_STATE_ASK,                   \
-        DED_MSG_STATE_OFFER, DED_MSG_STATE_GET, DED_MSG_STATE_DATA, DED_MSG_AHEAD        \
+        DED_MSG_STATE_OFFER, DED_MSG_STATE_GET, DED_MSG_STATE_DATA, DED_MSG_AHEAD,       \
+        DED_MSG_SPEED                                                                    \
   }
-#define FUZZ_MSG_NTYPES 18
+#define FUZZ_MSG_NTYPES 19
 
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \

@@ -297,6 +297,18 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     if (rv == 0) ded_msg_redirect_encode(&w, &m);
     break;
   }
+  case DED_MSG_SPEED: {
+    ded_msg_speed m;
+    rv = ded_msg_speed_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.want <= DED_SPEED_WANT_MAX && m.fill == p + 4 && m.len == len - 4);
+      uint8_t h[DED_SPEED_HDR_BYTES];
+      ded_msg_speed_hdr_encode(h, m.want, m.len);
+      ded_wr_bytes(&w, h, sizeof h);
+      ded_wr_bytes(&w, m.fill, m.len);
+    }
+    break;
+  }
   case DED_MSG_LEAVE: {
     uint8_t reason;
     rv = ded_msg_leave_decode(p, len, &reason);

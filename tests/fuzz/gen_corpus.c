@@ -356,6 +356,14 @@ static void frame_ahead(gbuf *b, uint64_t round, uint64_t next) {
   frame_rounds(b, true, round, next);
 }
 
+/* A SPEED frame asking for |want| bytes back, with |fill| zeros. */
+static void frame_speed(gbuf *b, uint32_t want, size_t fill) {
+  uint8_t h[DED_SPEED_HDR_BYTES];
+  ded_msg_speed_hdr_encode(h, want, fill);
+  gbuf_put(b, h, sizeof h);
+  for (size_t i = 0; i < fill; i++) gbuf_u8(b, 0);
+}
+
 static void frame_state_ask(gbuf *b, uint64_t min_round) {
   ded_msg_state_ask m = {min_round};
   uint8_t f[DED_STATE_ASK_FRAME_BYTES];
@@ -701,6 +709,13 @@ static void gen_msg(void) {
   gbuf_reset(&f);
   frame_ahead(&f, 7, 12);
   write_msg_variants("ahead", &f);
+  gbuf_reset(&f);
+  /* A link probe: an ask with filler, and filler alone. */
+  frame_speed(&f, 4096, 64);
+  write_msg_variants("speed", &f);
+  gbuf_reset(&f);
+  frame_speed(&f, 0, 0);
+  write_msg("speed_fill_only", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   /* State transfer: a joiner asks, peers answer with a snapshot (three
    * pieces, the two members of round 7's attempt as lineage, the second

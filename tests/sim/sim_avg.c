@@ -5,8 +5,10 @@
  * addresses, the network's latency, jitter and segmentation, per-node
  * uplink rates and chunk sizes, every job's rank count and weight, the
  * element type and vector length, how many buckets a step keeps in flight
- * and how long each step computes. Every node runs the same sequence of
- * rounds; afterwards every round is checked on every node:
+ * and how long each step computes. Node i opens 1 + i % 3 connections to
+ * each peer it calls, and every fourth node probes its links at join.
+ * Every node runs the same sequence of rounds; afterwards every round is
+ * checked on every node:
  *
  *   agreement  every node that averaged reports the same contributors, in
  *              the same order: one group per round;
@@ -302,6 +304,8 @@ static int run_seed(uint64_t seed, bool verbose) {
     p.settings.rendezvous_timeout_ns = 60ull * 1000000000ull;
     p.settings.round_timeout_ns = sc->round_timeout_ns;
     p.settings.chunk_bytes = (uint32_t)sim_rng_range(&pick, 64, 4096);
+    p.settings.streams = (uint8_t)(1 + i % 3);
+    p.settings.probe_bytes = i % 4 == 1 ? 64u * 1024u : 0; /* a link probe at join */
     p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_ERROR;
     /* Bootstrap through an earlier node (or ourselves: the first peer may
      * list its own address, as a shared DEDMPI_JOIN does). */

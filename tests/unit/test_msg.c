@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 6).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 7).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -172,6 +172,10 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
   case DED_MSG_STATE_DATA: {
     ded_msg_state_data m;
     return ded_msg_state_data_decode(p, len, &m);
+  }
+  case DED_MSG_SPEED: {
+    ded_msg_speed m;
+    return ded_msg_speed_decode(p, len, &m);
   }
   default: fail_msg("no decoder for type %u", type); return DED_ERR_INTERNAL;
   }
@@ -1811,6 +1815,37 @@ static void test_msg_data_round_trip(void **state) {
   assert_int_equal(d.offset, DED_COUNT_MAX);
 }
 
+/* -------------------------------------------------------------- SPEED */
+
+static void test_msg_speed(void **state) {
+  (void)state;
+  /* want | fill: the fill stays where it is, any length (none too). */
+  uint8_t buf[DED_SPEED_HDR_BYTES + 6];
+  const uint32_t wants[] = {0, 1, 123456, DED_SPEED_WANT_MAX};
+  for (size_t i = 0; i < sizeof wants / sizeof wants[0]; i++) {
+    size_t fill = i % 2 ? 6 : 0;
+    memset(buf, 0xee, sizeof buf);
+    ded_msg_speed_hdr_encode(buf, wants[i], fill);
+    memset(buf + DED_SPEED_HDR_BYTES, 0, fill);
+    ded_frame fr = msg_unframe(buf, DED_SPEED_HDR_BYTES + fill, DED_MSG_SPEED);
+    assert_int_equal(fr.len, 4 + fill);
+    assert_int_equal(msg_le(fr.payload, 4), wants[i]);
+    ded_msg_speed m;
+    assert_int_equal(ded_msg_speed_decode(fr.payload, fr.len, &m), 0);
+    assert_int_equal(m.want, wants[i]);
+    assert_int_equal(m.len, fill);
+    assert_ptr_equal(m.fill, buf + DED_SPEED_HDR_BYTES);
+    msg_check_bounds(DED_MSG_SPEED, fr.payload, fr.len, 4);
+  }
+  /* Asking for more than a peer answers is a violation; so is a cut want. */
+  uint8_t p[4];
+  ded_wr w = ded_wr_init(p, sizeof p);
+  ded_wr_u32(&w, DED_SPEED_WANT_MAX + 1);
+  ded_msg_speed m;
+  assert_int_equal(ded_msg_speed_decode(p, sizeof p, &m), DED_ERR_PROTO);
+  assert_int_equal(ded_msg_speed_decode(p, 3, &m), DED_ERR_PROTO);
+}
+
 static void test_msg_data_invalid(void **state) {
   (void)state;
   uint8_t buf[DED_DATA_HDR_BYTES + 8];
@@ -2928,7 +2963,8 @@ static void test_msg_names(void **state) {
                {DED_MSG_HAVE, "HAVE"},     {DED_MSG_STATE_ASK, "STATE_ASK"},
                {DED_MSG_STATE_OFFER, "STATE_OFFER"}, {DED_MSG_STATE_GET, "STATE_GET"},
                {DED_MSG_STATE_DATA, "STATE_DATA"},   {DED_MSG_AHEAD, "AHEAD"},
-               {0, "unknown"},             {19, "unknown"},              {255, "unknown"}};
+               {DED_MSG_SPEED, "SPEED"},   {0, "unknown"},               {20, "unknown"},
+               {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
   /* The numbers are the wire's: they must not move. */
@@ -2952,12 +2988,15 @@ static void test_msg_names(void **state) {
   /* Version 6 added client and aux peers: JOIN flags 16 and 32, member
    * flags 4 and 8, and client bits after STATE_OFFER's lineage, which a
    * version 5 peer would refuse or misread. */
-  assert_int_equal(DED_PROTO_VERSION, 6);
+  /* Version 7 added SPEED (type 19), the link probe at join. */
+  assert_int_equal(DED_PROTO_VERSION, 7);
+  assert_int_equal(DED_MSG_SPEED, 19);
+  assert_int_equal(DED_SPEED_HDR_BYTES, DED_FRAME_HDR_BYTES + 4);
   assert_int_equal(DED_JOIN_F_CLIENT, 16);
   assert_int_equal(DED_JOIN_F_AUX, 32);
   assert_int_equal(DED_MEMBER_F_CLIENT, 4);
   assert_int_equal(DED_MEMBER_F_AUX, 8);
-  /* Sizes of version 6's messages (a change here is a change of the wire). */
+  /* Sizes of version 7's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
   assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
@@ -3021,6 +3060,7 @@ int main(void) {
       cmocka_unit_test(test_msg_state_data_invalid),
       cmocka_unit_test(test_msg_encoder_overflow),
       cmocka_unit_test(test_msg_names),
+      cmocka_unit_test(test_msg_speed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

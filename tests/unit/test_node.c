@@ -1,5 +1,5 @@
 /*
- * test_node.c: ded_node against scripted peers (protocol version 6).
+ * test_node.c: ded_node against scripted peers (protocol version 7).
  *
  * The peers are bytes the test writes (ngtcp2's conn tests: scripted
  * input, integer time). It checks what only the whole node shows: that a
@@ -146,6 +146,9 @@ static unsigned tnode_accept(tnode *t) {
  * (f32, COUNT elements, weight |w|, |n_local| ranks) submitted and no
  * connection yet; |streams| connections to each peer it calls, and with
  * |dial|, PEER_ADDR to call (it has, as conn[0], once this returns). */
+/* settings.probe_bytes of the next node tnode_new makes (then 0 again). */
+static uint32_t tn_next_probe;
+
 static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_local,
                       const ded_mem *mem, bool dial, uint8_t streams) {
   memset(t, 0, sizeof *t);
@@ -162,6 +165,8 @@ static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32
   s.round_timeout_ns = 10ull * 1000 * 1000 * 1000;
   s.chunk_bytes = 64;
   s.streams = streams;
+  s.probe_bytes = tn_next_probe;
+  tn_next_probe = 0;
   if (dial) {
     assert_int_equal(ded_addr_parse(PEER_ADDR, &s.bootstrap[0]), 0);
     s.n_bootstrap = 1;
@@ -5103,7 +5108,8 @@ static void test_node_lanes_lost_output_moves(void **state) {
  * The peer leaves: LEAVE comes on the first connection, while its last
  * RESULT chunk is still on its way on a lane. The node closes the first
  * connection but not the lanes, takes that chunk and ends the round with
- * the exact mean; the peer is down once it closes the lanes.
+ * the exact mean; each lane ends with its own LEAVE (or its socket), and
+ * the peer is down with the last of them.
  */
 static void test_node_lanes_survive_leave(void **state) {
   (void)state;
@@ -5127,7 +5133,9 @@ static void test_node_lanes_survive_leave(void **state) {
   expect_lane_round_done(&t, buf, &lr);
   assert_false(t.closed[1]);
   assert_false(t.closed[2]);
-  ded_node_conn_closed(t.node, t.conn[1], DED_ERR_PEER_LOST, t.now);
+  send_leave(&t, 1);
+  assert_true(t.closed[1]);
+  assert_false(t.closed[2]);
   assert_int_equal(ded_node_peer_count(t.node), 1);
   ded_node_conn_closed(t.node, t.conn[2], DED_ERR_PEER_LOST, t.now);
   assert_int_equal(ded_node_peer_count(t.node), 0);
@@ -5138,11 +5146,11 @@ static void test_node_lanes_survive_leave(void **state) {
 
 /*
  * The node leaves with RESULT chunks of a round it finished still queued
- * on its lanes: those not begun go on the first connection, ahead of
- * LEAVE, which is the last frame there; one a lane is halfway through
- * writing stays there and finishes. Every chunk reaches the peer once.
+ * on its lanes: LEAVE goes once on every connection, the last frame there,
+ * behind what that connection still had to send (one a lane is halfway
+ * through writing too). Every chunk reaches the peer once, whole.
  */
-static void test_node_lanes_leave_moves_queued(void **state) {
+static void test_node_lanes_leave_last_on_each(void **state) {
   (void)state;
   for (int halfway = 0; halfway < 2; halfway++) {
     float buf[COUNT];
@@ -5171,21 +5179,106 @@ static void test_node_lanes_leave_moves_queued(void **state) {
     }
     ded_node_leave(t.node, t.now);
     twire_take(&t, &w);
-    /* LEAVE once, last on the first connection. */
-    assert_int_equal(frame_count(w.out[0], w.len[0], DED_MSG_LEAVE), 1);
-    assert_int_equal(frame_last_type(w.out[0], w.len[0]), DED_MSG_LEAVE);
+    /* LEAVE once, last, on each connection. */
+    for (unsigned i = 0; i < 3; i++) {
+      assert_int_equal(frame_count(w.out[i], w.len[i], DED_MSG_LEAVE), 1);
+      assert_int_equal(frame_last_type(w.out[i], w.len[i]), DED_MSG_LEAVE);
+    }
     /* Every chunk of our shard's mean reached the peer once, whole. */
     for (int k = 0; k < 2; k++)
       expect_chunk(&w, 3, DED_MSG_RESULT, lr.attempt, CHUNK * k, lr.mean + CHUNK * k);
-    for (unsigned i = 1; i < 3; i++) {
-      int n = frame_count_all(w.out[i], w.len[i]);
-      /* Halfway: that frame finished on its lane; otherwise none went there. */
-      assert_int_equal(n, halfway && i == busy ? 1 : 0);
-    }
+    /* What the lanes had queued stayed there, ahead of their LEAVE. */
+    int on_lanes = frame_count_all(w.out[1], w.len[1]) + frame_count_all(w.out[2], w.len[2]);
+    assert_int_equal(on_lanes, queued + 2);
     assert_true(ded_node_flushed(t.node));
     twire_free(&w);
     ded_node_free(t.node);
   }
+}
+
+/* ------------------------------------------------------- link probe */
+
+/* The SPEED frames in |out|: how many, their fill in all, and the want of
+ * the first (and that every later one wants nothing). */
+static int speed_frames(const uint8_t *out, size_t len, size_t *fill, uint32_t *want) {
+  *fill = 0;
+  *want = 0;
+  ded_frame fr;
+  int n = 0;
+  for (; frame_find(out, len, DED_MSG_SPEED, n, &fr); n++) {
+    ded_msg_speed m;
+    assert_int_equal(ded_msg_speed_decode(fr.payload, fr.len, &m), 0);
+    if (n == 0)
+      *want = m.want;
+    else
+      assert_int_equal(m.want, 0);
+    *fill += m.len;
+  }
+  return n;
+}
+
+static void send_speed(tnode *t, unsigned i, uint32_t want, size_t fill) {
+  uint8_t *f = calloc(1, DED_SPEED_HDR_BYTES + fill);
+  assert_non_null(f);
+  ded_msg_speed_hdr_encode(f, want, fill);
+  send_raw(t, i, f, DED_SPEED_HDR_BYTES + fill);
+  free(f);
+}
+
+/*
+ * settings.probe_bytes: the node sends that much filler to the first peer
+ * that comes up and asks for as much back, once; it answers each peer's
+ * first ask with the bytes asked for, ignores a second, and drops a peer
+ * that asks for more than DED_SPEED_WANT_MAX.
+ */
+static void test_node_link_probe(void **state) {
+  (void)state;
+  const uint32_t probe = 600 * 1024; /* more than one frame's fill */
+  float b0[COUNT];
+  float *bufs[1] = {b0};
+  tnode t;
+  tn_next_probe = probe;
+  tnode_start_calling(&t, bufs, 0, 1);
+  t.log_want = "probing links";
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  tnode_answer(&t, 0, &hi);
+  size_t len, fill;
+  uint32_t want;
+  uint8_t *out = tnode_output_on(&t, 0, &len, t.now);
+  assert_int_equal(speed_frames(out, len, &fill, &want), 2);
+  assert_int_equal(fill, probe);
+  assert_int_equal(want, probe);
+  assert_int_equal(t.log_hits, 1);
+  free(out);
+  /* The answer is read and dropped: nothing goes back. */
+  send_speed(&t, 0, 0, 4096);
+  out = tnode_output_on(&t, 0, &len, t.now);
+  assert_int_equal(len, 0);
+  free(out);
+  /* A second peer: no probe of ours; its ask is answered, once. */
+  unsigned i = tnode_accept(&t);
+  send_hello(&t, i, &lo, RUN);
+  out = tnode_output_on(&t, i, &len, t.now);
+  assert_int_equal(speed_frames(out, len, &fill, &want), 0);
+  free(out);
+  send_speed(&t, i, 5000, 10);
+  out = tnode_output_on(&t, i, &len, t.now);
+  assert_int_equal(speed_frames(out, len, &fill, &want), 1);
+  assert_int_equal(fill, 5000);
+  assert_int_equal(want, 0);
+  free(out);
+  send_speed(&t, i, 5000, 0);
+  out = tnode_output_on(&t, i, &len, t.now);
+  assert_int_equal(len, 0);
+  free(out);
+  assert_false(t.closed[i]);
+  /* Asking for more than any peer answers is a violation. */
+  send_speed(&t, 0, DED_SPEED_WANT_MAX + 1, 0);
+  assert_true(t.closed[0]);
+  assert_false(t.closed[i]);
+  assert_int_equal(t.log_hits, 1);
+  ded_node_free(t.node);
 }
 
 int main(void) {
@@ -5246,7 +5339,8 @@ int main(void) {
       cmocka_unit_test(test_node_lanes_data_received),
       cmocka_unit_test(test_node_lanes_lost_output_moves),
       cmocka_unit_test(test_node_lanes_survive_leave),
-      cmocka_unit_test(test_node_lanes_leave_moves_queued),
+      cmocka_unit_test(test_node_lanes_leave_last_on_each),
+      cmocka_unit_test(test_node_link_probe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

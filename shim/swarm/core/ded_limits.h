@@ -24,6 +24,9 @@ enum ded_limits {
   /* TCP connections one peer pair sends round data on at once (the first
    * and its lanes); a peer's further connections stay idle. */
   DED_STREAMS_MAX = 8,
+  /* Filler bytes a peer sends back for one SPEED ask (its link probe at
+   * join); it answers each peer once. */
+  DED_SPEED_WANT_MAX = 8 << 20,
   /* Members of one round. */
   DED_ROUND_MEMBERS_MAX = 1024,
   /* Rounds a node has in flight at once (gradient buckets). */

@@ -26,6 +26,7 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_STATE_GET: return "STATE_GET";
   case DED_MSG_STATE_DATA: return "STATE_DATA";
   case DED_MSG_AHEAD: return "AHEAD";
+  case DED_MSG_SPEED: return "SPEED";
   default: return "unknown";
   }
 }
@@ -217,6 +218,13 @@ void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint
   ded_wr_u64(&w, round);
   ded_wr_u64(&w, attempt);
   ded_wr_u64(&w, offset);
+  DED_ASSERT(!w.err);
+}
+
+void ded_msg_speed_hdr_encode(uint8_t hdr[DED_SPEED_HDR_BYTES], uint32_t want, size_t fill) {
+  ded_frame_put_hdr(hdr, DED_MSG_SPEED, 4 + fill);
+  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 4);
+  ded_wr_u32(&w, want);
   DED_ASSERT(!w.err);
 }
 
@@ -461,6 +469,15 @@ int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m) {
   m->len = ded_rd_left(&r);
   m->elems = ded_rd_ptr(&r, m->len);
   if (m->len == 0 || m->offset > DED_COUNT_MAX) return DED_ERR_PROTO;
+  return 0;
+}
+
+int ded_msg_speed_decode(const uint8_t *p, size_t len, ded_msg_speed *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->want = ded_rd_u32(&r);
+  if (r.err || m->want > DED_SPEED_WANT_MAX) return DED_ERR_PROTO;
+  m->len = ded_rd_left(&r);
+  m->fill = ded_rd_ptr(&r, m->len);
   return 0;
 }
 

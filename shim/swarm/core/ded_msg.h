@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 6
+#define DED_PROTO_VERSION 7
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -48,6 +48,7 @@ enum ded_msg_type {
   DED_MSG_STATE_GET = 16,
   DED_MSG_STATE_DATA = 17,
   DED_MSG_AHEAD = 18,
+  DED_MSG_SPEED = 19,
 };
 
 /* Name of |type| for logs. */
@@ -251,6 +252,22 @@ typedef struct ded_msg_data {
   size_t len;           /* bytes */
 } ded_msg_data;
 
+/*
+ * SPEED (link probe): u32 want | fill. A peer that joins sends filler to
+ * the first peer it reaches and asks, in |want| (at most
+ * DED_SPEED_WANT_MAX), for as many bytes back: both ends' rate meters see
+ * a burst, so its links are measured before its first round. Every frame
+ * after the first of a burst has want 0; the fill is zeros, and its
+ * values mean nothing.
+ */
+#define DED_SPEED_HDR_BYTES (DED_FRAME_HDR_BYTES + 4)
+
+typedef struct ded_msg_speed {
+  uint32_t want;
+  const uint8_t *fill; /* points into the decoded payload */
+  size_t len;
+} ded_msg_speed;
+
 /* LEAVE: u8 reason. The sender is going away for good. */
 enum { DED_LEAVE_FINALIZE = 1, DED_LEAVE_SHUTDOWN = 2 };
 
@@ -414,6 +431,8 @@ void ded_msg_state_data_hdr_encode(uint8_t hdr[DED_STATE_DATA_HDR_BYTES], uint64
                                    uint64_t digest, uint64_t offset, size_t len);
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
                              uint64_t attempt, uint64_t offset, size_t elem_bytes);
+/* SPEED's header for |fill| bytes that follow it. */
+void ded_msg_speed_hdr_encode(uint8_t hdr[DED_SPEED_HDR_BYTES], uint32_t want, size_t fill);
 
 /*
  * RECORDS frames are built incrementally: begin, add records while
@@ -450,6 +469,7 @@ int ded_msg_have_decode(const uint8_t *p, size_t len, ded_msg_have *m);
 int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m);
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
+int ded_msg_speed_decode(const uint8_t *p, size_t len, ded_msg_speed *m);
 int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason);
 int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
 int ded_msg_ahead_decode(const uint8_t *p, size_t len, ded_msg_stale *m);
