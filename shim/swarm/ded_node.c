@@ -549,9 +549,9 @@ static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
   if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
 }
 
-/* Queues a whole frame in |frame| (allocated from node->mem), which the
- * queue now owns: freed on every path. */
-static int conn_send_owned(ded_node *node, ded_conn *c, uint8_t *frame, size_t len) {
+/* Queues a whole frame in |frame| (allocated from node->mem) in class
+ * |cls|; the queue now owns it: freed on every path. */
+static int conn_send_owned(ded_node *node, ded_conn *c, int cls, uint8_t *frame, size_t len) {
   sendq_item *it = c->state == CONN_DEAD ? NULL : ded_mem_calloc(node->mem, 1, sizeof *it);
   if (!it) {
     ded_mem_free(node->mem, frame);
@@ -559,7 +559,7 @@ static int conn_send_owned(ded_node *node, ded_conn *c, uint8_t *frame, size_t l
   }
   it->owned = frame;
   it->owned_len = len;
-  conn_enqueue(node, c, Q_CTRL, it);
+  conn_enqueue(node, c, cls, it);
   return 0;
 }
 
@@ -571,7 +571,7 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
   uint8_t *copy = ded_mem_malloc(node->mem, len);
   if (!copy) return DED_ERR_NOMEM;
   memcpy(copy, frame, len);
-  return conn_send_owned(node, c, copy, len);
+  return conn_send_owned(node, c, Q_CTRL, copy, len);
 }
 
 /* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */
@@ -2328,7 +2328,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
       if (!frame) return;
       ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
       memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      if (conn_send_owned(node, to->conn, frame, bytes)) return;
+      if (conn_send_owned(node, to->conn, Q_CTRL, frame, bytes)) return;
     }
     return;
   }
@@ -3191,17 +3191,11 @@ static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t
   const size_t piece = DED_CHUNK_BYTES_MAX;
   do {
     size_t fill = DED_MIN((size_t)bytes, piece);
-    sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
     uint8_t *frame = ded_mem_calloc(node->mem, 1, DED_SPEED_HDR_BYTES + fill);
-    if (!it || !frame) {
-      ded_mem_free(node->mem, it);
-      ded_mem_free(node->mem, frame);
-      return; /* a probe is a hint: short of memory, it is smaller */
-    }
+    /* A probe is a hint: short of memory, it is smaller. */
+    if (!frame) return;
     ded_msg_speed_hdr_encode(frame, want, fill);
-    it->owned = frame;
-    it->owned_len = DED_SPEED_HDR_BYTES + fill;
-    conn_enqueue(node, c, Q_DATA, it);
+    if (conn_send_owned(node, c, Q_DATA, frame, DED_SPEED_HDR_BYTES + fill)) return;
     bytes -= (uint32_t)fill;
     want = 0;
   } while (bytes > 0);
@@ -3294,7 +3288,7 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     node->probed = true;
     uint32_t n = DED_MIN(node->s.probe_bytes, (uint32_t)DED_SPEED_WANT_MAX);
     node_log(node, DED_LOG_INFO, "probing links with peer %s: %u bytes each way", p->sid, n);
-    conn_send_speed(node, p->conn, n, n);
+    conn_send_speed(node, c, n, n);
   }
   if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
   if (c->boot_idx >= 0 && node->boot == BOOT_RUNNING) {
@@ -3676,7 +3670,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
   ded_wr w = ded_wr_init(frame, cap);
   ded_msg_state_offer_encode(&w, &m);
   DED_ASSERT(!w.err && w.pos == cap);
-  conn_send_owned(node, to->conn, frame, cap);
+  conn_send_owned(node, to->conn, Q_CTRL, frame, cap);
 }
 
 /* A snapshot recent enough to offer: taken in the step the trainer is in. */
@@ -3819,16 +3813,10 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
   st->snap_used_ns = st->snap_served_ns = node->now_ns;
   size_t total = DED_STATE_DATA_HDR_BYTES + m->len;
   uint8_t *frame = ded_mem_malloc(node->mem, total);
-  sendq_item *it = frame ? ded_mem_calloc(node->mem, 1, sizeof *it) : NULL;
-  if (!it) {
-    ded_mem_free(node->mem, frame);
-    return; /* the joiner's stall timer asks someone else */
-  }
+  if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
   ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
   memcpy(frame + DED_STATE_DATA_HDR_BYTES, st->snap.bytes + m->offset, m->len);
-  it->owned = frame;
-  it->owned_len = total;
-  conn_enqueue(node, c, Q_DATA, it); /* bulk: behind the rounds' own traffic */
+  conn_send_owned(node, c, Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
 }
 
 /* ---- joiner side ---- */
@@ -4766,18 +4754,10 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   for (uint32_t s = 0; s < node->nslots; s++) {
     ded_conn *c = node->conns[s];
     if (!c || !c->peer || c->state != CONN_READY) continue;
-    sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
-    if (!it || !copy) {
-      ded_mem_free(node->mem, it);
-      ded_mem_free(node->mem, copy);
-      continue;
-    }
+    if (!copy) continue;
     memcpy(copy, frame, w.pos);
-    it->owned = copy;
-    it->owned_len = w.pos;
-    conn_enqueue(node, c, Q_DATA, it);
-    c->leave_queued = true;
+    if (conn_send_owned(node, c, Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
   }
   node_reap(node);
 }
