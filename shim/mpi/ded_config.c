@@ -312,7 +312,7 @@ static const var_def vars[] = {
     {{"DEDMPI_DEADLINE_FLOOR", "500ms", "shortest learned deadline (waiting for a missing member, for progress)"}, set_deadline_floor},
     {{"DEDMPI_HISTORY_BYTES", "256M", "finished results kept to serve members that fall behind (0 = none)"}, set_history},
     {{"DEDMPI_CHUNK_BYTES", "256K", "size of the pieces a shard travels in"}, set_chunk},
-    {{"DEDMPI_STREAMS", "1", "TCP connections to each peer this job calls; round data is spread over them (long fat pipes, lossy links)"}, set_streams},
+    {{"DEDMPI_STREAMS", "4", "TCP connections to each peer this job calls; round data is spread over them (long fat pipes, lossy links)"}, set_streams},
     {{"DEDMPI_PROBE_BYTES", "2M", "link probe at join: bytes sent to the first peer reached, and asked back, so the links are measured before the first round; 0 = none"}, set_probe},
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
@@ -339,7 +339,7 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->rendezvous_timeout_ns = 300ull * 1000000000ull;
   cfg->round_timeout_ns = 60ull * 1000000000ull;
   cfg->chunk_bytes = 256 * 1024;
-  cfg->streams = 1;
+  cfg->streams = 4;
   cfg->probe_bytes = 2u << 20;
   cfg->deadline_floor_ns = 500ull * 1000000ull;
   cfg->history_bytes = 256ull << 20;

@@ -2718,7 +2718,7 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
     if (isfinite(est) && est < 1e6) snprintf(est_s, sizeof est_s, "%.3f", est);
     node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %s s:%s%s", (unsigned long long)cr->round,
              node->s.plan == DED_PLAN_EQUAL ? "equal"
-             : res.equal_kept               ? "lp (equal shares: the program gains < 10 %)"
+             : res.equal_kept               ? "lp (equal shares: links alike, or the program gains < 10 %)"
                                             : "lp",
              est_s,
              pos < sizeof line ? line : "", cm->k > 16 ? " ..." : "");

@@ -2,7 +2,7 @@
  * test_meter.c: core/ded_meter, link rates from a peer's own traffic.
  *
  * Busy periods give samples of bytes over time, their first bytes not
- * counted (they fill empty buffers at once); short periods give none; long
+ * counted (they fill empty buffers at once, one socket or a dozen); short periods give none; long
  * ones give one a second; a download period ends at a gap; the estimate is
  * the largest recent sample, so a period slowed by the other side does
  * not pull it down, and old samples age out.
@@ -36,6 +36,23 @@ static void test_meter_upload_rate(void **state) {
   upload(&m, 0, 8u << 20, 64 * 1024, 12.5e6);
   /* The burst into the buffers is not counted: the link's rate. */
   assert_true(fabs(ded_meter_rate(&m) - 12.5e6) < 0.01 * 12.5e6);
+}
+
+/* Twelve connections (3 peers, 4 streams each) each take 384 KiB at the
+ * start, a millisecond apart, then the link drains at 12.5 MB/s for 1.2 s:
+ * the buffers' 4.5 MiB must not read as link rate (counted, they made a
+ * 100 Mbit/s link read 150 in the WAN lab). */
+static void test_meter_upload_many_sockets(void **state) {
+  (void)state;
+  ded_meter m;
+  memset(&m, 0, sizeof m);
+  ded_meter_begin(&m);
+  uint64_t t = 0;
+  for (int i = 0; i < 12; i++) ded_meter_add(&m, 384 * 1024, t += MS);
+  for (uint64_t sent = 0; sent < 15000000; sent += 125000) ded_meter_add(&m, 125000, t += 10 * MS);
+  ded_meter_end(&m);
+  assert_int_equal(m.nsample, 2);
+  assert_true(fabs(ded_meter_rate(&m) - 12.5e6) < 0.02 * 12.5e6);
 }
 
 static void test_meter_short_periods_ignored(void **state) {
@@ -97,6 +114,7 @@ static void test_meter_download_gaps(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_meter_upload_rate),
+      cmocka_unit_test(test_meter_upload_many_sockets),
       cmocka_unit_test(test_meter_short_periods_ignored),
       cmocka_unit_test(test_meter_max_of_recent),
       cmocka_unit_test(test_meter_long_period_samples_each_second),

@@ -11,13 +11,19 @@ static void meter_sample(ded_meter *m) {
 void ded_meter_begin(ded_meter *m) {
   if (m->open) return;
   m->open = true;
-  m->primed = false;
+  m->moved = m->primed = false;
   m->bytes = 0;
 }
 
 void ded_meter_add(ded_meter *m, uint64_t bytes, uint64_t now_ns) {
   if (!m->open) return;
+  if (!m->moved) {
+    m->moved = true;
+    m->first_ns = m->last_ns = now_ns;
+  }
   if (!m->primed) {
+    if (now_ns > m->last_ns) m->last_ns = now_ns; /* a download's gaps count from here */
+    if (now_ns - m->first_ns < DED_METER_SETTLE_NS) return;
     m->primed = true;
     m->start_ns = m->last_ns = now_ns;
     return;

@@ -8,9 +8,11 @@
  * queued from the first byte handed to the network to the last (the
  * driver keeps the kernel's unsent backlog small, so handing over is
  * sending); for downloads, bytes kept arriving with no gap longer than
- * DED_METER_GAP_NS. A period's clock starts at its first bytes, which are
- * not counted: they went into empty buffers at once (or, arriving, came
- * in over an unknown time). Each period long enough to mean something gives a
+ * DED_METER_GAP_NS. A period's clock starts DED_METER_SETTLE_NS after its
+ * first bytes, and what moved before is not counted: it went into empty
+ * buffers at once (every connection's socket takes its share within a
+ * millisecond, megabytes with several streams per peer), or, arriving,
+ * came in over an unknown time. Each period long enough to mean something gives a
  * sample, bytes over time; a long period gives one per second. The
  * estimate is the largest of the last DED_METER_SAMPLES samples: a period
  * in which the other side was the bottleneck reads low, never high, so
@@ -32,13 +34,17 @@ enum {
 /* A longer period is sampled every so often (once it holds
  * DED_METER_MIN_BYTES), so the estimate follows. */
 #define DED_METER_PERIOD_NS (1000u * 1000000u)
+/* What moves this soon after a period's first bytes is buffers filling. */
+#define DED_METER_SETTLE_NS (20u * 1000000u)
 /* Downloads: a silence this long ends a busy period. */
 #define DED_METER_GAP_NS (30u * 1000000u)
 
 typedef struct ded_meter {
   bool open;         /* a busy period is running */
-  bool primed;       /* its first bytes moved: the clock runs */
-  uint64_t start_ns; /* its first bytes */
+  bool moved;        /* its first bytes moved, at first_ns */
+  bool primed;       /* ... and DED_METER_SETTLE_NS passed: the clock runs */
+  uint64_t first_ns;
+  uint64_t start_ns; /* where the clock started */
   uint64_t last_ns;  /* its latest byte */
   uint64_t bytes;    /* bytes moved after start_ns */
   double sample[DED_METER_SAMPLES];

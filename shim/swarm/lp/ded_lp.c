@@ -199,6 +199,30 @@ static int lp_clean(const ded_lp_peer *peers, unsigned n, double *w) {
   return 0;
 }
 
+/* True if every reducer's link rates are known and within DED_LP_ALIKE
+ * of every other's, up and down, and so are their adding rates (all
+ * known, or all unknown). */
+static bool lp_alike(const ded_lp_peer *peers, unsigned n) {
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0.0, 0.0, 0.0};
+  unsigned add_known = 0, reducers = 0;
+  for (unsigned i = 0; i < n; i++) {
+    const ded_lp_peer *p = &peers[i];
+    if (!lp_reduces(p)) continue;
+    const double v[3] = {p->up_Bps, p->down_Bps, p->add_Bps};
+    if (!(v[0] > 0.0) || !(v[1] > 0.0)) return false;
+    reducers++;
+    add_known += v[2] > 0.0;
+    for (int k = 0; k < 3; k++) {
+      lo[k] = fmin(lo[k], v[k]);
+      hi[k] = fmax(hi[k], v[k]);
+    }
+  }
+  if (add_known != 0 && add_known != reducers) return false;
+  for (int k = 0; k < (add_known ? 3 : 2); k++)
+    if (!(hi[k] <= lo[k] * DED_LP_ALIKE)) return false;
+  return true;
+}
+
 void ded_lp_plan(const ded_lp_peer *peers, unsigned n, double *frac, ded_lp_result *res) {
   res->fallback = DED_LP_E_NONE;
   res->equal_kept = false;
@@ -216,7 +240,9 @@ void ded_lp_plan(const ded_lp_peer *peers, unsigned n, double *frac, ded_lp_resu
   }
   double t_equal = lp_time_rates(peers, n, &r, frac);
   res->t_per_byte = t_equal;
-  if (res->fallback == DED_LP_E_NONE && reducers > 1) {
+  if (res->fallback == DED_LP_E_NONE && reducers > 1 && lp_alike(peers, n)) {
+    res->equal_kept = true;
+  } else if (res->fallback == DED_LP_E_NONE && reducers > 1) {
     double *w = malloc(n * sizeof *w);
     /* The LP's plan must be usable, no slower than the safe one, and
      * faster by more than the rates' noise. */

@@ -59,17 +59,26 @@ typedef struct ded_lp_result {
   /* 0: the LP's optimum. Otherwise why the safe plan (equal shares among
    * the reducers) stands: DED_LP_E_*. */
   int fallback;
-  /* The program was solved, but its plan beat equal shares by less than
-   * DED_LP_GAIN_MIN, so equal shares stand (fallback stays 0). */
+  /* Equal shares stand, though nothing failed (fallback stays 0): the
+   * reducers' links are alike (DED_LP_ALIKE), or the program's plan beat
+   * equal shares by less than DED_LP_GAIN_MIN. */
   bool equal_kept;
 } ded_lp_result;
 
-/* The least a plan must gain over equal shares, as a fraction of their
- * round time, to be used. Measured rates are noisy by about this much
- * (equal links read 82 to 95 Mbit/s in the WAN lab), and a peer given a
- * smaller share is busy for less time and reads slower still: below this
- * gain the program would only skew the shares by the noise, and a round
- * then takes as long as the largest share needs. */
+/* Reducers whose measured rates, up and down, all lie within this factor
+ * of each other have alike links: equal shares stand. Measured rates are
+ * that noisy (equal 100 Mbit/s links read 82 to 95 Mbit/s in the WAN lab
+ * with one stream per pair, 84 to 102 with four), and a peer given a
+ * smaller share is busy for less time and reads slower still: planned on
+ * such rates the program only skews the shares by the noise (it gave
+ * 16/26/31/27 % on the lab's equal links, 5.05 s against 4.71 s for
+ * equal shares), and a round takes as long as the largest share needs. */
+#define DED_LP_ALIKE 1.25
+
+/* Otherwise the least a plan must gain over equal shares, as a fraction
+ * of their round time, to be used: what it gains less is within the
+ * noise. Links that truly differ gain far more (two home links among four:
+ * 30 %; aux summation servers beside slow trainers: 17 %). */
 #define DED_LP_GAIN_MIN 0.10
 
 enum {
