@@ -70,6 +70,22 @@ enum {
   }
 #define FUZZ_MSG_NTYPES 19
 
+/*
+ * fuzz_noise input: u8 selector | bytes. The selector (mod 4) picks what
+ * consumes the bytes: 0 the responder (the initiation), 1 the initiator
+ * after its initiation (the response), 2 the responder after its
+ * response to a genuine initiation (the final), 3 an established
+ * session's receiving side (u32 header | sealed frame). The world is fixed:
+ * identities from FUZZ_NOISE_{I,R}_SEED_BYTE, the psk 32 copies of
+ * FUZZ_NOISE_PSK_BYTE, the run FUZZ_RUN, ephemerals 32 copies of
+ * FUZZ_NOISE_EPH_{I,R}_BYTE, the session's cipher XChaCha20-Poly1305.
+ */
+#define FUZZ_NOISE_I_SEED_BYTE 0x61
+#define FUZZ_NOISE_R_SEED_BYTE 0x62
+#define FUZZ_NOISE_PSK_BYTE 0x63
+#define FUZZ_NOISE_EPH_I_BYTE 0x64
+#define FUZZ_NOISE_EPH_R_BYTE 0x65
+
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \
   do {                                                                                   \

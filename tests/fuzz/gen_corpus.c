@@ -1,7 +1,7 @@
 /*
  * gen_corpus.c: writes the seed corpora of the fuzz targets.
  *
- * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node}/NAME)
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise}/NAME)
  *
  * Seeds are valid encodings of every message, records, and whole
  * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
@@ -21,6 +21,7 @@
 #include "core/ded_msg.h"
 #include "crypto/ded_ident.h"
 #include "dht/ded_record.h"
+#include "fuzz_noise_world.h"
 
 /* ------------------------------------------------------------ buffers */
 
@@ -1284,6 +1285,55 @@ static void gen_node(void) {
   gbuf_free(&b);
 }
 
+/* ------------------------------------------------------------ noise */
+
+/* fuzz_noise: each genuine message of the fixed handshake and a sealed
+ * frame of its session, then a few that must be refused. */
+static void gen_noise(void) {
+  fuzz_noise_world w;
+  fuzz_noise_world_build(&w);
+  gbuf in = {0};
+  gbuf_u8(&in, 0);
+  gbuf_put(&in, w.m1, sizeof w.m1);
+  write_seed("noise", "initiation", in.p, in.len);
+  in.len = 1 + sizeof w.m1 / 2;
+  write_seed("noise", "initiation_short", in.p, in.len);
+  gbuf_reset(&in);
+  gbuf_u8(&in, 1);
+  gbuf_put(&in, w.m2, sizeof w.m2);
+  write_seed("noise", "response", in.p, in.len);
+  gbuf_reset(&in);
+  gbuf_u8(&in, 2);
+  gbuf_put(&in, w.m3, sizeof w.m3);
+  write_seed("noise", "final", in.p, in.len);
+  in.p[1] ^= 0x80;
+  write_seed("noise", "final_tampered", in.p, in.len);
+  /* Another psk: the same initiator's initiation is refused at mac1. */
+  ded_noise other;
+  uint8_t psk[DED_NOISE_PSK_BYTES], m1[DED_NOISE_INITIATION_BYTES];
+  memset(psk, FUZZ_NOISE_PSK_BYTE ^ 1, sizeof psk);
+  ded_noise_init(&other, &w.i_id, psk, w.run, true);
+  other.caps = 0;
+  FUZZ_CHECK(ded_noise_create_initiation(&other, w.eph_i, m1) == 0);
+  gbuf_reset(&in);
+  gbuf_u8(&in, 0);
+  gbuf_put(&in, m1, sizeof m1);
+  write_seed("noise", "initiation_other_psk", in.p, in.len);
+  /* A frame the initiator seals first: header, then type and payload. */
+  ded_aead tx;
+  ded_aead_init(&tx, w.ki.send, false, FUZZ_NOW_NS);
+  const uint8_t hdr[4] = {9, 0, 0, 0};
+  uint8_t plain[9] = {DED_MSG_LEAVE, 1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t sealed[sizeof plain + DED_AEAD_TAG_BYTES];
+  ded_aead_seal(&tx, hdr, sizeof hdr, plain, sizeof plain, sealed);
+  gbuf_reset(&in);
+  gbuf_u8(&in, 3);
+  gbuf_put(&in, hdr, sizeof hdr);
+  gbuf_put(&in, sealed, sizeof sealed);
+  write_seed("noise", "frame", in.p, in.len);
+  gbuf_free(&in);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -1297,5 +1347,6 @@ int main(int argc, char **argv) {
   gen_msg();
   gen_frame();
   gen_node();
+  gen_noise();
   return 0;
 }

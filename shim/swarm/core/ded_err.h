@@ -45,6 +45,9 @@ enum ded_err {
   DED_ERR_VERSION = -215,
   /* Bytes ended in the middle of a message (decoders only). */
   DED_ERR_TRUNCATED = -216,
+  /* A handshake or an encrypted frame did not authenticate: another run
+   * or secret, an impostor, or bytes changed, replayed or reordered. */
+  DED_ERR_AUTH = -217,
   /* Threshold for fatal errors. */
   DED_ERR_FATAL = -500,
   DED_ERR_NOMEM = -501,
