@@ -124,7 +124,8 @@ static void test_noise_tamper(void **state) {
   pair p;
   pair_init(&p, psk, psk, NULL);
   assert_int_equal(ded_noise_create_initiation(&p.a, eph_a, p.m1), 0);
-  ded_noise before = p.b;
+  ded_noise before; /* snapshots by memcpy: padding bytes compare too */
+  memcpy(&before, &p.b, sizeof before);
   for (size_t bit = 0; bit < 8 * sizeof p.m1; bit++) {
     p.m1[bit / 8] ^= (uint8_t)(1u << bit % 8);
     assert_int_equal(ded_noise_consume_initiation(&p.b, p.m1), DED_ERR_AUTH);
@@ -133,7 +134,7 @@ static void test_noise_tamper(void **state) {
   }
   assert_int_equal(ded_noise_consume_initiation(&p.b, p.m1), 0);
   assert_int_equal(ded_noise_create_response(&p.b, eph_b, p.m2), 0);
-  before = p.a;
+  memcpy(&before, &p.a, sizeof before);
   for (size_t bit = 0; bit < 8 * sizeof p.m2; bit++) {
     p.m2[bit / 8] ^= (uint8_t)(1u << bit % 8);
     assert_int_equal(ded_noise_consume_response(&p.a, p.m2), DED_ERR_AUTH);
@@ -142,7 +143,7 @@ static void test_noise_tamper(void **state) {
   }
   assert_int_equal(ded_noise_consume_response(&p.a, p.m2), 0);
   assert_int_equal(ded_noise_create_final(&p.a, p.m3), 0);
-  before = p.b;
+  memcpy(&before, &p.b, sizeof before);
   for (size_t bit = 0; bit < 8 * sizeof p.m3; bit++) {
     p.m3[bit / 8] ^= (uint8_t)(1u << bit % 8);
     assert_int_equal(ded_noise_consume_final(&p.b, p.m3), DED_ERR_AUTH);
@@ -187,11 +188,59 @@ static void test_noise_man_in_the_middle(void **state) {
   uint8_t mm2[DED_NOISE_RESPONSE_BYTES];
   assert_int_equal(ded_noise_create_response(&m_for_a, eph_m, mm2), 0);
   assert_int_equal(ded_noise_consume_response(&p.a, mm2), 0);
+  /* Before it says who it is, the caller sees whom it reached. */
+  assert_memory_equal(ded_noise_peer_pk(&p.a), m_id.pk, DED_PK_BYTES);
   assert_int_equal(ded_noise_create_final(&p.a, p.m3), 0);
   ded_noise_keys ka;
   assert_int_equal(ded_noise_split(&p.a, &ka), 0);
   assert_memory_equal(ka.peer_pk, m_id.pk, DED_PK_BYTES);
   assert_memory_not_equal(ka.peer_pk, p.b_id.pk, DED_PK_BYTES);
+}
+
+/* An admitted peer (it has the psk) claiming another's public key without
+ * its secret key fails "es" as responder and "se" as initiator. */
+static void test_noise_impersonation(void **state) {
+  (void)state;
+  uint8_t psk[DED_NOISE_PSK_BYTES];
+  psk_of(psk, 0x5a);
+  pair p;
+  pair_init(&p, psk, psk, NULL);
+  ded_ident fake;
+  unit_ident(&fake, 0x33);
+  memcpy(fake.pk, p.b_id.pk, DED_PK_BYTES); /* b's key, the middle's secret */
+  uint8_t run[DED_RUN_ID_BYTES];
+  unit_run_id(run);
+  static const uint8_t eph_m[32] = {7, 8, 9};
+  /* As the responder a called. */
+  ded_noise m;
+  ded_noise_init(&m, &fake, psk, run, false);
+  assert_int_equal(ded_noise_create_initiation(&p.a, eph_a, p.m1), 0);
+  assert_int_equal(ded_noise_consume_initiation(&m, p.m1), 0);
+  assert_int_equal(ded_noise_create_response(&m, eph_m, p.m2), 0);
+  assert_int_equal(ded_noise_consume_response(&p.a, p.m2), DED_ERR_AUTH);
+  assert_null(ded_noise_peer_pk(&p.a));
+  /* As an initiator calling a (posing as b). */
+  pair q;
+  pair_init(&q, psk, psk, NULL);
+  ded_noise_init(&m, &fake, psk, run, true);
+  ded_noise_init(&q.a, &q.a_id, psk, run, false); /* a answers */
+  assert_int_equal(ded_noise_create_initiation(&m, eph_m, q.m1), 0);
+  assert_int_equal(ded_noise_consume_initiation(&q.a, q.m1), 0);
+  assert_int_equal(ded_noise_create_response(&q.a, eph_a, q.m2), 0);
+  assert_int_equal(ded_noise_consume_response(&m, q.m2), 0);
+  assert_int_equal(ded_noise_create_final(&m, q.m3), 0);
+  assert_int_equal(ded_noise_consume_final(&q.a, q.m3), DED_ERR_AUTH);
+  assert_null(ded_noise_peer_pk(&q.a));
+  /* The same with the genuine key pair passes: what failed was the key. */
+  ded_noise_init(&m, &p.b_id, psk, run, true);
+  ded_noise_init(&q.a, &q.a_id, psk, run, false);
+  assert_int_equal(ded_noise_create_initiation(&m, eph_m, q.m1), 0);
+  assert_int_equal(ded_noise_consume_initiation(&q.a, q.m1), 0);
+  assert_int_equal(ded_noise_create_response(&q.a, eph_a, q.m2), 0);
+  assert_int_equal(ded_noise_consume_response(&m, q.m2), 0);
+  assert_int_equal(ded_noise_create_final(&m, q.m3), 0);
+  assert_int_equal(ded_noise_consume_final(&q.a, q.m3), 0);
+  assert_memory_equal(ded_noise_peer_pk(&q.a), p.b_id.pk, DED_PK_BYTES);
 }
 
 /* Each message only in its turn and on its side. */
@@ -237,10 +286,12 @@ static void test_aead_session(void **state) {
   (void)state;
   pair p;
   pair_init(&p, NULL, NULL, NULL);
+  bool aes_here = (p.a.caps & DED_NOISE_CAP_AES256GCM) != 0; /* split wipes it */
   ded_noise_keys ka, kb;
   pair_run(&p, &ka, &kb);
+  assert_int_equal(ka.aes256gcm, aes_here);
   for (int aes = 0; aes < 2; aes++) {
-    if (aes && !(p.a.caps & DED_NOISE_CAP_AES256GCM)) break; /* no AES-NI here */
+    if (aes && !aes_here) break; /* no AES in hardware here */
     ded_aead tx, rx;
     ded_aead_init(&tx, ka.send, aes, NOW_NS);
     ded_aead_init(&rx, kb.recv, aes, NOW_NS);
@@ -283,12 +334,16 @@ static void test_aead_session(void **state) {
     ded_aead_rekey(&rx, NOW_NS);
     assert_int_equal(ded_aead_open(&rx, hdr, sizeof hdr, sealed[0], sizeof sealed[0], out), 0);
     assert_memory_equal(out, plain[0], sizeof out);
-    /* The other direction's key does not open this one's frames. */
-    ded_aead wrong;
-    ded_aead_init(&wrong, kb.send, aes, NOW_NS);
-    ded_aead_seal(&tx, hdr, sizeof hdr, plain[1], sizeof plain[1], sealed[1]);
+    /* The other direction's key does not open this one's frames (both
+     * fresh, at counter 0, so only the key differs). */
+    ded_aead fresh, wrong, right;
+    ded_aead_init(&fresh, ka.send, aes, NOW_NS);
+    ded_aead_init(&wrong, ka.recv, aes, NOW_NS);
+    ded_aead_init(&right, kb.recv, aes, NOW_NS);
+    ded_aead_seal(&fresh, hdr, sizeof hdr, plain[1], sizeof plain[1], sealed[1]);
     assert_int_equal(ded_aead_open(&wrong, hdr, sizeof hdr, sealed[1], sizeof sealed[1], out),
                      DED_ERR_AUTH);
+    assert_int_equal(ded_aead_open(&right, hdr, sizeof hdr, sealed[1], sizeof sealed[1], out), 0);
     ded_aead_wipe(&tx);
     ded_aead_wipe(&rx);
   }
@@ -300,6 +355,7 @@ int main(void) {
       cmocka_unit_test(test_noise_outsiders),
       cmocka_unit_test(test_noise_tamper),
       cmocka_unit_test(test_noise_man_in_the_middle),
+      cmocka_unit_test(test_noise_impersonation),
       cmocka_unit_test(test_noise_out_of_turn),
       cmocka_unit_test(test_noise_cipher_choice),
       cmocka_unit_test(test_aead_session),

@@ -11,9 +11,17 @@ DED_STATIC_ASSERT(DED_AEAD_KEY_BYTES == crypto_aead_aes256gcm_KEYBYTES &&
 DED_STATIC_ASSERT(DED_AEAD_TAG_BYTES == crypto_aead_aes256gcm_ABYTES &&
                       DED_AEAD_TAG_BYTES == crypto_aead_xchacha20poly1305_ietf_ABYTES,
                   "tag size");
+/* AES-GCM reads the first 12 bytes of the nonce buffer: the counter's 8
+ * and 4 zeros, unique per frame as XChaCha's 24. */
+DED_STATIC_ASSERT(crypto_aead_aes256gcm_NPUBBYTES == 12 &&
+                      crypto_aead_xchacha20poly1305_ietf_NPUBBYTES == 24,
+                  "nonce sizes");
 
 void ded_aead_init(ded_aead *a, const uint8_t key[DED_AEAD_KEY_BYTES], bool aes256gcm,
                    uint64_t now_ns) {
+  /* libsodium has AES-GCM only in hardware: the handshake's caps chose it
+   * only where both machines have it. */
+  DED_ASSERT(!aes256gcm || crypto_aead_aes256gcm_is_available());
   memset(a, 0, sizeof *a);
   memcpy(a->key, key, DED_AEAD_KEY_BYTES);
   a->aes256gcm = aes256gcm;
@@ -21,7 +29,8 @@ void ded_aead_init(ded_aead *a, const uint8_t key[DED_AEAD_KEY_BYTES], bool aes2
 }
 
 bool ded_aead_rekey_due(const ded_aead *a, uint64_t now_ns) {
-  return a->bytes >= DED_AEAD_REKEY_BYTES || now_ns - a->since_ns >= DED_AEAD_REKEY_NS;
+  return a->bytes >= DED_AEAD_REKEY_BYTES ||
+         (now_ns >= a->since_ns && now_ns - a->since_ns >= DED_AEAD_REKEY_NS);
 }
 
 /* The counter, little endian, zero padded to the cipher's nonce. */
@@ -34,11 +43,11 @@ static void seal_raw(const ded_aead *a, uint64_t n, const uint8_t *ad, size_t ad
                      const uint8_t *plain, size_t len, uint8_t *out) {
   uint8_t nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
   nonce_of(nonce, n);
-  if (a->aes256gcm)
-    crypto_aead_aes256gcm_encrypt(out, NULL, plain, len, ad, ad_len, NULL, nonce, a->key);
-  else
-    crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain, len, ad, ad_len, NULL, nonce,
-                                               a->key);
+  int rv = a->aes256gcm ? crypto_aead_aes256gcm_encrypt(out, NULL, plain, len, ad, ad_len, NULL,
+                                                        nonce, a->key)
+                        : crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, plain, len, ad,
+                                                                     ad_len, NULL, nonce, a->key);
+  DED_ASSERT(rv == 0);
 }
 
 void ded_aead_rekey(ded_aead *a, uint64_t now_ns) {

@@ -33,7 +33,8 @@ typedef struct ded_aead {
   uint64_t since_ns;
 } ded_aead;
 
-/* Takes |key| (from ded_noise_split) at |now_ns|. */
+/* Takes |key| (from ded_noise_split) at |now_ns|; |aes256gcm| only as
+ * the handshake chose it (asserted: this machine must have it). */
 void ded_aead_init(ded_aead *a, const uint8_t key[DED_AEAD_KEY_BYTES], bool aes256gcm,
                    uint64_t now_ns);
 
@@ -49,8 +50,8 @@ void ded_aead_seal(ded_aead *a, const uint8_t *ad, size_t ad_len, const uint8_t 
                    size_t len, uint8_t *out);
 
 /* Opens |len| bytes of |in| (ciphertext and tag) into |plain| (len -
- * DED_AEAD_TAG_BYTES; may be |in|). 0, or DED_ERR_AUTH (the counter does
- * not move; the connection must go). */
+ * DED_AEAD_TAG_BYTES; may be |in|, which a failure then leaves zeroed).
+ * 0, or DED_ERR_AUTH (the counter does not move; the connection must go). */
 DED_UNUSED_RESULT int ded_aead_open(ded_aead *a, const uint8_t *ad, size_t ad_len,
                                     const uint8_t *in, size_t len, uint8_t *plain);
 

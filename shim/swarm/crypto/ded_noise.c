@@ -26,8 +26,10 @@ static void mix_hash(uint8_t h[32], const uint8_t *data, size_t len) {
   crypto_generichash_final(&st, h, 32);
 }
 
-/* Keyed BLAKE2b-256: the PRF of the KDF (HKDF's shape, keyed BLAKE2b for
- * HMAC, as WireGuard does with BLAKE2s). */
+/* Keyed BLAKE2b-256: the PRF of the KDF. HKDF's shape with keyed BLAKE2b
+ * in HMAC's place, our own choice (WireGuard's KDF uses HMAC-BLAKE2s and
+ * keeps keyed BLAKE2s for its MACs): BLAKE2's keyed mode is a PRF by
+ * design. */
 static void prf(uint8_t out[32], const uint8_t key[32], const uint8_t *in, size_t len) {
   crypto_generichash(out, 32, in, len, key, 32);
 }
@@ -130,7 +132,7 @@ void ded_noise_init(ded_noise *hs, const ded_ident *self, const uint8_t *psk,
   hs->initiator = initiator;
   hs->self = self;
   if (psk) memcpy(hs->psk, psk, DED_NOISE_PSK_BYTES);
-  crypto_generichash((uint8_t *)hs->h, 32, (const uint8_t *)protocol_name,
+  crypto_generichash(hs->h, 32, (const uint8_t *)protocol_name,
                      sizeof protocol_name - 1, NULL, 0);
   memcpy(hs->ck, hs->h, 32);
   uint8_t prologue[sizeof prologue_label - 1 + DED_RUN_ID_BYTES];
@@ -157,8 +159,9 @@ void ded_noise_wipe(ded_noise *hs) {
   hs->state = DED_NOISE_FAILED;
 }
 
-static void mac1_of(const ded_noise *hs, const uint8_t *msg, size_t len, uint8_t mac[16]) {
-  crypto_generichash(mac, 16, msg, len, hs->mac1_key, 32);
+static void mac1_of(const ded_noise *hs, const uint8_t *msg, size_t len,
+                    uint8_t mac[DED_NOISE_MAC1_BYTES]) {
+  crypto_generichash(mac, DED_NOISE_MAC1_BYTES, msg, len, hs->mac1_key, 32);
 }
 
 /* Our static key's X25519 form. */
@@ -194,7 +197,7 @@ int ded_noise_consume_initiation(ded_noise *hs, const uint8_t in[DED_NOISE_INITI
   if (hs->initiator || hs->state != DED_NOISE_ZEROED) return DED_ERR_INVALID_ARG;
   int rv = DED_ERR_AUTH;
   symm s;
-  uint8_t mac[16];
+  uint8_t mac[DED_NOISE_MAC1_BYTES];
   /* mac1 before anything costly: another run or secret stops here. */
   mac1_of(hs, in, 32 + DED_NOISE_TAG_BYTES, mac);
   if (sodium_memcmp(mac, in + 32 + DED_NOISE_TAG_BYTES, sizeof mac) != 0) return DED_ERR_AUTH;
@@ -280,6 +283,7 @@ int ded_noise_consume_response(ded_noise *hs, const uint8_t in[DED_NOISE_RESPONS
 out:
   sodium_memzero(&s, sizeof s);
   sodium_memzero(shared, sizeof shared);
+  sodium_memzero(rs_x, sizeof rs_x);
   return rv;
 }
 
@@ -330,7 +334,13 @@ int ded_noise_consume_final(ded_noise *hs, const uint8_t in[DED_NOISE_FINAL_BYTE
 out:
   sodium_memzero(&s, sizeof s);
   sodium_memzero(shared, sizeof shared);
+  sodium_memzero(rs_x, sizeof rs_x);
   return rv;
+}
+
+const uint8_t *ded_noise_peer_pk(const ded_noise *hs) {
+  return hs->state == DED_NOISE_CONSUMED_RESPONSE || hs->state == DED_NOISE_ESTABLISHED ? hs->rs
+                                                                                       : NULL;
 }
 
 int ded_noise_split(ded_noise *hs, ded_noise_keys *keys) {

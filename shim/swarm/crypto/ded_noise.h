@@ -22,7 +22,22 @@
  * X25519 form, so only the holder of the secret key completes "es" or
  * "se". Both sides end knowing each other's Ed25519 key, authenticated.
  *
+ * What it does not do, so the caller must:
+ * - The psk must be 32 random bytes: the initiation (mac1 and its tag
+ *   depend only on the psk, the run id and the public e) lets anyone who
+ *   captures one test guesses offline. A passphrase must be stretched
+ *   (crypto_pwhash) before it becomes the psk.
+ * - A captured initiation replays with a valid mac1; each replay costs
+ *   the responder its response (three X25519 operations) and gains the
+ *   sender nothing, since it lacks e's secret. Bound handshakes in flight.
+ * - An initiator finishes with whoever holds the psk and answers: before
+ *   create_final it must compare ded_noise_peer_pk with the peer it meant
+ *   to call (its record), or it tells an impostor its identity.
+ * - Ed25519 keys A and -A have one X25519 form, so a key pair can present
+ *   two public keys (two peer ids); only the holder of the secret key can.
+ *
  * Sans-I/O: the caller supplies the ephemeral keys' 32 random bytes.
+ * ded_crypto_init must have run (init asks libsodium about AES).
  */
 #ifndef DED_NOISE_H
 #define DED_NOISE_H
@@ -37,8 +52,9 @@
 #define DED_NOISE_KEY_BYTES 32
 #define DED_NOISE_TAG_BYTES 16
 #define DED_NOISE_PSK_BYTES 32
+#define DED_NOISE_MAC1_BYTES 16
 /* e, AEAD of nothing, mac1. */
-#define DED_NOISE_INITIATION_BYTES (32 + DED_NOISE_TAG_BYTES + 16)
+#define DED_NOISE_INITIATION_BYTES (32 + DED_NOISE_TAG_BYTES + DED_NOISE_MAC1_BYTES)
 /* e, AEAD of s, AEAD of the caps byte. */
 #define DED_NOISE_RESPONSE_BYTES (32 + DED_PK_BYTES + 1 + 2 * DED_NOISE_TAG_BYTES)
 /* AEAD of s, AEAD of the caps byte. */
@@ -57,7 +73,7 @@ typedef enum ded_noise_state {
   DED_NOISE_CREATED_RESPONSE,     /* responder: awaiting the final */
   DED_NOISE_CONSUMED_RESPONSE,    /* initiator: the final is due */
   DED_NOISE_ESTABLISHED,          /* both sides hold the session keys */
-  DED_NOISE_FAILED,               /* a check failed: the connection goes */
+  DED_NOISE_FAILED,               /* wiped: a create failed, or the caller gave up */
 } ded_noise_state;
 
 typedef struct ded_noise {
@@ -100,25 +116,33 @@ DED_UNUSED_RESULT int ded_noise_create_initiation(ded_noise *hs, const uint8_t e
  * the state unchanged, or DED_ERR_INVALID_ARG when out of turn. */
 DED_UNUSED_RESULT int ded_noise_consume_initiation(ded_noise *hs,
                                                    const uint8_t in[DED_NOISE_INITIATION_BYTES]);
-/* Responder, after a consumed initiation. */
+/* Responder, after a consumed initiation. DED_ERR_AUTH if the peer's e
+ * is a low-order point: |hs| is then wiped (DED_NOISE_FAILED). */
 DED_UNUSED_RESULT int ded_noise_create_response(ded_noise *hs, const uint8_t eph[32],
                                                 uint8_t out[DED_NOISE_RESPONSE_BYTES]);
 /* Initiator: 0, DED_ERR_AUTH (state unchanged) or DED_ERR_INVALID_ARG. */
 DED_UNUSED_RESULT int ded_noise_consume_response(ded_noise *hs,
                                                  const uint8_t in[DED_NOISE_RESPONSE_BYTES]);
-/* Initiator, after a consumed response: the last message. The handshake is
- * then established on our side. */
+/* Initiator, after a consumed response and a check of ded_noise_peer_pk:
+ * the last message. The handshake is then established on our side.
+ * DED_ERR_AUTH (wiped) only for a low-order e, which the response's
+ * consumption already refused. */
 DED_UNUSED_RESULT int ded_noise_create_final(ded_noise *hs, uint8_t out[DED_NOISE_FINAL_BYTES]);
 /* Responder: 0 (established), DED_ERR_AUTH (state unchanged) or
  * DED_ERR_INVALID_ARG. */
 DED_UNUSED_RESULT int ded_noise_consume_final(ded_noise *hs,
                                               const uint8_t in[DED_NOISE_FINAL_BYTES]);
 
+/* The peer's Ed25519 key once it is proven (after consume_response, or
+ * consume_final), else NULL. */
+const uint8_t *ded_noise_peer_pk(const ded_noise *hs);
+
 /* An established handshake's session keys and peer; then wipes |hs|.
  * DED_ERR_INVALID_ARG if not established. */
 DED_UNUSED_RESULT int ded_noise_split(ded_noise *hs, ded_noise_keys *keys);
 
-/* Wipes every secret of |hs| (a handshake abandoned half way). */
+/* Wipes every secret of |hs| (a handshake abandoned half way, or a consume
+ * refused: those leave |hs| as it was, psk and ephemeral included). */
 void ded_noise_wipe(ded_noise *hs);
 
 #endif /* DED_NOISE_H */
