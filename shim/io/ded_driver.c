@@ -27,6 +27,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -832,6 +833,154 @@ static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, siz
   return 0;
 }
 
+/* ---------------------------------------------------------------- identity */
+
+/* An identity file: this line, then the seed in hex, then a newline. */
+#define ID_FILE_MAGIC "dedmpi-identity-v1 "
+#define ID_FILE_BYTES (sizeof ID_FILE_MAGIC - 1 + 2 * DED_SEED_BYTES + 1)
+
+static int hex_nibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Reads the seed from the open |fd| of |path|, which must be a regular
+ * file of this user that no one else may read or write. */
+static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
+                         size_t errlen) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: %s", path, strerror(errno));
+    return DED_ERR_INVALID_ARG;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: not a regular file", path);
+    return DED_ERR_INVALID_ARG;
+  }
+  if (st.st_uid != geteuid()) {
+    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: owned by uid %u, not by this user (%u)",
+             path, (unsigned)st.st_uid, (unsigned)geteuid());
+    return DED_ERR_INVALID_ARG;
+  }
+  if (st.st_mode & 077) {
+    snprintf(err, errlen,
+             "DEDMPI_IDENTITY_FILE=%s: others may read or write it (mode %03o): its key is this "
+             "peer's identity; chmod 600 it",
+             path, (unsigned)(st.st_mode & 0777));
+    return DED_ERR_INVALID_ARG;
+  }
+  char buf[ID_FILE_BYTES + 1];
+  size_t n = 0;
+  while (n < sizeof buf) {
+    ssize_t r = read(fd, buf + n, sizeof buf - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  bool ok = n == ID_FILE_BYTES && memcmp(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1) == 0 &&
+            buf[ID_FILE_BYTES - 1] == '\n';
+  for (size_t i = 0; ok && i < DED_SEED_BYTES; i++) {
+    int hi = hex_nibble(buf[sizeof ID_FILE_MAGIC - 1 + 2 * i]);
+    int lo = hex_nibble(buf[sizeof ID_FILE_MAGIC - 1 + 2 * i + 1]);
+    ok = hi >= 0 && lo >= 0;
+    if (ok) seed[i] = (uint8_t)(hi << 4 | lo);
+  }
+  ded_wipe(buf, sizeof buf);
+  if (!ok) {
+    ded_wipe(seed, DED_SEED_BYTES);
+    snprintf(err, errlen,
+             "DEDMPI_IDENTITY_FILE=%s: not a dedmpi identity file (one line: '%s' and %d hex "
+             "digits)",
+             path, ID_FILE_MAGIC "", 2 * DED_SEED_BYTES);
+    return DED_ERR_INVALID_ARG;
+  }
+  return 0;
+}
+
+/* Writes a fresh seed to |path|, which must not exist: the whole file is
+ * written under a temporary name and linked into place, so a process that
+ * races us reads either nothing or all of it. EEXIST if it appeared. */
+static int identity_create(const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
+                           size_t errlen) {
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= sizeof tmp) {
+    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: name too long", path);
+    return DED_ERR_INVALID_ARG;
+  }
+  if (getrandom(seed, DED_SEED_BYTES, 0) != (ssize_t)DED_SEED_BYTES) {
+    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
+    return DED_ERR_INTERNAL;
+  }
+  char buf[ID_FILE_BYTES];
+  static const char hex[] = "0123456789abcdef";
+  memcpy(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1);
+  for (size_t i = 0; i < DED_SEED_BYTES; i++) {
+    buf[sizeof ID_FILE_MAGIC - 1 + 2 * i] = hex[seed[i] >> 4];
+    buf[sizeof ID_FILE_MAGIC - 1 + 2 * i + 1] = hex[seed[i] & 15];
+  }
+  buf[ID_FILE_BYTES - 1] = '\n';
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  bool ok = fd >= 0;
+  size_t n = 0;
+  while (ok && n < sizeof buf) {
+    ssize_t w = write(fd, buf + n, sizeof buf - n);
+    if (w < 0 && errno == EINTR) continue;
+    ok = w > 0;
+    if (ok) n += (size_t)w;
+  }
+  ok = ok && fsync(fd) == 0;
+  int saved = errno;
+  if (fd >= 0) close(fd);
+  ded_wipe(buf, sizeof buf);
+  if (ok && link(tmp, path) != 0) {
+    saved = errno;
+    ok = false;
+  }
+  if (fd >= 0) unlink(tmp);
+  if (!ok) {
+    ded_wipe(seed, DED_SEED_BYTES);
+    if (saved == EEXIST) return -EEXIST;
+    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: cannot create it: %s", path,
+             strerror(saved));
+    return DED_ERR_INVALID_ARG;
+  }
+  return 0;
+}
+
+/* The seed of this job's identity: kept in |path| (created on first use)
+ * or, without one, fresh from the OS. |*created| says the file is new. */
+static int identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *created,
+                         char *err, size_t errlen) {
+  *created = false;
+  if (!path || !path[0]) {
+    if (getrandom(seed, DED_SEED_BYTES, 0) == (ssize_t)DED_SEED_BYTES) return 0;
+    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
+    return DED_ERR_INTERNAL;
+  }
+  for (int tries = 0; tries < 2; tries++) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      int rv = identity_read(fd, path, seed, err, errlen);
+      close(fd);
+      return rv;
+    }
+    if (errno != ENOENT) {
+      snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: %s", path, strerror(errno));
+      return DED_ERR_INVALID_ARG;
+    }
+    int rv = identity_create(path, seed, err, errlen);
+    if (rv != -EEXIST) {
+      *created = rv == 0;
+      return rv;
+    }
+    /* Another process created it meanwhile: read theirs. */
+  }
+  snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: appeared and vanished", path);
+  return DED_ERR_INVALID_ARG;
+}
+
 int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen) {
   *out = NULL;
   err[0] = '\0';
@@ -857,10 +1006,11 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
     return rv;
   }
   uint8_t seed[DED_SEED_BYTES];
-  if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
-    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
+  bool id_created;
+  rv = identity_seed(cfg->identity_file, seed, &id_created, err, errlen);
+  if (rv) {
     driver_free(d);
-    return DED_ERR_INTERNAL;
+    return rv;
   }
   st.identity_seed = seed;
   st.wall_offset_ns = drv_wall_offset_ns();
@@ -875,6 +1025,9 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   ded_id_short(ded_node_id(d->node), d->sid);
   snprintf(d->log_prefix, sizeof d->log_prefix, "%s %s", cfg->log_prefix ? cfg->log_prefix : "dedmpi",
            d->sid);
+  if (cfg->identity_file && cfg->identity_file[0])
+    drv_log(d, DED_LOG_INFO, "identity %s from DEDMPI_IDENTITY_FILE=%s", id_created ? "created" : "kept",
+            cfg->identity_file);
   struct epoll_event ev;
   memset(&ev, 0, sizeof ev);
   ev.events = EPOLLIN;

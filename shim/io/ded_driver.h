@@ -40,6 +40,9 @@ typedef struct ded_driver_config {
    * ded_driver_snapshot_set (optional: without it, no state is offered). */
   void (*want_snapshot)(void *user);
   void *user;
+  /* DEDMPI_IDENTITY_FILE: where the identity's seed is kept (created,
+   * mode 0600, when missing); NULL or "" = a fresh identity. */
+  const char *identity_file;
   /* Prefix of log lines, e.g. "dedmpi[1234]". */
   const char *log_prefix;
 } ded_driver_config;
@@ -48,7 +51,8 @@ typedef struct ded_driver_config {
  * Opens the listening socket, creates the node, starts the thread and waits
  * until bootstrap finished (at most cfg->node.bootstrap_timeout_ns).
  * Returns 0, or a negative DED_ERR_* with a message in |err|:
- * DED_ERR_INVALID_ARG (bad address), DED_ERR_BOOTSTRAP (nobody answered),
+ * DED_ERR_INVALID_ARG (bad address; an identity file that is not one, or
+ * that others may read), DED_ERR_BOOTSTRAP (nobody answered),
  * DED_ERR_INTERNAL (a system call failed).
  */
 int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen);

@@ -161,6 +161,14 @@ static void set_listen(parse_ctx *p, const char *name, const char *v) {
     snprintf(p->cfg->listen, sizeof p->cfg->listen, "%s", v);
 }
 
+static void set_identity_file(parse_ctx *p, const char *name, const char *v) {
+  if (v[0] == '\0' || strlen(v) >= sizeof p->cfg->identity_file)
+    cfg_error(p, name, v, "expected a file name of 1 to %zu bytes",
+              sizeof p->cfg->identity_file - 1);
+  else
+    snprintf(p->cfg->identity_file, sizeof p->cfg->identity_file, "%s", v);
+}
+
 static void set_min_bytes(parse_ctx *p, const char *name, const char *v) {
   if (parse_size(v, &p->cfg->min_bytes) != 0)
     cfg_error(p, name, v, "expected a byte count such as 65536 or 64K");
@@ -296,6 +304,7 @@ static const var_def vars[] = {
     {{"DEDMPI_RUN", "default", "run name; peers of different runs never mix"}, set_run},
     {{"DEDMPI_JOIN", "", "comma-separated host:port of peers to bootstrap from; empty = start a new swarm"}, set_join},
     {{"DEDMPI_LISTEN", "0.0.0.0:0", "host:port to accept peers on (port 0 = any free port)"}, set_listen},
+    {{"DEDMPI_IDENTITY_FILE", "", "file keeping this job's identity (its Ed25519 key, so its peer id) from run to run; created with mode 0600 if missing; unset: a fresh identity per process"}, set_identity_file},
     {{"DEDMPI_ANNOUNCE", "", "host:port list to publish instead of this machine's addresses (NAT port forwards)"}, set_announce},
     {{"DEDMPI_SWARM_KEY", "", "shared secret of the run (not available in this version)"}, refuse_secret},
     {{"DEDMPI_SWARM_KEY_FILE", "", "file holding the shared secret (not available in this version)"}, refuse_secret},

@@ -22,6 +22,7 @@ typedef struct ded_config {
   char join[2048];                /* DEDMPI_JOIN */
   char listen[256];               /* DEDMPI_LISTEN */
   char announce[1024];            /* DEDMPI_ANNOUNCE */
+  char identity_file[1024];       /* DEDMPI_IDENTITY_FILE */
   uint64_t min_bytes;             /* DEDMPI_MIN_BYTES */
   uint32_t min_peers;             /* DEDMPI_MIN_PEERS */
   uint8_t mode;                   /* DEDMPI_MODE (enum ded_mode) */

@@ -872,6 +872,7 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.done = shim_swarm_done;
   dc.want_snapshot = shim_want_snapshot;
   dc.log_prefix = S.prefix;
+  dc.identity_file = S.cfg.identity_file;
   return ded_driver_start(&dc, &S.driver, err, errlen);
 }
 

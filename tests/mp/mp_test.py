@@ -242,6 +242,51 @@ def invalid_env():
 
 
 @test
+def identity_file():
+    """DEDMPI_IDENTITY_FILE: created with mode 0600 on first use, the same peer
+    id on the next run; a file others may read, or one that is not an identity,
+    stops the job at MPI_Init with a clear error, and the file is left as it was."""
+    d = tempfile.mkdtemp(prefix="dedmp-id-")
+    ALONE = [binpath("ar_check"), "--cases", "swarm", "--value", "1", "--swarm-sum", "1",
+             "--swarm-ranks", "1"]
+    path = os.path.join(d, "id")
+    ids = []
+    for run in range(2):
+        port = free_port()
+        j = Job("id%d" % run, 1, ALONE,
+                swarm_env(port, True, 1, DEDMPI_IDENTITY_FILE=path), workdir=d)
+        run_jobs([j], 60)
+        m = re.search(r"rank 0 ([0-9a-f]{8}) info: identity (created|kept) from "
+                      r"DEDMPI_IDENTITY_FILE=", j.err)
+        check(m and m.group(2) == ("created", "kept")[run], "no identity line:\n" + j.describe())
+        ids.append(m.group(1))
+    check(ids[0] == ids[1], "peer id changed between runs: %s" % ids)
+    check(os.stat(path).st_mode & 0o777 == 0o600, "mode %o" % (os.stat(path).st_mode & 0o777))
+    content = open(path).read()
+    check(re.fullmatch(r"dedmpi-identity-v1 [0-9a-f]{64}\n", content), "content %r" % content)
+    # Without the file: a fresh identity each run.
+    j = Job("fresh", 1, ALONE,
+            swarm_env(free_port(), True, 1), workdir=d)
+    run_jobs([j], 60)
+    check(ids[0] not in j.err and "DEDMPI_IDENTITY_FILE" not in j.err,
+          "a job without the file has that identity:\n" + j.describe())
+    bad = [(0o644, content, "others may read or write it (mode 644)"),
+           (0o600, "dedmpi-identity-v1 " + "zz" * 32 + "\n", "not a dedmpi identity file")]
+    for mode, text, msg in bad:
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        j = Job("bad", 1, ALONE,
+                swarm_env(free_port(), True, 1, DEDMPI_IDENTITY_FILE=path), workdir=d)
+        j.wait(60)
+        check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
+        check(("DEDMPI_IDENTITY_FILE=%s: " % path) + msg in j.err, "no clear error:\n" + j.describe())
+        check("case swarm" not in j.out, "the program ran past MPI_Init:\n" + j.describe())
+        check(open(path).read() == text and os.stat(path).st_mode & 0o777 == mode,
+              "the file was changed")
+
+
+@test
 def disabled_passthrough():
     """DEDMPI_DISABLE=1: the shim is loaded but everything goes to MPI."""
     j = Job("off", 2, [binpath("ar_check"), "--value", "1", "--swarm-sum", "3", "--swarm-ranks", "2"],
