@@ -4580,10 +4580,30 @@ int ded_node_start(ded_node *node, uint64_t now_ns) {
 
 const uint8_t *ded_node_id(const ded_node *node) { return node->ident.id; }
 
+/* True if |a| and |b| are one IP address (any ports). */
+static bool addr_same_host(const ded_addr *a, const ded_addr *b) {
+  return a->family == b->family && memcmp(a->ip, b->ip, sizeof a->ip) == 0;
+}
+
 int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *conn_id,
                            uint64_t now_ns) {
   node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
+  /* Handshakes in flight (DED_HANDSHAKES_*): silent sockets hold bounded. */
+  unsigned all = 0, same = 0;
+  for (uint32_t s = 0; s < node->nslots; s++) {
+    const ded_conn *o = node->conns[s];
+    if (!o || o->outbound || o->state != CONN_AWAIT_HELLO) continue;
+    all++;
+    same += addr_same_host(&o->remote, remote);
+  }
+  if (all >= DED_HANDSHAKES_MAX || same >= DED_HANDSHAKES_PER_ADDR_MAX) {
+    char a[64];
+    ded_addr_format(remote, a, sizeof a);
+    node_log(node, DED_LOG_DEBUG, "refusing a connection from %s: %u handshakes in flight, %u from it",
+             a, all, same);
+    return DED_ERR_LIMIT;
+  }
   ded_conn *c = conn_new(node, false, remote);
   if (!c) return DED_ERR_LIMIT;
   *conn_id = c->id;

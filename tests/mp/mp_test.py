@@ -185,6 +185,39 @@ def garbage_on_port():
 
 
 @test
+def half_open():
+    """100 connections that never say anything: the first job holds at most
+    DED_HANDSHAKES_PER_ADDR_MAX (64) of them from one address and refuses the
+    rest at once, drops the held ones after DED_HELLO_TIMEOUT_MS (10 s), and a
+    second job from the same address then joins, and both average correctly."""
+    port = free_port()
+    a = Job("a", 1, [binpath("ar_check"), "--value", "1", "--swarm-sum", "4", "--swarm-ranks", "2",
+                     "--rounds", "3", "--cases", "swarm"], swarm_env(port, True, 2, DEDMPI_LOG="debug"))
+    socks = []
+    deadline = time.time() + 30
+    while len(socks) < 100 and time.time() < deadline:
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+        except OSError:
+            time.sleep(0.05)
+    check(len(socks) == 100, "the first job never listened")
+    t0 = time.time()
+    b = Job("b", 1, [binpath("ar_check"), "--value", "3", "--swarm-sum", "4", "--swarm-ranks", "2",
+                     "--rounds", "3", "--cases", "swarm"], swarm_env(port, False, 2), workdir=a.dir)
+    run_jobs([a, b], 120)
+    for s in socks:
+        s.close()
+    for j in (a, b):
+        check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    refused = a.err.count("refusing a connection from 127.0.0.1")
+    timed_out = a.err.count("no HELLO")
+    check(refused >= 36, "expected >= 36 refused at once, got %d:\n%s" % (refused, a.describe()))
+    check(timed_out >= 1 and timed_out <= 64,
+          "expected the held ones dropped for no HELLO (%d):\n%s" % (timed_out, a.describe()))
+    check(b.seconds < 60 and time.time() - t0 < 90, "the second job took %.1f s" % b.seconds)
+
+
+@test
 def join_unanswered():
     """A DEDMPI_JOIN nobody answers: a clear error, within the bound."""
     port = free_port()

@@ -5281,8 +5281,48 @@ static void test_node_link_probe(void **state) {
   ded_node_free(t.node);
 }
 
+/* Handshakes in flight are bounded per IP address and in all
+ * (DED_HANDSHAKES_*): silent sockets past the bound are refused at once,
+ * another address still gets in, and once the silent ones time out
+ * (DED_HELLO_TIMEOUT_MS) the address is welcome again. */
+static void test_node_handshake_bounds(void **state) {
+  (void)state;
+  float b0[COUNT], *bufs[1] = {b0};
+  tnode t;
+  tnode_start(&t, bufs, 0, 1.0, 1);
+  ded_addr a;
+  uint32_t id;
+  assert_int_equal(ded_addr_parse("10.0.0.66:1", &a), 0);
+  for (unsigned i = 0; i < DED_HANDSHAKES_PER_ADDR_MAX; i++) {
+    a.port = (uint16_t)(1000 + i);
+    assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+  }
+  a.port = 999;
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
+  /* Other addresses, up to the bound in all (tnode_start accepted one). */
+  unsigned n = DED_HANDSHAKES_PER_ADDR_MAX + 1;
+  for (unsigned h = 0; n < DED_HANDSHAKES_MAX; h++) {
+    char s[32];
+    snprintf(s, sizeof s, "10.1.%u.%u:5", h / 200, h % 200 + 1);
+    assert_int_equal(ded_addr_parse(s, &a), 0);
+    for (unsigned i = 0; i < 8 && n < DED_HANDSHAKES_MAX; i++, n++) {
+      a.port = (uint16_t)(2000 + i);
+      assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+    }
+  }
+  assert_int_equal(ded_addr_parse("10.2.0.1:7", &a), 0);
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
+  /* The silent ones time out and are closed; then both get in again. */
+  tnode_advance(&t, (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u + 1000000000u);
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+  assert_int_equal(ded_addr_parse("10.0.0.66:999", &a), 0);
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_node_handshake_bounds),
       cmocka_unit_test(test_node_round_peer_coordinates),
       cmocka_unit_test(test_node_round_node_coordinates),
       cmocka_unit_test(test_node_bytewise),

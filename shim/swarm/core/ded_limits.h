@@ -58,6 +58,13 @@ enum ded_limits {
   /* A connection must say HELLO within this long, or it is closed: a
    * silent or half-open socket cannot hold a slot forever. */
   DED_HELLO_TIMEOUT_MS = 10 * 1000,
+  /* Inbound connections that have not said HELLO yet, from one IP address
+   * and in all: past these a new one is closed at once, so sockets left
+   * silent (half-open, or a flood) hold at most these many slots, each
+   * for DED_HELLO_TIMEOUT_MS. One address may be many honest peers behind
+   * a NAT, each with DED_STREAMS_MAX connections opening at once. */
+  DED_HANDSHAKES_PER_ADDR_MAX = 64,
+  DED_HANDSHAKES_MAX = 256,
   /* Pieces of a trainer's state (start-up broadcasts and registered
    * buffers) a snapshot may hold. */
   DED_STATE_PIECES_MAX = 64,
