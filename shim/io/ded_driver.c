@@ -839,13 +839,6 @@ static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, siz
 #define ID_FILE_MAGIC "dedmpi-identity-v1 "
 #define ID_FILE_BYTES (sizeof ID_FILE_MAGIC - 1 + 2 * DED_SEED_BYTES + 1)
 
-static int hex_nibble(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* Reads the seed from the open |fd| of |path|, which must be a regular
  * file of this user that no one else may read or write. */
 static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
@@ -880,13 +873,9 @@ static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES],
     n += (size_t)r;
   }
   bool ok = n == ID_FILE_BYTES && memcmp(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1) == 0 &&
-            buf[ID_FILE_BYTES - 1] == '\n';
-  for (size_t i = 0; ok && i < DED_SEED_BYTES; i++) {
-    int hi = hex_nibble(buf[sizeof ID_FILE_MAGIC - 1 + 2 * i]);
-    int lo = hex_nibble(buf[sizeof ID_FILE_MAGIC - 1 + 2 * i + 1]);
-    ok = hi >= 0 && lo >= 0;
-    if (ok) seed[i] = (uint8_t)(hi << 4 | lo);
-  }
+            buf[ID_FILE_BYTES - 1] == '\n' &&
+            ded_hex_decode(buf + sizeof ID_FILE_MAGIC - 1, 2 * DED_SEED_BYTES, seed,
+                           DED_SEED_BYTES) == 0;
   ded_wipe(buf, sizeof buf);
   if (!ok) {
     ded_wipe(seed, DED_SEED_BYTES);
@@ -913,19 +902,15 @@ static int identity_create(const char *path, uint8_t seed[DED_SEED_BYTES], char 
     snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
     return DED_ERR_INTERNAL;
   }
-  char buf[ID_FILE_BYTES];
-  static const char hex[] = "0123456789abcdef";
+  char buf[ID_FILE_BYTES + 1]; /* + the NUL hex encoding ends with */
   memcpy(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1);
-  for (size_t i = 0; i < DED_SEED_BYTES; i++) {
-    buf[sizeof ID_FILE_MAGIC - 1 + 2 * i] = hex[seed[i] >> 4];
-    buf[sizeof ID_FILE_MAGIC - 1 + 2 * i + 1] = hex[seed[i] & 15];
-  }
+  ded_hex_encode(seed, DED_SEED_BYTES, buf + sizeof ID_FILE_MAGIC - 1);
   buf[ID_FILE_BYTES - 1] = '\n';
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   bool ok = fd >= 0;
   size_t n = 0;
-  while (ok && n < sizeof buf) {
-    ssize_t w = write(fd, buf + n, sizeof buf - n);
+  while (ok && n < ID_FILE_BYTES) {
+    ssize_t w = write(fd, buf + n, ID_FILE_BYTES - n);
     if (w < 0 && errno == EINTR) continue;
     ok = w > 0;
     if (ok) n += (size_t)w;

@@ -44,4 +44,17 @@ void ded_hash32(const void *in, size_t len, uint8_t out[32]) {
   DED_ASSERT(rv == 0);
 }
 
+void ded_hex_encode(const uint8_t *bin, size_t len, char *hex) {
+  sodium_bin2hex(hex, 2 * len + 1, bin, len);
+}
+
+int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *bin, size_t len) {
+  size_t got = 0;
+  const char *end = NULL;
+  if (hex_len != 2 * len || sodium_hex2bin(bin, len, hex, hex_len, NULL, &got, &end) != 0 ||
+      got != len || end != hex + hex_len)
+    return -1;
+  return 0;
+}
+
 void ded_wipe(void *p, size_t len) { sodium_memzero(p, len); }

@@ -47,6 +47,14 @@ void ded_peer_id(const uint8_t pk[DED_PK_BYTES], uint8_t id[DED_ID_BYTES]);
 /* BLAKE2b-256 of |in|; names a run (run id = hash of the run name). */
 void ded_hash32(const void *in, size_t len, uint8_t out[32]);
 
+/* |len| bytes as 2 * |len| lowercase hex digits and a NUL, into |hex|
+ * (constant time: used for secrets). */
+void ded_hex_encode(const uint8_t *bin, size_t len, char *hex);
+
+/* Exactly |hex_len| hex digits into exactly |len| bytes: 0, or -1 for
+ * anything else (a non-hex character, too few or too many digits). */
+DED_UNUSED_RESULT int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *bin, size_t len);
+
 /* Zeroes |len| bytes in a way the compiler cannot elide. */
 void ded_wipe(void *p, size_t len);
 
