@@ -46,13 +46,15 @@ def mpirun(np, argv, xenv=None, extra=(), bind="none"):
                             text=True)
 
 
-def finish(procs, timeout=600):
+def finish(procs, timeout=600, errs=None):
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=timeout)
         if p.returncode != 0:
             sys.exit("benchmark run failed:\n%s\n%s" % (out, err))
         outs.append(out)
+        if errs is not None:
+            errs.append(err)
     return outs
 
 
@@ -60,16 +62,19 @@ def reps_of(out):
     return [float(x) for x in re.findall(r"^rep \d+ (\S+)", out, re.M)]
 
 
-def swarm_allreduce(count, reps):
+def swarm_allreduce(count, reps, lib=LIB, jobs=4, xenv=None, errs=None):
+    """Rep times of a swarm of |jobs| single-rank jobs with |lib| preloaded
+    (and |xenv|); their stderr appended to |errs| if given."""
     port = free_port()
     procs = []
-    for i in range(4):
-        env = {"LD_PRELOAD": LIB, "DEDMPI_RUN": "bench-%d" % port, "DEDMPI_MIN_PEERS": "4",
+    for i in range(jobs):
+        env = {"LD_PRELOAD": lib, "DEDMPI_RUN": "bench-%d" % port, "DEDMPI_MIN_PEERS": str(jobs),
                "DEDMPI_JOIN": "127.0.0.1:%d" % port,
                "DEDMPI_LISTEN": "127.0.0.1:%d" % port if i == 0 else "127.0.0.1:0"}
+        env.update(xenv or {})
         procs.append(mpirun(1, [BENCH, "--count", str(count), "--reps", str(reps), "--warmup", "2"],
                             env))
-    outs = finish(procs)
+    outs = finish(procs, errs=errs)
     per_job = [reps_of(o) for o in outs]
     # Rep i of every job is the same swarm round: it took as long as its slowest member saw.
     return [max(js[i] for js in per_job) for i in range(reps)]

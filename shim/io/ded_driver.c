@@ -34,6 +34,7 @@
 
 #include "avg/ded_reduce.h"
 #include "core/ded_assert.h"
+#include "crypto/ded_chan.h"
 #include "crypto/ded_ident.h"
 
 #define DRV_READ_BYTES (256 * 1024)
@@ -52,6 +53,10 @@ typedef struct dconn {
   bool closing;   /* the node closed it: close the socket */
   bool in_list;   /* on the settle list */
   bool shut;      /* leaving: our FIN is sent, we read until theirs */
+  bool inbound;
+  ded_addr remote;
+  bool chan_on; /* |ch| is set up (from connect or accept on) */
+  ded_chan ch;
   struct dconn *next_settle;
 } dconn;
 
@@ -62,6 +67,9 @@ typedef struct pending_round {
 
 struct ded_driver {
   ded_driver_config cfg;
+  uint8_t psk[DED_NOISE_PSK_BYTES]; /* the run's secret, if it has one */
+  bool has_psk;
+  bool cipher_logged;
   char log_prefix[64];
   ded_node *node;
   char sid[9];
@@ -317,6 +325,11 @@ static dconn *dconn_add(ded_driver *d, uint32_t id, int fd) {
   return c;
 }
 
+static void dconn_free(dconn *c) {
+  if (c->chan_on) ded_chan_free(&c->ch);
+  free(c);
+}
+
 static void settle_mark(ded_driver *d, dconn *c) {
   if (c->in_list) return;
   c->in_list = true;
@@ -388,31 +401,46 @@ static void dconn_fail(ded_driver *d, dconn *c, int status) {
   ded_node_conn_closed(d->node, id, status, ded_driver_now_ns());
 }
 
-/* Writes what the node has for |c| until done or the kernel is full. */
+/* Sets up |c|'s secure channel: as initiator once connected (expecting
+ * the peer the node calls, if it calls a known one), as responder on
+ * accept. 0, or DED_ERR_NOMEM / DED_ERR_INTERNAL. */
+static int dconn_chan_start(ded_driver *d, dconn *c) {
+  uint8_t eph[32], expect[DED_ID_BYTES];
+  if (getrandom(eph, sizeof eph, 0) != (ssize_t)sizeof eph) return DED_ERR_INTERNAL;
+  bool known = !c->inbound && ded_node_conn_expects(d->node, c->id, expect);
+  int rv = ded_chan_init(&c->ch, NULL, ded_node_ident(d->node), d->has_psk ? d->psk : NULL,
+                         ded_node_run_id(d->node), !c->inbound, known ? expect : NULL, eph,
+                         ded_driver_now_ns());
+  ded_wipe(eph, sizeof eph);
+  if (rv == 0) c->chan_on = true;
+  return rv;
+}
+
+/* Seals what the node has for |c| while the channel has room, and writes
+ * the channel's output until done or the kernel is full. */
 static void dconn_flush(ded_driver *d, dconn *c) {
   c->dirty = false;
-  if (c->connecting || c->closing) return;
+  if (c->connecting || c->closing || !c->chan_on) return;
   for (;;) {
-    ded_iov iov[DRV_IOV_MAX];
-    struct iovec sys[DRV_IOV_MAX];
-    int n = ded_node_conn_pending(d->node, c->id, iov, DRV_IOV_MAX);
-    if (n == 0) {
+    while (ded_chan_can_seal(&c->ch)) {
+      ded_iov iov[DRV_IOV_MAX];
+      int n = ded_node_conn_pending(d->node, c->id, iov, DRV_IOV_MAX);
+      if (n == 0) break;
+      size_t took = ded_chan_seal(&c->ch, iov, n, ded_driver_now_ns());
+      ded_node_conn_consume(d->node, c->id, took, ded_driver_now_ns());
+      if (c->closing) return;
+    }
+    const uint8_t *p;
+    size_t len = ded_chan_out(&c->ch, &p);
+    if (len == 0) {
       set_out(d, c, false);
       return;
     }
-    for (int i = 0; i < n; i++) {
-      sys[i].iov_base = (void *)iov[i].base;
-      sys[i].iov_len = iov[i].len;
-    }
-    /* sendmsg, not writev: a peer that vanished must cost an EPIPE, not
-     * the SIGPIPE that would kill the trainer. */
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = sys;
-    mh.msg_iovlen = (size_t)n;
-    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    /* MSG_NOSIGNAL: a peer that vanished must cost an EPIPE, not the
+     * SIGPIPE that would kill the trainer. */
+    ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
     if (w > 0) {
-      ded_node_conn_consume(d->node, c->id, (size_t)w, ded_driver_now_ns());
+      ded_chan_out_done(&c->ch, (size_t)w);
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -432,7 +460,7 @@ static void driver_settle(ded_driver *d) {
     d->settle = c->next_settle;
     c->in_list = false;
     if (c->closing)
-      free(c); /* detached when it closed */
+      dconn_free(c); /* detached when it closed */
     else if (c->dirty)
       dconn_flush(d, c);
   }
@@ -459,6 +487,7 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
     return -1;
   }
   c->connecting = true;
+  c->remote = *addr;
   struct epoll_event ev;
   memset(&ev, 0, sizeof ev);
   ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
@@ -560,23 +589,59 @@ static void on_accept(ded_driver *d) {
       continue;
     }
     dconn *c = dconn_add(d, id, fd);
+    if (c) {
+      c->inbound = true;
+      c->remote = remote;
+    }
     struct epoll_event ev;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = id;
-    if (!c || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (!c || dconn_chan_start(d, c) != 0 || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
       if (c) d->conns[id & 0xffff] = NULL;
-      free(c);
+      if (c) dconn_free(c);
       close(fd);
       ded_node_conn_closed(d->node, id, DED_ERR_INTERNAL, ded_driver_now_ns());
       continue;
     }
     /* The node queued its HELLO already (want_write fired before we knew
-     * the fd): flush now. */
+     * the fd); it leaves once the handshake is done. */
     c->dirty = true;
     settle_mark(d, c);
     driver_settle(d);
   }
+}
+
+typedef struct chan_ctx {
+  ded_driver *d;
+  dconn *c;
+} chan_ctx;
+
+static void chan_on_open(void *user, const uint8_t peer_pk[DED_PK_BYTES]) {
+  chan_ctx *x = user;
+  if (!x->d->cipher_logged) {
+    x->d->cipher_logged = true;
+    drv_log(x->d, DED_LOG_INFO, "sessions use %s",
+            x->c->ch.tx.aes256gcm ? "AES-256-GCM" : "XChaCha20-Poly1305");
+  }
+  ded_node_conn_secured(x->d->node, x->c->id, peer_pk, ded_driver_now_ns());
+}
+
+static bool chan_on_plain(void *user, const uint8_t *p, size_t len) {
+  chan_ctx *x = user;
+  ded_node_conn_recv(x->d->node, x->c->id, p, len, ded_driver_now_ns());
+  return !x->c->closing;
+}
+
+static const ded_chan_cb drv_chan_cb = {chan_on_open, chan_on_plain};
+
+/* A handshake or record failed on |c|: one line, at warn (at most one per
+ * connection; a peer retrying with the wrong key makes one per attempt). */
+static void dconn_log_refused(ded_driver *d, dconn *c, const char *why) {
+  char a[64];
+  ded_addr_format(&c->remote, a, sizeof a);
+  drv_log(d, DED_LOG_WARN, "dropping connection %s %s (%s): %s", c->inbound ? "from" : "to", a,
+          c->ch.open ? "session" : "handshake", why);
 }
 
 static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
@@ -590,6 +655,12 @@ static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
     }
     c->connecting = false;
     ded_node_conn_connected(d->node, c->id, ded_driver_now_ns());
+    if (c->closing) return;
+    int rv = dconn_chan_start(d, c);
+    if (rv) {
+      dconn_fail(d, c, rv);
+      return;
+    }
     c->dirty = true;
     settle_mark(d, c);
   }
@@ -600,13 +671,24 @@ static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
     for (int i = 0; i < DRV_READS_PER_EVENT; i++) {
       ssize_t r = read(c->fd, d->rbuf, DRV_READ_BYTES);
       if (r > 0) {
-        ded_node_conn_recv(d->node, id, d->rbuf, (size_t)r, ded_driver_now_ns());
+        chan_ctx ctx = {d, c};
+        int rv = ded_chan_recv(&c->ch, d->rbuf, (size_t)r, &drv_chan_cb, &ctx);
+        if (rv && !c->closing) {
+          dconn_log_refused(d, c, c->ch.why);
+          dconn_fail(d, c, rv);
+        }
         if (c->closing) break;
+        c->dirty = true; /* the handshake's next message, or the node's first frames */
+        settle_mark(d, c);
         continue;
       }
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      dconn_fail(d, c, DED_ERR_PEER_LOST); /* EOF or error */
+      /* EOF or error. Before the channel opened, most likely the other
+       * side refused our handshake: say so, as it will not tell us. */
+      if (!c->ch.open && !c->inbound)
+        dconn_log_refused(d, c, "closed during the handshake (another swarm key or run?)");
+      dconn_fail(d, c, DED_ERR_PEER_LOST);
       break;
     }
     driver_settle(d);
@@ -780,13 +862,14 @@ static void driver_free(ded_driver *d) {
     dconn *c = d->settle;
     d->settle = c->next_settle;
     c->in_list = false;
-    if (c->closing) free(c);
+    if (c->closing) dconn_free(c);
   }
   for (uint32_t i = 0; i < d->nconns; i++)
     if (d->conns[i]) {
       close(d->conns[i]->fd);
-      free(d->conns[i]);
+      dconn_free(d->conns[i]);
     }
+  ded_wipe(d->psk, sizeof d->psk);
   free(d->conns);
   while (d->subs_head) {
     pending_round *p = d->subs_head;
@@ -841,29 +924,38 @@ static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, siz
 
 /* Reads the seed from the open |fd| of |path|, which must be a regular
  * file of this user that no one else may read or write. */
-static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
-                         size_t errlen) {
+/* The open |fd| of |path| (named by variable |var|) must be a regular
+ * file of this user that no one else may read or write: it holds |what|. */
+static int private_file_check(int fd, const char *var, const char *path, const char *what,
+                              char *err, size_t errlen) {
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: %s", path, strerror(errno));
+    snprintf(err, errlen, "%s=%s: %s", var, path, strerror(errno));
     return DED_ERR_INVALID_ARG;
   }
   if (!S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: not a regular file", path);
+    snprintf(err, errlen, "%s=%s: not a regular file", var, path);
     return DED_ERR_INVALID_ARG;
   }
   if (st.st_uid != geteuid()) {
-    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: owned by uid %u, not by this user (%u)",
-             path, (unsigned)st.st_uid, (unsigned)geteuid());
+    snprintf(err, errlen, "%s=%s: owned by uid %u, not by this user (%u)", var, path,
+             (unsigned)st.st_uid, (unsigned)geteuid());
     return DED_ERR_INVALID_ARG;
   }
   if (st.st_mode & 077) {
-    snprintf(err, errlen,
-             "DEDMPI_IDENTITY_FILE=%s: others may read or write it (mode %03o): its key is this "
-             "peer's identity; chmod 600 it",
-             path, (unsigned)(st.st_mode & 0777));
+    snprintf(err, errlen, "%s=%s: others may read or write it (mode %03o): it holds %s; chmod 600 it",
+             var, path, (unsigned)(st.st_mode & 0777), what);
     return DED_ERR_INVALID_ARG;
   }
+  return 0;
+}
+
+/* Reads the seed from the open |fd| of |path|, a private file. */
+static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
+                         size_t errlen) {
+  int rv = private_file_check(fd, "DEDMPI_IDENTITY_FILE", path, "this peer's secret key", err,
+                              errlen);
+  if (rv) return rv;
   char buf[ID_FILE_BYTES + 1];
   size_t n = 0;
   while (n < sizeof buf) {
@@ -966,12 +1058,63 @@ static int identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *c
   return DED_ERR_INVALID_ARG;
 }
 
+/* ---------------------------------------------------------------- the run's secret */
+
+/* The run's secret from |cfg| into d->psk (none: has_psk false). */
+static int swarm_key_load(ded_driver *d, const ded_driver_config *cfg, char *err, size_t errlen) {
+  char text[512];
+  size_t n = 0;
+  const char *var = "DEDMPI_SWARM_KEY";
+  if (cfg->swarm_key_file && cfg->swarm_key_file[0]) {
+    var = "DEDMPI_SWARM_KEY_FILE";
+    int fd = open(cfg->swarm_key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      snprintf(err, errlen, "%s=%s: %s", var, cfg->swarm_key_file, strerror(errno));
+      return DED_ERR_INVALID_ARG;
+    }
+    int rv = private_file_check(fd, var, cfg->swarm_key_file, "the run's secret", err, errlen);
+    while (rv == 0 && n < sizeof text) {
+      ssize_t r = read(fd, text + n, sizeof text - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      n += (size_t)r;
+    }
+    close(fd);
+    if (rv) return rv;
+    size_t line = strcspn(text, "\n"); /* its first line, without trailing blanks */
+    n = line < n ? line : n;
+    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) n--;
+  } else if (cfg->swarm_key && cfg->swarm_key[0]) {
+    n = strlen(cfg->swarm_key);
+    if (n >= sizeof text) n = sizeof text; /* refused below as too long */
+    memcpy(text, cfg->swarm_key, n < sizeof text ? n : sizeof text);
+  } else {
+    return 0;
+  }
+  int rv = n < sizeof text ? ded_swarm_key_derive(text, n, ded_node_run_id(d->node), d->psk)
+                           : DED_ERR_INVALID_ARG;
+  ded_wipe(text, sizeof text);
+  if (rv == DED_ERR_INVALID_ARG) {
+    snprintf(err, errlen,
+             "%s: expected 64 hex digits or a passphrase of %d to %zu characters", var,
+             DED_PASSPHRASE_MIN, sizeof text - 1);
+    return rv;
+  }
+  if (rv) {
+    snprintf(err, errlen, "%s: cannot stretch the passphrase: %s", var, ded_strerror(rv));
+    return rv;
+  }
+  d->has_psk = true;
+  return 0;
+}
+
 int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen) {
   *out = NULL;
   err[0] = '\0';
   ded_driver *d = calloc(1, sizeof *d);
   if (!d) return DED_ERR_NOMEM;
   d->cfg = *cfg;
+  d->cfg.swarm_key = d->cfg.swarm_key_file = NULL; /* the caller's may go */
   d->ep = d->listen_fd = d->wake_fd = -1;
   snprintf(d->log_prefix, sizeof d->log_prefix, "%s", cfg->log_prefix ? cfg->log_prefix : "dedmpi");
   pthread_mutex_init(&d->mu, NULL);
@@ -998,6 +1141,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
     return rv;
   }
   st.identity_seed = seed;
+  st.sessions = true;
   st.wall_offset_ns = drv_wall_offset_ns();
   if (st.add_Bps == 0.0) st.add_Bps = measure_add_Bps();
   rv = ded_node_new(&st, &drv_callbacks, d, ded_driver_now_ns(), &d->node);
@@ -1007,12 +1151,24 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
     driver_free(d);
     return rv;
   }
+  rv = swarm_key_load(d, cfg, err, errlen);
+  if (rv) {
+    driver_free(d);
+    return rv;
+  }
   ded_id_short(ded_node_id(d->node), d->sid);
   snprintf(d->log_prefix, sizeof d->log_prefix, "%s %s", cfg->log_prefix ? cfg->log_prefix : "dedmpi",
            d->sid);
   if (cfg->identity_file && cfg->identity_file[0])
     drv_log(d, DED_LOG_INFO, "identity %s from DEDMPI_IDENTITY_FILE=%s", id_created ? "created" : "kept",
             cfg->identity_file);
+  if (ded_aead_null_cipher())
+    drv_log(d, DED_LOG_WARN, "built with DEDMPI_NULL_CIPHER (a benchmark build): frames travel "
+                             "in the clear, unauthenticated; never use it for a real run");
+  if (!d->has_psk)
+    drv_log(d, DED_LOG_WARN,
+            "no DEDMPI_SWARM_KEY: any peer that reaches this one can join the run, read its "
+            "averages and add its own; set a key to keep the run to those who have it");
   struct epoll_event ev;
   memset(&ev, 0, sizeof ev);
   ev.events = EPOLLIN;

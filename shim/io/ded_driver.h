@@ -43,6 +43,11 @@ typedef struct ded_driver_config {
   /* DEDMPI_IDENTITY_FILE: where the identity's seed is kept (created,
    * mode 0600, when missing); NULL or "" = a fresh identity. */
   const char *identity_file;
+  /* The run's secret (ded_swarm_key_derive): DEDMPI_SWARM_KEY's text, or
+   * the first line of DEDMPI_SWARM_KEY_FILE (a file of this user that no
+   * one else may read); both NULL or "" = the run has none (a warning). */
+  const char *swarm_key;
+  const char *swarm_key_file;
   /* Prefix of log lines, e.g. "dedmpi[1234]". */
   const char *log_prefix;
 } ded_driver_config;

@@ -289,10 +289,25 @@ static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
     p->cfg->up_Bps = up * 1e6 / 8, p->cfg->down_Bps = down * 1e6 / 8;
 }
 
-static void refuse_secret(parse_ctx *p, const char *name, const char *v) {
-  (void)v;
-  cfg_error(p, name, "...", "swarm secrets (authenticated, encrypted sessions) are not available "
-                            "in this version; unset it to run an open swarm on a trusted network");
+/* The key's text is checked here for shape only (the driver derives the
+ * key); it is never echoed in an error. */
+static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
+  size_t n = strlen(v);
+  if (n < DED_PASSPHRASE_MIN || n >= sizeof p->cfg->swarm_key)
+    cfg_error(p, name, "...",
+              "expected 64 hex digits (a random key: head -c32 /dev/urandom | od -An -tx1 | "
+              "tr -d ' \\n') or a passphrase of %d to %zu characters",
+              DED_PASSPHRASE_MIN, sizeof p->cfg->swarm_key - 1);
+  else
+    memcpy(p->cfg->swarm_key, v, n + 1);
+}
+
+static void set_swarm_key_file(parse_ctx *p, const char *name, const char *v) {
+  if (v[0] == '\0' || strlen(v) >= sizeof p->cfg->swarm_key_file)
+    cfg_error(p, name, v, "expected a file name of 1 to %zu characters",
+              sizeof p->cfg->swarm_key_file - 1);
+  else
+    snprintf(p->cfg->swarm_key_file, sizeof p->cfg->swarm_key_file, "%s", v);
 }
 
 typedef struct var_def {
@@ -306,8 +321,8 @@ static const var_def vars[] = {
     {{"DEDMPI_LISTEN", "0.0.0.0:0", "host:port to accept peers on (port 0 = any free port)"}, set_listen},
     {{"DEDMPI_IDENTITY_FILE", "", "file keeping this job's identity (its Ed25519 key, so its peer id) from run to run; created with mode 0600 if missing; unset: a fresh identity per process"}, set_identity_file},
     {{"DEDMPI_ANNOUNCE", "", "host:port list to publish instead of this machine's addresses (NAT port forwards)"}, set_announce},
-    {{"DEDMPI_SWARM_KEY", "", "shared secret of the run (not available in this version)"}, refuse_secret},
-    {{"DEDMPI_SWARM_KEY_FILE", "", "file holding the shared secret (not available in this version)"}, refuse_secret},
+    {{"DEDMPI_SWARM_KEY", "", "the run's secret: 64 hex digits, or a passphrase of 16+ characters (stretched with Argon2id); only peers holding it get in, and every connection is encrypted with keys it authenticates; unset: an open run (a warning)"}, set_swarm_key},
+    {{"DEDMPI_SWARM_KEY_FILE", "", "file holding DEDMPI_SWARM_KEY (its first line), readable by this user only"}, set_swarm_key_file},
     {{"DEDMPI_MIN_BYTES", "65536", "smallest all-reduce (bytes) that goes to the swarm"}, set_min_bytes},
     {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},
     {{"DEDMPI_MODE", "node", "node, client (no inbound connections) or aux (reduces, contributes nothing)"}, set_mode},
@@ -359,6 +374,12 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   for (const var_def *v = vars; v->doc.name; v++) {
     const char *val = getenv_fn(v->doc.name);
     if (val) v->set(&p, v->doc.name, val);
+  }
+  if (cfg->swarm_key[0] && cfg->swarm_key_file[0]) {
+    size_t used = strlen(errors);
+    snprintf(errors + used, errlen - used,
+             "DEDMPI_SWARM_KEY and DEDMPI_SWARM_KEY_FILE are both set: keep one\n");
+    p.nerr++;
   }
   /* Names that look like ours but are not: most likely typos. */
   for (char **e = environ_list; e && *e; e++) {

@@ -23,6 +23,8 @@ typedef struct ded_config {
   char listen[256];               /* DEDMPI_LISTEN */
   char announce[1024];            /* DEDMPI_ANNOUNCE */
   char identity_file[1024];       /* DEDMPI_IDENTITY_FILE */
+  char swarm_key[512];            /* DEDMPI_SWARM_KEY (its text; "" = none) */
+  char swarm_key_file[1024];      /* DEDMPI_SWARM_KEY_FILE */
   uint64_t min_bytes;             /* DEDMPI_MIN_BYTES */
   uint32_t min_peers;             /* DEDMPI_MIN_PEERS */
   uint8_t mode;                   /* DEDMPI_MODE (enum ded_mode) */

@@ -873,6 +873,8 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.want_snapshot = shim_want_snapshot;
   dc.log_prefix = S.prefix;
   dc.identity_file = S.cfg.identity_file;
+  dc.swarm_key = S.cfg.swarm_key;
+  dc.swarm_key_file = S.cfg.swarm_key_file;
   return ded_driver_start(&dc, &S.driver, err, errlen);
 }
 

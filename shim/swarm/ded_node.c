@@ -107,6 +107,8 @@ typedef struct ded_conn {
   uint64_t opened_ns;
   ded_addr remote;
   ded_peer *peer;
+  bool secured; /* the handshake proved the peer holds |pk| */
+  uint8_t pk[DED_PK_BYTES];
   ded_frame_dec dec;
   sendq_item *cur; /* partially written frame; it finishes first */
   sendq q[Q_COUNT];
@@ -3250,6 +3252,10 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
       return;
     }
   }
+  /* The record must be the key the handshake proved, or a peer holding
+   * the run's secret could speak as another. */
+  if (rv == 0 && node->s.sessions && (!c->secured || memcmp(rec.pk, c->pk, DED_PK_BYTES) != 0))
+    rv = DED_ERR_AUTH;
   ded_peer *p = NULL;
   if (rv == 0) rv = node_take_record(node, h.rec, h.rec_len, NULL, now_ns, &p);
   if (rv == 0 && !p) rv = DED_ERR_PROTO;
@@ -4579,6 +4585,34 @@ int ded_node_start(ded_node *node, uint64_t now_ns) {
 }
 
 const uint8_t *ded_node_id(const ded_node *node) { return node->ident.id; }
+
+const ded_ident *ded_node_ident(const ded_node *node) { return &node->ident; }
+
+const uint8_t *ded_node_run_id(const ded_node *node) { return node->run_id; }
+
+bool ded_node_conn_expects(const ded_node *node, uint32_t conn_id, uint8_t id[DED_ID_BYTES]) {
+  const ded_conn *c = conn_get(node, conn_id);
+  if (!c || !c->outbound || !c->peer) return false;
+  memcpy(id, c->peer->id, DED_ID_BYTES);
+  return true;
+}
+
+void ded_node_conn_secured(ded_node *node, uint32_t conn_id, const uint8_t pk[DED_PK_BYTES],
+                           uint64_t now_ns) {
+  node_enter(node, now_ns);
+  ded_conn *c = conn_get(node, conn_id);
+  if (c && c->state == CONN_AWAIT_HELLO) {
+    c->secured = true;
+    memcpy(c->pk, pk, DED_PK_BYTES);
+    /* We called ourselves (our own DEDMPI_JOIN address): known here,
+     * before either side's HELLO, whichever end learns it first. */
+    if (memcmp(pk, node->ident.pk, DED_PK_BYTES) == 0) {
+      if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
+      conn_close(node, c, 0, true);
+    }
+  }
+  node_reap(node);
+}
 
 /* True if |a| and |b| are one IP address (any ports). */
 static bool addr_same_host(const ded_addr *a, const ded_addr *b) {

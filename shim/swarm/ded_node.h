@@ -31,6 +31,7 @@
 #include "core/ded_limits.h"
 #include "core/ded_mem.h"
 #include "core/ded_types.h"
+#include "crypto/ded_ident.h"
 
 typedef struct ded_node ded_node;
 
@@ -104,6 +105,11 @@ typedef struct ded_node_settings {
   double add_Bps;
   /* How a coordinator of ours cuts a round (enum ded_plan). */
   uint8_t plan;
+  /* Connections are secure channels (ded_chan.h): the driver reports
+   * each one's proven peer key (ded_node_conn_secured) before its first
+   * byte, and a HELLO must carry that key. Off only in tests that speak
+   * frames to the node directly. */
+  bool sessions;
   /* Allocator; NULL = libc. */
   const ded_mem *mem;
 } ded_node_settings;
@@ -220,6 +226,10 @@ int ded_node_start(ded_node *node, uint64_t now_ns);
 /* Our peer id. */
 const uint8_t *ded_node_id(const ded_node *node);
 
+/* Our identity (key pair and id) and the run's id, for the handshake. */
+const ded_ident *ded_node_ident(const ded_node *node);
+const uint8_t *ded_node_run_id(const ded_node *node);
+
 /* An inbound connection from |remote|; sets |*conn_id|. DED_ERR_LIMIT if
  * there are too many: the driver closes the socket. */
 int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *conn_id,
@@ -228,6 +238,16 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
 /* An outbound connection asked for by the connect callback is established. */
 void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns);
 
+/* For an outbound |conn_id|: true, with |id|, when it calls a known peer
+ * (the handshake must reach that one); false for a bootstrap address,
+ * where anyone in the run may answer. */
+bool ded_node_conn_expects(const ded_node *node, uint32_t conn_id, uint8_t id[DED_ID_BYTES]);
+
+/* |conn_id|'s handshake proved the peer holds |pk|: its HELLO must name
+ * it (settings.sessions). Our own key closes it (we called ourselves). */
+void ded_node_conn_secured(ded_node *node, uint32_t conn_id, const uint8_t pk[DED_PK_BYTES],
+                           uint64_t now_ns);
+
 /* Bytes arrived on |conn_id|. The node may decide to close the connection
  * (the close callback fires); unknown ids are ignored. */
 void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, size_t len,
@@ -235,12 +255,6 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
 
 /* |conn_id| is gone (EOF, error, failed connect). |status| is informative. */
 void ded_node_conn_closed(ded_node *node, uint32_t conn_id, int status, uint64_t now_ns);
-
-/* A piece of output: |len| bytes at |base|. */
-typedef struct ded_iov {
-  const void *base;
-  size_t len;
-} ded_iov;
 
 /*
  * Fills up to |max| pieces of what |conn_id| should send next, in order.

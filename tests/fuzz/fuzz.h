@@ -86,6 +86,15 @@ enum {
 #define FUZZ_NOISE_EPH_I_BYTE 0x64
 #define FUZZ_NOISE_EPH_R_BYTE 0x65
 
+/*
+ * fuzz_chan input: u8 selector | u8 cut | bytes. The bytes go to one
+ * channel in pieces of |cut| bytes (0: at once). The selector (mod 3)
+ * picks it: 0 a fresh responder (magic, initiation, final), 1 an initiator
+ * whose initiation went out (the response, then records), 2 the responder
+ * of a channel already open (records). Identities, psk, run and
+ * ephemerals as fuzz_noise's; the initiator expects the responder's id.
+ */
+
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \
   do {                                                                                   \

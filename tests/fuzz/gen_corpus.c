@@ -1,7 +1,7 @@
 /*
  * gen_corpus.c: writes the seed corpora of the fuzz targets.
  *
- * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise}/NAME)
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan}/NAME)
  *
  * Seeds are valid encodings of every message, records, and whole
  * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
@@ -21,6 +21,7 @@
 #include "core/ded_msg.h"
 #include "crypto/ded_ident.h"
 #include "dht/ded_record.h"
+#include "fuzz_chan_world.h"
 #include "fuzz_noise_world.h"
 
 /* ------------------------------------------------------------ buffers */
@@ -1334,6 +1335,53 @@ static void gen_noise(void) {
   gbuf_free(&in);
 }
 
+
+/* ------------------------------------------------------------ chan */
+
+/* |ch|'s output as a seed: selector, cut, bytes. */
+static void chan_seed(const char *name, uint8_t sel, uint8_t cut, ded_chan *ch) {
+  gbuf in = {0};
+  gbuf_u8(&in, sel);
+  gbuf_u8(&in, cut);
+  const uint8_t *p;
+  size_t n = ded_chan_out(ch, &p);
+  gbuf_put(&in, p, n);
+  write_seed("chan", name, in.p, in.len);
+  gbuf_free(&in);
+}
+
+/* fuzz_chan: the genuine bytes of each phase, whole and cut, and records
+ * (one under a rotated key); a stream of another version. */
+static void gen_chan(void) {
+  fuzz_chan_world w;
+  fuzz_chan_world_build(&w);
+  ded_chan a, b;
+  fuzz_chan_fresh(&w, &a, &b);
+  chan_seed("initiation", 0, 0, &a);
+  chan_seed("initiation_cut", 0, 7, &a);
+  const uint8_t *p;
+  size_t n = ded_chan_out(&a, &p);
+  ((uint8_t *)p)[DED_CHAN_MAGIC_BYTES - 1] = 7; /* a version 7 peer */
+  chan_seed("initiation_v7", 0, 0, &a);
+  ded_chan_free(&a);
+  ded_chan_free(&b);
+  fuzz_chan_fresh(&w, &a, &b);
+  fuzz_chan_pump(&a, &b);
+  chan_seed("response", 1, 0, &b);
+  ded_chan_free(&a);
+  ded_chan_free(&b);
+  fuzz_chan_open_pair(&w, &a, &b);
+  uint8_t frame[9] = {5, 0, 0, 0, DED_MSG_LEAVE, 1, 2, 3, 4};
+  ded_iov iov = {frame, sizeof frame};
+  FUZZ_CHECK(ded_chan_seal(&a, &iov, 1, FUZZ_NOW_NS) == sizeof frame);
+  chan_seed("record", 2, 0, &a);
+  FUZZ_CHECK(ded_chan_seal(&a, &iov, 1, FUZZ_NOW_NS + DED_AEAD_REKEY_NS) == sizeof frame);
+  chan_seed("records_rekey", 2, 3, &a);
+  (void)n;
+  ded_chan_free(&a);
+  ded_chan_free(&b);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -1348,5 +1396,6 @@ int main(int argc, char **argv) {
   gen_frame();
   gen_node();
   gen_noise();
+  gen_chan();
   return 0;
 }

@@ -16,6 +16,9 @@
  *       sends a JOIN: the victim answers on a socket it already shut, which
  *       must cost it an EPIPE, not a SIGPIPE.
  *
+ * It opens each connection with the real handshake (ded_chan, no swarm
+ * key: the victim runs an open swarm) and seals what it sends.
+ *
  * Exits 0 when it played its part; the test then checks the victim.
  */
 #define _GNU_SOURCE
@@ -33,6 +36,7 @@
 #include "core/ded_frame.h"
 #include "core/ded_msg.h"
 #include "core/ded_wire.h"
+#include "crypto/ded_chan.h"
 #include "ded_node.h"
 
 static uint64_t now_ns(void) {
@@ -56,12 +60,13 @@ static void no_write(void *u, uint32_t id) { (void)u, (void)id; }
 static void no_round(void *u, void *c, const ded_round_result *r) { (void)u, (void)c, (void)r; }
 
 /* A backbone node of |run| with identity seed |s0|: its HELLO frame in
- * |out|, its id in |id|. */
+ * |out|, its identity in |ident|. */
 static size_t make_hello(const char *run, uint8_t s0, const ded_addr *announce, uint8_t *out,
-                         uint8_t id[DED_ID_BYTES]) {
+                         ded_ident *ident) {
   uint8_t seed[DED_SEED_BYTES];
   memset(seed, s0, sizeof seed);
   seed[1] ^= 0x5a;
+  ded_ident_from_seed(ident, seed);
   ded_node_settings s;
   memset(&s, 0, sizeof s);
   s.run = run;
@@ -76,7 +81,6 @@ static size_t make_hello(const char *run, uint8_t s0, const ded_addr *announce, 
   ded_node_callbacks cb = {no_connect, no_close, no_write, no_round, NULL, NULL, NULL, NULL};
   ded_node *n;
   if (ded_node_new(&s, &cb, NULL, now_ns(), &n) != 0) exit(2);
-  memcpy(id, ded_node_id(n), DED_ID_BYTES);
   ded_addr any;
   memset(&any, 0, sizeof any);
   any.family = 4;
@@ -119,9 +123,72 @@ static void write_all(int fd, const uint8_t *p, size_t n) {
   }
 }
 
+/* A connection to the victim: a socket and its channel. */
+typedef struct econn {
+  int fd;
+  ded_chan ch;
+  bool open;
+} econn;
+
+static void ec_opened(void *u, const uint8_t pk[DED_PK_BYTES]) {
+  (void)pk;
+  ((econn *)u)->open = true;
+}
+static bool ec_plain(void *u, const uint8_t *p, size_t n) { /* we only listen */
+  (void)u, (void)p, (void)n;
+  return true;
+}
+static const ded_chan_cb ec_cb = {ec_opened, ec_plain};
+
+static void ec_flush(econn *e) {
+  const uint8_t *p;
+  size_t n;
+  while ((n = ded_chan_out(&e->ch, &p)) > 0) {
+    write_all(e->fd, p, n);
+    ded_chan_out_done(&e->ch, n);
+  }
+}
+
+/* Reads once into the channel: bytes read, 0 at EOF or a broken channel. */
+static ssize_t ec_read(econn *e) {
+  uint8_t buf[65536];
+  ssize_t n = read(e->fd, buf, sizeof buf);
+  if (n <= 0 || ded_chan_recv(&e->ch, buf, (size_t)n, &ec_cb, e) != 0) return 0;
+  ec_flush(e);
+  return n;
+}
+
+/* Dials the victim as |ident| of |run| and runs the handshake. */
+static void ec_dial(econn *e, int port, const ded_ident *ident, const char *run) {
+  memset(e, 0, sizeof *e);
+  e->fd = dial(port);
+  uint8_t run_id[DED_RUN_ID_BYTES], eph[32];
+  ded_hash32(run, strlen(run), run_id);
+  for (size_t i = 0; i < sizeof eph; i++) eph[i] = (uint8_t)(rand() ^ (int)i);
+  if (ded_chan_init(&e->ch, NULL, ident, NULL, run_id, true, NULL, eph, now_ns()) != 0) exit(2);
+  ec_flush(e);
+  while (!e->open)
+    if (ec_read(e) == 0) {
+      fprintf(stderr, "evil_peer: the handshake failed\n");
+      exit(2);
+    }
+}
+
+/* Seals and writes |n| bytes. */
+static void ec_send(econn *e, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ded_iov iov = {p, n};
+    size_t took = ded_chan_seal(&e->ch, &iov, 1, now_ns());
+    p += took;
+    n -= took;
+    ec_flush(e);
+  }
+}
+
 static int slot_reuse(const char *run, int port) {
-  uint8_t hello[1024], other[1024], id[DED_ID_BYTES], oid[DED_ID_BYTES];
-  size_t hl = make_hello(run, 3, NULL, hello, id);
+  uint8_t hello[1024], other[1024];
+  ded_ident me, oid;
+  size_t hl = make_hello(run, 3, NULL, hello, &me);
   /* A third identity, announced at the victim's own port (any address the
    * victim can dial will do), with a large id: the victim calls it. */
   ded_addr at;
@@ -129,14 +196,15 @@ static int slot_reuse(const char *run, int port) {
   snprintf(txt, sizeof txt, "127.0.0.1:%d", port);
   ded_addr_parse(txt, &at);
   for (int s0 = 10; s0 < 255; s0++) {
-    make_hello(run, (uint8_t)s0, &at, other, oid);
-    if (oid[0] >= 0xf0) break;
+    make_hello(run, (uint8_t)s0, &at, other, &oid);
+    if (oid.id[0] >= 0xf0) break;
   }
-  int first = dial(port);
-  write_all(first, hello, hl);
+  econn first, second;
+  ec_dial(&first, port, &me, run);
+  ec_send(&first, hello, hl);
   usleep(300000);
-  int second = dial(port);
-  write_all(second, hello, hl);
+  ec_dial(&second, port, &me, run);
+  ec_send(&second, hello, hl);
   usleep(300000);
   size_t cap = 400000, o;
   uint8_t *b = malloc(cap);
@@ -163,24 +231,28 @@ static int slot_reuse(const char *run, int port) {
   ded_msg_records_add(&rw, other + 5 + 42, rl);
   ded_msg_records_end(&rw);
   o += r.pos;
-  write_all(second, b, o);
+  ec_send(&second, b, o);
   free(b);
   sleep(2);
-  close(first);
-  close(second);
+  close(first.fd);
+  close(second.fd);
+  ded_chan_free(&first.ch);
+  ded_chan_free(&second.ch);
   return 0;
 }
 
 static int join_after_fin(const char *run, int port) {
-  uint8_t hello[1024], id[DED_ID_BYTES], buf[65536];
-  size_t hl = make_hello(run, 7, NULL, hello, id);
-  int fd = dial(port);
-  write_all(fd, hello, hl);
+  uint8_t hello[1024];
+  ded_ident me;
+  size_t hl = make_hello(run, 7, NULL, hello, &me);
+  econn e;
+  ec_dial(&e, port, &me, run);
+  ec_send(&e, hello, hl);
   bool told = false;
   for (;;) {
-    struct pollfd p = {fd, POLLIN, 0};
+    struct pollfd p = {e.fd, POLLIN, 0};
     if (poll(&p, 1, 60000) <= 0) return 1;
-    ssize_t n = read(fd, buf, sizeof buf);
+    ssize_t n = ec_read(&e);
     if (n > 0) { /* HELLO, records, LEAVE: we just listen */
       if (!told) { /* the test starts the rest of the swarm now */
         printf("connected\n");
@@ -200,14 +272,16 @@ static int join_after_fin(const char *run, int port) {
     j.n_local = 1;
     j.flags = DED_JOIN_F_GENESIS;
     ded_msg_join_encode(&w, &j);
-    write_all(fd, f, w.pos);
+    ec_send(&e, f, w.pos);
     sleep(1);
-    close(fd);
+    close(e.fd);
+    ded_chan_free(&e.ch);
     return 0;
   }
 }
 
 int main(int argc, char **argv) {
+  if (ded_crypto_init() != 0) return 2;
   if (argc != 4) {
     fprintf(stderr, "usage: evil_peer slot-reuse|join-after-fin RUN PORT\n");
     return 2;

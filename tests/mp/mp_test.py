@@ -217,6 +217,127 @@ def half_open():
     check(b.seconds < 60 and time.time() - t0 < 90, "the second job took %.1f s" % b.seconds)
 
 
+SWARM_KEY = "5a" * 32
+
+
+def ar_job(name, value, env, wd=None, rounds=3):
+    """ar_check with one rank of |value|, in a swarm of two such jobs whose
+    values sum to 4."""
+    return Job(name, 1, [binpath("ar_check"), "--value", str(value), "--swarm-sum", "4",
+                         "--swarm-ranks", "2", "--rounds", str(rounds), "--cases", "swarm"],
+               env, workdir=wd)
+
+
+def key_file(wd, name, text, mode=0o600):
+    path = os.path.join(wd, name)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    os.chmod(path, mode)
+    return path
+
+
+@test
+def swarm_key():
+    """Only holders of the run's secret get in: a job with DEDMPI_SWARM_KEY and
+    one with the same key in DEDMPI_SWARM_KEY_FILE average together; a job with
+    another key (a passphrase) and one with none reach the first job, are
+    refused at the handshake, and fail to join with a clear error; a key file
+    others may read stops its job at MPI_Init."""
+    port = free_port()
+    a = ar_job("a", 1, swarm_env(port, True, 2, DEDMPI_SWARM_KEY=SWARM_KEY, DEDMPI_LOG="info"))
+    wd = a.dir
+    deadline = time.time() + 30
+    while time.time() < deadline:  # a listens before the intruders try
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    bad = {"wrongkey": {"DEDMPI_SWARM_KEY": "not the run's passphrase at all"},
+           "nokey": {},
+           "openfile": {"DEDMPI_SWARM_KEY_FILE": key_file(wd, "open.key", SWARM_KEY, 0o644)}}
+    intruders = [ar_job(n, 3, swarm_env(port, False, 2, DEDMPI_JOIN_TIMEOUT="3s", **e), wd)
+                 for n, e in bad.items()]
+    run_jobs(intruders, 60, expect_rc=None)
+    b = ar_job("b", 3, swarm_env(port, False, 2,
+                                 DEDMPI_SWARM_KEY_FILE=key_file(wd, "run.key", SWARM_KEY)), wd)
+    run_jobs([a, b], 120)
+    for j in (a, b):
+        check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    for j in intruders[:2]:
+        check(j.rc not in (0, "timeout") and "no peer answered at DEDMPI_JOIN" in j.err and
+              "closed during the handshake" in j.err, "expected a refused handshake:\n" + j.describe())
+    check("others may read or write it (mode 644)" in intruders[2].err and intruders[2].rc != 0,
+          "a readable key file was accepted:\n" + intruders[2].describe())
+    refused = a.err.count("handshake refused: another swarm key or run")
+    check(refused >= 2, "expected both intruders refused (%d):\n%s" % (refused, a.describe()))
+    check("no DEDMPI_SWARM_KEY" in intruders[1].err and "no DEDMPI_SWARM_KEY" not in a.err,
+          "the open-run warning is wrong:\n" + a.describe() + intruders[1].describe())
+
+
+def lo_payloads(stop, out):
+    """Collects TCP payloads seen on the loopback device until |stop| is set,
+    as (sport, dport, bytes) into |out| (needs root: AF_PACKET)."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.bind(("lo", 0))
+    s.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            pkt, addr = s.recvfrom(1 << 17)
+        except socket.timeout:
+            continue
+        if addr[2] == socket.PACKET_OUTGOING:
+            continue  # each packet on lo shows up twice
+        ip = pkt[14:]
+        if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 6:
+            continue
+        tcp = ip[(ip[0] & 15) * 4:]
+        if len(tcp) < 20:
+            continue
+        payload = tcp[(tcp[12] >> 4) * 4:]
+        if payload:
+            out.append((int.from_bytes(tcp[0:2], "big"), int.from_bytes(tcp[2:4], "big"), payload))
+    s.close()
+
+
+@test
+def wire_encrypted():
+    """The wire carries no plaintext: loopback traffic of two jobs averaging
+    buffers of 1.5 and 2.5 (result 2.0) is captured, and no 16-byte run of
+    any of those floats appears in it, while the capture saw the vectors'
+    worth of bytes to the first job's port."""
+    if os.geteuid() != 0:
+        print("SKIP wire_encrypted: capturing loopback traffic needs root")
+        return
+    import struct
+    import threading
+    port = free_port()
+    count = 1 << 18
+    stop, seen = threading.Event(), []
+    sniffer = threading.Thread(target=lo_payloads, args=(stop, seen))
+    sniffer.start()
+    try:
+        env = dict(DEDMPI_SWARM_KEY=SWARM_KEY)
+        a = Job("a", 1, [binpath("ar_check"), "--value", "1.5", "--swarm-sum", "4",
+                         "--swarm-ranks", "2", "--rounds", "3", "--count", str(count),
+                         "--cases", "swarm"], swarm_env(port, True, 2, **env))
+        b = Job("b", 1, [binpath("ar_check"), "--value", "2.5", "--swarm-sum", "4",
+                         "--swarm-ranks", "2", "--rounds", "3", "--count", str(count),
+                         "--cases", "swarm"], swarm_env(port, False, 2, **env), workdir=a.dir)
+        run_jobs([a, b], 120)
+    finally:
+        stop.set()
+        sniffer.join()
+    for j in (a, b):
+        check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    to_a = sum(len(p) for sp, dp, p in seen if port in (sp, dp))
+    check(to_a >= 3 * count * 4, "the capture missed the rounds: %d bytes on port %d" % (to_a, port))
+    wire = b"".join(p for _, _, p in seen)
+    for v in (1.5, 2.5, 2.0):
+        run = struct.pack("<f", v) * 4
+        check(run not in wire, "%r in the clear on the wire (%d bytes captured)" % (v, len(wire)))
+
+
 @test
 def join_unanswered():
     """A DEDMPI_JOIN nobody answers: a clear error, within the bound."""
@@ -259,7 +380,8 @@ def invalid_env():
     an unknown DEDMPI_ name is a warning."""
     j = Job("bad", 1, [binpath("ar_check"), "--cases", "swarm"],
             {"DEDMPI_MIN_PEERS": "three", "DEDMPI_ROUND_TIMEOUT": "-5", "DEDMPI_MINPEERS": "3",
-             "DEDMPI_MODE": "relay", "DEDMPI_STEP_ROUNDS": "2000", "DEDMPI_PROBE_BYTES": "9M"})
+             "DEDMPI_MODE": "relay", "DEDMPI_STEP_ROUNDS": "2000", "DEDMPI_PROBE_BYTES": "9M",
+             "DEDMPI_SWARM_KEY": "hunter2"})
     j.wait(60)
     check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
     check("DEDMPI_MIN_PEERS='three': expected an integer" in j.err, "no error:\n" + j.describe())
@@ -271,6 +393,8 @@ def invalid_env():
           "no error:\n" + j.describe())
     check("DEDMPI_STEP_ROUNDS='2000': expected an integer from 0 to 1024" in j.err,
           "no error:\n" + j.describe())
+    check("DEDMPI_SWARM_KEY='...': expected 64 hex digits" in j.err and "hunter2" not in j.err,
+          "a short passphrase was taken, or echoed:\n" + j.describe())
     check("case swarm" not in j.out, "the program ran past MPI_Init:\n" + j.describe())
 
 

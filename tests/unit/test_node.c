@@ -146,8 +146,10 @@ static unsigned tnode_accept(tnode *t) {
  * (f32, COUNT elements, weight |w|, |n_local| ranks) submitted and no
  * connection yet; |streams| connections to each peer it calls, and with
  * |dial|, PEER_ADDR to call (it has, as conn[0], once this returns). */
-/* settings.probe_bytes of the next node tnode_new makes (then 0 again). */
+/* settings.probe_bytes and .sessions of the next node tnode_new makes
+ * (then 0 again). */
 static uint32_t tn_next_probe;
+static bool tn_next_sessions;
 
 static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_local,
                       const ded_mem *mem, bool dial, uint8_t streams) {
@@ -167,6 +169,8 @@ static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32
   s.streams = streams;
   s.probe_bytes = tn_next_probe;
   tn_next_probe = 0;
+  s.sessions = tn_next_sessions;
+  tn_next_sessions = false;
   if (dial) {
     assert_int_equal(ded_addr_parse(PEER_ADDR, &s.bootstrap[0]), 0);
     s.n_bootstrap = 1;
@@ -5320,9 +5324,54 @@ static void test_node_handshake_bounds(void **state) {
   ded_node_free(t.node);
 }
 
+/* settings.sessions: a HELLO counts only on a connection whose handshake
+ * proved the key its record names; our own key closes the connection
+ * and, on a call to a bootstrap address, makes that address ourselves. */
+static void test_node_session_binds_hello(void **state) {
+  (void)state;
+  float b0[COUNT], *bufs[1] = {b0};
+  ded_ident peer, other;
+  unit_ident(&peer, 0x41);
+  unit_ident(&other, 0x42);
+  tnode t;
+  tn_next_sessions = true;
+  tnode_new(&t, bufs, 0, 1.0, 1, NULL, false, 0);
+  unsigned plain = tnode_accept(&t); /* no handshake reported */
+  send_hello(&t, plain, &peer, RUN);
+  assert_true(t.closed[plain]);
+  unsigned wrong = tnode_accept(&t); /* proved another key */
+  ded_node_conn_secured(t.node, t.conn[wrong], other.pk, t.now);
+  send_hello(&t, wrong, &peer, RUN);
+  assert_true(t.closed[wrong]);
+  assert_int_equal(ded_node_peer_count(t.node), 0);
+  unsigned good = tnode_accept(&t);
+  ded_node_conn_secured(t.node, t.conn[good], peer.pk, t.now);
+  send_hello(&t, good, &peer, RUN);
+  assert_false(t.closed[good]);
+  assert_int_equal(ded_node_peer_count(t.node), 1);
+  ded_node_free(t.node);
+
+  /* Calling our own DEDMPI_JOIN address: the first peer of the run. */
+  tn_next_sessions = true;
+  tnode_new(&t, bufs, 0, 1.0, 1, NULL, true, 0);
+  t.log_want = "first peer of the run";
+  ded_node_conn_connected(t.node, t.conn[0], t.now);
+  uint8_t want[DED_ID_BYTES];
+  assert_false(ded_node_conn_expects(t.node, t.conn[0], want)); /* an address, not a peer */
+  ded_node_conn_secured(t.node, t.conn[0], t.ident.pk, t.now);
+  assert_true(t.closed[0]);
+  tnode_advance(&t, 1000000000ull);
+  assert_int_equal(t.log_hits, 1);
+  unsigned self = tnode_accept(&t); /* and the same call, answered */
+  ded_node_conn_secured(t.node, t.conn[self], t.ident.pk, t.now);
+  assert_true(t.closed[self]);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_handshake_bounds),
+      cmocka_unit_test(test_node_session_binds_hello),
       cmocka_unit_test(test_node_round_peer_coordinates),
       cmocka_unit_test(test_node_round_node_coordinates),
       cmocka_unit_test(test_node_bytewise),

@@ -86,4 +86,10 @@ void ded_id_short(const uint8_t id[DED_ID_BYTES], char out[9]);
  */
 uint64_t ded_digest64(const void *p, size_t len);
 
+/* A piece of output: |len| bytes at |base|. */
+typedef struct ded_iov {
+  const void *base;
+  size_t len;
+} ded_iov;
+
 #endif /* DED_TYPES_H */

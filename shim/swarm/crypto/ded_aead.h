@@ -55,6 +55,9 @@ void ded_aead_seal(ded_aead *a, const uint8_t *ad, size_t ad_len, const uint8_t 
 DED_UNUSED_RESULT int ded_aead_open(ded_aead *a, const uint8_t *ad, size_t ad_len,
                                     const uint8_t *in, size_t len, uint8_t *plain);
 
+/* True in the test-only build without encryption (DEDMPI_NULL_CIPHER). */
+bool ded_aead_null_cipher(void);
+
 /* Wipes the key. */
 void ded_aead_wipe(ded_aead *a);
 

@@ -58,3 +58,21 @@ int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *bin, size_t len) {
 }
 
 void ded_wipe(void *p, size_t len) { sodium_memzero(p, len); }
+
+int ded_swarm_key_derive(const char *text, size_t len, const uint8_t run_id[DED_RUN_ID_BYTES],
+                         uint8_t psk[DED_SWARM_KEY_BYTES]) {
+  if (len == 2 * DED_SWARM_KEY_BYTES &&
+      ded_hex_decode(text, len, psk, DED_SWARM_KEY_BYTES) == 0)
+    return 0;
+  if (len < DED_PASSPHRASE_MIN) return DED_ERR_INVALID_ARG;
+  /* Salted with the run: one passphrase makes another key in each run,
+   * and no table computed ahead serves all runs. */
+  uint8_t salt[32];
+  static const uint8_t label[] = "dedmpi swarm key v1";
+  int rv = crypto_generichash(salt, sizeof salt, run_id, DED_RUN_ID_BYTES, label, sizeof label - 1);
+  DED_ASSERT(rv == 0);
+  DED_STATIC_ASSERT(crypto_pwhash_SALTBYTES <= sizeof salt, "salt");
+  rv = crypto_pwhash(psk, DED_SWARM_KEY_BYTES, text, len, salt, crypto_pwhash_OPSLIMIT_INTERACTIVE,
+                     crypto_pwhash_MEMLIMIT_INTERACTIVE, crypto_pwhash_ALG_ARGON2ID13);
+  return rv == 0 ? 0 : DED_ERR_NOMEM;
+}

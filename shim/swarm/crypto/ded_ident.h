@@ -55,6 +55,22 @@ void ded_hex_encode(const uint8_t *bin, size_t len, char *hex);
  * anything else (a non-hex character, too few or too many digits). */
 DED_UNUSED_RESULT int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *bin, size_t len);
 
+/* The run's secret (DEDMPI_SWARM_KEY): 32 bytes, the Noise psk. */
+#define DED_SWARM_KEY_BYTES 32
+/* A passphrase shorter than this is refused. */
+#define DED_PASSPHRASE_MIN 16
+
+/*
+ * The run's secret from the text of DEDMPI_SWARM_KEY (|len| bytes): 64
+ * hex digits are the key itself; anything else is a passphrase of at
+ * least DED_PASSPHRASE_MIN bytes, stretched with Argon2id (libsodium's
+ * interactive limits: about 64 MiB and a tenth of a second) and salted
+ * with the run id. 0, DED_ERR_INVALID_ARG (too short) or DED_ERR_NOMEM.
+ */
+DED_UNUSED_RESULT int ded_swarm_key_derive(const char *text, size_t len,
+                                           const uint8_t run_id[DED_RUN_ID_BYTES],
+                                           uint8_t psk[DED_SWARM_KEY_BYTES]);
+
 /* Zeroes |len| bytes in a way the compiler cannot elide. */
 void ded_wipe(void *p, size_t len);
 
