@@ -617,7 +617,7 @@ typedef struct chan_ctx {
   dconn *c;
 } chan_ctx;
 
-static void chan_on_open(void *user, const uint8_t peer_pk[DED_PK_BYTES]) {
+static bool chan_on_open(void *user, const uint8_t peer_pk[DED_PK_BYTES]) {
   chan_ctx *x = user;
   if (!x->d->cipher_logged) {
     x->d->cipher_logged = true;
@@ -625,6 +625,7 @@ static void chan_on_open(void *user, const uint8_t peer_pk[DED_PK_BYTES]) {
             x->c->ch.tx.aes256gcm ? "AES-256-GCM" : "XChaCha20-Poly1305");
   }
   ded_node_conn_secured(x->d->node, x->c->id, peer_pk, ded_driver_now_ns());
+  return !x->c->closing; /* closed: we called ourselves */
 }
 
 static bool chan_on_plain(void *user, const uint8_t *p, size_t len) {
@@ -670,6 +671,10 @@ static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     for (int i = 0; i < DRV_READS_PER_EVENT; i++) {
       ssize_t r = read(c->fd, d->rbuf, DRV_READ_BYTES);
+      if (r > 0 && !c->chan_on) { /* cannot happen: connected first */
+        dconn_fail(d, c, DED_ERR_INTERNAL);
+        break;
+      }
       if (r > 0) {
         chan_ctx ctx = {d, c};
         int rv = ded_chan_recv(&c->ch, d->rbuf, (size_t)r, &drv_chan_cb, &ctx);
@@ -687,7 +692,7 @@ static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
       /* EOF or error. Before the channel opened, most likely the other
        * side refused our handshake: say so, as it will not tell us. */
       if (!c->ch.open && !c->inbound)
-        dconn_log_refused(d, c, "closed during the handshake (another swarm key or run?)");
+        dconn_log_refused(d, c, "closed during the handshake (another swarm key or run, or the peer is full or leaving)");
       dconn_fail(d, c, DED_ERR_PEER_LOST);
       break;
     }
@@ -792,6 +797,9 @@ static bool driver_leave_done(ded_driver *d, uint64_t now) {
     dconn *c = d->conns[i];
     if (!c || c->closing) continue;
     any = true;
+    /* Sealed but not yet written: the node counts it sent already. */
+    const uint8_t *out;
+    if (c->chan_on && ded_chan_out(&c->ch, &out) > 0) continue;
     if (!c->shut && !c->connecting) {
       shutdown(c->fd, SHUT_WR);
       c->shut = true;
@@ -1028,8 +1036,8 @@ static int identity_create(const char *path, uint8_t seed[DED_SEED_BYTES], char 
 
 /* The seed of this job's identity: kept in |path| (created on first use)
  * or, without one, fresh from the OS. |*created| says the file is new. */
-static int identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *created,
-                         char *err, size_t errlen) {
+int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *created,
+                             char *err, size_t errlen) {
   *created = false;
   if (!path || !path[0]) {
     if (getrandom(seed, DED_SEED_BYTES, 0) == (ssize_t)DED_SEED_BYTES) return 0;
@@ -1058,6 +1066,108 @@ static int identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *c
   return DED_ERR_INVALID_ARG;
 }
 
+/* ---------------------------------------------------------------- access control */
+
+#define ALLOW_KEYS_MAX 65536
+
+/* Reads DEDMPI_ALLOW_FILE: one public key per line in hex, blank lines and
+ * '#' comments skipped. The file must not be writable by others (whoever
+ * can write it admits peers). *keys is malloc'd. */
+static int allow_load(const char *path, uint8_t (**keys)[DED_PK_BYTES], unsigned *n, char *err,
+                      size_t errlen) {
+  *keys = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: %s", path, strerror(errno));
+    return DED_ERR_INVALID_ARG;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022)) {
+    snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: not a regular file, or others may write it "
+             "(whoever can write it admits peers); chmod go-w it", path);
+    fclose(f);
+    return DED_ERR_INVALID_ARG;
+  }
+  char line[512];
+  unsigned lineno = 0, cap = 0;
+  int rv = 0;
+  while (rv == 0 && fgets(line, sizeof line, f)) {
+    lineno++;
+    char *s = line, *e;
+    s[strcspn(s, "#\r\n")] = '\0';
+    while (*s == ' ' || *s == '\t') s++;
+    for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t'); e--) {}
+    if (e == s) continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 64;
+      uint8_t(*more)[DED_PK_BYTES] = cap <= ALLOW_KEYS_MAX ? realloc(*keys, (size_t)cap * DED_PK_BYTES) : NULL;
+      if (!more) {
+        snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: more than %d keys", path, ALLOW_KEYS_MAX);
+        rv = DED_ERR_INVALID_ARG;
+        break;
+      }
+      *keys = more;
+    }
+    if (ded_hex_decode(s, (size_t)(e - s), (*keys)[*n], DED_PK_BYTES) != 0) {
+      snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s:%u: expected a public key (64 hex digits)", path,
+               lineno);
+      rv = DED_ERR_INVALID_ARG;
+      break;
+    }
+    (*n)++;
+  }
+  fclose(f);
+  if (rv) {
+    free(*keys);
+    *keys = NULL;
+    *n = 0;
+  }
+  return rv;
+}
+
+/* Sets up |st|'s access control from |cfg| for the identity of |seed|;
+ * |*allow| (malloc'd) must outlive ded_node_new. */
+static int access_setup(const ded_driver_config *cfg, const uint8_t seed[DED_SEED_BYTES],
+                        ded_node_settings *st, uint8_t (**allow)[DED_PK_BYTES], char *err,
+                        size_t errlen) {
+  *allow = NULL;
+  if (cfg->allow_file && cfg->allow_file[0]) {
+    int rv = allow_load(cfg->allow_file, allow, &st->nallow, err, errlen);
+    if (rv) return rv;
+    st->allow = (const uint8_t(*)[DED_PK_BYTES]) * allow;
+    st->access = true;
+  }
+  if (cfg->owner) {
+    memcpy(st->owner, cfg->owner, DED_PK_BYTES);
+    st->has_owner = st->access = true;
+  }
+  if (!cfg->invite) return 0;
+  const ded_invite *inv = cfg->invite;
+  ded_ident me;
+  ded_ident_from_seed(&me, seed);
+  bool mine = memcmp(inv->pk, me.pk, DED_PK_BYTES) == 0;
+  ded_ident_wipe(&me);
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  ded_hash32(st->run, strlen(st->run), run_id);
+  int rv = 0;
+  if (!mine)
+    snprintf(err, errlen, "DEDMPI_INVITE: the invitation is for another identity (this job's "
+             "comes from DEDMPI_IDENTITY_FILE%s)", cfg->identity_file && cfg->identity_file[0] ?
+             "" : ", which is unset: a fresh one per process");
+  else if (memcmp(inv->run_id, run_id, DED_RUN_ID_BYTES) != 0)
+    snprintf(err, errlen, "DEDMPI_INVITE: the invitation is for another run than '%s'", st->run);
+  else if (cfg->owner && (rv = ded_invite_check(cfg->owner, run_id, inv->pk, inv->expires_ms,
+                                               inv->sig, (uint64_t)(time(NULL)) * 1000u)) != 0)
+    snprintf(err, errlen, "DEDMPI_INVITE: %s", rv == DED_ERR_EXPIRED ?
+             "the invitation has expired" : "the invitation is not signed by DEDMPI_OWNER");
+  if (!mine || err[0]) return DED_ERR_INVALID_ARG;
+  st->has_invite = true;
+  st->invite_expires_ms = inv->expires_ms;
+  memcpy(st->invite_sig, inv->sig, DED_SIG_BYTES);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- the run's secret */
 
 /* The run's secret from |cfg| into d->psk (none: has_psk false). */
@@ -1081,8 +1191,9 @@ static int swarm_key_load(ded_driver *d, const ded_driver_config *cfg, char *err
     }
     close(fd);
     if (rv) return rv;
-    size_t line = strcspn(text, "\n"); /* its first line, without trailing blanks */
-    n = line < n ? line : n;
+    const char *nl = memchr(text, '\n', n); /* its first line, without trailing blanks */
+    if (nl) n = (size_t)(nl - text);
+    if (memchr(text, '\0', n)) n = sizeof text; /* a NUL inside: refused below */
     while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) n--;
   } else if (cfg->swarm_key && cfg->swarm_key[0]) {
     n = strlen(cfg->swarm_key);
@@ -1135,8 +1246,15 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   }
   uint8_t seed[DED_SEED_BYTES];
   bool id_created;
-  rv = identity_seed(cfg->identity_file, seed, &id_created, err, errlen);
+  rv = ded_driver_identity_seed(cfg->identity_file, seed, &id_created, err, errlen);
   if (rv) {
+    driver_free(d);
+    return rv;
+  }
+  uint8_t(*allow)[DED_PK_BYTES] = NULL;
+  rv = access_setup(cfg, seed, &st, &allow, err, errlen);
+  if (rv) {
+    ded_wipe(seed, sizeof seed);
     driver_free(d);
     return rv;
   }
@@ -1146,6 +1264,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   if (st.add_Bps == 0.0) st.add_Bps = measure_add_Bps();
   rv = ded_node_new(&st, &drv_callbacks, d, ded_driver_now_ns(), &d->node);
   ded_wipe(seed, sizeof seed);
+  free(allow); /* the node keeps a copy */
   if (rv) {
     snprintf(err, errlen, "cannot create the swarm node: %s", ded_strerror(rv));
     driver_free(d);
@@ -1162,6 +1281,15 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   if (cfg->identity_file && cfg->identity_file[0])
     drv_log(d, DED_LOG_INFO, "identity %s from DEDMPI_IDENTITY_FILE=%s", id_created ? "created" : "kept",
             cfg->identity_file);
+  char pk_hex[2 * DED_PK_BYTES + 1];
+  ded_hex_encode(ded_node_ident(d->node)->pk, DED_PK_BYTES, pk_hex);
+  drv_log(d, DED_LOG_INFO, "public key %s", pk_hex);
+  if (st.access)
+    drv_log(d, DED_LOG_INFO, "access control: %s%u listed key%s%s", st.has_owner ? "the owner, " : "",
+            st.nallow, st.nallow == 1 ? "" : "s", st.has_owner ? ", identities the owner invited" : "");
+  if (cfg->invite && !cfg->owner)
+    drv_log(d, DED_LOG_WARN, "DEDMPI_INVITE without DEDMPI_OWNER: the invitation is published but "
+                             "not checked here (set DEDMPI_OWNER to the run owner's key)");
   if (ded_aead_null_cipher())
     drv_log(d, DED_LOG_WARN, "built with DEDMPI_NULL_CIPHER (a benchmark build): frames travel "
                              "in the clear, unauthenticated; never use it for a real run");

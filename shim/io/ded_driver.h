@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ded_node.h"
+#include "dht/ded_invite.h"
 
 typedef struct ded_driver ded_driver;
 
@@ -48,6 +49,14 @@ typedef struct ded_driver_config {
    * one else may read); both NULL or "" = the run has none (a warning). */
   const char *swarm_key;
   const char *swarm_key_file;
+  /* Access control: the owner's public key (DEDMPI_OWNER; NULL = none),
+   * a file of admitted keys (DEDMPI_ALLOW_FILE; NULL or "" = none), and
+   * this job's own invitation (DEDMPI_INVITE; NULL = none), which must be
+   * for this job's identity and run (and, with an owner, signed by it and
+   * unexpired). */
+  const uint8_t *owner;
+  const char *allow_file;
+  const ded_invite *invite;
   /* Prefix of log lines, e.g. "dedmpi[1234]". */
   const char *log_prefix;
 } ded_driver_config;
@@ -98,6 +107,12 @@ uint16_t ded_driver_port(const ded_driver *d);
 
 /* Short printable id of this peer. */
 const char *ded_driver_peer_sid(const ded_driver *d);
+
+/* The identity seed DEDMPI_IDENTITY_FILE=|path| keeps (created, mode
+ * 0600, when missing; |*created| says so), or a fresh one for NULL or "".
+ * 0, or DED_ERR_INVALID_ARG / DED_ERR_INTERNAL with a message in |err|. */
+int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *created,
+                             char *err, size_t errlen);
 
 /* Monotonic clock, ns. */
 uint64_t ded_driver_now_ns(void);

@@ -293,13 +293,18 @@ static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
  * key); it is never echoed in an error. */
 static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
   size_t n = strlen(v);
-  if (n < DED_PASSPHRASE_MIN || n >= sizeof p->cfg->swarm_key)
+  uint8_t key[DED_SWARM_KEY_BYTES];
+  if (n == 2 * DED_SWARM_KEY_BYTES && ded_hex_decode(v, n, key, sizeof key) != 0)
+    cfg_error(p, name, "...", "64 characters but not hex digits: a mistyped key? (a passphrase "
+                              "of exactly 64 characters is refused for that reason)");
+  else if (n < DED_PASSPHRASE_MIN || n >= sizeof p->cfg->swarm_key)
     cfg_error(p, name, "...",
               "expected 64 hex digits (a random key: head -c32 /dev/urandom | od -An -tx1 | "
               "tr -d ' \\n') or a passphrase of %d to %zu characters",
               DED_PASSPHRASE_MIN, sizeof p->cfg->swarm_key - 1);
   else
     memcpy(p->cfg->swarm_key, v, n + 1);
+  ded_wipe(key, sizeof key);
 }
 
 static void set_swarm_key_file(parse_ctx *p, const char *name, const char *v) {
@@ -308,6 +313,29 @@ static void set_swarm_key_file(parse_ctx *p, const char *name, const char *v) {
               sizeof p->cfg->swarm_key_file - 1);
   else
     snprintf(p->cfg->swarm_key_file, sizeof p->cfg->swarm_key_file, "%s", v);
+}
+
+static void set_owner(parse_ctx *p, const char *name, const char *v) {
+  if (ded_hex_decode(v, strlen(v), p->cfg->owner, DED_PK_BYTES) != 0)
+    cfg_error(p, name, v, "expected the run owner's public key, 64 hex digits (dedrun --id)");
+  else
+    p->cfg->has_owner = true;
+}
+
+static void set_allow_file(parse_ctx *p, const char *name, const char *v) {
+  if (v[0] == '\0' || strlen(v) >= sizeof p->cfg->allow_file)
+    cfg_error(p, name, v, "expected a file name of 1 to %zu characters",
+              sizeof p->cfg->allow_file - 1);
+  else
+    snprintf(p->cfg->allow_file, sizeof p->cfg->allow_file, "%s", v);
+}
+
+static void set_invite(parse_ctx *p, const char *name, const char *v) {
+  if (ded_invite_parse(v, strlen(v), &p->cfg->invite) != 0)
+    cfg_error(p, name, "...", "expected an invitation, '%s' and %d hex digits (dedrun --invite)",
+              DED_INVITE_PREFIX, 2 * DED_INVITE_BYTES);
+  else
+    p->cfg->has_invite = true;
 }
 
 typedef struct var_def {
@@ -322,6 +350,9 @@ static const var_def vars[] = {
     {{"DEDMPI_IDENTITY_FILE", "", "file keeping this job's identity (its Ed25519 key, so its peer id) from run to run; created with mode 0600 if missing; unset: a fresh identity per process"}, set_identity_file},
     {{"DEDMPI_ANNOUNCE", "", "host:port list to publish instead of this machine's addresses (NAT port forwards)"}, set_announce},
     {{"DEDMPI_SWARM_KEY", "", "the run's secret: 64 hex digits, or a passphrase of 16+ characters (stretched with Argon2id); only peers holding it get in, and every connection is encrypted with keys it authenticates; unset: an open run (a warning)"}, set_swarm_key},
+    {{"DEDMPI_OWNER", "", "the run owner's public key (64 hex digits, dedrun --id): with it, only the owner, keys on DEDMPI_ALLOW_FILE and identities the owner invited get in"}, set_owner},
+    {{"DEDMPI_ALLOW_FILE", "", "file of admitted public keys, one per line (64 hex digits; # comments): with it, only those (and the owner, and invited identities) get in"}, set_allow_file},
+    {{"DEDMPI_INVITE", "", "this job's invitation from the run owner (dedrun --invite), for its identity (DEDMPI_IDENTITY_FILE)"}, set_invite},
     {{"DEDMPI_SWARM_KEY_FILE", "", "file holding DEDMPI_SWARM_KEY (its first line), readable by this user only"}, set_swarm_key_file},
     {{"DEDMPI_MIN_BYTES", "65536", "smallest all-reduce (bytes) that goes to the swarm"}, set_min_bytes},
     {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/ded_limits.h"
+#include "dht/ded_invite.h"
 
 typedef struct ded_config {
   bool disable;                   /* DEDMPI_DISABLE */
@@ -25,6 +26,11 @@ typedef struct ded_config {
   char identity_file[1024];       /* DEDMPI_IDENTITY_FILE */
   char swarm_key[512];            /* DEDMPI_SWARM_KEY (its text; "" = none) */
   char swarm_key_file[1024];      /* DEDMPI_SWARM_KEY_FILE */
+  bool has_owner;                 /* DEDMPI_OWNER */
+  uint8_t owner[DED_PK_BYTES];
+  char allow_file[1024];          /* DEDMPI_ALLOW_FILE */
+  bool has_invite;                /* DEDMPI_INVITE */
+  ded_invite invite;
   uint64_t min_bytes;             /* DEDMPI_MIN_BYTES */
   uint32_t min_peers;             /* DEDMPI_MIN_PEERS */
   uint8_t mode;                   /* DEDMPI_MODE (enum ded_mode) */

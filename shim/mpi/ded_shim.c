@@ -875,7 +875,12 @@ static int shim_start_driver(char *err, size_t errlen) {
   dc.identity_file = S.cfg.identity_file;
   dc.swarm_key = S.cfg.swarm_key;
   dc.swarm_key_file = S.cfg.swarm_key_file;
-  return ded_driver_start(&dc, &S.driver, err, errlen);
+  dc.owner = S.cfg.has_owner ? S.cfg.owner : NULL;
+  dc.allow_file = S.cfg.allow_file;
+  dc.invite = S.cfg.has_invite ? &S.cfg.invite : NULL;
+  int rv = ded_driver_start(&dc, &S.driver, err, errlen);
+  ded_wipe(S.cfg.swarm_key, sizeof S.cfg.swarm_key); /* the driver derived its own */
+  return rv;
 }
 
 /* Reports a failure of MPI_Init the MPI way: through the error handler of

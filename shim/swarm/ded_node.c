@@ -32,6 +32,7 @@
 #include "core/ded_wire.h"
 #include "crypto/ded_ident.h"
 #include "core/ded_meter.h"
+#include "dht/ded_invite.h"
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
@@ -871,6 +872,7 @@ static int node_build_record(ded_node *node, uint64_t now_ns) {
   node->perf = node_perf_now(node);
   node->perf_ns = now_ns;
   ded_record_perf_set(rec, &node->perf);
+  if (node->s.has_invite) ded_record_invite_add(rec, node->s.invite_expires_ms, node->s.invite_sig);
   rec->mode = node->s.mode;
   rec->flags = node->s.no_rounds ? DED_RECORD_F_NO_ROUNDS : 0;
   memcpy(rec->run_id, node->run_id, DED_RUN_ID_BYTES);
@@ -1000,6 +1002,22 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
 
 /* Verifies and stores a record that arrived on |from| (NULL: in a HELLO,
  * whose sender we are talking to already). */
+/* Whether the run's access control lets |rec|'s owner in: 0, or
+ * DED_ERR_NOT_ADMITTED. */
+static int node_admits(const ded_node *node, const ded_record *rec, uint64_t now_ms) {
+  const ded_node_settings *s = &node->s;
+  if (!s->access) return 0;
+  if (s->has_owner && memcmp(rec->pk, s->owner, DED_PK_BYTES) == 0) return 0;
+  for (unsigned i = 0; i < s->nallow; i++)
+    if (memcmp(rec->pk, s->allow[i], DED_PK_BYTES) == 0) return 0;
+  uint64_t expires;
+  uint8_t sig[DED_SIG_BYTES];
+  if (s->has_owner && ded_record_invite(rec, &expires, sig) &&
+      ded_invite_check(s->owner, node->run_id, rec->pk, expires, sig, now_ms) == 0)
+    return 0;
+  return DED_ERR_NOT_ADMITTED;
+}
+
 static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
                             uint64_t now_ns, ded_peer **out) {
   ded_record rec;
@@ -1014,6 +1032,7 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
   ded_table_entry *have = ded_table_find(&node->table, id);
   if (have && have->rec.seq >= rec.seq && from) return 0;
   rv = ded_record_verify(&rec, node->run_id, node_wall_ms(node, now_ns));
+  if (rv == 0) rv = node_admits(node, &rec, node_wall_ms(node, now_ns));
   if (rv) return rv;
   ded_peer *p = peer_get_or_add(node, id, now_ns);
   if (!p) return DED_ERR_LIMIT;
@@ -3243,6 +3262,11 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   if (rv == 0 && memcmp(h.run_id, node->run_id, DED_RUN_ID_BYTES) != 0) rv = DED_ERR_WRONG_RUN;
   ded_record rec;
   if (rv == 0) rv = ded_record_decode(h.rec, h.rec_len, &rec);
+  /* The record must be the key the handshake proved, or a peer holding
+   * the run's secret could speak as another (ourselves included: with
+   * our own record it would make a DEDMPI_JOIN address look like us). */
+  if (rv == 0 && node->s.sessions && (!c->secured || memcmp(rec.pk, c->pk, DED_PK_BYTES) != 0))
+    rv = DED_ERR_AUTH;
   uint8_t id[DED_ID_BYTES];
   if (rv == 0) {
     ded_peer_id(rec.pk, id);
@@ -3252,10 +3276,6 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
       return;
     }
   }
-  /* The record must be the key the handshake proved, or a peer holding
-   * the run's secret could speak as another. */
-  if (rv == 0 && node->s.sessions && (!c->secured || memcmp(rec.pk, c->pk, DED_PK_BYTES) != 0))
-    rv = DED_ERR_AUTH;
   ded_peer *p = NULL;
   if (rv == 0) rv = node_take_record(node, h.rec, h.rec_len, NULL, now_ns, &p);
   if (rv == 0 && !p) rv = DED_ERR_PROTO;
@@ -3328,9 +3348,11 @@ static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uin
   size_t len;
   while (rv == 0 && (rv = ded_msg_records_next(&it, &rec, &len)) == 1) {
     rv = node_take_record(node, rec, len, c, now_ns, NULL);
-    /* A stale record is not an attack (it may have crossed a refresh), and
-     * a full table is ours to bear, not the relaying neighbour's fault. */
-    if (rv == DED_ERR_EXPIRED || rv == DED_ERR_LIMIT) rv = 0;
+    /* A stale record is not an attack (it may have crossed a refresh), a
+     * full table is ours to bear, and a peer we do not admit may be
+     * admitted where the neighbour's invitation clock or list differs:
+     * none is the relaying neighbour's fault. */
+    if (rv == DED_ERR_EXPIRED || rv == DED_ERR_LIMIT || rv == DED_ERR_NOT_ADMITTED) rv = 0;
   }
   if (rv < 0) conn_protocol_error(node, c, rv, "RECORDS");
 }
@@ -4508,6 +4530,19 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   if (!node) return DED_ERR_NOMEM;
   node->s = *settings;
   node->mem = settings->mem;
+  node->s.allow = NULL;
+  node->s.nallow = 0;
+  if (settings->nallow) { /* ours: the caller's may go */
+    size_t bytes = (size_t)settings->nallow * DED_PK_BYTES;
+    uint8_t(*allow)[DED_PK_BYTES] = ded_mem_malloc(node->mem, bytes);
+    if (!allow) {
+      ded_mem_free(node->mem, node);
+      return DED_ERR_NOMEM;
+    }
+    memcpy(allow, settings->allow, bytes);
+    node->s.allow = (const uint8_t(*)[DED_PK_BYTES])allow;
+    node->s.nallow = settings->nallow;
+  }
   node->cb = *cb;
   node->user = user;
   snprintf(node->run, sizeof node->run, "%s", settings->run);
@@ -4545,6 +4580,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
 
 void ded_node_free(ded_node *node) {
   if (!node) return;
+  ded_mem_free(node->mem, (void *)node->s.allow);
   for (uint32_t s = 0; s < node->nslots; s++)
     if (node->conns[s]) conn_free(node, node->conns[s]);
   for (unsigned i = 0; i < node->nrounds; i++) {

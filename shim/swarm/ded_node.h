@@ -110,6 +110,19 @@ typedef struct ded_node_settings {
    * byte, and a HELLO must carry that key. Off only in tests that speak
    * frames to the node directly. */
   bool sessions;
+  /* Access control (DEDMPI_OWNER, DEDMPI_ALLOW_FILE). With |access|, a
+   * peer gets in (its HELLO, its record from anyone) only if its key is
+   * |owner| (when |has_owner|), one of the |nallow| keys at |allow|
+   * (copied), or its record carries |owner|'s valid invitation of it. */
+  bool access;
+  bool has_owner;
+  uint8_t owner[DED_PK_BYTES];
+  const uint8_t (*allow)[DED_PK_BYTES];
+  unsigned nallow;
+  /* Our own invitation (DEDMPI_INVITE), published in our record. */
+  bool has_invite;
+  uint64_t invite_expires_ms;
+  uint8_t invite_sig[DED_SIG_BYTES];
   /* Allocator; NULL = libc. */
   const ded_mem *mem;
 } ded_node_settings;

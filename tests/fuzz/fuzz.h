@@ -95,6 +95,10 @@ enum {
  * ephemerals as fuzz_noise's; the initiator expects the responder's id.
  */
 
+/* fuzz_invite input: the text of an invitation. The owner's identity is
+ * from 32 copies of FUZZ_INVITE_OWNER_SEED_BYTE, the run FUZZ_RUN. */
+#define FUZZ_INVITE_OWNER_SEED_BYTE 0x71
+
 /* A property of the code under test did not hold: a crash for libFuzzer. */
 #define FUZZ_CHECK(cond)                                                                 \
   do {                                                                                   \

@@ -19,9 +19,10 @@ typedef struct seen {
   size_t plain;
 } seen;
 
-static void on_open(void *u, const uint8_t pk[DED_PK_BYTES]) {
+static bool on_open(void *u, const uint8_t pk[DED_PK_BYTES]) {
   (void)pk;
   ((seen *)u)->opens++;
+  return true;
 }
 
 static bool on_plain(void *u, const uint8_t *p, size_t n) {

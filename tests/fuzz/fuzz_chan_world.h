@@ -32,8 +32,9 @@ static inline void fuzz_chan_world_build(fuzz_chan_world *w) {
   ded_hash32(FUZZ_RUN, FUZZ_RUN_LEN, w->run);
 }
 
-static inline void fuzz_chan_noop_open(void *u, const uint8_t pk[DED_PK_BYTES]) {
+static inline bool fuzz_chan_noop_open(void *u, const uint8_t pk[DED_PK_BYTES]) {
   (void)u, (void)pk;
+  return true;
 }
 static inline bool fuzz_chan_noop_plain(void *u, const uint8_t *p, size_t n) {
   (void)u, (void)p, (void)n;

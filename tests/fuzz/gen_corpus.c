@@ -1,7 +1,7 @@
 /*
  * gen_corpus.c: writes the seed corpora of the fuzz targets.
  *
- * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan}/NAME)
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan,invite}/NAME)
  *
  * Seeds are valid encodings of every message, records, and whole
  * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
@@ -11,6 +11,7 @@
  * covered from the first run. Everything is deterministic (fixed seeds,
  * fixed clock): rerunning the generator rewrites the same bytes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include "core/ded_msg.h"
 #include "crypto/ded_ident.h"
 #include "dht/ded_record.h"
+#include "dht/ded_invite.h"
 #include "fuzz_chan_world.h"
 #include "fuzz_noise_world.h"
 
@@ -1336,6 +1338,38 @@ static void gen_noise(void) {
 }
 
 
+/* ------------------------------------------------------------ invite */
+
+/* fuzz_invite: the fixed owner's invitations (forever, expired, in the
+ * future), one signed by another, one in capitals, one cut short. */
+static void gen_invite(void) {
+  ded_ident owner, guest;
+  uint8_t seed[DED_SEED_BYTES];
+  memset(seed, FUZZ_INVITE_OWNER_SEED_BYTE, sizeof seed);
+  ded_ident_from_seed(&owner, seed);
+  memset(seed, FUZZ_INVITE_OWNER_SEED_BYTE + 1, sizeof seed);
+  ded_ident_from_seed(&guest, seed);
+  const struct {
+    const char *name;
+    const ded_ident *signer;
+    uint64_t expires_ms;
+  } v[] = {{"forever", &owner, 0},
+           {"expired", &owner, FUZZ_NOW_MS - 1},
+           {"later", &owner, FUZZ_NOW_MS + 1000},
+           {"self_signed", &guest, 0}};
+  char text[DED_INVITE_TEXT_LEN + 1];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    ded_invite inv;
+    ded_invite_sign(&inv, v[i].signer, run_id, guest.pk, v[i].expires_ms);
+    ded_invite_format(&inv, text);
+    write_seed("invite", v[i].name, (const uint8_t *)text, DED_INVITE_TEXT_LEN);
+  }
+  for (size_t i = DED_INVITE_PREFIX_LEN; i < DED_INVITE_TEXT_LEN; i++)
+    text[i] = (char)toupper((unsigned char)text[i]);
+  write_seed("invite", "capitals", (const uint8_t *)text, DED_INVITE_TEXT_LEN);
+  write_seed("invite", "short", (const uint8_t *)text, DED_INVITE_TEXT_LEN / 2);
+}
+
 /* ------------------------------------------------------------ chan */
 
 /* |ch|'s output as a seed: selector, cut, bytes. */
@@ -1397,5 +1431,6 @@ int main(int argc, char **argv) {
   gen_node();
   gen_noise();
   gen_chan();
+  gen_invite();
   return 0;
 }

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,9 +131,10 @@ typedef struct econn {
   bool open;
 } econn;
 
-static void ec_opened(void *u, const uint8_t pk[DED_PK_BYTES]) {
+static bool ec_opened(void *u, const uint8_t pk[DED_PK_BYTES]) {
   (void)pk;
   ((econn *)u)->open = true;
+  return true;
 }
 static bool ec_plain(void *u, const uint8_t *p, size_t n) { /* we only listen */
   (void)u, (void)p, (void)n;
@@ -281,6 +283,7 @@ static int join_after_fin(const char *run, int port) {
 }
 
 int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN); /* the victim may drop us: writes then fail, quietly */
   if (ded_crypto_init() != 0) return 2;
   if (argc != 4) {
     fprintf(stderr, "usage: evil_peer slot-reuse|join-after-fin RUN PORT\n");

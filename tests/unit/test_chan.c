@@ -27,12 +27,13 @@ typedef struct link {
   side a, b;
 } link;
 
-static void on_open(void *user, const uint8_t pk[DED_PK_BYTES]) {
+static bool on_open(void *user, const uint8_t pk[DED_PK_BYTES]) {
   side *s = user;
   assert_false(s->opened);
   assert_int_equal(s->ngot, 0);
   s->opened = true;
   memcpy(s->peer_pk, pk, DED_PK_BYTES);
+  return true;
 }
 
 static bool on_plain(void *user, const uint8_t *p, size_t len) {
@@ -233,7 +234,8 @@ static void test_chan_tamper_replay_drop(void **state) {
   uint8_t msg[300], rec[400], rec2[400];
   for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)i;
   /* Every bit of a record flipped: refused, nothing delivered. */
-  for (size_t bit = 0; bit < (DED_CHAN_HDR_BYTES + sizeof msg + DED_AEAD_TAG_BYTES) * 8; bit += 3) {
+  for (size_t bit = 0; bit < (DED_CHAN_HDR_BYTES + sizeof msg + DED_AEAD_TAG_BYTES) * 8;
+       bit += bit == 30 ? 1 : 3) { /* every third, and bit 31: the rekey flag */
     link l;
     link_init(&l, NULL, NULL, NULL);
     link_open(&l, 0);
@@ -307,6 +309,63 @@ static void test_chan_rekeys(void **state) {
   link_free(&l);
 }
 
+/* The output drained a few bytes at a time while more is sealed: the
+ * unsent rest moves to the front and the stream stays whole. */
+static void test_chan_partial_writes(void **state) {
+  (void)state;
+  link l;
+  link_init(&l, NULL, NULL, NULL);
+  link_open(&l, 0);
+  size_t len = 5 * DED_CHAN_RECORD_MAX + 77, off = 0;
+  uint8_t *msg = pattern(len, 3);
+  while (off < len || ded_chan_out(&l.a.ch, &(const uint8_t *){NULL}) > 0) {
+    while (off < len && ded_chan_can_seal(&l.a.ch)) {
+      ded_iov iov = {msg + off, len - off};
+      off += ded_chan_seal(&l.a.ch, &iov, 1, NOW_NS);
+    }
+    const uint8_t *p;
+    size_t n = ded_chan_out(&l.a.ch, &p);
+    n = n < 6000 ? n : 6000; /* a short write */
+    uint8_t tmp[6000];
+    memcpy(tmp, p, n);
+    ded_chan_out_done(&l.a.ch, n);
+    assert_int_equal(ded_chan_recv(&l.b.ch, tmp, n, &cb, &l.b), 0);
+  }
+  assert_int_equal(l.b.ngot, len);
+  assert_memory_equal(l.b.got, msg, len);
+  free(msg);
+  link_free(&l);
+}
+
+static bool stop_plain(void *user, const uint8_t *p, size_t len) {
+  side *s = user;
+  (void)p;
+  s->ngot += len;
+  return false;
+}
+
+/* A callback that says stop: nothing more is delivered, then or later. */
+static void test_chan_stop(void **state) {
+  (void)state;
+  link l;
+  link_init(&l, NULL, NULL, NULL);
+  link_open(&l, 0);
+  uint8_t msg[100] = {1};
+  send_all(&l.a, msg, sizeof msg, 60, NOW_NS); /* two records */
+  const uint8_t *p;
+  size_t n = ded_chan_out(&l.a.ch, &p);
+  uint8_t tmp[512];
+  memcpy(tmp, p, n);
+  ded_chan_out_done(&l.a.ch, n);
+  static const ded_chan_cb stopper = {on_open, stop_plain};
+  assert_int_equal(ded_chan_recv(&l.b.ch, tmp, n, &stopper, &l.b), 0);
+  assert_int_equal(l.b.ngot, 60); /* the first record only */
+  assert_int_equal(ded_chan_recv(&l.b.ch, tmp, n, &cb, &l.b), DED_ERR_CLOSING);
+  assert_int_equal(l.b.ngot, 60);
+  assert_false(ded_chan_can_seal(&l.b.ch));
+  link_free(&l);
+}
+
 int main(void) {
   assert_int_equal(ded_crypto_init(), 0);
   const struct CMUnitTest tests[] = {
@@ -317,6 +376,8 @@ int main(void) {
       cmocka_unit_test(test_chan_tamper_replay_drop),
       cmocka_unit_test(test_chan_impossible_length),
       cmocka_unit_test(test_chan_rekeys),
+      cmocka_unit_test(test_chan_partial_writes),
+      cmocka_unit_test(test_chan_stop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

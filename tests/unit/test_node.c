@@ -30,6 +30,8 @@
 
 #include "unit_util.h"
 
+#include "dht/ded_invite.h"
+
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
 #include "ded_node.h"
@@ -150,6 +152,8 @@ static unsigned tnode_accept(tnode *t) {
  * (then 0 again). */
 static uint32_t tn_next_probe;
 static bool tn_next_sessions;
+/* Access control of the next node (then none again). */
+static const ded_node_settings *tn_next_access;
 
 static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_local,
                       const ded_mem *mem, bool dial, uint8_t streams) {
@@ -171,6 +175,18 @@ static void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32
   tn_next_probe = 0;
   s.sessions = tn_next_sessions;
   tn_next_sessions = false;
+  if (tn_next_access) {
+    const ded_node_settings *a = tn_next_access;
+    s.access = a->access;
+    s.has_owner = a->has_owner;
+    memcpy(s.owner, a->owner, DED_PK_BYTES);
+    s.allow = a->allow;
+    s.nallow = a->nallow;
+    s.has_invite = a->has_invite;
+    s.invite_expires_ms = a->invite_expires_ms;
+    memcpy(s.invite_sig, a->invite_sig, DED_SIG_BYTES);
+    tn_next_access = NULL;
+  }
   if (dial) {
     assert_int_equal(ded_addr_parse(PEER_ADDR, &s.bootstrap[0]), 0);
     s.n_bootstrap = 1;
@@ -5366,10 +5382,142 @@ static void test_node_session_binds_hello(void **state) {
   ded_node_conn_secured(t.node, t.conn[self], t.ident.pk, t.now);
   assert_true(t.closed[self]);
   ded_node_free(t.node);
+
+  /* A peer holding the secret answers at our DEDMPI_JOIN address with our
+   * own (public) record: dropped, and the address is not taken for us. */
+  tn_next_sessions = true;
+  tnode_new(&t, bufs, 0, 1.0, 1, NULL, true, 0);
+  t.log_want = "first peer of the run";
+  ded_node_conn_connected(t.node, t.conn[0], t.now);
+  ded_node_conn_secured(t.node, t.conn[0], other.pk, t.now);
+  send_hello(&t, 0, &t.ident, RUN);
+  assert_true(t.closed[0]);
+  tnode_advance(&t, 1000000000ull);
+  assert_int_equal(t.log_hits, 0);
+  ded_node_free(t.node);
+}
+
+/* A HELLO from |peer| whose record carries |inv|'s signature (NULL: no
+ * invitation). */
+static void send_hello_invited(tnode *t, unsigned i, const ded_ident *peer, const ded_invite *inv) {
+  ded_record rec;
+  memset(&rec, 0, sizeof rec);
+  ded_hash32(RUN, strlen(RUN), rec.run_id);
+  rec.seq = 1;
+  rec.issued_ms = NOW_MS;
+  rec.ttl_ms = 300000;
+  if (inv) ded_record_invite_add(&rec, inv->expires_ms, inv->sig);
+  ded_record_sign(&rec, peer);
+  uint8_t rb[DED_RECORD_BYTES_MAX], f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  int rl = ded_record_encode(&rec, rb, sizeof rb);
+  assert_true(rl > 0);
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_hello_encode(&w, rec.run_id, rb, (size_t)rl);
+  assert_false(w.err);
+  send_raw(t, i, f, w.pos);
+}
+
+/* settings.access: the owner, keys on the allow-list and identities the
+ * owner invited get in; a peer without an invitation, with an expired
+ * one or one not signed by the owner is dropped at HELLO; a relayed
+ * record of a peer not admitted is skipped without blaming the relay;
+ * the node's own invitation is in its record. */
+static void test_node_access_control(void **state) {
+  (void)state;
+  float b0[COUNT], *bufs[1] = {b0};
+  ded_ident owner, listed, guest, stranger, late, forger;
+  unit_ident(&owner, 0x51);
+  unit_ident(&listed, 0x52);
+  unit_ident(&guest, 0x53);
+  unit_ident(&stranger, 0x54);
+  unit_ident(&late, 0x55);
+  unit_ident(&forger, 0x56);
+  uint8_t run[DED_RUN_ID_BYTES];
+  ded_hash32(RUN, strlen(RUN), run);
+  ded_ident self;
+  ded_ident_from_seed(&self, node_seed);
+  ded_invite mine, for_guest, for_late, forged;
+  ded_invite_sign(&mine, &owner, run, self.pk, 0);
+  ded_invite_sign(&for_guest, &owner, run, guest.pk, NOW_MS + 3600 * 1000);
+  ded_invite_sign(&for_late, &owner, run, late.pk, NOW_MS - 1);
+  ded_invite_sign(&forged, &forger, run, forger.pk, 0);
+  uint8_t allow[1][DED_PK_BYTES];
+  memcpy(allow[0], listed.pk, DED_PK_BYTES);
+  ded_node_settings a;
+  memset(&a, 0, sizeof a);
+  a.access = a.has_owner = a.has_invite = true;
+  memcpy(a.owner, owner.pk, DED_PK_BYTES);
+  a.allow = (const uint8_t(*)[DED_PK_BYTES])allow;
+  a.nallow = 1;
+  a.invite_expires_ms = mine.expires_ms;
+  memcpy(a.invite_sig, mine.sig, DED_SIG_BYTES);
+
+  tnode t;
+  tn_next_access = &a;
+  tnode_new(&t, bufs, 0, 1.0, 1, NULL, false, 0);
+  memset(allow, 0, sizeof allow); /* the node kept its own copy */
+  unsigned c0 = tnode_accept(&t), c1 = tnode_accept(&t), c2 = tnode_accept(&t);
+  /* Our own HELLO carries our invitation. */
+  size_t len;
+  uint8_t *out = tnode_output_on(&t, c0, &len, t.now);
+  ded_frame fr;
+  assert_true(frame_find(out, len, DED_MSG_HELLO, 0, &fr));
+  ded_msg_hello h;
+  ded_record rec;
+  assert_int_equal(ded_msg_hello_decode(fr.payload, fr.len, &h), 0);
+  assert_int_equal(ded_record_decode(h.rec, h.rec_len, &rec), 0);
+  uint64_t exp;
+  uint8_t sig[DED_SIG_BYTES];
+  assert_int_equal(ded_record_invite(&rec, &exp, sig), 1);
+  assert_memory_equal(sig, mine.sig, DED_SIG_BYTES);
+  free(out);
+  send_hello_invited(&t, c0, &listed, NULL);
+  assert_false(t.closed[c0]);
+  send_hello_invited(&t, c1, &stranger, NULL);
+  assert_true(t.closed[c1]);
+  send_hello_invited(&t, c2, &guest, &for_guest);
+  assert_false(t.closed[c2]);
+  assert_int_equal(ded_node_peer_count(t.node), 2);
+  ded_node_free(t.node);
+
+  tn_next_access = &a;
+  a.nallow = 0;
+  tnode_new(&t, bufs, 0, 1.0, 1, NULL, false, 0);
+  c0 = tnode_accept(&t);
+  c1 = tnode_accept(&t);
+  c2 = tnode_accept(&t);
+  send_hello_invited(&t, c0, &owner, NULL); /* the owner needs no invitation */
+  assert_false(t.closed[c0]);
+  send_hello_invited(&t, c1, &late, &for_late);
+  assert_true(t.closed[c1]);
+  send_hello_invited(&t, c2, &forger, &forged);
+  assert_true(t.closed[c2]);
+  /* The owner relays a stranger's record: skipped, the owner kept. */
+  ded_record srec;
+  memset(&srec, 0, sizeof srec);
+  memcpy(srec.run_id, run, DED_RUN_ID_BYTES);
+  srec.seq = 1;
+  srec.issued_ms = NOW_MS;
+  srec.ttl_ms = 300000;
+  ded_record_sign(&srec, &stranger);
+  uint8_t rb[DED_RECORD_BYTES_MAX], f[64 + DED_RECORD_BYTES_MAX];
+  int rl = ded_record_encode(&srec, rb, sizeof rb);
+  assert_true(rl > 0);
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_records_wr rw;
+  ded_msg_records_begin(&rw, &w);
+  ded_msg_records_add(&rw, rb, (size_t)rl);
+  ded_msg_records_end(&rw);
+  assert_false(w.err);
+  send_raw(&t, c0, f, w.pos);
+  assert_false(t.closed[c0]);
+  assert_int_equal(ded_node_peer_count(t.node), 1);
+  ded_node_free(t.node);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_node_access_control),
       cmocka_unit_test(test_node_handshake_bounds),
       cmocka_unit_test(test_node_session_binds_hello),
       cmocka_unit_test(test_node_round_peer_coordinates),

@@ -4,11 +4,16 @@
  * A record must survive encode/decode/verify unchanged, and nothing a
  * forger can do to the bytes may pass: no single flipped bit, no record
  * moved to another run, no replay outside its time window, no signature
- * borrowed from another key.
+ * borrowed from another key. An invitation (dht/ded_invite) checks only
+ * for its owner, invitee, run and expiry, survives its text form and the
+ * record's extension, and no other text parses.
  */
+#include <stdio.h>
+
 #include "unit_util.h"
 
 #include "core/ded_limits.h"
+#include "dht/ded_invite.h"
 #include "dht/ded_record.h"
 
 #define NOW_MS 1700000000000ull /* a plausible wall clock, Unix ms */
@@ -387,10 +392,121 @@ static void test_record_perf(void **state) {
   }
 }
 
+static void test_invite_check(void **state) {
+  (void)state;
+  ded_ident owner, guest, other;
+  unit_ident(&owner, 21);
+  unit_ident(&guest, 22);
+  unit_ident(&other, 23);
+  uint8_t run[DED_RUN_ID_BYTES], run2[DED_RUN_ID_BYTES];
+  unit_run_id(run);
+  ded_hash32("another", 7, run2);
+  ded_invite inv;
+  ded_invite_sign(&inv, &owner, run, guest.pk, NOW_MS + 1000);
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, inv.expires_ms, inv.sig, NOW_MS), 0);
+  /* Its expiry: valid up to the ms before. 0 never expires. */
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, inv.expires_ms, inv.sig, NOW_MS + 999), 0);
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, inv.expires_ms, inv.sig, NOW_MS + 1000),
+                   DED_ERR_EXPIRED);
+  /* Anything else than what was signed: another owner, invitee, run, or
+   * a later expiry. */
+  assert_int_equal(ded_invite_check(other.pk, run, guest.pk, inv.expires_ms, inv.sig, NOW_MS),
+                   DED_ERR_SIGNATURE);
+  assert_int_equal(ded_invite_check(owner.pk, run, other.pk, inv.expires_ms, inv.sig, NOW_MS),
+                   DED_ERR_SIGNATURE);
+  assert_int_equal(ded_invite_check(owner.pk, run2, guest.pk, inv.expires_ms, inv.sig, NOW_MS),
+                   DED_ERR_SIGNATURE);
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, 0, inv.sig, NOW_MS), DED_ERR_SIGNATURE);
+  /* Signed by the invitee itself, or by another: no. */
+  ded_invite self;
+  ded_invite_sign(&self, &guest, run, guest.pk, 0);
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, 0, self.sig, NOW_MS), DED_ERR_SIGNATURE);
+  ded_invite_sign(&self, &owner, run, guest.pk, 0);
+  assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, 0, self.sig, UINT64_MAX), 0);
+  /* Every bit of the signature. */
+  for (size_t bit = 0; bit < DED_SIG_BYTES * 8; bit++) {
+    inv.sig[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    assert_int_equal(ded_invite_check(owner.pk, run, guest.pk, inv.expires_ms, inv.sig, NOW_MS),
+                     DED_ERR_SIGNATURE);
+    inv.sig[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+  }
+}
+
+static void test_invite_text(void **state) {
+  (void)state;
+  ded_ident owner, guest;
+  unit_ident(&owner, 21);
+  unit_ident(&guest, 22);
+  uint8_t run[DED_RUN_ID_BYTES];
+  unit_run_id(run);
+  ded_invite inv, back;
+  ded_invite_sign(&inv, &owner, run, guest.pk, 0x0102030405060708ull);
+  char text[DED_INVITE_TEXT_LEN + 1];
+  ded_invite_format(&inv, text);
+  assert_int_equal(strlen(text), DED_INVITE_TEXT_LEN);
+  assert_int_equal(ded_invite_parse(text, strlen(text), &back), 0);
+  assert_memory_equal(back.run_id, run, DED_RUN_ID_BYTES);
+  assert_memory_equal(back.pk, guest.pk, DED_PK_BYTES);
+  assert_int_equal(back.expires_ms, 0x0102030405060708ull);
+  assert_memory_equal(back.sig, inv.sig, DED_SIG_BYTES);
+  /* Cut, lengthened, another prefix, a non-hex digit: not an invitation. */
+  assert_int_equal(ded_invite_parse(text, strlen(text) - 1, &back), DED_ERR_PROTO);
+  char longer[DED_INVITE_TEXT_LEN + 3];
+  snprintf(longer, sizeof longer, "%s00", text);
+  assert_int_equal(ded_invite_parse(longer, strlen(longer), &back), DED_ERR_PROTO);
+  char bad[DED_INVITE_TEXT_LEN + 1];
+  memcpy(bad, text, sizeof bad);
+  bad[3] = 'X';
+  assert_int_equal(ded_invite_parse(bad, strlen(bad), &back), DED_ERR_PROTO);
+  memcpy(bad, text, sizeof bad);
+  bad[DED_INVITE_PREFIX_LEN + 10] = 'g';
+  assert_int_equal(ded_invite_parse(bad, strlen(bad), &back), DED_ERR_PROTO);
+  assert_int_equal(ded_invite_parse("", 0, &back), DED_ERR_PROTO);
+}
+
+static void test_record_invite(void **state) {
+  (void)state;
+  ded_ident owner, guest;
+  unit_ident(&owner, 21);
+  unit_ident(&guest, 22);
+  ded_record rec, out;
+  unit_record(&rec, &guest, 1, NOW_MS, 300000);
+  uint64_t exp;
+  uint8_t sig[DED_SIG_BYTES];
+  assert_int_equal(ded_record_invite(&rec, &exp, sig), 0);
+  ded_perf perf = {1, 2, 3};
+  ded_record_perf_set(&rec, &perf);
+  ded_invite inv;
+  ded_invite_sign(&inv, &owner, rec.run_id, guest.pk, 77);
+  ded_record_invite_add(&rec, inv.expires_ms, inv.sig);
+  ded_record_sign(&rec, &guest);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_invite(&out, &exp, sig), 1);
+  assert_int_equal(exp, 77);
+  assert_memory_equal(sig, inv.sig, DED_SIG_BYTES);
+  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  assert_int_equal(perf.add_kBps, 3);
+  /* Two invitations, or one of another length: malformed. */
+  ded_record_invite_add(&rec, inv.expires_ms, inv.sig);
+  ded_record_sign(&rec, &guest);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+  rec.ext_len = (uint16_t)(2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_INVITE_BYTES - 1);
+  rec.ext[2 + DED_RECORD_PERF_BYTES + 1] = DED_RECORD_INVITE_BYTES - 1;
+  ded_record_sign(&rec, &guest);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_record_round_trip),
       cmocka_unit_test(test_record_perf),
+      cmocka_unit_test(test_invite_check),
+      cmocka_unit_test(test_invite_text),
+      cmocka_unit_test(test_record_invite),
       cmocka_unit_test(test_record_largest),
       cmocka_unit_test(test_record_every_bit_flip),
       cmocka_unit_test(test_record_wrong_run),

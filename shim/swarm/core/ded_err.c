@@ -25,6 +25,7 @@ const char *ded_strerror(int err) {
   case DED_ERR_VERSION: return "unsupported protocol version";
   case DED_ERR_TRUNCATED: return "message truncated";
   case DED_ERR_AUTH: return "authentication failed";
+  case DED_ERR_NOT_ADMITTED: return "not admitted to the run (not the owner, not on the allow-list, no valid invitation)";
   case DED_ERR_NOMEM: return "out of memory";
   case DED_ERR_CALLBACK_FAILURE: return "callback failed";
   case DED_ERR_INTERNAL: return "internal error";

@@ -48,6 +48,9 @@ enum ded_err {
   /* A handshake or an encrypted frame did not authenticate: another run
    * or secret, an impostor, or bytes changed, replayed or reordered. */
   DED_ERR_AUTH = -217,
+  /* A run with access control does not admit the peer: its key is neither
+   * the owner's nor on the allow-list, and it has no valid invitation. */
+  DED_ERR_NOT_ADMITTED = -218,
   /* Threshold for fatal errors. */
   DED_ERR_FATAL = -500,
   DED_ERR_NOMEM = -501,

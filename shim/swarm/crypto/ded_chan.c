@@ -110,7 +110,7 @@ static int chan_open(ded_chan *ch, const ded_chan_cb *cb, void *user) {
   uint8_t pk[DED_PK_BYTES];
   memcpy(pk, keys.peer_pk, sizeof pk);
   ded_wipe(&keys, sizeof keys);
-  cb->open(user, pk);
+  if (!cb->open(user, pk)) ch->failed = DED_ERR_CLOSING;
   return 0;
 }
 
@@ -179,6 +179,7 @@ static int chan_on_record(ded_chan *ch, const ded_chan_cb *cb, void *user, bool 
   if (ded_aead_open(&ch->rx, ch->in, DED_CHAN_HDR_BYTES, body, sealed, body) != 0)
     return chan_fail(ch, DED_ERR_AUTH, "a record did not authenticate (changed, replayed or reordered)");
   *stop = !cb->plain(user, body, sealed - DED_AEAD_TAG_BYTES);
+  if (*stop) ch->failed = DED_ERR_CLOSING;
   return 0;
 }
 
@@ -213,9 +214,9 @@ int ded_chan_recv(ded_chan *ch, const uint8_t *data, size_t len, const ded_chan_
       rv = chan_on_final(ch, cb, user);
     ch->have = ch->need = 0;
     if (rv) return rv;
-    if (stop) return 0;
+    if (stop || ch->failed == DED_ERR_CLOSING) return 0;
   }
-  return ch->failed;
+  return 0;
 }
 
 size_t ded_chan_out(const ded_chan *ch, const uint8_t **p) {

@@ -48,9 +48,10 @@
 
 typedef struct ded_chan_cb {
   /* The handshake is done: |peer_pk| is the peer's proven Ed25519 key.
-   * Called once, before any plaintext. */
-  void (*open)(void *user, const uint8_t peer_pk[DED_PK_BYTES]);
-  /* Plaintext in order. False: stop (the caller closed the connection). */
+   * Called once, before any plaintext. False: stop. */
+  bool (*open)(void *user, const uint8_t peer_pk[DED_PK_BYTES]);
+  /* Plaintext in order. False: stop. After a stop (the caller closed the
+   * connection) the channel takes nothing more: DED_ERR_CLOSING. */
   bool (*plain)(void *user, const uint8_t *p, size_t len);
 } ded_chan_cb;
 
@@ -92,7 +93,9 @@ void ded_chan_free(ded_chan *ch);
  * plaintext to |cb|. 0, or a negative code (the connection must be closed;
  * ch->why says what failed): DED_ERR_VERSION (not protocol v8),
  * DED_ERR_AUTH (another secret or run, an impostor, a peer other than
- * the one expected, a record that did not open), DED_ERR_FRAME_SIZE.
+ * the one expected, a record that did not open), DED_ERR_FRAME_SIZE;
+ * DED_ERR_CLOSING on a call after a callback said stop (that call itself
+ * returns 0).
  */
 DED_UNUSED_RESULT int ded_chan_recv(ded_chan *ch, const uint8_t *data, size_t len,
                                     const ded_chan_cb *cb, void *user);

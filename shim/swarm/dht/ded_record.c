@@ -50,7 +50,7 @@ void ded_record_sign(ded_record *rec, const ded_ident *ident) {
  * a known tag at most once, a known tag long enough), -1 if not. With
  * |want|, stops at that tag and sets |*val| and |*len|: 1. */
 static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val, size_t *len) {
-  bool seen_perf = false;
+  bool seen_perf = false, seen_invite = false;
   size_t i = 0;
   while (i < rec->ext_len) {
     if (rec->ext_len - i < 2) return -1;
@@ -59,6 +59,10 @@ static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val,
     if (tag == DED_RECORD_EXT_PERF) {
       if (seen_perf || n < DED_RECORD_PERF_BYTES) return -1;
       seen_perf = true;
+    }
+    if (tag == DED_RECORD_EXT_INVITE) {
+      if (seen_invite || n != DED_RECORD_INVITE_BYTES) return -1;
+      seen_invite = true;
     }
     if (tag == want) {
       *val = rec->ext + i + 2;
@@ -79,6 +83,26 @@ void ded_record_perf_set(ded_record *rec, const ded_perf *perf) {
   ded_wr_u32(&w, perf->add_kBps);
   DED_ASSERT(!w.err);
   rec->ext_len = (uint16_t)w.pos;
+}
+
+void ded_record_invite_add(ded_record *rec, uint64_t expires_ms, const uint8_t sig[DED_SIG_BYTES]) {
+  ded_wr w = ded_wr_init(rec->ext + rec->ext_len, sizeof rec->ext - rec->ext_len);
+  ded_wr_u8(&w, DED_RECORD_EXT_INVITE);
+  ded_wr_u8(&w, DED_RECORD_INVITE_BYTES);
+  ded_wr_u64(&w, expires_ms);
+  ded_wr_bytes(&w, sig, DED_SIG_BYTES);
+  DED_ASSERT(!w.err);
+  rec->ext_len = (uint16_t)(rec->ext_len + w.pos);
+}
+
+int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[DED_SIG_BYTES]) {
+  const uint8_t *v = NULL;
+  size_t n = 0;
+  if (record_ext_walk(rec, DED_RECORD_EXT_INVITE, &v, &n) != 1) return 0;
+  ded_rd r = ded_rd_init(v, n);
+  *expires_ms = ded_rd_u64(&r);
+  ded_rd_bytes(&r, sig, DED_SIG_BYTES);
+  return 1;
 }
 
 int ded_record_perf(const ded_record *rec, ded_perf *perf) {

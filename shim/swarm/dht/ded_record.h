@@ -28,6 +28,9 @@
  *     kB/s (1000 bytes), 0 = unknown: the owner's measured upload and
  *     download rates and how fast it adds incoming vectors (ded_meter.h),
  *     what a round's coordinator plans shares with (ded_lp.h).
+ *     DED_RECORD_EXT_INVITE (len = 72): u64 expires_ms | sig [64]: the
+ *     run owner's invitation of this record's key (ded_invite.h), for a
+ *     run with access control.
  */
 #ifndef DED_RECORD_H
 #define DED_RECORD_H
@@ -50,8 +53,10 @@ enum {
 /* Extension tags. */
 enum {
   DED_RECORD_EXT_PERF = 1,
+  DED_RECORD_EXT_INVITE = 2,
 };
 #define DED_RECORD_PERF_BYTES 12
+#define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
 
 /* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */
 typedef struct ded_perf {
@@ -103,6 +108,13 @@ void ded_record_perf_set(ded_record *rec, const ded_perf *perf);
 /* The rates |rec| publishes: 1 and |*perf|, or 0 (none; |*perf| zeroed).
  * The extension of a decoded record is well-formed. */
 int ded_record_perf(const ded_record *rec, ded_perf *perf);
+
+/* Adds the owner's invitation of |rec|'s key to its extension (after
+ * ded_record_perf_set, before signing). */
+void ded_record_invite_add(ded_record *rec, uint64_t expires_ms, const uint8_t sig[DED_SIG_BYTES]);
+
+/* The invitation |rec| carries: 1 with its expiry and signature, or 0. */
+int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[DED_SIG_BYTES]);
 
 /* Absolute expiry of |rec|, in the owner's clock. */
 static inline uint64_t ded_record_expiry_ms(const ded_record *rec) {
