@@ -4659,19 +4659,25 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
                            uint64_t now_ns) {
   node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
-  /* Handshakes in flight (DED_HANDSHAKES_*): silent sockets hold bounded. */
-  unsigned all = 0, same = 0;
+  /* Handshakes in flight (DED_HANDSHAKES_*): silent sockets hold bounded;
+   * and one address holds at most DED_CONNS_PER_ADDR_MAX in all. */
+  unsigned all = 0, same = 0, from = 0;
   for (uint32_t s = 0; s < node->nslots; s++) {
     const ded_conn *o = node->conns[s];
-    if (!o || o->outbound || o->state != CONN_AWAIT_HELLO) continue;
+    if (!o || o->outbound || o->state == CONN_DEAD) continue;
+    bool here = addr_same_host(&o->remote, remote);
+    from += here;
+    if (o->state != CONN_AWAIT_HELLO) continue;
     all++;
-    same += addr_same_host(&o->remote, remote);
+    same += here;
   }
-  if (all >= DED_HANDSHAKES_MAX || same >= DED_HANDSHAKES_PER_ADDR_MAX) {
+  if (all >= DED_HANDSHAKES_MAX || same >= DED_HANDSHAKES_PER_ADDR_MAX ||
+      from >= DED_CONNS_PER_ADDR_MAX) {
     char a[64];
     ded_addr_format(remote, a, sizeof a);
-    node_log(node, DED_LOG_DEBUG, "refusing a connection from %s: %u handshakes in flight, %u from it",
-             a, all, same);
+    node_log(node, DED_LOG_DEBUG,
+             "refusing a connection from %s: %u handshakes in flight, %u from it, %u connections from it",
+             a, all, same, from);
     return DED_ERR_LIMIT;
   }
   ded_conn *c = conn_new(node, false, remote);

@@ -5338,6 +5338,25 @@ static void test_node_handshake_bounds(void **state) {
   assert_int_equal(ded_addr_parse("10.0.0.66:999", &a), 0);
   assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
   ded_node_free(t.node);
+
+  /* Connections that did say HELLO count too, up to DED_CONNS_PER_ADDR_MAX
+   * from one address (one peer's further connections stay idle). */
+  tnode_start(&t, bufs, 0, 1.0, 1);
+  ded_ident peer;
+  unit_ident(&peer, 0x61);
+  uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  size_t fl = unit_hello_frame(f, sizeof f, &peer, RUN, NOW_MS);
+  assert_int_equal(ded_addr_parse("10.0.0.77:1", &a), 0);
+  for (unsigned i = 0; i < DED_CONNS_PER_ADDR_MAX; i++) {
+    a.port = (uint16_t)(1000 + i);
+    assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+    ded_node_conn_recv(t.node, id, f, fl, t.now);
+  }
+  a.port = 999;
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
+  assert_int_equal(ded_addr_parse("10.0.0.78:1", &a), 0);
+  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
+  ded_node_free(t.node);
 }
 
 /* settings.sessions: a HELLO counts only on a connection whose handshake

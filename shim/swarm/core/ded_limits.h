@@ -65,6 +65,9 @@ enum ded_limits {
    * a NAT, each with DED_STREAMS_MAX connections opening at once. */
   DED_HANDSHAKES_PER_ADDR_MAX = 64,
   DED_HANDSHAKES_MAX = 256,
+  /* Inbound connections from one IP address, in any state: an admitted
+   * peer, or many behind one NAT, cannot take every slot of DED_CONNS_MAX. */
+  DED_CONNS_PER_ADDR_MAX = 256,
   /* Pieces of a trainer's state (start-up broadcasts and registered
    * buffers) a snapshot may hold. */
   DED_STATE_PIECES_MAX = 64,
