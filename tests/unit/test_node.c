@@ -5419,21 +5419,10 @@ static void test_node_session_binds_hello(void **state) {
 /* A HELLO from |peer| whose record carries |inv|'s signature (NULL: no
  * invitation). */
 static void send_hello_invited(tnode *t, unsigned i, const ded_ident *peer, const ded_invite *inv) {
-  ded_record rec;
-  memset(&rec, 0, sizeof rec);
-  ded_hash32(RUN, strlen(RUN), rec.run_id);
-  rec.seq = 1;
-  rec.issued_ms = NOW_MS;
-  rec.ttl_ms = 300000;
-  if (inv) ded_record_invite_add(&rec, inv->expires_ms, inv->sig);
-  ded_record_sign(&rec, peer);
-  uint8_t rb[DED_RECORD_BYTES_MAX], f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
-  int rl = ded_record_encode(&rec, rb, sizeof rb);
-  assert_true(rl > 0);
-  ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_hello_encode(&w, rec.run_id, rb, (size_t)rl);
-  assert_false(w.err);
-  send_raw(t, i, f, w.pos);
+  uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  size_t n = unit_hello_frame_invited(f, sizeof f, peer, RUN, NOW_MS, inv ? inv->sig : NULL,
+                                      inv ? inv->expires_ms : 0);
+  send_raw(t, i, f, n);
 }
 
 /* settings.access: the owner, keys on the allow-list and identities the

@@ -65,9 +65,11 @@ static inline void unit_record(ded_record *rec, const ded_ident *ident, uint64_t
 }
 
 /* A HELLO frame from |ident| for the run named |run|, carrying a record
- * without addresses issued at |issued_ms|. Returns the frame's length. */
-static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident *ident,
-                                      const char *run, uint64_t issued_ms) {
+ * without addresses issued at |issued_ms| and, with |inv_sig|, the owner's
+ * invitation (expiring at |inv_expires_ms|). Returns the frame's length. */
+static inline size_t unit_hello_frame_invited(uint8_t *out, size_t cap, const ded_ident *ident,
+                                              const char *run, uint64_t issued_ms,
+                                              const uint8_t *inv_sig, uint64_t inv_expires_ms) {
   uint8_t run_id[DED_RUN_ID_BYTES];
   ded_hash32(run, strlen(run), run_id);
   ded_record rec;
@@ -76,6 +78,7 @@ static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident 
   rec.seq = 1;
   rec.issued_ms = issued_ms;
   rec.ttl_ms = 300000;
+  if (inv_sig) ded_record_invite_add(&rec, inv_expires_ms, inv_sig);
   ded_record_sign(&rec, ident);
   uint8_t rb[DED_RECORD_BYTES_MAX];
   int rl = ded_record_encode(&rec, rb, sizeof rb);
@@ -84,6 +87,11 @@ static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident 
   ded_msg_hello_encode(&w, run_id, rb, (size_t)rl);
   assert_false(w.err);
   return w.pos;
+}
+
+static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident *ident,
+                                      const char *run, uint64_t issued_ms) {
+  return unit_hello_frame_invited(out, cap, ident, run, issued_ms, NULL, 0);
 }
 
 /* ----------------------------------------------------- failing allocator */
