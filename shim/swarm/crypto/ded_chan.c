@@ -13,7 +13,10 @@ DED_STATIC_ASSERT(DED_CHAN_MAGIC_BYTES + DED_NOISE_INITIATION_BYTES + DED_NOISE_
                       CHAN_HS_CAP,
                   "handshake output");
 #define CHAN_IN_CAP (DED_CHAN_HDR_BYTES + DED_CHAN_SEALED_MAX)
-#define CHAN_OUT_CAP (2 * (DED_CHAN_HDR_BYTES + DED_CHAN_SEALED_MAX))
+#define CHAN_RECORD_SPACE (DED_CHAN_HDR_BYTES + DED_CHAN_SEALED_MAX)
+/* Records sealed ahead of the socket: one send() takes them all. */
+#define CHAN_OUT_RECORDS 4
+#define CHAN_OUT_CAP (CHAN_OUT_RECORDS * CHAN_RECORD_SPACE)
 
 static void put_u32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v;
@@ -231,13 +234,12 @@ void ded_chan_out_done(ded_chan *ch, size_t n) {
 }
 
 bool ded_chan_can_seal(const ded_chan *ch) {
-  return ch->open && !ch->failed &&
-         ch->out_len - ch->out_pos < DED_CHAN_HDR_BYTES + DED_CHAN_SEALED_MAX;
+  return ch->open && !ch->failed && ch->out_cap - (ch->out_len - ch->out_pos) >= CHAN_RECORD_SPACE;
 }
 
 size_t ded_chan_seal(ded_chan *ch, const ded_iov *iov, int n, uint64_t now_ns) {
   if (!ded_chan_can_seal(ch)) return 0;
-  if (ch->out_pos) { /* the unsent rest to the front: room for a record */
+  if (ch->out_cap - ch->out_len < CHAN_RECORD_SPACE) { /* the unsent rest to the front */
     memmove(ch->out, ch->out + ch->out_pos, ch->out_len - ch->out_pos);
     ch->out_len -= ch->out_pos;
     ch->out_pos = 0;
