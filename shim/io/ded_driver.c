@@ -57,6 +57,7 @@ typedef struct dconn {
   ded_addr remote;
   bool chan_on; /* |ch| is set up (from connect or accept on) */
   ded_chan ch;
+  bool backlog; /* |ch| holds output the socket has not taken */
   struct dconn *next_settle;
 } dconn;
 
@@ -82,6 +83,7 @@ struct ded_driver {
   uint32_t nconns;
   dconn *settle; /* conns with work for driver_settle */
   uint8_t *rbuf;
+  unsigned nbacklog; /* connections with a backlog */
   uint64_t accept_paused_until; /* out of descriptors: stop accepting a while */
   /* Shared with other threads, under |mu|. */
   pthread_mutex_t mu;
@@ -341,11 +343,24 @@ static void settle_mark(ded_driver *d, dconn *c) {
  * may reuse its slot right away (a peer's frame can make the node close
  * one connection and open another before we settle). The struct itself is
  * freed when settled. */
+/* Keeps |c->backlog| and the driver's count of them true. */
+static void dconn_backlog_update(ded_driver *d, dconn *c) {
+  const uint8_t *p;
+  bool now = c->chan_on && c->fd >= 0 && ded_chan_out(&c->ch, &p) > 0;
+  if (now == c->backlog) return;
+  c->backlog = now;
+  if (now)
+    d->nbacklog++;
+  else
+    d->nbacklog--;
+}
+
 static void dconn_detach(ded_driver *d, dconn *c) {
   if (c->fd < 0) return;
   epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->fd = -1;
+  dconn_backlog_update(d, c);
   if (d->conns[c->id & 0xffff] == c) d->conns[c->id & 0xffff] = NULL;
   c->closing = true;
   settle_mark(d, c);
@@ -432,6 +447,7 @@ static void dconn_flush(ded_driver *d, dconn *c) {
     }
     const uint8_t *p;
     size_t len = ded_chan_out(&c->ch, &p);
+    dconn_backlog_update(d, c);
     if (len == 0) {
       set_out(d, c, false);
       return;
@@ -441,6 +457,8 @@ static void dconn_flush(ded_driver *d, dconn *c) {
     ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
     if (w > 0) {
       ded_chan_out_done(&c->ch, (size_t)w);
+      dconn_backlog_update(d, c);
+      ded_node_sent(d->node, (size_t)w, d->nbacklog > 0, ded_driver_now_ns());
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

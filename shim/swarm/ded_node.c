@@ -4789,9 +4789,16 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
       item_free(node, it);
     }
   }
-  ded_meter_add(&node->up, consumed, now_ns);
-  if (!node_has_output(node)) ded_meter_end(&node->up);
+  if (!node->s.sessions) { /* else the driver reports bytes as they leave */
+    ded_meter_add(&node->up, consumed, now_ns);
+    if (!node_has_output(node)) ded_meter_end(&node->up);
+  }
   node_reap(node);
+}
+
+void ded_node_sent(ded_node *node, size_t n, bool backlog, uint64_t now_ns) {
+  ded_meter_add(&node->up, n, now_ns);
+  if (!backlog && !node_has_output(node)) ded_meter_end(&node->up);
 }
 
 uint64_t ded_node_expiry(const ded_node *node) { return node->tick_ns; }

@@ -107,8 +107,10 @@ typedef struct ded_node_settings {
   uint8_t plan;
   /* Connections are secure channels (ded_chan.h): the driver reports
    * each one's proven peer key (ded_node_conn_secured) before its first
-   * byte, and a HELLO must carry that key. Off only in tests that speak
-   * frames to the node directly. */
+   * byte, and a HELLO must carry that key; and since what the node hands
+   * over waits in the channel's buffer before the socket takes it, the
+   * driver reports bytes as they leave (ded_node_sent) for the upload
+   * meter. Off only in tests that speak frames to the node directly. */
   bool sessions;
   /* Access control (DEDMPI_OWNER, DEDMPI_ALLOW_FILE). With |access|, a
    * peer gets in (its HELLO, its record from anyone) only if its key is
@@ -280,6 +282,10 @@ int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int ma
 void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns);
 
 /* When the node next needs ded_node_handle_expiry (UINT64_MAX: never). */
+/* With settings.sessions: |n| bytes left for the network (the upload
+ * meter); |backlog|: the driver still holds some not yet taken. */
+void ded_node_sent(ded_node *node, size_t n, bool backlog, uint64_t now_ns);
+
 uint64_t ded_node_expiry(const ded_node *node);
 
 /* Runs timers due at |now_ns|. */
