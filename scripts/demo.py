@@ -56,9 +56,11 @@ def main():
     port = free_port()
     common = ["--steps", str(args.steps), "--buckets", "4", "--shards", "4",
               "--log-every", str(max(1, args.steps // 6))]
+    # A fresh run secret: every connection is authenticated and encrypted.
     swarm = {"LD_PRELOAD": lib, "DEDMPI_RUN": "demo", "DEDMPI_JOIN": "127.0.0.1:%d" % port,
-             "DEDMPI_MIN_PEERS": "3", "DEDMPI_LOG": "warn"}
-    print("dedmpi demo: 3 jobs (2 + 1 + 1 ranks), one swarm on 127.0.0.1:%d\n" % port)
+             "DEDMPI_MIN_PEERS": "3", "DEDMPI_LOG": "warn", "DEDMPI_SWARM_KEY": os.urandom(32).hex()}
+    print("dedmpi demo: 3 jobs (2 + 1 + 1 ranks), one swarm on 127.0.0.1:%d, "
+          "sessions encrypted under a fresh DEDMPI_SWARM_KEY\n" % port)
     jobs = [("job A (2 ranks)", 2, "0", dict(swarm, DEDMPI_LISTEN="127.0.0.1:%d" % port)),
             ("job B (1 rank)", 1, "2", dict(swarm, DEDMPI_LISTEN="127.0.0.1:0")),
             ("job C (1 rank)", 1, "3", dict(swarm, DEDMPI_LISTEN="127.0.0.1:0"))]
