@@ -950,6 +950,18 @@ static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, siz
 
 /* Reads the seed from the open |fd| of |path|, which must be a regular
  * file of this user that no one else may read or write. */
+/* Reads |fd| until |cap| bytes, EOF or an error: how many were read. */
+static size_t read_upto(int fd, void *buf, size_t cap) {
+  size_t n = 0;
+  while (n < cap) {
+    ssize_t r = read(fd, (char *)buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  return n;
+}
+
 /* The open |fd| of |path| (named by variable |var|) must be a regular
  * file of this user that no one else may read or write: it holds |what|. */
 static int private_file_check(int fd, const char *var, const char *path, const char *what,
@@ -983,13 +995,7 @@ static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES],
                               errlen);
   if (rv) return rv;
   char buf[ID_FILE_BYTES + 1];
-  size_t n = 0;
-  while (n < sizeof buf) {
-    ssize_t r = read(fd, buf + n, sizeof buf - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-  }
+  size_t n = read_upto(fd, buf, sizeof buf);
   bool ok = n == ID_FILE_BYTES && memcmp(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1) == 0 &&
             buf[ID_FILE_BYTES - 1] == '\n' &&
             ded_hex_decode(buf + sizeof ID_FILE_MAGIC - 1, 2 * DED_SEED_BYTES, seed,
@@ -1201,12 +1207,7 @@ static int swarm_key_load(ded_driver *d, const ded_driver_config *cfg, char *err
       return DED_ERR_INVALID_ARG;
     }
     int rv = private_file_check(fd, var, cfg->swarm_key_file, "the run's secret", err, errlen);
-    while (rv == 0 && n < sizeof text) {
-      ssize_t r = read(fd, text + n, sizeof text - n);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      n += (size_t)r;
-    }
+    if (rv == 0) n = read_upto(fd, text, sizeof text);
     close(fd);
     if (rv) return rv;
     const char *nl = memchr(text, '\n', n); /* its first line, without trailing blanks */

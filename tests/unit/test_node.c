@@ -5502,11 +5502,7 @@ static void test_node_access_control(void **state) {
   assert_true(t.closed[c2]);
   /* The owner relays a stranger's record: skipped, the owner kept. */
   ded_record srec;
-  memset(&srec, 0, sizeof srec);
-  memcpy(srec.run_id, run, DED_RUN_ID_BYTES);
-  srec.seq = 1;
-  srec.issued_ms = NOW_MS;
-  srec.ttl_ms = 300000;
+  unit_bare_record(&srec, RUN, NOW_MS);
   ded_record_sign(&srec, &stranger);
   uint8_t rb[DED_RECORD_BYTES_MAX], f[64 + DED_RECORD_BYTES_MAX];
   int rl = ded_record_encode(&srec, rb, sizeof rb);

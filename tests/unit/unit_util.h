@@ -64,20 +64,25 @@ static inline void unit_record(ded_record *rec, const ded_ident *ident, uint64_t
   ded_record_sign(rec, ident);
 }
 
+/* An unsigned record of the run named |run| without addresses or
+ * extension: sequence 1, issued at |issued_ms|, 5 minutes to live. */
+static inline void unit_bare_record(ded_record *rec, const char *run, uint64_t issued_ms) {
+  memset(rec, 0, sizeof *rec);
+  ded_hash32(run, strlen(run), rec->run_id);
+  rec->seq = 1;
+  rec->issued_ms = issued_ms;
+  rec->ttl_ms = 300000;
+}
+
 /* A HELLO frame from |ident| for the run named |run|, carrying a record
  * without addresses issued at |issued_ms| and, with |inv_sig|, the owner's
  * invitation (expiring at |inv_expires_ms|). Returns the frame's length. */
 static inline size_t unit_hello_frame_invited(uint8_t *out, size_t cap, const ded_ident *ident,
                                               const char *run, uint64_t issued_ms,
                                               const uint8_t *inv_sig, uint64_t inv_expires_ms) {
-  uint8_t run_id[DED_RUN_ID_BYTES];
-  ded_hash32(run, strlen(run), run_id);
   ded_record rec;
-  memset(&rec, 0, sizeof rec);
-  memcpy(rec.run_id, run_id, DED_RUN_ID_BYTES);
-  rec.seq = 1;
-  rec.issued_ms = issued_ms;
-  rec.ttl_ms = 300000;
+  unit_bare_record(&rec, run, issued_ms);
+  const uint8_t *run_id = rec.run_id;
   if (inv_sig) ded_record_invite_add(&rec, inv_expires_ms, inv_sig);
   ded_record_sign(&rec, ident);
   uint8_t rb[DED_RECORD_BYTES_MAX];
