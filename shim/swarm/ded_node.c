@@ -2993,8 +2993,10 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     if (from && !(j->flags & DED_JOIN_F_CLIENT) &&
         (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0))
       min_id = from->id;
-    if (from && !id_is_me(node, min_id)) {
-      coord_send_redirect(node, from, j->round, j->view, min_id);
+    /* No one here can coordinate (we are a client or a backbone and know
+     * no node): the joiner asks elsewhere. */
+    if (from && (!min_id || !id_is_me(node, min_id))) {
+      if (min_id) coord_send_redirect(node, from, j->round, j->view, min_id);
       return;
     }
   } else if (j->round > 0) {
