@@ -64,6 +64,12 @@
  * the same bucket sizes every step, and fresh multi-megabyte allocations
  * cost a page fault and a zeroed page per 4 KiB. */
 #define NODE_BUF_CACHE 16
+/* A rate no one has measured yet (a first round, a newcomer) is taken to
+ * be a slow home link's, 8 Mbit/s, when deciding how long to wait for it:
+ * patience sized for a fast link would leave the slow peer out. */
+#define NODE_RATE_UNKNOWN_BPS 1e6
+/* Announced late members remembered (DED_JOIN_F_INTENT). */
+#define NODE_INTENTS 32
 
 typedef struct ded_round ded_round;
 typedef struct ded_peer ded_peer;
@@ -250,12 +256,22 @@ typedef struct coord_round {
   unsigned natt;
   uint64_t first_ns, last_ns, deadline_ns;
   bool clock; /* the learned deadline runs */
+  bool held;  /* waited for an announced member (node_intent_until) */
   bool decided;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;
   uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
   size_t late_len;
 } coord_round;
+
+/* A late member's announcement that it will join |round| or, if that one
+ * is decided without it, the next one undecided (it is fetching the result
+ * of an earlier one): waited for until |until_ns|. */
+typedef struct node_intent {
+  uint64_t round;
+  uint64_t until_ns;
+  uint8_t id[DED_ID_BYTES];
+} node_intent;
 
 #define NODE_VIEW_HINTS 16
 #define NODE_SELF_DEPTH_MAX 3
@@ -381,11 +397,11 @@ struct ded_node {
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
   uint64_t next_round;
-  /* Catching up, late: the round we last announced we will join (to
-   * |intent_to|), and where the swarm said it was when that round had
-   * already passed there. */
+  /* Catching up, late: the round we last announced we will join, and
+   * where the swarm said it was when that round had passed there. */
   uint64_t intent_round, catch_up;
-  uint8_t intent_to[DED_ID_BYTES];
+  /* Others' announcements (one per peer, the latest). */
+  node_intent intents[NODE_INTENTS];
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale_round;
@@ -1427,6 +1443,9 @@ static void node_set_view_hint(ded_node *node, uint64_t round, uint32_t view) {
 static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns);
 static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
+static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
+                                  uint64_t now_ns);
+static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round);
 
 /* The shards whose result we hold in full, as a bitmap. */
 static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
@@ -1434,6 +1453,15 @@ static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
   for (unsigned s = 0; have && s < r->plan.k; s++)
     if (round_shard_done(r, s)) bit_set(have, s);
   return have;
+}
+
+/* How long a member that joined |r| waits for a decision while its
+ * coordinator holds the round for an announced member, until |until|: as
+ * long as the hold, then the usual wait; the hold is bounded as the
+ * coordinator bounds it (coord_evaluate). */
+static uint64_t round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
+  until = DED_MIN(until, r->joined_ns + node_deadline_cap(node));
+  return until + node_join_wait(node, r->view);
 }
 
 /* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
@@ -1453,6 +1481,9 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node, r->view));
+  /* The coordinator waits for members that announced themselves: so do we. */
+  uint64_t held = r->genesis ? 0 : node_intent_until(node, r->no, NULL, now_ns);
+  if (held) r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, held));
   uint8_t *have = NULL;
   if (r->has_plan) {
     have = round_have_bits(node, r);
@@ -1935,8 +1966,10 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->wait_ns = now_ns + node_progress_wait(node, r->view);
   unsigned k = plan->k;
   r->me = k;
-  for (unsigned i = 0; i < k; i++)
+  for (unsigned i = 0; i < k; i++) {
     if (id_is_me(node, plan->members[i].id)) r->me = i;
+    node_intent_done(node, plan->members[i].id, plan->round); /* it is in */
+  }
   r->total_w = 0.0;
   r->ncontrib = 0;
   r->first_contrib = k;
@@ -2109,28 +2142,24 @@ static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *c
   return round_start_reduce(node, r, now_ns);
 }
 
-/* We came late for |r|: tell the coordinator of a round ahead that we
- * will be there, so that it waits for us (within its deadline) instead of
- * leaving us late round after round. That is the next round, unless the
- * swarm is further on (it answers an announcement for a round it has
- * finished with AHEAD, saying where it is): then a round just past where
- * it was, whose coordinator we guess from |r|'s members. A trainer late
- * by a few steps goes at the swarm's pace and would never catch up; the
- * swarm waiting one deadline for it each time shortens the gap by as
- * much, until it is in. */
+/* We came late for |r|: tell the swarm that we will join the rounds
+ * after it, so that it waits for us instead of leaving us late round after
+ * round. The announcement goes to every member of |r| we can reach: any of
+ * them may coordinate a round, in some view, and each holds its first
+ * round not yet decided for as long as fetching one result should take us
+ * (node_intent_hold). Each late round we fetch on the way announces again,
+ * so the swarm waits as long as we keep coming, however many rounds
+ * behind we are. A member that finished |r| + 1 already answers AHEAD,
+ * saying where the swarm is (for the trainer: far behind, it reloads). A
+ * trainer late by a few steps goes at the swarm's pace and would never
+ * catch up on its own, nor would one whose link fetches a result more
+ * slowly than the swarm completes a round. */
 static void round_send_intent(ded_node *node, ded_round *r) {
   uint64_t target = r->no + 1;
-  if (node->catch_up > target && node->catch_up - r->no < DED_ROUNDS_AHEAD_MAX)
-    target = node->catch_up + 1;
   if (target == node->intent_round) return; /* announced */
   ded_round *nx = round_find(node, target);
   if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
-  const uint8_t *cand = r->plan.members[target % r->plan.k].id;
-  if (id_is_me(node, cand)) return;
-  ded_peer *p = peer_find(node, cand);
-  if (!p || !p->conn || p->left) return;
   node->intent_round = target;
-  memcpy(node->intent_to, cand, DED_ID_BYTES);
   ded_msg_join j;
   memset(&j, 0, sizeof j);
   j.round = target;
@@ -2142,7 +2171,10 @@ static void round_send_intent(ded_node *node, ded_round *r) {
   uint8_t frame[DED_JOIN_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_join_encode(&w, &j);
-  conn_send_ctrl(node, p->conn, frame, w.pos);
+  for (unsigned m = 0; m < r->plan.k; m++) {
+    ded_peer *p = round_member_peer(node, r, m);
+    if (p && p->conn && !p->left) conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
 }
 
 /* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
@@ -2382,7 +2414,7 @@ static void coord_clear(ded_node *node, coord_round *cr) {
   cr->commit_frame = cr->late_frame = NULL;
   cr->commit_len = cr->late_len = 0;
   cr->decided = false;
-  cr->clock = false;
+  cr->clock = cr->held = false;
   cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
 }
 
@@ -2430,6 +2462,9 @@ static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool g
   cr->genesis = genesis;
   ded_gather_init(&cr->g, no, genesis);
   coord_expect_lineage(node, cr);
+  for (unsigned i = 0; i < NODE_INTENTS; i++) /* announced late members */
+    if (node->intents[i].round <= no && node->intents[i].until_ns > node->now_ns)
+      coord_expect_add(node, cr, node->intents[i].id);
   node->coords[node->ncoords++] = cr;
   return cr;
 }
@@ -2755,7 +2790,8 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
  */
 static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
   cr->decided = true;
-  if (all_in && cr->view == 0 && !cr->genesis && cr->last_ns >= cr->first_ns)
+  /* (A round held for an announced member says nothing of the spread.) */
+  if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
     ewma_add(&node->spread_ewma, cr->last_ns - cr->first_ns);
   struct coord_attempt *best = NULL;
   bool chosen = false;
@@ -2908,6 +2944,14 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
     }
   }
   if (!all && now_ns < cr->deadline_ns) return;
+  /* A member that announced itself is on its way (it is fetching the round
+   * before): waited for as long as that should take it, but, however often
+   * it announces itself again, never past a quarter of the bound. */
+  if (!all && !cr->genesis && now_ns < cr->first_ns + node_deadline_cap(node) &&
+      node_intent_until(node, cr->round, cr, now_ns) > now_ns) {
+    cr->held = true;
+    return;
+  }
   if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
   coord_decide(node, cr, all, now_ns);
 }
@@ -2960,6 +3004,97 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
   return f != NULL;
 }
 
+/* ---- announced late members ---- */
+
+static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]);
+
+/* How long to wait for |id|, which announced |j| (DED_JOIN_F_INTENT): it
+ * fetches a whole result before it can join, at its published download
+ * rate (a slow home link's while unmeasured). Twice that plus the deadline
+ * floor, never more than a quarter of the bound. */
+static uint64_t node_intent_hold(const ded_node *node, const uint8_t id[DED_ID_BYTES],
+                                 const ded_msg_join *j) {
+  double rate = coord_lp_peer(node, id).down_Bps;
+  if (!(rate > 0.0)) rate = NODE_RATE_UNKNOWN_BPS;
+  double ns = 2e9 * (double)j->count * (double)ded_dtype_size(j->dtype) / rate;
+  uint64_t fetch = ns < 1e18 ? (uint64_t)ns : UINT64_MAX / 2;
+  return clamp_ns(node->s.deadline_floor_ns + fetch, node->s.deadline_floor_ns,
+                  node_deadline_cap(node));
+}
+
+/* Remembers that |id| will join |round| (or the first one after it still
+ * undecided) and is waited for until |until_ns|: one entry per peer, its
+ * latest; when all are taken, the one that expires first gives way. */
+static void node_intent_add(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round,
+                            uint64_t until_ns) {
+  node_intent *slot = &node->intents[0];
+  for (unsigned i = 0; i < NODE_INTENTS; i++) {
+    node_intent *it = &node->intents[i];
+    if (it->until_ns != 0 && memcmp(it->id, id, DED_ID_BYTES) == 0) {
+      slot = it;
+      break;
+    }
+    if (it->until_ns < slot->until_ns) slot = it;
+  }
+  slot->round = round;
+  slot->until_ns = until_ns;
+  memcpy(slot->id, id, DED_ID_BYTES);
+}
+
+/* |id| joined |round|: its announcement of that round or an earlier one
+ * is fulfilled. */
+static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round) {
+  for (unsigned i = 0; i < NODE_INTENTS; i++) {
+    node_intent *it = &node->intents[i];
+    if (it->until_ns != 0 && it->round <= round && memcmp(it->id, id, DED_ID_BYTES) == 0)
+      it->until_ns = 0;
+  }
+}
+
+/* Until when an announced member is still waited for in |round| (0: none
+ * is): one that announced this round or an earlier one, is here, and has
+ * not joined |cr| (if given) yet. */
+static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
+                                  uint64_t now_ns) {
+  uint64_t until = 0;
+  for (unsigned i = 0; i < NODE_INTENTS; i++) {
+    const node_intent *it = &node->intents[i];
+    if (it->round > round || it->until_ns <= now_ns || it->until_ns <= until) continue;
+    ded_peer *p = peer_find(node, it->id);
+    if (!p || !peer_participates(node, p) || (cr && ded_gather_find(&cr->g, it->id))) continue;
+    until = it->until_ns;
+  }
+  return until;
+}
+
+/* |from| will join round |j->round| (DED_JOIN_F_INTENT), or the first one
+ * after it still undecided: it came late for an earlier round and is
+ * fetching its result. Whoever coordinates such a round, in any view,
+ * waits for it (coord_evaluate), and so does our own JOIN of it: the
+ * coordinator is not lost for waiting. If we finished the round, AHEAD
+ * also says where we are. */
+static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j,
+                           uint64_t now_ns) {
+  ded_round *r = round_find(node, j->round);
+  if (j->round < node->next_round && (!r || r->reported))
+    coord_send_stale_or_ahead(node, from, j->round, true);
+  uint64_t until = now_ns + node_intent_hold(node, from->id, j);
+  node_intent_add(node, from->id, j->round, until);
+  node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
+           from->sid, (unsigned long long)j->round,
+           (unsigned long long)((until - now_ns) / 1000000u));
+  for (unsigned i = 0; i < node->nrounds; i++) {
+    r = node->rounds[i];
+    if (r->no >= j->round && (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
+        !r->genesis)
+      r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, until));
+  }
+  for (size_t i = 0; i < node->ncoords; i++) {
+    coord_round *cr = node->coords[i];
+    if (cr->round >= j->round && !cr->decided) coord_expect_add(node, cr, from->id);
+  }
+}
+
 /* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
 static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns) {
@@ -2970,17 +3105,13 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
   }
-  /* An announcement for a round we are past: say where we are. */
-  if ((j->flags & DED_JOIN_F_INTENT) && from && j->round < node->next_round) {
-    ded_round *r = round_find(node, j->round);
-    if (!r || r->reported) {
-      coord_send_stale_or_ahead(node, from, j->round, true);
-      return;
-    }
+  if (j->flags & DED_JOIN_F_INTENT) {
+    if (from) node_on_intent(node, from, j, now_ns);
+    return;
   }
   /* A round finished here is settled, whatever view the joiner is in: it
    * fetches the result (from us: we hold all of it). */
-  if (!(j->flags & DED_JOIN_F_INTENT) && from && coord_answer_finished(node, from, j->round, j->view))
+  if (from && coord_answer_finished(node, from, j->round, j->view))
     return;
   coord_round *cr = coord_find(node, j->round);
   if (genesis) {
@@ -3024,15 +3155,6 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
       ded_mem_free(node->mem, ident);
       return;
     }
-  }
-  if (j->flags & DED_JOIN_F_INTENT) {
-    if (!cr) cr = coord_new(node, j->round, j->view, false);
-    if (cr) {
-      coord_expect_add(node, cr, id);
-      node_log(node, DED_LOG_DEBUG, "round %llu: %s will join", (unsigned long long)j->round,
-               from ? from->sid : "this peer");
-    }
-    return;
   }
   if (cr && j->view < cr->view) { /* the round has moved on: come along */
     if (from) {
@@ -3088,6 +3210,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     return;
   }
   if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
+  node_intent_done(node, id, j->round);
   if (cr->first_ns == 0) {
     cr->first_ns = now_ns;
     /* At the latest a quarter of the bound after the first join; sooner
@@ -3466,8 +3589,7 @@ static void conn_on_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
     conn_protocol_error(node, c, rv, "AHEAD");
     return;
   }
-  if (m.round != node->intent_round || memcmp(node->intent_to, c->peer->id, DED_ID_BYTES) != 0 ||
-      m.next_round <= node->catch_up)
+  if (m.round != node->intent_round || m.next_round <= node->catch_up)
     return; /* not the answer to our latest announcement */
   node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
            (unsigned long long)m.round, (unsigned long long)m.next_round);

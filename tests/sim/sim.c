@@ -5,8 +5,9 @@
  * in insertion order and a seed replays exactly. A connection is a pair of
  * half-links; each half carries segments that depart through the sender's
  * uplink (one at a time, at its rate) and arrive after the link latency
- * plus jitter, never before the previous segment of the same half (TCP
- * order). A node whose uplink is idle and that has output is "pumped":
+ * plus jitter (through the receiver's downlink, one at a time at its rate,
+ * where it has one), never before the previous segment of the same half
+ * (TCP order). A node whose uplink is idle and that has output is "pumped":
  * it gives one random-size segment from one of its connections, taken
  * round-robin.
  *
@@ -133,6 +134,7 @@ typedef struct snode {
   event *deferred;  /* events that reached it while frozen, in pop order */
   size_t ndeferred, deferred_cap;
   uint64_t uplink_free_ns;
+  uint64_t downlink_free_ns; /* with a downlink rate: when it is idle again */
   bool pump_scheduled;
   uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
   unsigned rr;      /* round-robin cursor over links */
@@ -478,6 +480,12 @@ static void node_pump(sim *s, const event *e) {
     half *h = &l->dir[side];
     uint64_t at = sn->uplink_free_ns + s->lp.latency_ns + sim_rng_range(&s->rng, 0, s->lp.jitter_ns);
     if (s->lp.spike_prob > 0 && sim_rng_chance(&s->rng, s->lp.spike_prob)) at += s->lp.spike_ns;
+    snode *dst = &s->nodes[l->node[1 - side]];
+    if (dst->p.downlink_bytes_per_s > 0) { /* through the receiver's link, one at a time */
+      at = DED_MAX(at, dst->downlink_free_ns) +
+           (uint64_t)((double)len / dst->p.downlink_bytes_per_s * 1e9);
+      dst->downlink_free_ns = at;
+    }
     if (at < h->last_arrive_ns) at = h->last_arrive_ns;
     h->last_arrive_ns = at;
     seg->arrive_ns = at;

@@ -61,6 +61,9 @@ typedef struct sim_node_params {
   ded_node_settings settings; /* run, min_peers, bootstrap, ... (announce is set by sim) */
   uint64_t start_ns;          /* when the node comes up */
   double uplink_bytes_per_s;
+  /* 0: unlimited. Otherwise segments to the node arrive one at a time at
+   * this rate, in the order they reach it (a FIFO at its access link). */
+  double downlink_bytes_per_s;
 } sim_node_params;
 
 typedef struct sim_hooks {

@@ -4523,18 +4523,17 @@ static void test_node_intent_past_round_gets_ahead(void **state) {
 
 /*
  * Member side. The node, late for round 0 (not in the DECIDE's attempt:
- * lo and hi), announces round 1 to its coordinator candidate, member 1 %
- * 2 = hi. What hi answers decides where its next announcement, once late
- * again in round 1, goes:
- *   0  AHEAD (1, 6) from hi: the swarm is at 6; round 7 (to hi, member
- *      7 % 2), not round 2;
- *   1  the same AHEAD from lo (not asked): ignored, round 2 (to lo);
- *   2  AHEAD (2, 6) from hi (another round): ignored, round 2;
+ * lo and hi), announces round 1 to both members: either may coordinate
+ * it. What they answer says where the swarm is, which round 0's late
+ * result then tells the trainer:
+ *   0  AHEAD (1, 6) from hi: the swarm is at 6;
+ *   1  the same AHEAD from lo: the same;
+ *   2  AHEAD (2, 6) from hi (a round not announced): ignored;
  *   3  AHEAD (1, 1) from hi (malformed: next_round <= round): hi dropped;
- *   4  AHEAD (1, 6) then (1, 3) from hi: the second, older, ignored: 7;
- *   5  AHEAD (1, 300) from hi: further than the history reaches (a
- *      reload's business), round 2.
- * Round 0's late result says where the swarm is, once an AHEAD said so.
+ *   4  AHEAD (1, 6) then (1, 3) from hi: the second, older, ignored: 6;
+ *   5  AHEAD (1, 300) from hi: 300 (far behind: the trainer's reload).
+ * Late again in round 1, it announces round 2 to both, whatever was
+ * answered: each holds the first round after that it has not decided.
  */
 static void test_node_ahead_moves_intent(void **state) {
   (void)state;
@@ -4560,9 +4559,11 @@ static void test_node_ahead_moves_intent(void **state) {
     send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
     assert_false(t.closed[0]);
     uint64_t round = 0;
-    assert_int_equal(output_intents(&t, 0, &round), 0);
-    assert_int_equal(output_intents(&t, 1, &round), 1);
-    assert_int_equal(round, 1);
+    for (unsigned i = 0; i < 2; i++) {
+      round = 0;
+      assert_int_equal(output_intents(&t, i, &round), 1);
+      assert_int_equal(round, 1);
+    }
     switch (c) {
     case 0: send_ahead(&t, 1, 1, 6); break;
     case 1: send_ahead(&t, 0, 1, 6); break;
@@ -4597,7 +4598,7 @@ static void test_node_ahead_moves_intent(void **state) {
     assert_true(t.last.late);
     assert_false(t.last.alone);
     assert_int_equal(t.last.behind, 0);
-    const uint64_t swarm_at[6] = {6, 0, 0, 0, 6, 300};
+    const uint64_t swarm_at[6] = {6, 6, 0, 0, 6, 300};
     if (t.last.swarm_round != swarm_at[c])
       fail_msg("case %d: round 0's result says the swarm is at %llu, not %llu", c,
                (unsigned long long)t.last.swarm_round, (unsigned long long)swarm_at[c]);
@@ -4615,18 +4616,344 @@ static void test_node_ahead_moves_intent(void **state) {
     ded_msg_commit c1 = commit_of(1, A1, A0, m, 2);
     send_decide(&t, 1, 0, DED_DECIDE_F_CHOSEN, &c1, holders);
     assert_false(t.closed[1]);
-    const bool caught_up = c == 0 || c == 4;
-    const uint64_t want = caught_up ? 7 : 2;
-    const unsigned to = caught_up ? 1 : 0; /* members[want % 2] */
-    uint64_t got[2] = {0, 0};
-    int n[2];
-    for (unsigned i = 0; i < 2; i++) n[i] = output_intents(&t, i, &got[i]);
-    if (n[to] != 1 || got[to] != want || n[1 - to] != 0)
-      fail_msg("case %d: the announcement after round 1 went for round %llu to %s, not for "
-               "round %llu to %s", c, (unsigned long long)(n[0] ? got[0] : got[1]),
-               n[0] ? "lo" : n[1] ? "hi" : "nobody", (unsigned long long)want, to ? "hi" : "lo");
+    for (unsigned i = 0; i < 2; i++) {
+      uint64_t got = 0;
+      int n = output_intents(&t, i, &got);
+      if (n != 1 || got != 2)
+        fail_msg("case %d: %d announcements after round 1 to %s (the first for round %llu), "
+                 "not one for round 2", c, n, i ? "hi" : "lo", (unsigned long long)got);
+    }
     assert_false(t.closed[0]);
     assert_false(t.closed[1]);
+    ded_node_free(t.node);
+  }
+}
+
+/* ------------------------------------- catching up: announced members */
+
+/* An announcer whose record publishes 1 kB/s down (and nothing up: the
+ * planner takes a download to be at least the upload) is waited for the
+ * deadline floor, 500 ms, plus twice the time it takes to fetch a result
+ * of COUNT floats at that rate, 2 * 256 B / (1 kB/s) = 512 ms. Without a
+ * published rate (1 MB/s assumed), 500.5 ms. */
+#define SLOW_KBPS 1
+#define SLOW_HOLD_NS ((500 + 2 * COUNT * sizeof(float) / SLOW_KBPS) * MS_NS)
+
+/* A HELLO from |peer| whose record publishes |down_kBps| down, nothing
+ * up. */
+static void send_hello_down(tnode *t, unsigned i, const ded_ident *peer, uint32_t down_kBps) {
+  uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  const ded_perf perf = {0, down_kBps, 0};
+  size_t n = unit_hello_frame_with(f, sizeof f, peer, RUN, NOW_MS, &perf, NULL, 0);
+  send_raw(t, i, f, n);
+}
+
+/* Whether |c|'s members include |id|. */
+static bool commit_lists(const ded_msg_commit *c, const uint8_t id[DED_ID_BYTES]) {
+  for (unsigned m = 0; m < c->k; m++)
+    if (memcmp(c->members[m].id, id, DED_ID_BYTES) == 0) return true;
+  return false;
+}
+
+/*
+ * Coordinator side. Round 0 among lo < node (peer_coord_round, lo
+ * coordinates) completes here; round 1 is the node's to coordinate
+ * (member 1 % 2 of round 0), on a lineage of lo and itself. hi, on
+ * connection 1, came late for round 0 and announces round 1 (JOIN with
+ * INTENT); its record says it downloads at 1 kB/s: the node waits for it
+ * SLOW_HOLD_NS (1012 ms) from the announcement, twice its learned
+ * deadline (a deadline floor, 500 ms, once lo and the node, two of the
+ * three expected, are in), but no longer:
+ *   0  hi announces before round 1 starts here (the node's own JOIN
+ *      creates the round), lo and the node join at once: no COMMIT at
+ *      900 ms; hi joins: a COMMIT of all three at once, to lo and hi;
+ *   1  hi announces once the round started (before lo's JOIN, which
+ *      would otherwise have found everyone expected in) and never
+ *      joins: no COMMIT at 900 ms, one of lo and the node (not sent to
+ *      hi) at 1200 ms, just after the hold ended, not at the quarter of
+ *      the round bound (2.5 s) the first JOIN set;
+ *   2  as 0, but hi's record publishes no rate (1 MB/s assumed, a hold
+ *      of 500.5 ms): by 900 ms the round went on without it;
+ *   3  as 1, but hi announces round 1 again every 900 ms and never joins
+ *      (a peer that lies, or loops): the round goes on without it at a
+ *      quarter of the round bound (2.5 s) after the first JOIN, never
+ *      later, however often the hold is renewed.
+ * No connection is dropped on the way.
+ */
+static void test_node_intent_holds_round(void **state) {
+  (void)state;
+  for (int c = 0; c <= 3; c++) {
+    float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+    for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    peer_round pr;
+    peer_coord_round(&t, b0, 1, &pr);
+    const uint64_t t0 = t.now;
+    assert_int_equal(t.rounds_done, 1);
+    assert_int_equal(tnode_accept(&t), 1);
+    send_hello_down(&t, 1, &pr.hi, c == 2 ? 0 : SLOW_KBPS);
+    assert_false(t.closed[1]);
+    size_t len;
+    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+    const ded_msg_join intent = join_of(1, 0, DED_JOIN_F_INTENT, 0);
+    const bool after = c == 1 || c == 3;
+    if (!after) send_join(&t, 1, &intent);
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+    if (after) send_join(&t, 1, &intent);
+    const ded_msg_join j = join_of(1, 0, 0, 0);
+    send_join(&t, 0, &j);
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    if (tlin_commits(&t, 0, 1, NULL) != 0)
+      fail_msg("case %d: round 1 decided as soon as lo joined: hi, announced, not expected", c);
+    tnode_advance(&t, 900 * MS_NS);
+    assert_true(900 * MS_NS < SLOW_HOLD_NS);
+    ded_msg_commit cm;
+    int n = tlin_commits(&t, 0, 1, &cm);
+    if (c == 2) {
+      /* Without a published rate, hi's hold was over before now. */
+      if (n != 1) fail_msg("round 1 not decided 900 ms after its members joined, though the "
+                           "announced member's hold (no rate published) ended at 500.5 ms");
+      assert_int_equal(cm.k, 2);
+      assert_false(commit_lists(&cm, pr.hi.id));
+      ded_msg_commit_free(&cm, NULL);
+      assert_int_equal(tlin_commits(&t, 1, 1, NULL), 0);
+      assert_false(t.closed[0]);
+      assert_false(t.closed[1]);
+      ded_node_free(t.node);
+      continue;
+    }
+    if (n != 0) {
+      unsigned k = cm.k;
+      ded_msg_commit_free(&cm, NULL);
+      fail_msg("case %d: round 1 decided (%u members) 900 ms after lo and the node joined, "
+               "within the hold of hi, which announced it (%llu ms)",
+               c, k, (unsigned long long)(SLOW_HOLD_NS / MS_NS));
+    }
+    assert_int_equal(tlin_commits(&t, 1, 1, NULL), 0);
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    if (c == 0) {
+      /* hi is in: everyone expected is, and the round is decided at once. */
+      send_join(&t, 1, &j);
+      assert_false(t.closed[1]);
+      for (unsigned i = 0; i < 2; i++) {
+        n = tlin_commits(&t, i, 1, &cm);
+        if (n != 1)
+          fail_msg("no COMMIT of round 1 to %s when hi, the member it waited for, joined",
+                   i ? "hi" : "lo");
+        assert_int_equal(cm.k, 3);
+        assert_int_equal(cm.base, pr.attempt);
+        assert_true(commit_lists(&cm, pr.lo.id));
+        assert_true(commit_lists(&cm, t.ident.id));
+        assert_true(commit_lists(&cm, pr.hi.id));
+        ded_msg_commit_free(&cm, NULL);
+      }
+    } else if (c == 3) {
+      /* hi renews its hold every 900 ms: the round still goes on without
+       * it a quarter of the bound after the first JOIN (2.5 s). */
+      n = 0;
+      while (n == 0 && t.now < t0 + 4 * SEC_NS) {
+        send_join(&t, 1, &intent);
+        assert_false(t.closed[1]);
+        tnode_advance(&t, 900 * MS_NS);
+        n = tlin_commits(&t, 0, 1, &cm);
+      }
+      if (n != 1 || t.now > t0 + 2500 * MS_NS + 900 * MS_NS)
+        fail_msg("round 1 still undecided %llu ms after its members joined, held by a member "
+                 "that announced itself again and again (the hold must end at 2500 ms)",
+                 (unsigned long long)((t.now - t0) / MS_NS));
+      assert_int_equal(cm.k, 2);
+      assert_false(commit_lists(&cm, pr.hi.id));
+      ded_msg_commit_free(&cm, NULL);
+    } else {
+      /* hi does not come: once its hold is over, the round goes on
+       * without it. */
+      tnode_advance(&t, 300 * MS_NS);
+      assert_true(1200 * MS_NS > SLOW_HOLD_NS + TICK_NS);
+      n = tlin_commits(&t, 0, 1, &cm);
+      if (n != 1)
+        fail_msg("round 1 not decided 1200 ms after its members joined, though the hold of "
+                 "the announced member that never came ended at %llu ms",
+                 (unsigned long long)(SLOW_HOLD_NS / MS_NS));
+      assert_int_equal(cm.k, 2);
+      assert_int_equal(cm.base, pr.attempt);
+      assert_true(commit_lists(&cm, pr.lo.id));
+      assert_true(commit_lists(&cm, t.ident.id));
+      assert_false(commit_lists(&cm, pr.hi.id));
+      ded_msg_commit_free(&cm, NULL);
+      assert_int_equal(tlin_commits(&t, 1, 1, NULL), 0); /* not a joiner */
+    }
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    ded_node_free(t.node);
+  }
+}
+
+/* Two identities sorting after the node's: node < *hi1 < *hi2. */
+static void peers_above(const tnode *t, ded_ident *hi1, ded_ident *hi2) {
+  unsigned found = 0;
+  ded_ident v[2];
+  for (unsigned s = 1; s < 256 && found < 2; s++) {
+    unit_ident(&v[found], (uint8_t)s);
+    if (memcmp(v[found].id, t->ident.id, DED_ID_BYTES) > 0) found++;
+  }
+  assert_int_equal(found, 2);
+  bool swap = memcmp(v[0].id, v[1].id, DED_ID_BYTES) > 0;
+  *hi1 = v[swap ? 1 : 0];
+  *hi2 = v[swap ? 0 : 1];
+}
+
+/* Round 0's elements [|a|, |b|) of |v| as frames of |type| of |ce|
+ * elements from |a| on (a shard's chunks; the last may be shorter). */
+static void send_pieces(tnode *t, unsigned i, uint8_t type, uint64_t attempt, uint64_t a,
+                        uint64_t b, uint32_t ce, const float *v) {
+  for (uint64_t off = a; off < b; off += ce)
+    send_data(t, i, type, 0, attempt, off, v + off, (size_t)DED_MIN(ce, b - off));
+}
+
+/* The failovers of |round| on connection |i|, consumed: JOINs to a view
+ * past 0 and PROBEs; the view of the first such JOIN in |*view|. */
+static int output_failovers(tnode *t, unsigned i, uint64_t round, uint32_t *view) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  int n = 0;
+  ded_frame fr;
+  for (int k = 0; frame_find(out, len, DED_MSG_JOIN, k, &fr); k++) {
+    ded_msg_join j;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &j), 0);
+    if (j.round == round && j.view > 0 && !(j.flags & DED_JOIN_F_INTENT)) {
+      if (n == 0) *view = j.view;
+      n++;
+    }
+    ded_msg_join_free(&j, NULL);
+  }
+  for (int k = 0; frame_find(out, len, DED_MSG_PROBE, k, &fr); k++) {
+    ded_msg_probe p;
+    assert_int_equal(ded_msg_probe_decode(fr.payload, fr.len, &p), 0);
+    n += p.round == round;
+  }
+  free(out);
+  return n;
+}
+
+/*
+ * Member side. The node coordinates the genesis round among node < hi1 <
+ * hi2 (connections 0 and 1), which completes; round 1's coordinator is
+ * hi1 (member 1 % 3 of round 0), then, in view 1, hi2. The node joins
+ * round 1 (JOIN to hi1), which decides nothing. lo, on connection 2,
+ * announces a round; its record says it downloads at 1 kB/s, a hold of
+ * SLOW_HOLD_NS (1012 ms). A coordinator of round 1 waits that long for
+ * it, so the node waits as much longer for the decision: it fails over
+ * (JOIN to view 1, to hi2) only at the hold plus its usual wait (3 deadline
+ * floors, 1.5 s, nothing learned), 2512 ms, not at 1.5 s:
+ *   0  lo announces round 1, once the node joined it;
+ *   1  lo announces round 0, which the node finished (AHEAD (0, 2) to lo
+ *      too): an announcement holds every round after it as well;
+ *   2  lo announces round 1 before the node joins it;
+ *   3  lo announces round 2, once the node joined round 1: nothing that
+ *      round 1 waits for; the node fails over at 1.5 s;
+ *   4  the same, before the node joins round 1.
+ */
+static void test_node_intent_extends_member_wait(void **state) {
+  (void)state;
+  static const uint64_t announced[5] = {1, 0, 1, 2, 2};
+  for (int c = 0; c <= 4; c++) {
+    const bool before = c == 2 || c == 4, held = c <= 2;
+    float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+    for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
+    tnode t;
+    tnode_start(&t, bufs, 1, 1.0, 1);
+    ded_ident hi1, hi2, lo, hi;
+    peers_above(&t, &hi1, &hi2);
+    peers_around(&t, &lo, &hi);
+    send_hello(&t, 0, &hi1, RUN);
+    assert_int_equal(tnode_accept(&t), 1);
+    send_hello(&t, 1, &hi2, RUN);
+    size_t len;
+    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+    /* Round 0: the node commits it; it reduces shard 0 and holds the
+     * others' results; hi1's HAVE and its own (the primary's) complete it. */
+    ded_msg_join j = join_of(0, 0, DED_JOIN_F_GENESIS, 0);
+    send_join(&t, 0, &j);
+    send_join(&t, 1, &j);
+    uint8_t *out = tnode_output_on(&t, 0, &len, t.now);
+    ded_frame fr;
+    assert_true(frame_find(out, len, DED_MSG_COMMIT, 0, &fr));
+    ded_msg_commit c0;
+    assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &c0), 0);
+    free(out);
+    free(tnode_output_on(&t, 1, &len, t.now));
+    assert_int_equal(c0.k, 3);
+    assert_memory_equal(c0.members[0].id, t.ident.id, DED_ID_BYTES);
+    assert_memory_equal(c0.members[1].id, hi1.id, DED_ID_BYTES);
+    assert_memory_equal(c0.members[2].id, hi2.id, DED_ID_BYTES);
+    const uint64_t A0 = c0.attempt, s1 = c0.members[1].shard_off, s2 = c0.members[2].shard_off;
+    const uint32_t ce = c0.chunk_elems;
+    ded_msg_commit_free(&c0, NULL);
+    float x[COUNT];
+    for (int i = 0; i < COUNT; i++) x[i] = 0.5f * (float)i;
+    send_pieces(&t, 0, DED_MSG_DATA, A0, 0, s1, ce, x);
+    send_pieces(&t, 1, DED_MSG_DATA, A0, 0, s1, ce, x);
+    send_pieces(&t, 0, DED_MSG_RESULT, A0, s1, s2, ce, x);
+    send_pieces(&t, 1, DED_MSG_RESULT, A0, s2, COUNT, ce, x);
+    send_have(&t, 0, 0, A0, 0, 0);
+    assert_int_equal(t.rounds_done, 1);
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    assert_int_equal(tnode_accept(&t), 2);
+    send_hello_down(&t, 2, &lo, SLOW_KBPS);
+    assert_false(t.closed[2]);
+    for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
+
+    const ded_msg_join intent = join_of(announced[c], 0, DED_JOIN_F_INTENT, 0);
+    if (before) send_join(&t, 2, &intent);
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+    if (!before) send_join(&t, 2, &intent);
+    assert_false(t.closed[2]);
+    out = tnode_output_on(&t, 0, &len, t.now);
+    assert_true(output_has_join(out, len, 1, &j));
+    assert_int_equal(j.view, 0);
+    assert_int_equal(j.flags, 0);
+    free(out);
+    ded_msg_stale m;
+    if (announced[c] == 0) {
+      assert_int_equal(output_aheads(&t, 2, &m), 1);
+      assert_int_equal(m.round, 0);
+      assert_int_equal(m.next_round, 2);
+    }
+    for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
+
+    /* Past the usual wait (1.5 s); within the hold plus that (2512 ms). */
+    tnode_advance(&t, (held ? 2400 : 1700) * MS_NS);
+    assert_true(2400 * MS_NS < SLOW_HOLD_NS + 1500 * MS_NS);
+    uint32_t view = 0;
+    int n[3];
+    for (unsigned i = 0; i < 3; i++) n[i] = output_failovers(&t, i, 1, &view);
+    if (!held) {
+      if (n[1] == 0 || view != 1)
+        fail_msg("case %d: no failover of round 1 to view 1 (hi2) 1.7 s after the node joined "
+                 "it, though the announcement (round %llu) was of a later round",
+                 c, (unsigned long long)announced[c]);
+      assert_int_equal(n[0] + n[2], 0);
+    } else {
+      if (n[0] + n[1] + n[2] != 0)
+        fail_msg("case %d: the node failed over in round 1 2.4 s after it joined, within lo's "
+                 "hold (%llu ms) plus its usual wait: lo announced round %llu%s",
+                 c, (unsigned long long)(SLOW_HOLD_NS / MS_NS), (unsigned long long)announced[c],
+                 before ? " before the node joined" : "");
+      tnode_advance(&t, 300 * MS_NS);
+      for (unsigned i = 0; i < 3; i++) n[i] = output_failovers(&t, i, 1, &view);
+      if (n[1] == 0)
+        fail_msg("case %d: no failover of round 1 to view 1 (hi2) 2.7 s after the node joined "
+                 "it, past lo's hold plus its usual wait", c);
+      assert_int_equal(view, 1);
+      assert_int_equal(n[0] + n[2], 0);
+    }
+    for (unsigned i = 0; i < 3; i++) assert_false(t.closed[i]);
     ded_node_free(t.node);
   }
 }
@@ -5574,6 +5901,8 @@ int main(void) {
       cmocka_unit_test(test_node_state_reload_times_out),
       cmocka_unit_test(test_node_intent_past_round_gets_ahead),
       cmocka_unit_test(test_node_ahead_moves_intent),
+      cmocka_unit_test(test_node_intent_holds_round),
+      cmocka_unit_test(test_node_intent_extends_member_wait),
       cmocka_unit_test(test_node_lanes_opened),
       cmocka_unit_test(test_node_lanes_spread_data),
       cmocka_unit_test(test_node_lanes_called_spread_data),

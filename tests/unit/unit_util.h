@@ -75,14 +75,17 @@ static inline void unit_bare_record(ded_record *rec, const char *run, uint64_t i
 }
 
 /* A HELLO frame from |ident| for the run named |run|, carrying a record
- * without addresses issued at |issued_ms| and, with |inv_sig|, the owner's
- * invitation (expiring at |inv_expires_ms|). Returns the frame's length. */
-static inline size_t unit_hello_frame_invited(uint8_t *out, size_t cap, const ded_ident *ident,
-                                              const char *run, uint64_t issued_ms,
-                                              const uint8_t *inv_sig, uint64_t inv_expires_ms) {
+ * without addresses issued at |issued_ms| that publishes the rates
+ * |perf| (NULL: none) and, with |inv_sig|, the owner's invitation
+ * (expiring at |inv_expires_ms|). Returns the frame's length. */
+static inline size_t unit_hello_frame_with(uint8_t *out, size_t cap, const ded_ident *ident,
+                                           const char *run, uint64_t issued_ms,
+                                           const ded_perf *perf, const uint8_t *inv_sig,
+                                           uint64_t inv_expires_ms) {
   ded_record rec;
   unit_bare_record(&rec, run, issued_ms);
   const uint8_t *run_id = rec.run_id;
+  if (perf) ded_record_perf_set(&rec, perf); /* the extension's first entry */
   if (inv_sig) ded_record_invite_add(&rec, inv_expires_ms, inv_sig);
   ded_record_sign(&rec, ident);
   uint8_t rb[DED_RECORD_BYTES_MAX];
@@ -92,6 +95,13 @@ static inline size_t unit_hello_frame_invited(uint8_t *out, size_t cap, const de
   ded_msg_hello_encode(&w, run_id, rb, (size_t)rl);
   assert_false(w.err);
   return w.pos;
+}
+
+/* The same without rates. */
+static inline size_t unit_hello_frame_invited(uint8_t *out, size_t cap, const ded_ident *ident,
+                                              const char *run, uint64_t issued_ms,
+                                              const uint8_t *inv_sig, uint64_t inv_expires_ms) {
+  return unit_hello_frame_with(out, cap, ident, run, issued_ms, NULL, inv_sig, inv_expires_ms);
 }
 
 static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident *ident,

@@ -83,8 +83,9 @@ typedef struct ded_msg_hello {
  * result of shard s in full (unused bits zero). DED_JOIN_F_DONE (with
  * status only): the member completed the round with this attempt, which is
  * therefore the round's result. DED_JOIN_F_INTENT announces a member that
- * will join this round (it is catching up): the coordinator waits for it as
- * for any expected member. DED_JOIN_F_CLIENT: the member accepts no
+ * will join this round, or the first one after it still undecided (it is
+ * catching up, fetching an earlier round's result): whoever coordinates
+ * such a round waits for it for a while. DED_JOIN_F_CLIENT: the member accepts no
  * connections (DEDMPI_MODE=client); DED_JOIN_F_AUX: it reduces but brings
  * no vector (DEDMPI_MODE=aux). At most one of the two.
  */
