@@ -4609,8 +4609,23 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     coord_round *own = id_is_me(node, r->coord) ? coord_find(node, r->no) : NULL;
     if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view))
       round_failover(node, r, "no decision from the coordinator in time", now_ns);
-    else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen)
-      round_failover(node, r, "no progress in time", now_ns);
+    else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
+      /* Say whom we were waiting for: the log is where a stall is read
+       * (nothing: only for the others' HAVEs). */
+      char why[128] = "no progress in time (waiting for";
+      unsigned shown = 0;
+      for (unsigned m = 0; m < r->plan.k; m++) {
+        if (m == r->me || !round_needs_member(r, m)) continue;
+        char sid[9];
+        ded_id_short(r->plan.members[m].id, sid);
+        size_t pos = strlen(why);
+        snprintf(why + pos, sizeof why - pos, " %s", shown < 4 ? sid : "...");
+        if (++shown > 4) break;
+      }
+      size_t pos = strlen(why);
+      snprintf(why + pos, sizeof why - pos, "%s)", shown ? "" : " nothing but HAVEs");
+      round_failover(node, r, why, now_ns);
+    }
   }
   coord_evaluate_all(node, now_ns);
   coord_prune(node);
@@ -4908,6 +4923,12 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
     size_t take = DED_MIN(n, item_total(it) - it->pos);
     it->pos += take;
     n -= take;
+    /* Our part of a round leaving is progress too: on a slow uplink the
+     * others wait on us, and we have nothing coming in meanwhile. */
+    ded_round *r = it->round;
+    if (r && !r->reported && !r->frozen && r->wait_ns &&
+        (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING))
+      r->wait_ns = DED_MAX(r->wait_ns, now_ns + node_progress_wait(node, r->view));
     if (it->pos == item_total(it)) {
       c->cur = NULL;
       item_free(node, it);
