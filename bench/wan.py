@@ -56,6 +56,9 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 SYSTEMS = ("dedmpi", "equal", "openmpi", "openmpi_ring", "gloo")
 DEFAULT_TOPOLOGIES = ("homogeneous", "heterogeneous", "lossy")
 REP_RE = re.compile(r"^rep (\d+) (\S+)", re.M)
+# A dedmpi job's log lines for a round it did not contribute to.
+MISSED_RE = re.compile(r"round (\d+): (?:fetched the result of \d+ members \(this job came late\)"
+                       r"|no result within the bound|the swarm is already at round)")
 DED_ENV = {}  # --ded-env: extra DEDMPI_* settings for both dedmpi systems
 
 
@@ -143,6 +146,18 @@ def run_dedmpi(lab, reps, timeout, logdir, port, plan, round_timeout_s):
         argv += [BENCH, "--count", str(COUNT), "--reps", str(reps), "--warmup", "1"]
         procs.append(spawn(lab, i, argv, MPI_ENV, logdir, "dedmpi-%s-%d" % (plan, i)))
     outs = wait_all(procs, timeout, "dedmpi (%s)" % plan, logdir)
+    # Round 0 is the warm-up; rep k is round k + 1. A rep in which a job
+    # contributed nothing (it came late, or kept its own values) timed a
+    # smaller swarm: the column is not valid.
+    missed = {}
+    for i, p in zip(lab.host_ids(), procs):
+        for rnd in MISSED_RE.findall(open(p.err_path).read()):
+            if int(rnd) >= 1:
+                missed.setdefault(int(rnd) - 1, []).append("h%d" % i)
+    if missed:
+        raise Failed("dedmpi (%s): not every job contributed to every timed rep (%s; logs: %s)" % (
+            plan, "; ".join("rep %d: %s" % (k, ",".join(v)) for k, v in sorted(missed.items())),
+            logdir))
     per_job = [reps_of(o) for o in outs]
     common = sorted(set.intersection(*(set(r) for r in per_job)))
     if len(common) < reps:
