@@ -17,7 +17,10 @@ float32 all-reduce (8 Mi elements) across the hosts, one process per host:
 
 Each system runs 1 warm-up and --reps timed reps; a rep's time is its
 slowest process's (for dedmpi, the max over the 4 jobs of that rep), and
-every system reports its best rep. Prints one line per topology:
+every system reports its best rep. A dedmpi column in which some job did
+not contribute to a timed rep (it came late and fetched the result, or
+kept its own values) timed a smaller swarm: it is reported as failed
+(nan), with the reps and hosts. Prints one line per topology:
 
   wan topology=<name> dedmpi_s=.. equal_s=.. openmpi_s=.. openmpi_ring_s=..
       gloo_s=.. bound_s=.. speedup_vs_openmpi=.. of_bound=.. scale=..
