@@ -191,6 +191,7 @@ struct ded_round {
   uint64_t lin_attempt; /* the attempt of round no-1 |lin| comes from */
   uint64_t bound_ns;    /* the call returns by then, whatever happens */
   uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
+  uint64_t est_ns;      /* what the attempt should take (plan_estimate_ns) */
   uint64_t submit_ns, joined_ns, started_ns;
   uint64_t reduced_ns, got_ns; /* our shard reduced; the whole result here */
   /* The current attempt (has_plan). */
@@ -397,9 +398,9 @@ struct ded_node {
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
   uint64_t next_round;
-  /* Catching up, late: the round we last announced we will join, and
-   * where the swarm said it was when that round had passed there. */
-  uint64_t intent_round, catch_up;
+  /* Catching up, late: the round we last announced we will join, when,
+   * and where the swarm said it was when that round had passed there. */
+  uint64_t intent_round, intent_ns, catch_up;
   /* Others' announcements (one per peer, the latest). */
   node_intent intents[NODE_INTENTS];
   /* Out of step: a STALE said the swarm is at this round. Our rounds
@@ -1289,10 +1290,16 @@ static uint64_t node_join_wait(const ded_node *node, uint32_t view) {
                                3 * node->s.deadline_floor_ns, node_deadline_cap(node)));
 }
 
-static uint64_t node_progress_wait(const ded_node *node, uint32_t view) {
-  return view_backoff(node, view,
-                      clamp_ns(2 * node->s.deadline_floor_ns + 4 * node->run_ewma,
-                               2 * node->s.deadline_floor_ns, node_deadline_cap(node)));
+/* Patience for progress in |r|: a multiple of the usual round time. With
+ * none learned yet (the first rounds), as long as the attempt should take
+ * as a whole: a slow uplink among equal shares delivers each stream's
+ * next chunk seconds apart, and patience sized for a fast link would
+ * leave it out. */
+static uint64_t node_progress_wait(const ded_node *node, const ded_round *r) {
+  uint64_t wait = 2 * node->s.deadline_floor_ns + 4 * node->run_ewma;
+  if (node->run_ewma == 0) wait = DED_MAX(wait, r->est_ns);
+  return view_backoff(node, r->view,
+                      clamp_ns(wait, 2 * node->s.deadline_floor_ns, node_deadline_cap(node)));
 }
 
 static void ewma_add(uint64_t *e, uint64_t x) { *e = *e ? (*e * 7 + x) / 8 : x; }
@@ -1952,6 +1959,8 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
                              uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
+static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan);
+
 /* Takes |plan| as the round's current attempt. Frames of other attempts
  * still queued are dropped; the caller's buffer is untouched. */
 static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint32_t view,
@@ -1963,7 +1972,8 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->has_plan = true;
   r->acc_view = view;
   r->started_ns = now_ns;
-  r->wait_ns = now_ns + node_progress_wait(node, r->view);
+  r->est_ns = plan_estimate_ns(node, plan);
+  r->wait_ns = now_ns + node_progress_wait(node, r);
   unsigned k = plan->k;
   r->me = k;
   for (unsigned i = 0; i < k; i++) {
@@ -2147,19 +2157,23 @@ static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *c
  * round. The announcement goes to every member of |r| we can reach: any of
  * them may coordinate a round, in some view, and each holds its first
  * round not yet decided for as long as fetching one result should take us
- * (node_intent_hold). Each late round we fetch on the way announces again,
- * so the swarm waits as long as we keep coming, however many rounds
+ * (node_intent_hold). We announce again every deadline floor while we
+ * fetch (the round we fetch may itself still be running, and take far
+ * longer than a fetch), and each late round on the way announces the
+ * next, so the swarm waits as long as we keep coming, however many rounds
  * behind we are. A member that finished |r| + 1 already answers AHEAD,
  * saying where the swarm is (for the trainer: far behind, it reloads). A
  * trainer late by a few steps goes at the swarm's pace and would never
  * catch up on its own, nor would one whose link fetches a result more
  * slowly than the swarm completes a round. */
-static void round_send_intent(ded_node *node, ded_round *r) {
+static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
   uint64_t target = r->no + 1;
-  if (target == node->intent_round) return; /* announced */
+  if (target == node->intent_round && now_ns < node->intent_ns + node->s.deadline_floor_ns)
+    return; /* announced just now */
   ded_round *nx = round_find(node, target);
   if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
   node->intent_round = target;
+  node->intent_ns = now_ns;
   ded_msg_join j;
   memset(&j, 0, sizeof j);
   j.round = target;
@@ -2186,7 +2200,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
   } else {
     round_detach_output(node, r, false);
     r->started_ns = now_ns;
-    r->wait_ns = now_ns + node_progress_wait(node, r->view);
+    r->wait_ns = now_ns + node_progress_wait(node, r);
     r->acc_view = d->view; /* accepted again, in this view */
     r->accepted = false;
   }
@@ -2198,7 +2212,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
   r->holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->holders);
   if (!r->holders) return DED_ERR_NOMEM;
   memcpy(r->holders, d->holders, (size_t)d->plan.k * sizeof *r->holders);
-  if (r->me == d->plan.k) round_send_intent(node, r);
+  if (r->me == d->plan.k) round_send_intent(node, r, now_ns);
   return round_fetch_missing(node, r, now_ns);
 }
 
@@ -2299,7 +2313,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  r->wait_ns = now_ns + node_progress_wait(node, r->view);
+  r->wait_ns = now_ns + node_progress_wait(node, r);
   round_check_complete(node, r, now_ns);
 }
 
@@ -2730,6 +2744,34 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
    * on nearly every access link (DSL, cable, fibre, mobile). */
   if (lp.down_Bps < lp.up_Bps) lp.down_Bps = lp.up_Bps;
   return lp;
+}
+
+/* What a round of |plan| should take, by the model of ded_lp.h, at the
+ * members' published rates, a rate not measured yet taken as a slow home
+ * link's (NODE_RATE_UNKNOWN_BPS); 0 if that cannot be told. */
+static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
+  unsigned k = plan->k;
+  ded_lp_peer *lp = ded_mem_calloc(node->mem, k, sizeof *lp);
+  double *frac = ded_mem_calloc(node->mem, k, sizeof *frac);
+  uint64_t est = 0;
+  if (lp && frac && plan->count > 0) {
+    for (unsigned i = 0; i < k; i++) {
+      const ded_msg_member *m = &plan->members[i];
+      lp[i] = coord_lp_peer(node, m->id);
+      lp[i].mode = m->flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
+                   : m->flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
+                                                  : DED_MODE_NODE;
+      if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = NODE_RATE_UNKNOWN_BPS;
+      if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = NODE_RATE_UNKNOWN_BPS;
+      uint64_t end = i + 1 < k ? plan->members[i + 1].shard_off : plan->count;
+      frac[i] = (double)(end - m->shard_off) / (double)plan->count;
+    }
+    double s = ded_lp_time(lp, k, frac) * (double)plan->count * (double)ded_dtype_size(plan->dtype);
+    if (isfinite(s) && s > 0.0) est = s < 1e9 ? (uint64_t)(s * 1e9) : UINT64_MAX / 4;
+  }
+  ded_mem_free(node->mem, lp);
+  ded_mem_free(node->mem, frac);
+  return est;
 }
 
 /* Fixes |cr|'s membership and shares into |cm| (DESIGN §4, adaptive
@@ -4603,6 +4645,9 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       round_report(node, r, 0, true, true);
       continue;
     }
+    /* Late, still fetching: the swarm keeps holding the next round. */
+    if (r->state == ROUND_FETCHING && r->has_plan && r->me == r->plan.k && !r->frozen)
+      round_send_intent(node, r, now_ns);
     if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
     /* Our own coordinator side decides when it can (it may lack a
      * majority: then the bound ends the round). */
@@ -4928,7 +4973,7 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
     ded_round *r = it->round;
     if (r && !r->reported && !r->frozen && r->wait_ns &&
         (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING))
-      r->wait_ns = DED_MAX(r->wait_ns, now_ns + node_progress_wait(node, r->view));
+      r->wait_ns = DED_MAX(r->wait_ns, now_ns + node_progress_wait(node, r));
     if (it->pos == item_total(it)) {
       c->cur = NULL;
       item_free(node, it);

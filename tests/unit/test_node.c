@@ -4629,6 +4629,65 @@ static void test_node_ahead_moves_intent(void **state) {
   }
 }
 
+/*
+ * A late member announces itself again every deadline floor (500 ms) while
+ * it fetches: the round it fetches may still be running, and take far
+ * longer than the hold its first announcement bought. The node, late for
+ * round 0 (lo and hi hold its result), gets lo's half of the result after
+ * 600 ms and hi's after 1.2 s: none within the first 400 ms, then one more
+ * announcement of round 1 to each every 500 ms or so; once the result is
+ * in, none.
+ */
+static void test_node_intent_renewed_while_fetching(void **state) {
+  (void)state;
+  float b0[COUNT], *bufs[1] = {b0};
+  for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  assert_int_equal(tnode_accept(&t), 1);
+  send_hello(&t, 1, &hi, RUN);
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+  ded_msg_member m[2];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  member_set(&m[1], hi.id, 1.0, 1, COUNT / 2);
+  const uint64_t A0 = attempt_of(0, lo.id);
+  ded_msg_commit c0 = commit_of(0, A0, 0, m, 2);
+  const uint16_t holders[2] = {0, 1};
+  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
+  uint64_t round = 0;
+  for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(&t, i, &round), 1);
+  float g[COUNT];
+  for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+  static const uint64_t step_ms[3] = {400, 200, 600};
+  static const int want[3] = {0, 1, 1};
+  for (int k = 0; k < 3; k++) {
+    tnode_advance(&t, step_ms[k] * MS_NS);
+    for (unsigned i = 0; i < 2; i++) {
+      round = 0;
+      int n = output_intents(&t, i, &round);
+      if (n != want[k] || (n && round != 1))
+        fail_msg("step %d of the fetch: %d announcements to %s (the first for round %llu), not %d",
+                 k, n, i ? "hi" : "lo", (unsigned long long)round, want[k]);
+    }
+    if (k == 1) send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
+  }
+  assert_int_equal(t.rounds_done, 0);
+  send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+  assert_int_equal(t.rounds_done, 1);
+  assert_true(t.last.late);
+  tnode_advance(&t, 1200 * MS_NS);
+  for (unsigned i = 0; i < 2; i++)
+    if (output_intents(&t, i, &round) != 0)
+      fail_msg("announced again after the late round's result was in");
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  ded_node_free(t.node);
+}
+
 /* ------------------------------------- catching up: announced members */
 
 /* An announcer whose record publishes 1 kB/s down (and nothing up: the
@@ -5901,6 +5960,7 @@ int main(void) {
       cmocka_unit_test(test_node_state_reload_times_out),
       cmocka_unit_test(test_node_intent_past_round_gets_ahead),
       cmocka_unit_test(test_node_ahead_moves_intent),
+      cmocka_unit_test(test_node_intent_renewed_while_fetching),
       cmocka_unit_test(test_node_intent_holds_round),
       cmocka_unit_test(test_node_intent_extends_member_wait),
       cmocka_unit_test(test_node_lanes_opened),
