@@ -25,12 +25,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "avg/ded_reduce.h"
 #include "core/ded_assert.h"
@@ -58,6 +60,9 @@ typedef struct dconn {
   bool chan_on; /* |ch| is set up (from connect or accept on) */
   ded_chan ch;
   bool backlog; /* |ch| holds output the socket has not taken */
+  /* Bytes the kernel held, unsent or unacknowledged, after our last write;
+   * -1 once our output ran out (what it held then leaves unwatched). */
+  int outq;
   struct dconn *next_settle;
 } dconn;
 
@@ -431,6 +436,28 @@ static int dconn_chan_start(ded_driver *d, dconn *c) {
   return rv;
 }
 
+/* What the kernel holds for |c|, unsent or unacknowledged, or -1. */
+static int dconn_outq(const dconn *c) {
+  int q;
+  return ioctl(c->fd, SIOCOUTQ, &q) == 0 && q >= 0 ? q : -1;
+}
+
+/* Of the bytes the kernel held for |c| before a write of |w| and those
+ * written, how many it has since delivered (acknowledged by the peer): what
+ * the upload meter counts. Bytes the socket takes are not yet sent: its
+ * buffers and the congestion window grow for seconds into a transfer, and
+ * counting writes read a 100 Mbit/s uplink as up to 150, and a 10 Mbit/s
+ * one as 20. What was delivered while we had nothing to write is not
+ * counted (dconn_flush takes a fresh baseline): it would show up as a burst
+ * at the next write. Without SIOCOUTQ, the bytes written. */
+static size_t dconn_delivered(dconn *c, int before, size_t w) {
+  int q = dconn_outq(c);
+  if (q < 0 || before < 0) return w;
+  size_t held = (size_t)before + w;
+  c->outq = q;
+  return held > (size_t)q ? held - (size_t)q : 0;
+}
+
 /* Seals what the node has for |c| while the channel has room, and writes
  * the channel's output until done or the kernel is full. */
 static void dconn_flush(ded_driver *d, dconn *c) {
@@ -450,15 +477,18 @@ static void dconn_flush(ded_driver *d, dconn *c) {
     dconn_backlog_update(d, c);
     if (len == 0) {
       set_out(d, c, false);
+      c->outq = -1;
       return;
     }
+    int before = c->outq >= 0 ? c->outq : dconn_outq(c);
     /* MSG_NOSIGNAL: a peer that vanished must cost an EPIPE, not the
      * SIGPIPE that would kill the trainer. */
     ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
     if (w > 0) {
       ded_chan_out_done(&c->ch, (size_t)w);
       dconn_backlog_update(d, c);
-      ded_node_sent(d->node, (size_t)w, d->nbacklog > 0, ded_driver_now_ns());
+      ded_node_sent(d->node, dconn_delivered(c, before, (size_t)w), d->nbacklog > 0,
+                    ded_driver_now_ns());
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
