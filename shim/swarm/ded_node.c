@@ -290,6 +290,7 @@ typedef struct lin_entry {
   unsigned n;
   bool final;             /* the round reported here */
   uint64_t final_attempt; /* ... with this attempt (0: without one) */
+  uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
 } lin_entry;
 
 /* The result of a finished round, kept to serve late members. */
@@ -1093,8 +1094,30 @@ static lin_entry *lin_get(ded_node *node, uint64_t round) {
 
 static void lin_clear(ded_node *node, lin_entry *e) {
   ded_mem_free(node->mem, e->ids);
+  ded_mem_free(node->mem, e->have);
   memset(e, 0, sizeof *e);
 }
+
+/* |id| said it holds the result of |attempt| of |round| (HAVE). */
+static void lin_take_have(ded_node *node, uint64_t round, uint64_t attempt,
+                          const uint8_t id[DED_ID_BYTES]) {
+  lin_entry *e = lin_get(node, round);
+  if (!e || e->attempt != attempt) return;
+  for (unsigned i = 0; i < e->n; i++) {
+    if (memcmp(e->ids[i], id, DED_ID_BYTES) != 0) continue;
+    if (!e->have) e->have = ded_mem_calloc(node->mem, ((size_t)e->n + 7) / 8, 1);
+    if (e->have) bit_set(e->have, i); /* short of memory: not waited for */
+    return;
+  }
+}
+
+/* True while a member of round |no| - 1, still here, has not said it holds
+ * that round's result and has not joined |cr| (if given): it is still
+ * finishing that round (its last chunks are on their way), and its JOIN
+ * of |no| will follow. A member whose link is slower than the others'
+ * finishes every round last: taken for late, it would be left out of every
+ * other round. */
+static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr);
 
 static void node_lose_lineage(ded_node *node) {
   for (unsigned i = 0; i < NODE_LIN_RING; i++) lin_clear(node, &node->lin[i]);
@@ -2988,9 +3011,11 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   if (!all && now_ns < cr->deadline_ns) return;
   /* A member that announced itself is on its way (it is fetching the round
    * before): waited for as long as that should take it, but, however often
-   * it announces itself again, never past a quarter of the bound. */
+   * it announces itself again, never past a quarter of the bound. So is a
+   * member of the round before that is still finishing it. */
   if (!all && !cr->genesis && now_ns < cr->first_ns + node_deadline_cap(node) &&
-      node_intent_until(node, cr->round, cr, now_ns) > now_ns) {
+      (node_intent_until(node, cr->round, cr, now_ns) > now_ns ||
+       (cr->view == 0 && lin_finishing(node, cr->round, cr)))) {
     cr->held = true;
     return;
   }
@@ -3107,6 +3132,19 @@ static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_ro
     until = it->until_ns;
   }
   return until;
+}
+
+static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr) {
+  lin_entry *prev = no > 0 ? lin_get(node, no - 1) : NULL;
+  for (unsigned i = 0; prev && i < prev->n; i++) {
+    const uint8_t *id = prev->ids[i];
+    if (id_is_me(node, id) || (prev->have && bit_get(prev->have, i)) ||
+        (cr && ded_gather_find(&cr->g, id)))
+      continue;
+    ded_peer *p = peer_find(node, id);
+    if (p && peer_participates(node, p)) return true;
+  }
+  return false;
 }
 
 /* |from| will join round |j->round| (DED_JOIN_F_INTENT), or the first one
@@ -3646,6 +3684,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     conn_protocol_error(node, c, rv, "HAVE");
     return;
   }
+  lin_take_have(node, h.round, h.attempt, c->peer->id);
   const ded_msg_commit *done = node_result_plan(node, h.round);
   if (done) { /* finished here: if with that attempt, say so */
     if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
@@ -4652,8 +4691,14 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     /* Our own coordinator side decides when it can (it may lack a
      * majority: then the bound ends the round). */
     coord_round *own = id_is_me(node, r->coord) ? coord_find(node, r->no) : NULL;
-    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view))
+    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
+      /* The coordinator waits for a member still finishing the round
+       * before (coord_evaluate): so do we, within the same bound. */
+      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + node_deadline_cap(node) &&
+          lin_finishing(node, r->no, NULL))
+        continue;
       round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    }
     else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
       /* Say whom we were waiting for: the log is where a stall is read
        * (nothing: only for the others' HAVEs). */

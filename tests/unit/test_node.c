@@ -4914,13 +4914,17 @@ static int output_failovers(tnode *t, unsigned i, uint64_t round, uint32_t *view
  *   2  lo announces round 1 before the node joins it;
  *   3  lo announces round 2, once the node joined round 1: nothing that
  *      round 1 waits for; the node fails over at 1.5 s;
- *   4  the same, before the node joins round 1.
+ *   4  the same, before the node joins round 1;
+ *   5  no announcement, but hi2 never said it holds round 0's result
+ *      (HAVE): it is still finishing round 0, and round 1's coordinator
+ *      waits for its JOIN, so the node waits too, up to a quarter of the
+ *      bound (2.5 s).
  */
 static void test_node_intent_extends_member_wait(void **state) {
   (void)state;
-  static const uint64_t announced[5] = {1, 0, 1, 2, 2};
-  for (int c = 0; c <= 4; c++) {
-    const bool before = c == 2 || c == 4, held = c <= 2;
+  static const uint64_t announced[6] = {1, 0, 1, 2, 2, 0};
+  for (int c = 0; c <= 5; c++) {
+    const bool finishing = c == 5, before = c == 2 || c == 4, held = c <= 2 || finishing;
     float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
     for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
     tnode t;
@@ -4960,6 +4964,7 @@ static void test_node_intent_extends_member_wait(void **state) {
     send_pieces(&t, 1, DED_MSG_RESULT, A0, s2, COUNT, ce, x);
     send_have(&t, 0, 0, A0, 0, 0);
     assert_int_equal(t.rounds_done, 1);
+    if (!finishing) send_have(&t, 1, 0, A0, 0, 0); /* hi2 holds it too */
     assert_false(t.closed[0]);
     assert_false(t.closed[1]);
     assert_int_equal(tnode_accept(&t), 2);
@@ -4968,10 +4973,10 @@ static void test_node_intent_extends_member_wait(void **state) {
     for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
 
     const ded_msg_join intent = join_of(announced[c], 0, DED_JOIN_F_INTENT, 0);
-    if (before) send_join(&t, 2, &intent);
+    if (before && !finishing) send_join(&t, 2, &intent);
     ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
-    if (!before) send_join(&t, 2, &intent);
+    if (!before && !finishing) send_join(&t, 2, &intent);
     assert_false(t.closed[2]);
     out = tnode_output_on(&t, 0, &len, t.now);
     assert_true(output_has_join(out, len, 1, &j));
@@ -4979,7 +4984,7 @@ static void test_node_intent_extends_member_wait(void **state) {
     assert_int_equal(j.flags, 0);
     free(out);
     ded_msg_stale m;
-    if (announced[c] == 0) {
+    if (announced[c] == 0 && !finishing) {
       assert_int_equal(output_aheads(&t, 2, &m), 1);
       assert_int_equal(m.round, 0);
       assert_int_equal(m.next_round, 2);
@@ -4999,6 +5004,9 @@ static void test_node_intent_extends_member_wait(void **state) {
                  c, (unsigned long long)announced[c]);
       assert_int_equal(n[0] + n[2], 0);
     } else {
+      if (n[0] + n[1] + n[2] != 0 && finishing)
+        fail_msg("case 5: the node failed over in round 1 2.4 s after it joined, while hi2 was "
+                 "still finishing round 0 (the coordinator waits for it up to 2.5 s)");
       if (n[0] + n[1] + n[2] != 0)
         fail_msg("case %d: the node failed over in round 1 2.4 s after it joined, within lo's "
                  "hold (%llu ms) plus its usual wait: lo announced round %llu%s",
