@@ -3011,11 +3011,16 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   if (!all && now_ns < cr->deadline_ns) return;
   /* A member that announced itself is on its way (it is fetching the round
    * before): waited for as long as that should take it, but, however often
-   * it announces itself again, never past a quarter of the bound. So is a
-   * member of the round before that is still finishing it. */
-  if (!all && !cr->genesis && now_ns < cr->first_ns + node_deadline_cap(node) &&
-      (node_intent_until(node, cr->round, cr, now_ns) > now_ns ||
-       (cr->view == 0 && lin_finishing(node, cr->round, cr)))) {
+   * it announces itself again, never past a quarter of the bound. A member
+   * of the round before that is still finishing it is waited for a member's
+   * wait for a decision (node_join_wait) from the first JOIN: long enough
+   * for its last chunks, short enough that one stopped in the middle
+   * (SIGSTOP, a closed lid) costs the swarm little. */
+  if (!all && !cr->genesis &&
+      ((now_ns < cr->first_ns + node_deadline_cap(node) &&
+        node_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
+       (cr->view == 0 && now_ns < cr->first_ns + node_join_wait(node, 0) &&
+        lin_finishing(node, cr->round, cr)))) {
     cr->held = true;
     return;
   }
@@ -4693,8 +4698,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     coord_round *own = id_is_me(node, r->coord) ? coord_find(node, r->no) : NULL;
     if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
       /* The coordinator waits for a member still finishing the round
-       * before (coord_evaluate): so do we, within the same bound. */
-      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + node_deadline_cap(node) &&
+       * before (coord_evaluate): so do we, a wait longer. */
+      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * node_join_wait(node, 0) &&
           lin_finishing(node, r->no, NULL))
         continue;
       round_failover(node, r, "no decision from the coordinator in time", now_ns);

@@ -4917,8 +4917,8 @@ static int output_failovers(tnode *t, unsigned i, uint64_t round, uint32_t *view
  *   4  the same, before the node joins round 1;
  *   5  no announcement, but hi2 never said it holds round 0's result
  *      (HAVE): it is still finishing round 0, and round 1's coordinator
- *      waits for its JOIN, so the node waits too, up to a quarter of the
- *      bound (2.5 s).
+ *      waits one usual wait for its JOIN, so the node waits twice its
+ *      usual wait (3 s) before it fails over.
  */
 static void test_node_intent_extends_member_wait(void **state) {
   (void)state;
@@ -5006,17 +5006,18 @@ static void test_node_intent_extends_member_wait(void **state) {
     } else {
       if (n[0] + n[1] + n[2] != 0 && finishing)
         fail_msg("case 5: the node failed over in round 1 2.4 s after it joined, while hi2 was "
-                 "still finishing round 0 (the coordinator waits for it up to 2.5 s)");
+                 "still finishing round 0 (the coordinator waits for it 1.5 s, the node 3 s)");
       if (n[0] + n[1] + n[2] != 0)
         fail_msg("case %d: the node failed over in round 1 2.4 s after it joined, within lo's "
                  "hold (%llu ms) plus its usual wait: lo announced round %llu%s",
                  c, (unsigned long long)(SLOW_HOLD_NS / MS_NS), (unsigned long long)announced[c],
                  before ? " before the node joined" : "");
-      tnode_advance(&t, 300 * MS_NS);
+      tnode_advance(&t, (finishing ? 800 : 300) * MS_NS);
       for (unsigned i = 0; i < 3; i++) n[i] = output_failovers(&t, i, 1, &view);
       if (n[1] == 0)
-        fail_msg("case %d: no failover of round 1 to view 1 (hi2) 2.7 s after the node joined "
-                 "it, past lo's hold plus its usual wait", c);
+        fail_msg("case %d: no failover of round 1 to view 1 (hi2) %s s after the node joined "
+                 "it, past %s", c, finishing ? "3.2" : "2.7",
+                 finishing ? "twice its usual wait" : "lo's hold plus its usual wait");
       assert_int_equal(view, 1);
       assert_int_equal(n[0] + n[2], 0);
     }
