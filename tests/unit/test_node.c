@@ -4521,6 +4521,28 @@ static void test_node_intent_past_round_gets_ahead(void **state) {
   ded_node_free(t.node);
 }
 
+/* A node with round 0 submitted (|b0|) that comes late for it: lo
+ * (connection 0) and hi (connection 1) ran it without the node, shards
+ * |m| in attempt |*a0|, and the DECIDE saying so came from lo. */
+static void tnode_late_round0(tnode *t, float *b0, ded_ident *lo, ded_ident *hi,
+                              ded_msg_member m[2], uint64_t *a0) {
+  float *bufs[1] = {b0};
+  tnode_start(t, bufs, 1, 1.0, 1);
+  peers_around(t, lo, hi);
+  send_hello(t, 0, lo, RUN);
+  assert_int_equal(tnode_accept(t), 1);
+  send_hello(t, 1, hi, RUN);
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &len, t->now));
+  member_set(&m[0], lo->id, 1.0, 1, 0);
+  member_set(&m[1], hi->id, 1.0, 1, COUNT / 2);
+  *a0 = attempt_of(0, lo->id);
+  ded_msg_commit c0 = commit_of(0, *a0, 0, m, 2);
+  const uint16_t holders[2] = {0, 1};
+  send_decide(t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
+  assert_false(t->closed[0]);
+}
+
 /*
  * Member side. The node, late for round 0 (not in the DECIDE's attempt:
  * lo and hi), announces round 1 to both members: either may coordinate
@@ -4538,26 +4560,15 @@ static void test_node_intent_past_round_gets_ahead(void **state) {
 static void test_node_ahead_moves_intent(void **state) {
   (void)state;
   for (int c = 0; c <= 5; c++) {
-    float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+    float b0[COUNT], b1[COUNT];
     for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
     tnode t;
-    tnode_start(&t, bufs, 1, 1.0, 1);
     ded_ident lo, hi;
-    peers_around(&t, &lo, &hi);
-    send_hello(&t, 0, &lo, RUN);
-    assert_int_equal(tnode_accept(&t), 1);
-    send_hello(&t, 1, &hi, RUN);
-    size_t len;
-    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
-    /* Round 0 went on without the node: lo and hi hold a shard each. */
     ded_msg_member m[2];
-    member_set(&m[0], lo.id, 1.0, 1, 0);
-    member_set(&m[1], hi.id, 1.0, 1, COUNT / 2);
-    const uint64_t A0 = attempt_of(0, lo.id);
-    ded_msg_commit c0 = commit_of(0, A0, 0, m, 2);
+    uint64_t A0;
+    tnode_late_round0(&t, b0, &lo, &hi, m, &A0);
     const uint16_t holders[2] = {0, 1};
-    send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
-    assert_false(t.closed[0]);
+    size_t len;
     uint64_t round = 0;
     for (unsigned i = 0; i < 2; i++) {
       round = 0;
@@ -4640,24 +4651,13 @@ static void test_node_ahead_moves_intent(void **state) {
  */
 static void test_node_intent_renewed_while_fetching(void **state) {
   (void)state;
-  float b0[COUNT], *bufs[1] = {b0};
+  float b0[COUNT];
   for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
   tnode t;
-  tnode_start(&t, bufs, 1, 1.0, 1);
   ded_ident lo, hi;
-  peers_around(&t, &lo, &hi);
-  send_hello(&t, 0, &lo, RUN);
-  assert_int_equal(tnode_accept(&t), 1);
-  send_hello(&t, 1, &hi, RUN);
-  size_t len;
-  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
   ded_msg_member m[2];
-  member_set(&m[0], lo.id, 1.0, 1, 0);
-  member_set(&m[1], hi.id, 1.0, 1, COUNT / 2);
-  const uint64_t A0 = attempt_of(0, lo.id);
-  ded_msg_commit c0 = commit_of(0, A0, 0, m, 2);
-  const uint16_t holders[2] = {0, 1};
-  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c0, holders);
+  uint64_t A0;
+  tnode_late_round0(&t, b0, &lo, &hi, m, &A0);
   uint64_t round = 0;
   for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(&t, i, &round), 1);
   float g[COUNT];
