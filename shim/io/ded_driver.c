@@ -452,9 +452,9 @@ static int dconn_outq(const dconn *c) {
  * at the next write. Without SIOCOUTQ, the bytes written. */
 static size_t dconn_delivered(dconn *c, int before, size_t w) {
   int q = dconn_outq(c);
+  c->outq = q; /* -1: no baseline, taken afresh at the next write */
   if (q < 0 || before < 0) return w;
   size_t held = (size_t)before + w;
-  c->outq = q;
   return held > (size_t)q ? held - (size_t)q : 0;
 }
 

@@ -257,7 +257,7 @@ typedef struct coord_round {
   unsigned natt;
   uint64_t first_ns, last_ns, deadline_ns;
   bool clock; /* the learned deadline runs */
-  bool held;  /* waited for an announced member (node_intent_until) */
+  bool held;  /* waited for an announced member, or one still finishing the last round */
   bool decided;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;
@@ -270,7 +270,10 @@ typedef struct coord_round {
  * of an earlier one): waited for until |until_ns|. */
 typedef struct node_intent {
   uint64_t round;
-  uint64_t until_ns;
+  uint64_t until_ns; /* 0: not waited for */
+  uint64_t spent;    /* a round below this was decided without it: its older
+                        announcements hold nothing */
+  bool used;
   uint8_t id[DED_ID_BYTES];
 } node_intent;
 
@@ -291,6 +294,7 @@ typedef struct lin_entry {
   bool final;             /* the round reported here */
   uint64_t final_attempt; /* ... with this attempt (0: without one) */
   uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
+  uint64_t have_ns;       /* when the latest of those came */
 } lin_entry;
 
 /* The result of a finished round, kept to serve late members. */
@@ -1106,18 +1110,23 @@ static void lin_take_have(ded_node *node, uint64_t round, uint64_t attempt,
   for (unsigned i = 0; i < e->n; i++) {
     if (memcmp(e->ids[i], id, DED_ID_BYTES) != 0) continue;
     if (!e->have) e->have = ded_mem_calloc(node->mem, ((size_t)e->n + 7) / 8, 1);
-    if (e->have) bit_set(e->have, i); /* short of memory: not waited for */
+    if (e->have && !bit_get(e->have, i)) { /* short of memory: taken for still finishing */
+      bit_set(e->have, i);
+      e->have_ns = node->now_ns;
+    }
     return;
   }
 }
 
-/* True while a member of round |no| - 1, still here, has not said it holds
- * that round's result and has not joined |cr| (if given): it is still
- * finishing that round (its last chunks are on their way), and its JOIN
- * of |no| will follow. A member whose link is slower than the others'
+/* True while a member of round |no| - 1, still here and not in |cr|'s
+ * joins (if given), is still finishing that round: it has not said it
+ * holds the result (its last chunks are on their way), or said so only
+ * a learned join spread ago (its trainer's step comes between), and its
+ * JOIN of |no| will follow. A member whose link is slower than the others'
  * finishes every round last: taken for late, it would be left out of every
- * other round. */
-static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr);
+ * other round. Only a member of that round (as we were, to coordinate this
+ * one) hears every HAVE; anyone else tells nothing from their absence. */
+static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns);
 
 static void node_lose_lineage(ded_node *node) {
   for (unsigned i = 0; i < NODE_LIN_RING; i++) lin_clear(node, &node->lin[i]);
@@ -1476,6 +1485,8 @@ static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
 static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
                                   uint64_t now_ns);
 static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round);
+static void node_intents_spent(ded_node *node, uint64_t no, const ded_gather *g,
+                               const ded_msg_commit *plan);
 
 /* The shards whose result we hold in full, as a bitmap. */
 static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
@@ -1512,7 +1523,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->joined_ns = now_ns;
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node, r->view));
   /* The coordinator waits for members that announced themselves: so do we. */
-  uint64_t held = r->genesis ? 0 : node_intent_until(node, r->no, NULL, now_ns);
+  uint64_t held = r->genesis || r->view ? 0 : node_intent_until(node, r->no, NULL, now_ns);
   if (held) r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, held));
   uint8_t *have = NULL;
   if (r->has_plan) {
@@ -2003,6 +2014,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
     if (id_is_me(node, plan->members[i].id)) r->me = i;
     node_intent_done(node, plan->members[i].id, plan->round); /* it is in */
   }
+  node_intents_spent(node, plan->round, NULL, plan); /* the others missed it */
   r->total_w = 0.0;
   r->ncontrib = 0;
   r->first_contrib = k;
@@ -2177,10 +2189,12 @@ static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *c
 
 /* We came late for |r|: tell the swarm that we will join the rounds
  * after it, so that it waits for us instead of leaving us late round after
- * round. The announcement goes to every member of |r| we can reach: any of
- * them may coordinate a round, in some view, and each holds its first
- * round not yet decided for as long as fetching one result should take us
- * (node_intent_hold). We announce again every deadline floor while we
+ * round. The announcement goes to every peer of the run we are connected
+ * to: any of them may coordinate a round, and the others wait for that
+ * coordinator's decision. The coordinator of each round from |r| + 1 on
+ * holds it in view 0 for as long as fetching one result should take us
+ * (node_intent_hold), each round at most once (node_intents_spent). We
+ * announce again every deadline floor while we
  * fetch (the round we fetch may itself still be running, and take far
  * longer than a fetch), and each late round on the way announces the
  * next, so the swarm waits as long as we keep coming, however many rounds
@@ -2208,9 +2222,9 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
   uint8_t frame[DED_JOIN_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_join_encode(&w, &j);
-  for (unsigned m = 0; m < r->plan.k; m++) {
-    ded_peer *p = round_member_peer(node, r, m);
-    if (p && p->conn && !p->left) conn_send_ctrl(node, p->conn, frame, w.pos);
+  for (size_t i = 0; i < node->npeers; i++) {
+    ded_peer *p = node->peers[i];
+    if (p->conn && peer_participates(node, p)) conn_send_ctrl(node, p->conn, frame, w.pos);
   }
 }
 
@@ -2855,7 +2869,8 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
  */
 static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
   cr->decided = true;
-  /* (A round held for an announced member says nothing of the spread.) */
+  node_intents_spent(node, cr->round, &cr->g, NULL);
+  /* (A held round says nothing of the spread.) */
   if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
     ewma_add(&node->spread_ewma, cr->last_ns - cr->first_ns);
   struct coord_attempt *best = NULL;
@@ -3017,10 +3032,10 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
    * for its last chunks, short enough that one stopped in the middle
    * (SIGSTOP, a closed lid) costs the swarm little. */
   if (!all && !cr->genesis &&
-      ((now_ns < cr->first_ns + node_deadline_cap(node) &&
+      ((cr->view == 0 && now_ns < cr->first_ns + node_deadline_cap(node) &&
         node_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
        (cr->view == 0 && now_ns < cr->first_ns + node_join_wait(node, 0) &&
-        lin_finishing(node, cr->round, cr)))) {
+        lin_finishing(node, cr->round, cr, now_ns)))) {
     cr->held = true;
     return;
   }
@@ -3083,15 +3098,15 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
 /* How long to wait for |id|, which announced |j| (DED_JOIN_F_INTENT): it
  * fetches a whole result before it can join, at its published download
  * rate (a slow home link's while unmeasured). Twice that plus the deadline
- * floor, never more than a quarter of the bound. */
+ * floor; UINT64_MAX if that is more than a quarter of the bound: a round
+ * is never held that long, and the member could not make it. */
 static uint64_t node_intent_hold(const ded_node *node, const uint8_t id[DED_ID_BYTES],
                                  const ded_msg_join *j) {
   double rate = coord_lp_peer(node, id).down_Bps;
   if (!(rate > 0.0)) rate = NODE_RATE_UNKNOWN_BPS;
   double ns = 2e9 * (double)j->count * (double)ded_dtype_size(j->dtype) / rate;
-  uint64_t fetch = ns < 1e18 ? (uint64_t)ns : UINT64_MAX / 2;
-  return clamp_ns(node->s.deadline_floor_ns + fetch, node->s.deadline_floor_ns,
-                  node_deadline_cap(node));
+  if (!(ns < (double)node_deadline_cap(node))) return UINT64_MAX;
+  return DED_MIN(node->s.deadline_floor_ns + (uint64_t)ns, node_deadline_cap(node));
 }
 
 /* Remembers that |id| will join |round| (or the first one after it still
@@ -3102,15 +3117,37 @@ static void node_intent_add(ded_node *node, const uint8_t id[DED_ID_BYTES], uint
   node_intent *slot = &node->intents[0];
   for (unsigned i = 0; i < NODE_INTENTS; i++) {
     node_intent *it = &node->intents[i];
-    if (it->until_ns != 0 && memcmp(it->id, id, DED_ID_BYTES) == 0) {
+    if (it->used && memcmp(it->id, id, DED_ID_BYTES) == 0) {
+      if (round < it->spent) return; /* held for once already, in vain */
       slot = it;
       break;
     }
-    if (it->until_ns < slot->until_ns) slot = it;
+    if (!it->used || (slot->used && it->until_ns < slot->until_ns)) slot = it;
   }
+  if (!slot->used || memcmp(slot->id, id, DED_ID_BYTES) != 0) slot->spent = 0;
+  slot->used = true;
   slot->round = round;
   slot->until_ns = until_ns;
   memcpy(slot->id, id, DED_ID_BYTES);
+}
+
+/* Round |no| was decided (or adopted) without the members |in| does not
+ * hold (a gather, or a plan): announcements of |no| or earlier from any of
+ * them held it in vain, and hold nothing more. One peer's announcements,
+ * true or not, thus hold each round at most once. */
+static void node_intents_spent(ded_node *node, uint64_t no, const ded_gather *g,
+                               const ded_msg_commit *plan) {
+  for (unsigned i = 0; i < NODE_INTENTS; i++) {
+    node_intent *it = &node->intents[i];
+    if (!it->used || it->until_ns == 0 || it->round > no) continue;
+    if (g && ded_gather_find(g, it->id)) continue;
+    bool listed = false;
+    for (unsigned m = 0; plan && m < plan->k && !listed; m++)
+      listed = memcmp(plan->members[m].id, it->id, DED_ID_BYTES) == 0;
+    if (listed) continue;
+    it->until_ns = 0;
+    it->spent = DED_MAX(it->spent, no + 1);
+  }
 }
 
 /* |id| joined |round|: its announcement of that round or an earlier one
@@ -3118,8 +3155,10 @@ static void node_intent_add(ded_node *node, const uint8_t id[DED_ID_BYTES], uint
 static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round) {
   for (unsigned i = 0; i < NODE_INTENTS; i++) {
     node_intent *it = &node->intents[i];
-    if (it->until_ns != 0 && it->round <= round && memcmp(it->id, id, DED_ID_BYTES) == 0)
+    if (it->used && it->round <= round && memcmp(it->id, id, DED_ID_BYTES) == 0) {
       it->until_ns = 0;
+      it->spent = 0;
+    }
   }
 }
 
@@ -3131,7 +3170,7 @@ static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_ro
   uint64_t until = 0;
   for (unsigned i = 0; i < NODE_INTENTS; i++) {
     const node_intent *it = &node->intents[i];
-    if (it->round > round || it->until_ns <= now_ns || it->until_ns <= until) continue;
+    if (!it->used || it->round > round || it->until_ns <= now_ns || it->until_ns <= until) continue;
     ded_peer *p = peer_find(node, it->id);
     if (!p || !peer_participates(node, p) || (cr && ded_gather_find(&cr->g, it->id))) continue;
     until = it->until_ns;
@@ -3139,39 +3178,47 @@ static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_ro
   return until;
 }
 
-static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr) {
+static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns) {
   lin_entry *prev = no > 0 ? lin_get(node, no - 1) : NULL;
-  for (unsigned i = 0; prev && i < prev->n; i++) {
+  bool member = false;
+  for (unsigned i = 0; prev && i < prev->n && !member; i++) member = id_is_me(node, prev->ids[i]);
+  if (!member) return false;
+  bool recent = now_ns < prev->have_ns + node_coord_wait(node, 0);
+  for (unsigned i = 0; i < prev->n; i++) {
     const uint8_t *id = prev->ids[i];
-    if (id_is_me(node, id) || (prev->have && bit_get(prev->have, i)) ||
-        (cr && ded_gather_find(&cr->g, id)))
-      continue;
+    if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
+    if (prev->have && bit_get(prev->have, i) && !recent) continue;
     ded_peer *p = peer_find(node, id);
     if (p && peer_participates(node, p)) return true;
   }
   return false;
 }
 
-/* |from| will join round |j->round| (DED_JOIN_F_INTENT), or the first one
- * after it still undecided: it came late for an earlier round and is
- * fetching its result. Whoever coordinates such a round, in any view,
- * waits for it (coord_evaluate), and so does our own JOIN of it: the
- * coordinator is not lost for waiting. If we finished the round, AHEAD
- * also says where we are. */
+/* |from| will join round |j->round| (DED_JOIN_F_INTENT), or a later one:
+ * it came late for an earlier round and is fetching its result. Whoever
+ * coordinates one of those rounds in view 0 waits for it (coord_evaluate),
+ * and so does our own JOIN of such a round: the coordinator is not lost
+ * for waiting. If we finished the round, AHEAD also says where we are. */
 static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j,
                            uint64_t now_ns) {
   ded_round *r = round_find(node, j->round);
   if (j->round < node->next_round && (!r || r->reported))
     coord_send_stale_or_ahead(node, from, j->round, true);
-  uint64_t until = now_ns + node_intent_hold(node, from->id, j);
+  uint64_t hold = node_intent_hold(node, from->id, j);
+  if (hold == UINT64_MAX) {
+    node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on, but fetches too slowly to "
+             "be waited for", from->sid, (unsigned long long)j->round);
+    return;
+  }
+  uint64_t until = now_ns + hold;
   node_intent_add(node, from->id, j->round, until);
   node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
-           from->sid, (unsigned long long)j->round,
-           (unsigned long long)((until - now_ns) / 1000000u));
+           from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
   for (unsigned i = 0; i < node->nrounds; i++) {
     r = node->rounds[i];
-    if (r->no >= j->round && (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
-        !r->genesis)
+    if (r->no >= j->round && r->view == 0 && !r->genesis &&
+        (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
+        node_intent_until(node, r->no, NULL, now_ns) == until)
       r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, until));
   }
   for (size_t i = 0; i < node->ncoords; i++) {
@@ -4700,8 +4747,12 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       /* The coordinator waits for a member still finishing the round
        * before (coord_evaluate): so do we, a wait longer. */
       if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * node_join_wait(node, 0) &&
-          lin_finishing(node, r->no, NULL))
+          lin_finishing(node, r->no, NULL, now_ns)) {
+        /* Not at once when it is done either: its JOIN, then the COMMIT,
+         * are on their way. */
+        r->wait_ns = r->joined_ns + 2 * node_join_wait(node, 0);
         continue;
+      }
       round_failover(node, r, "no decision from the coordinator in time", now_ns);
     }
     else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
@@ -5019,11 +5070,16 @@ void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t 
     it->pos += take;
     n -= take;
     /* Our part of a round leaving is progress too: on a slow uplink the
-     * others wait on us, and we have nothing coming in meanwhile. */
+     * others wait on us, and we have nothing coming in meanwhile. Not past
+     * twice what the attempt should take, or four patiences: a peer that
+     * takes our bytes but sends none must not hold the round to its bound. */
     ded_round *r = it->round;
     if (r && !r->reported && !r->frozen && r->wait_ns &&
-        (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING))
-      r->wait_ns = DED_MAX(r->wait_ns, now_ns + node_progress_wait(node, r));
+        (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+      uint64_t pw = node_progress_wait(node, r);
+      uint64_t limit = r->started_ns + DED_MAX(2 * r->est_ns, 4 * pw);
+      r->wait_ns = DED_MAX(r->wait_ns, DED_MIN(now_ns + pw, limit));
+    }
     if (it->pos == item_total(it)) {
       c->cur = NULL;
       item_free(node, it);
