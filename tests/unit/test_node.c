@@ -4865,12 +4865,65 @@ static void peers_above(const tnode *t, ded_ident *hi1, ded_ident *hi2) {
   *hi2 = v[swap ? 0 : 1];
 }
 
-/* Round 0's elements [|a|, |b|) of |v| as frames of |type| of |ce|
+/* Round |round|'s elements [|a|, |b|) of |v| as frames of |type| of |ce|
  * elements from |a| on (a shard's chunks; the last may be shorter). */
-static void send_pieces(tnode *t, unsigned i, uint8_t type, uint64_t attempt, uint64_t a,
-                        uint64_t b, uint32_t ce, const float *v) {
+static void send_pieces(tnode *t, unsigned i, uint8_t type, uint64_t round, uint64_t attempt,
+                        uint64_t a, uint64_t b, uint32_t ce, const float *v) {
   for (uint64_t off = a; off < b; off += ce)
-    send_data(t, i, type, 0, attempt, off, v + off, (size_t)DED_MIN(ce, b - off));
+    send_data(t, i, type, round, attempt, off, v + off, (size_t)DED_MIN(ce, b - off));
+}
+
+/* The member-side setup: the node coordinates the genesis round among
+ * node < hi1 < hi2 (connections 0 and 1), which completes (hi1's HAVE and,
+ * unless |hi2_silent|, hi2's too); then lo, whose record says it downloads
+ * at 1 kB/s, connects (connection 2). Round 0's attempt in |*a0|, its
+ * shard offsets in |s1|, |s2|. */
+static void tnode_three_round0(tnode *t, float *b0, ded_ident *hi1, ded_ident *hi2, ded_ident *lo,
+                               bool hi2_silent, uint64_t *a0, uint64_t *s1, uint64_t *s2) {
+  float *bufs[1] = {b0};
+  tnode_start(t, bufs, 1, 1.0, 1);
+  ded_ident hi;
+  peers_above(t, hi1, hi2);
+  peers_around(t, lo, &hi);
+  send_hello(t, 0, hi1, RUN);
+  assert_int_equal(tnode_accept(t), 1);
+  send_hello(t, 1, hi2, RUN);
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &len, t->now));
+  ded_msg_join j = join_of(0, 0, DED_JOIN_F_GENESIS, 0);
+  send_join(t, 0, &j);
+  send_join(t, 1, &j);
+  uint8_t *out = tnode_output_on(t, 0, &len, t->now);
+  ded_frame fr;
+  assert_true(frame_find(out, len, DED_MSG_COMMIT, 0, &fr));
+  ded_msg_commit c0;
+  assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &c0), 0);
+  free(out);
+  free(tnode_output_on(t, 1, &len, t->now));
+  assert_int_equal(c0.k, 3);
+  assert_memory_equal(c0.members[0].id, t->ident.id, DED_ID_BYTES);
+  assert_memory_equal(c0.members[1].id, hi1->id, DED_ID_BYTES);
+  assert_memory_equal(c0.members[2].id, hi2->id, DED_ID_BYTES);
+  *a0 = c0.attempt;
+  *s1 = c0.members[1].shard_off;
+  *s2 = c0.members[2].shard_off;
+  const uint32_t ce = c0.chunk_elems;
+  ded_msg_commit_free(&c0, NULL);
+  float x[COUNT];
+  for (int i = 0; i < COUNT; i++) x[i] = 0.5f * (float)i;
+  send_pieces(t, 0, DED_MSG_DATA, 0, *a0, 0, *s1, ce, x);
+  send_pieces(t, 1, DED_MSG_DATA, 0, *a0, 0, *s1, ce, x);
+  send_pieces(t, 0, DED_MSG_RESULT, 0, *a0, *s1, *s2, ce, x);
+  send_pieces(t, 1, DED_MSG_RESULT, 0, *a0, *s2, COUNT, ce, x);
+  send_have(t, 0, 0, *a0, 0, 0);
+  assert_int_equal(t->rounds_done, 1);
+  if (!hi2_silent) send_have(t, 1, 0, *a0, 0, 0);
+  assert_false(t->closed[0]);
+  assert_false(t->closed[1]);
+  assert_int_equal(tnode_accept(t), 2);
+  send_hello_down(t, 2, lo, SLOW_KBPS);
+  assert_false(t->closed[2]);
+  for (unsigned i = 0; i < 3; i++) free(tnode_output_on(t, i, &len, t->now));
 }
 
 /* The failovers of |round| on connection |i|, consumed: JOINs to a view
@@ -4925,52 +4978,15 @@ static void test_node_intent_extends_member_wait(void **state) {
   static const uint64_t announced[6] = {1, 0, 1, 2, 2, 0};
   for (int c = 0; c <= 5; c++) {
     const bool finishing = c == 5, before = c == 2 || c == 4, held = c <= 2 || finishing;
-    float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+    float b0[COUNT], b1[COUNT];
     for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
     tnode t;
-    tnode_start(&t, bufs, 1, 1.0, 1);
-    ded_ident hi1, hi2, lo, hi;
-    peers_above(&t, &hi1, &hi2);
-    peers_around(&t, &lo, &hi);
-    send_hello(&t, 0, &hi1, RUN);
-    assert_int_equal(tnode_accept(&t), 1);
-    send_hello(&t, 1, &hi2, RUN);
+    ded_ident hi1, hi2, lo;
+    uint64_t A0, s1, s2;
+    tnode_three_round0(&t, b0, &hi1, &hi2, &lo, finishing, &A0, &s1, &s2);
     size_t len;
-    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
-    /* Round 0: the node commits it; it reduces shard 0 and holds the
-     * others' results; hi1's HAVE and its own (the primary's) complete it. */
-    ded_msg_join j = join_of(0, 0, DED_JOIN_F_GENESIS, 0);
-    send_join(&t, 0, &j);
-    send_join(&t, 1, &j);
-    uint8_t *out = tnode_output_on(&t, 0, &len, t.now);
-    ded_frame fr;
-    assert_true(frame_find(out, len, DED_MSG_COMMIT, 0, &fr));
-    ded_msg_commit c0;
-    assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &c0), 0);
-    free(out);
-    free(tnode_output_on(&t, 1, &len, t.now));
-    assert_int_equal(c0.k, 3);
-    assert_memory_equal(c0.members[0].id, t.ident.id, DED_ID_BYTES);
-    assert_memory_equal(c0.members[1].id, hi1.id, DED_ID_BYTES);
-    assert_memory_equal(c0.members[2].id, hi2.id, DED_ID_BYTES);
-    const uint64_t A0 = c0.attempt, s1 = c0.members[1].shard_off, s2 = c0.members[2].shard_off;
-    const uint32_t ce = c0.chunk_elems;
-    ded_msg_commit_free(&c0, NULL);
-    float x[COUNT];
-    for (int i = 0; i < COUNT; i++) x[i] = 0.5f * (float)i;
-    send_pieces(&t, 0, DED_MSG_DATA, A0, 0, s1, ce, x);
-    send_pieces(&t, 1, DED_MSG_DATA, A0, 0, s1, ce, x);
-    send_pieces(&t, 0, DED_MSG_RESULT, A0, s1, s2, ce, x);
-    send_pieces(&t, 1, DED_MSG_RESULT, A0, s2, COUNT, ce, x);
-    send_have(&t, 0, 0, A0, 0, 0);
-    assert_int_equal(t.rounds_done, 1);
-    if (!finishing) send_have(&t, 1, 0, A0, 0, 0); /* hi2 holds it too */
-    assert_false(t.closed[0]);
-    assert_false(t.closed[1]);
-    assert_int_equal(tnode_accept(&t), 2);
-    send_hello_down(&t, 2, &lo, SLOW_KBPS);
-    assert_false(t.closed[2]);
-    for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
+    ded_msg_join j;
+    uint8_t *out;
 
     const ded_msg_join intent = join_of(announced[c], 0, DED_JOIN_F_INTENT, 0);
     if (before && !finishing) send_join(&t, 2, &intent);
@@ -5021,6 +5037,72 @@ static void test_node_intent_extends_member_wait(void **state) {
       assert_int_equal(view, 1);
       assert_int_equal(n[0] + n[2], 0);
     }
+    for (unsigned i = 0; i < 3; i++) assert_false(t.closed[i]);
+    ded_node_free(t.node);
+  }
+}
+
+/*
+ * One peer's announcements hold each round at most once. The node joins
+ * round 1 (coordinator hi1) and lo (1 kB/s down) announces round 1; hi1
+ * commits round 1 without lo, and the node completes it. It then joins
+ * round 2 (coordinator hi2, view 0) and lo announces again:
+ *   0  round 1 again: spent (round 1 went on without lo); the node fails
+ *      over at its usual wait (1.5 s), not at the hold plus that;
+ *   1  round 2, a new announcement: the node waits past 1.5 s.
+ */
+static void test_node_intent_spent(void **state) {
+  (void)state;
+  for (int c = 0; c <= 1; c++) {
+    float b0[COUNT], b1[COUNT], b2[COUNT];
+    for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = b2[i] = (float)(i + 1);
+    tnode t;
+    ded_ident hi1, hi2, lo;
+    uint64_t A0, s1, s2;
+    tnode_three_round0(&t, b0, &hi1, &hi2, &lo, false, &A0, &s1, &s2);
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+    ded_msg_join intent = join_of(1, 0, DED_JOIN_F_INTENT, 0);
+    send_join(&t, 2, &intent);
+    size_t len;
+    for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
+    /* Round 1 goes on without lo. */
+    ded_msg_member m[3];
+    member_set(&m[0], t.ident.id, 1.0, 1, 0);
+    member_set(&m[1], hi1.id, 1.0, 1, s1);
+    member_set(&m[2], hi2.id, 1.0, 1, s2);
+    const uint64_t A1 = attempt_of(0, hi1.id);
+    ded_msg_commit c1 = commit_of(1, A1, A0, m, 3);
+    send_commit(&t, 0, &c1);
+    float x[COUNT];
+    for (int i = 0; i < COUNT; i++) x[i] = 0.25f * (float)i;
+    send_pieces(&t, 0, DED_MSG_DATA, 1, A1, 0, s1, CHUNK, x);
+    send_pieces(&t, 1, DED_MSG_DATA, 1, A1, 0, s1, CHUNK, x);
+    send_pieces(&t, 0, DED_MSG_RESULT, 1, A1, s1, s2, CHUNK, x);
+    send_pieces(&t, 1, DED_MSG_RESULT, 1, A1, s2, COUNT, CHUNK, x);
+    send_have(&t, 0, 1, A1, 0, 0);
+    send_have(&t, 1, 1, A1, 0, 0);
+    assert_int_equal(t.rounds_done, 2);
+    for (unsigned i = 0; i < 3; i++) assert_false(t.closed[i]);
+    a.buf = b2;
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 2);
+    uint8_t *out = tnode_output_on(&t, 1, &len, t.now);
+    ded_msg_join j;
+    assert_true(output_has_join(out, len, 2, &j)); /* to hi2, member 2 % 3 of round 1 */
+    assert_int_equal(j.view, 0);
+    free(out);
+    intent = join_of(c == 0 ? 1 : 2, 0, DED_JOIN_F_INTENT, 0);
+    send_join(&t, 2, &intent);
+    for (unsigned i = 0; i < 3; i++) free(tnode_output_on(&t, i, &len, t.now));
+    tnode_advance(&t, 1700 * MS_NS);
+    uint32_t view = 0;
+    int n = 0;
+    for (unsigned i = 0; i < 3; i++) n += output_failovers(&t, i, 2, &view);
+    if (c == 0 && n == 0)
+      fail_msg("round 2 held by lo's announcement of round 1, which had gone on without it");
+    if (c == 1 && n != 0)
+      fail_msg("the node failed over in round 2 1.7 s after it joined, within the hold of lo's "
+               "new announcement (round 2)");
     for (unsigned i = 0; i < 3; i++) assert_false(t.closed[i]);
     ded_node_free(t.node);
   }
@@ -5970,6 +6052,7 @@ int main(void) {
       cmocka_unit_test(test_node_intent_past_round_gets_ahead),
       cmocka_unit_test(test_node_ahead_moves_intent),
       cmocka_unit_test(test_node_intent_renewed_while_fetching),
+      cmocka_unit_test(test_node_intent_spent),
       cmocka_unit_test(test_node_intent_holds_round),
       cmocka_unit_test(test_node_intent_extends_member_wait),
       cmocka_unit_test(test_node_lanes_opened),
