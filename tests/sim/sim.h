@@ -208,6 +208,35 @@ static inline void sim_bench_settings(ded_node_settings *s, int n) {
   s->deadline_floor_ns = 200ull * 1000000ull;
 }
 
+/* The links of the small end-to-end scenarios: |latency_ns| one way, up to
+ * 1 ms of jitter, segments of up to 64 KiB. */
+static inline sim_link_params sim_scenario_link(uint64_t latency_ns) {
+  sim_link_params lp;
+  memset(&lp, 0, sizeof lp);
+  lp.latency_ns = latency_ns;
+  lp.jitter_ns = 1000000ull;
+  lp.segment_max = 64 * 1024;
+  return lp;
+}
+
+/* Node |i| of a swarm of |n| as those scenarios set it up: the benchmarks'
+ * settings, 64 KiB chunks, bootstrapping through node 0, up |i| ms after
+ * the start, with links of |up_mbit| and (0: unlimited) |down_mbit|. */
+static inline void sim_scenario_node(sim_node_params *p, int i, int n, double up_mbit,
+                                     double down_mbit) {
+  memset(p, 0, sizeof *p);
+  sim_bench_settings(&p->settings, n);
+  p->settings.chunk_bytes = 64 * 1024;
+  p->settings.log_level = DED_LOG_INFO;
+  if (i > 0) {
+    p->settings.bootstrap[0] = sim_node_addr(0);
+    p->settings.n_bootstrap = 1;
+  }
+  p->start_ns = (uint64_t)i * 1000000ull;
+  p->uplink_bytes_per_s = up_mbit * 1e6 / 8;
+  p->downlink_bytes_per_s = down_mbit * 1e6 / 8;
+}
+
 /* The options the small simulator tests share: --seeds S, --first F, -v.
  * Returns 0, or 2 after printing |name|'s usage. */
 static inline int sim_seed_args(int argc, char **argv, const char *name, int *seeds, int *first,

@@ -121,27 +121,14 @@ static int run_swarm(uint64_t seed, bool verbose) {
   run r;
   memset(&r, 0, sizeof r);
   r.verbose = verbose;
-  sim_link_params lp;
-  memset(&lp, 0, sizeof lp);
-  lp.latency_ns = 10 * MS;
-  lp.jitter_ns = 1 * MS;
-  lp.segment_max = 64 * 1024;
+  sim_link_params lp = sim_scenario_link(10 * MS);
   sim_hooks hooks = {&r, on_done, on_started, on_timer, on_log, NULL, NULL, NULL};
   r.s = sim_new(seed, N, &lp, &hooks);
   for (int i = 0; i < N; i++) {
     r.buf[i] = calloc(COUNT, sizeof(float));
     sim_node_params p;
-    memset(&p, 0, sizeof p);
-    sim_bench_settings(&p.settings, N);
-    p.settings.chunk_bytes = 64 * 1024;
-    p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_INFO;
-    if (i > 0) {
-      p.settings.bootstrap[0] = sim_node_addr(0);
-      p.settings.n_bootstrap = 1;
-    }
-    p.start_ns = (uint64_t)i * MS;
-    p.uplink_bytes_per_s = up_mbit[i] * 1e6 / 8;
-    p.downlink_bytes_per_s = down_mbit[i] * 1e6 / 8;
+    sim_scenario_node(&p, i, N, up_mbit[i], down_mbit[i]);
+    if (verbose) p.settings.log_level = DED_LOG_DEBUG;
     sim_node_setup(r.s, i, &p);
   }
   sim_run(r.s, 600 * SEC);

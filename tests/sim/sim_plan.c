@@ -116,29 +116,16 @@ static double run_swarm(uint64_t seed, uint8_t plan, bool verbose, uint32_t up_k
   run r;
   memset(&r, 0, sizeof r);
   r.verbose = verbose;
-  sim_link_params lp;
-  memset(&lp, 0, sizeof lp);
-  lp.latency_ns = 30 * MS;
-  lp.jitter_ns = 1 * MS;
-  lp.segment_max = 64 * 1024;
+  sim_link_params lp = sim_scenario_link(30 * MS);
   sim_hooks hooks = {&r, on_done, on_started, on_timer, on_log, NULL, NULL, NULL};
   r.s = sim_new(seed, N, &lp, &hooks);
   for (int i = 0; i < N; i++) {
     r.buf[i] = calloc(COUNT, sizeof(float));
     sim_node_params p;
-    memset(&p, 0, sizeof p);
-    sim_bench_settings(&p.settings, N);
-    p.settings.chunk_bytes = 64 * 1024;
+    sim_scenario_node(&p, i, N, uplink_mbit[i], downlink_mbit[i]);
     p.settings.streams = 4;
-    p.settings.log_level = verbose ? DED_LOG_DEBUG : DED_LOG_INFO;
     p.settings.plan = plan;
-    if (i > 0) {
-      p.settings.bootstrap[0] = sim_node_addr(0);
-      p.settings.n_bootstrap = 1;
-    }
-    p.start_ns = (uint64_t)i * MS;
-    p.uplink_bytes_per_s = uplink_mbit[i] * 1e6 / 8;
-    p.downlink_bytes_per_s = downlink_mbit[i] * 1e6 / 8;
+    if (verbose) p.settings.log_level = DED_LOG_DEBUG;
     sim_node_setup(r.s, i, &p);
   }
   sim_run(r.s, 600 * SEC);
