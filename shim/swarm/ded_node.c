@@ -2783,6 +2783,13 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
   return lp;
 }
 
+/* A plan member's mode, from its flags. */
+static uint8_t member_mode(uint8_t flags) {
+  return flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
+         : flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
+                                     : DED_MODE_NODE;
+}
+
 /* What a round of |plan| should take, by the model of ded_lp.h, at the
  * members' published rates, a rate not measured yet taken as a slow home
  * link's (NODE_RATE_UNKNOWN_BPS); 0 if that cannot be told. */
@@ -2795,9 +2802,7 @@ static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
     for (unsigned i = 0; i < k; i++) {
       const ded_msg_member *m = &plan->members[i];
       lp[i] = coord_lp_peer(node, m->id);
-      lp[i].mode = m->flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
-                   : m->flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
-                                                  : DED_MODE_NODE;
+      lp[i].mode = member_mode(m->flags);
       if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = NODE_RATE_UNKNOWN_BPS;
       if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = NODE_RATE_UNKNOWN_BPS;
       uint64_t end = i + 1 < k ? plan->members[i + 1].shard_off : plan->count;
@@ -2841,9 +2846,7 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
       ded_id_short(cm->members[i].id, sid);
       int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f/%.0fMbit)", sid,
                        100.0 * (double)(end - cm->members[i].shard_off) / (double)cm->count,
-                       ded_mode_str(cm->members[i].flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
-                                    : cm->members[i].flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
-                                                                                : DED_MODE_NODE),
+                       ded_mode_str(member_mode(cm->members[i].flags)),
                        p.up_Bps * 8e-6, p.down_Bps * 8e-6);
       if (n < 0) break;
       pos += (size_t)n;
@@ -3031,10 +3034,10 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
    * wait for a decision (node_join_wait) from the first JOIN: long enough
    * for its last chunks, short enough that one stopped in the middle
    * (SIGSTOP, a closed lid) costs the swarm little. */
-  if (!all && !cr->genesis &&
-      ((cr->view == 0 && now_ns < cr->first_ns + node_deadline_cap(node) &&
+  if (!all && !cr->genesis && cr->view == 0 &&
+      ((now_ns < cr->first_ns + node_deadline_cap(node) &&
         node_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
-       (cr->view == 0 && now_ns < cr->first_ns + node_join_wait(node, 0) &&
+       (now_ns < cr->first_ns + node_join_wait(node, 0) &&
         lin_finishing(node, cr->round, cr, now_ns)))) {
     cr->held = true;
     return;
