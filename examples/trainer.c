@@ -537,6 +537,10 @@ static void train(trainer *t)
       nanosleep(&ts, NULL);
     }
     double loss = train_step(t, step, &comm_s);
+    /* A job that fell behind reloads the run's state as a step's last
+     * all-reduce returns, its step counter included: the parameters are
+     * now those after the run's step t->step, not this loop's |step|. */
+    step = (int)t->step;
     if (!step_logged(&t->o, step))
       continue;
     /* 8 bytes: a job-local mean, never big enough to leave the job. */

@@ -70,7 +70,10 @@ int dedmpi_set_weight(double weight);
  * the same order on every job, after MPI_Init and before the first
  * all-reduce; the buffer must hold the live state until MPI_Finalize. In a
  * job that joins a run in progress, the call fills |buf| with the run's
- * state (on every rank); otherwise it leaves |buf| as it is. Returns
+ * state (on every rank); otherwise it leaves |buf| as it is. A job that
+ * falls behind the run later reloads the run's state into |buf| as a
+ * step's last all-reduce returns: read it again after each step's
+ * all-reduces (the step counter may have jumped). Returns
  * MPI_SUCCESS, MPI_ERR_ARG (NULL or empty), MPI_ERR_COUNT (the run's state
  * has no such piece: another program or model), or MPI_ERR_OTHER (called
  * after training began, or the run's state could not be loaded).

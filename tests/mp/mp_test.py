@@ -868,9 +868,11 @@ def kill_stop_join():
     step and must reload the run's state; a fifth job, job 4, starts during
     the stop and joins. At the end jobs 0, 2, 3 and 4 hold bit-identical
     parameters; the joiner's checksums equal job 0's at every step it logs, and so do the
-    stopped job's from the step it reloaded at; the loss is what an
+    stopped job's from the step it reloaded at. Every step is logged, so the
+    step a reload lands on is too: the trainer logs the run's step there, with
+    the run's parameters (each reload's step is checked). The loss is what an
     undisturbed swarm reaches."""
-    steps = ["--steps", "300", "--buckets", "2", "--log-every", "5"]
+    steps = ["--steps", "300", "--buckets", "2", "--log-every", "1"]
     env = dict(FAULT_ENV, DEDMPI_HISTORY_BYTES="8M")  # ~30 steps of the trainer's rounds
     sw = Swarm4(steps + ["--step-ms", "20"], env, linger_ms=10000, late=(4,), n=5)
     sw.wait_step(0, 10)
@@ -907,6 +909,12 @@ def kill_stop_join():
         differ = [s for s in common if mine[s] != ref[s]]
         check(not differ, "job %d's parameters differ from the run's at steps %s" % (i, differ[:10]))
         notes.append("job %d equal to the run at %d logged steps from step %d" % (i, len(common), since))
+        # A reload to round R lands on step R/2 + 1 (two all-reduces a step).
+        for r in re.findall(r"back in step at round (\d+)", sw.jobs[i].err):
+            s = str(int(r) // 2 + 1)
+            check(s in mine and mine[s] == ref.get(s),
+                  "job %d reloaded to round %s but did not log step %s with the run's "
+                  "parameters (logged %s, the run %s)" % (i, r, s, mine.get(s), ref.get(s)))
     sw.check_identical(live)
     errs = "".join(sw.jobs[i].err for i in (0, 3, 4))
     check("out of step" not in errs,
