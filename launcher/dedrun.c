@@ -1,18 +1,19 @@
 /*
- * dedrun.c: the launcher's command line. So far its keys and invitations:
+ * dedrun.c: the launcher's command line (DESIGN §2).
  *
+ *   dedrun [-n N] [-x VAR[=value]]... [--join HOST:PORT[,...]] [--listen HOST:PORT]
+ *          [--run NAME] [--swarm-key-file F] [--mode M] ... PROGRAM [ARGS...]
+ *                                        run a trainer on the swarm (run.c)
  *   dedrun --id [--identity-file F]      this identity's public key
  *   dedrun --new-key                     a random DEDMPI_SWARM_KEY
  *   dedrun --invite KEY [--run NAME] [--identity-file F] [--expires D]
  *                                        the owner's invitation of KEY
  *
- * --identity-file and --run default to DEDMPI_IDENTITY_FILE and
- * DEDMPI_RUN. Running a trainer (-n, -x, --join, ...) comes with the rest
- * of the launcher; until then use mpirun as the README shows.
+ * Every flag that configures the swarm sets one DEDMPI_* variable, so
+ * dedrun and `mpirun -x` configure the same thing; --help lists them all.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,37 +22,84 @@
 
 #include "core/ded_err.h"
 #include "crypto/ded_ident.h"
+#include "ded_config.h"
 #include "ded_driver.h"
 #include "dht/ded_invite.h"
+#include "run.h"
 
 #ifndef DEDMPI_VERSION
 #define DEDMPI_VERSION "0"
 #endif
 
+extern char **environ;
+
 static const char usage_text[] =
-    "usage: dedrun --id [--identity-file FILE]\n"
+    "usage: dedrun [-n N] [-x VAR[=VALUE]]... [OPTIONS] PROGRAM [ARGS...]\n"
+    "       dedrun --id [--identity-file FILE]\n"
     "       dedrun --new-key\n"
     "       dedrun --invite KEY [--run NAME] [--identity-file FILE] [--expires DURATION]\n"
     "       dedrun --help | --version\n"
     "\n"
-    "  --id             print this identity's public key (FILE is created, mode 0600, if\n"
-    "                   missing): what the run owner needs to invite you, or what goes\n"
-    "                   into DEDMPI_OWNER and DEDMPI_ALLOW_FILE\n"
-    "  --new-key        print a random run secret for DEDMPI_SWARM_KEY (64 hex digits)\n"
-    "  --invite KEY     as the run owner (FILE holds the owner's identity), print an\n"
-    "                   invitation admitting the identity with public key KEY to run\n"
-    "                   NAME; the invitee sets DEDMPI_INVITE to it, and the run's peers\n"
-    "                   set DEDMPI_OWNER to the owner's key\n"
-    "  --expires D      the invitation expires after D (such as 90m, 12h, 7d; default:\n"
-    "                   never)\n"
-    "  --identity-file  default: $DEDMPI_IDENTITY_FILE\n"
-    "  --run            default: $DEDMPI_RUN, else 'default'\n"
+    "Runs PROGRAM, an MPI trainer, as one job of the swarm: its large all-reduces\n"
+    "are averaged with every other job of the run; all else stays within the job.\n"
+    "With Open MPI installed this is mpirun with libdedmpi.so preloaded.\n"
     "\n"
-    "Running a trainer comes with the rest of the launcher; until then use mpirun\n"
-    "with LD_PRELOAD=libdedmpi.so as the README shows.\n";
+    "  -n, -np N             ranks of the job (default 1)\n"
+    "  -x VAR[=VALUE]        export VAR to the ranks, as mpirun -x does\n"
+    "  --join HOST:PORT,...  peers to bootstrap from (DEDMPI_JOIN); none: start a swarm\n"
+    "  --listen HOST:PORT    accept peers there (DEDMPI_LISTEN; :0 = any free port)\n"
+    "  --run NAME            the run's name (DEDMPI_RUN; default 'default')\n"
+    "  --swarm-key-file F    the run's secret, first line of F (DEDMPI_SWARM_KEY_FILE)\n"
+    "  --mode M              node, client (behind NAT) or aux (DEDMPI_MODE)\n"
+    "  --min-peers N         the first round waits for N peers (DEDMPI_MIN_PEERS)\n"
+    "  --identity-file F     keep this job's identity in F (DEDMPI_IDENTITY_FILE)\n"
+    "  --log LEVEL           error, warn, info or debug (DEDMPI_LOG)\n"
+    "  --no-progress         no progress line (on a terminal: one updating line;\n"
+    "                        otherwise a line every 10 s)\n"
+    "\n"
+    "  --id                  print this identity's public key (FILE is created, mode\n"
+    "                        0600, if missing): what the run owner needs to invite you,\n"
+    "                        or what goes into DEDMPI_OWNER and DEDMPI_ALLOW_FILE\n"
+    "  --new-key             print a random run secret for DEDMPI_SWARM_KEY (64 hex digits)\n"
+    "  --invite KEY          as the run owner (FILE holds the owner's identity), print an\n"
+    "                        invitation admitting the identity with public key KEY to run\n"
+    "                        NAME; the invitee sets DEDMPI_INVITE to it, and the run's\n"
+    "                        peers set DEDMPI_OWNER to the owner's key\n"
+    "  --expires D           the invitation expires after D (such as 90m, 12h, 7d;\n"
+    "                        default: never)\n"
+    "\n"
+    "Every setting is a DEDMPI_* variable, taken from the environment or -x:\n";
+
+/* Prints |text| from column |indent| on, wrapped before column 80. */
+static void print_wrapped(FILE *to, const char *text, int indent) {
+  int col = indent;
+  while (*text) {
+    size_t w = strcspn(text, " ");
+    if (col > indent && col + 1 + (int)w > 79) {
+      fprintf(to, "\n%*s", indent, "");
+      col = indent;
+    } else if (col > indent) {
+      fputc(' ', to);
+      col++;
+    }
+    fprintf(to, "%.*s", (int)w, text);
+    col += (int)w;
+    text += w;
+    while (*text == ' ') text++;
+  }
+  fputc('\n', to);
+}
 
 static int usage(FILE *to, int rc) {
   fputs(usage_text, to);
+  if (to == stdout) {
+    for (const ded_config_var *v = ded_config_vars(); v->name; v++) {
+      fprintf(to, "  %s (default: %s)\n      ", v->name, v->def[0] ? v->def : "none");
+      print_wrapped(to, v->help, 6);
+    }
+  } else {
+    fputs("  (dedrun --help lists them)\n", to);
+  }
   return rc;
 }
 
@@ -146,81 +194,166 @@ static int cmd_invite(const char *key, const char *run, const char *path, long l
   return 0;
 }
 
+/* The value of option |argv[*i]| when it is |name| ("--join V" or
+ * "--join=V"); NULL if it is another option. A missing value is an error
+ * (*missing). */
+static const char *opt_value(char **argv, int argc, int *i, const char *name, bool *missing) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static const char *env_get(const char *name) { return getenv(name); }
+
+/* Checks the DEDMPI_* settings the job will get (flags included) before
+ * anything starts: the library would only refuse them in MPI_Init. */
+static int check_settings(void) {
+  ded_config cfg;
+  char errors[2048], warnings[1024];
+  int nerr = ded_config_load(&cfg, env_get, environ, errors,
+                             sizeof errors, warnings, sizeof warnings);
+  for (char *save = NULL, *l = strtok_r(warnings, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    fprintf(stderr, "dedrun: warning: %s\n", l);
+  for (char *save = NULL, *l = strtok_r(errors, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    fprintf(stderr, "dedrun: %s\n", l);
+  ded_wipe(&cfg, sizeof cfg);
+  return nerr;
+}
+
 int main(int argc, char **argv) {
-  enum { OPT_ID = 1, OPT_NEW_KEY, OPT_INVITE, OPT_RUN, OPT_IDENTITY, OPT_EXPIRES, OPT_HELP, OPT_VERSION };
-  static const struct option opts[] = {
-      {"id", no_argument, NULL, OPT_ID},
-      {"new-key", no_argument, NULL, OPT_NEW_KEY},
-      {"invite", required_argument, NULL, OPT_INVITE},
-      {"run", required_argument, NULL, OPT_RUN},
-      {"identity-file", required_argument, NULL, OPT_IDENTITY},
-      {"expires", required_argument, NULL, OPT_EXPIRES},
-      {"help", no_argument, NULL, OPT_HELP},
-      {"version", no_argument, NULL, OPT_VERSION},
-      {NULL, 0, NULL, 0},
+  static const struct {
+    const char *flag, *var;
+  } settings[] = {
+      {"--join", "DEDMPI_JOIN"},
+      {"--listen", "DEDMPI_LISTEN"},
+      {"--run", "DEDMPI_RUN"},
+      {"--swarm-key-file", "DEDMPI_SWARM_KEY_FILE"},
+      {"--mode", "DEDMPI_MODE"},
+      {"--min-peers", "DEDMPI_MIN_PEERS"},
+      {"--identity-file", "DEDMPI_IDENTITY_FILE"},
+      {"--log", "DEDMPI_LOG"},
   };
-  const char *run = getenv("DEDMPI_RUN"), *identity = getenv("DEDMPI_IDENTITY_FILE");
-  const char *invite = NULL;
-  long long expires_in = 0;
-  int cmd = 0, o;
-  if (!run || !run[0]) run = "default";
-  opterr = 0;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (o) {
-    case OPT_ID:
-    case OPT_NEW_KEY:
-    case OPT_INVITE:
-      if (cmd && cmd != o) {
-        fprintf(stderr, "dedrun: --id, --new-key and --invite exclude each other\n");
+  enum { CMD_RUN, CMD_ID, CMD_NEW_KEY, CMD_INVITE };
+  dedrun_opts ro = {.np = 1, .progress = -1};
+  const char *invite = NULL, *expires = NULL;
+  int cmd = CMD_RUN, i;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    bool missing = false, matched = false;
+    if (a[0] != '-' || !strcmp(a, "-")) break; /* the program */
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    }
+    for (size_t k = 0; k < sizeof settings / sizeof settings[0] && !matched; k++) {
+      if ((v = opt_value(argv, argc, &i, settings[k].flag, &missing))) {
+        setenv(settings[k].var, v, 1);
+        matched = true;
+      }
+    }
+    if (matched) continue;
+    if (missing) goto missing_value;
+    if ((v = opt_value(argv, argc, &i, "-n", &missing)) ||
+        (v = opt_value(argv, argc, &i, "-np", &missing)) ||
+        (v = opt_value(argv, argc, &i, "--np", &missing))) {
+      char *end;
+      errno = 0;
+      long n = strtol(v, &end, 10);
+      if (errno || *end || n < 1 || n > 4096) {
+        fprintf(stderr, "dedrun: -n %s: expected a number of ranks from 1 to 4096\n", v);
         return usage(stderr, 2);
       }
-      cmd = o;
-      if (o == OPT_INVITE) invite = optarg;
-      break;
-    case OPT_RUN:
-      run = optarg;
-      break;
-    case OPT_IDENTITY:
-      identity = optarg;
-      break;
-    case OPT_EXPIRES:
-      expires_in = parse_expiry(optarg);
-      if (expires_in < 0) {
-        fprintf(stderr, "dedrun: --expires %s: expected a duration such as 90m, 12h or 7d\n", optarg);
+      ro.np = (int)n;
+    } else if ((v = opt_value(argv, argc, &i, "-x", &missing))) {
+      if (!v[0] || v[0] == '=') {
+        fprintf(stderr, "dedrun: -x %s: expected VAR or VAR=VALUE\n", v);
+        return usage(stderr, 2);
+      }
+      if (ro.nx == DEDRUN_X_MAX) {
+        fprintf(stderr, "dedrun: more than %d -x\n", DEDRUN_X_MAX);
         return 2;
       }
-      break;
-    case OPT_HELP:
+      ro.x[ro.nx++] = v;
+      /* The job's DEDMPI_* settings are checked and carried like the flags'. */
+      const char *eq = strchr(v, '=');
+      if (!strncmp(v, "DEDMPI_", 7) && eq) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - v), v);
+        setenv(name, eq + 1, 1);
+      }
+    } else if ((v = opt_value(argv, argc, &i, "--invite", &missing))) {
+      invite = v;
+      if (cmd != CMD_RUN && cmd != CMD_INVITE) goto exclusive;
+      cmd = CMD_INVITE;
+    } else if ((v = opt_value(argv, argc, &i, "--expires", &missing))) {
+      expires = v;
+    } else if (missing) {
+      goto missing_value;
+    } else if (!strcmp(a, "--id") || !strcmp(a, "--new-key")) {
+      int c = !strcmp(a, "--id") ? CMD_ID : CMD_NEW_KEY;
+      if (cmd != CMD_RUN && cmd != c) goto exclusive;
+      cmd = c;
+    } else if (!strcmp(a, "--no-progress")) {
+      ro.progress = 0;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       return usage(stdout, 0);
-    case OPT_VERSION:
+    } else if (!strcmp(a, "--version")) {
       printf("dedrun %s\n", DEDMPI_VERSION);
       return 0;
-    default:
-      fprintf(stderr, "dedrun: unknown or incomplete option %s\n", argv[optind - 1]);
+    } else {
+      fprintf(stderr, "dedrun: unknown option %s\n", a);
       return usage(stderr, 2);
     }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "dedrun: running a program (%s) is not available yet: use mpirun with "
-                    "LD_PRELOAD=libdedmpi.so\n", argv[optind]);
-    return usage(stderr, 2);
+    if (missing) goto missing_value;
   }
   if (ded_crypto_init() != 0) {
     fprintf(stderr, "dedrun: libsodium failed to initialise\n");
     return 1;
   }
+  const char *run = getenv("DEDMPI_RUN"), *identity = getenv("DEDMPI_IDENTITY_FILE");
+  if (!run || !run[0]) run = "default";
   if (strlen(run) > DED_RUN_NAME_MAX) {
     fprintf(stderr, "dedrun: --run: at most %d characters\n", DED_RUN_NAME_MAX);
     return 2;
   }
-  switch (cmd) {
-  case OPT_ID:
-    return cmd_id(identity);
-  case OPT_NEW_KEY:
-    return cmd_new_key();
-  case OPT_INVITE:
+  if (cmd != CMD_RUN) {
+    if (i < argc) {
+      fprintf(stderr, "dedrun: --id, --new-key and --invite take no program (%s)\n", argv[i]);
+      return usage(stderr, 2);
+    }
+    long long expires_in = 0;
+    if (expires && (cmd != CMD_INVITE || (expires_in = parse_expiry(expires)) < 0)) {
+      fprintf(stderr, cmd != CMD_INVITE ? "dedrun: --expires goes with --invite\n"
+                                        : "dedrun: --expires %s: expected a duration such as "
+                                          "90m, 12h or 7d\n", expires);
+      return usage(stderr, 2);
+    }
+    if (cmd == CMD_ID) return cmd_id(identity);
+    if (cmd == CMD_NEW_KEY) return cmd_new_key();
     return cmd_invite(invite, run, identity, expires_in);
-  default:
+  }
+  if (expires) {
+    fprintf(stderr, "dedrun: --expires goes with --invite\n");
     return usage(stderr, 2);
   }
+  if (i >= argc) {
+    fprintf(stderr, "dedrun: no program to run\n");
+    return usage(stderr, 2);
+  }
+  if (check_settings() != 0) return 2;
+  ro.argv = argv + i;
+  return dedrun_launch(&ro);
+
+missing_value:
+  fprintf(stderr, "dedrun: %s needs a value\n", argv[i]);
+  return usage(stderr, 2);
+exclusive:
+  fprintf(stderr, "dedrun: --id, --new-key and --invite exclude each other\n");
+  return usage(stderr, 2);
 }

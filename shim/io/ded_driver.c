@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,7 @@ struct ded_driver {
   int boot_status;
   bool leaving;
   uint64_t leave_deadline_ns;
+  _Atomic unsigned peers_up; /* ded_driver_peer_count */
 };
 
 uint64_t ded_driver_now_ns(void) {
@@ -906,8 +908,13 @@ static void *driver_main(void *arg) {
     }
     if (d->accept_paused_until && now >= d->accept_paused_until) accept_pause(d, false);
     if (d->wait_head) driver_submit_waiting(d);
+    atomic_store_explicit(&d->peers_up, ded_node_peer_count(d->node), memory_order_relaxed);
   }
   return NULL;
+}
+
+unsigned ded_driver_peer_count(const ded_driver *d) {
+  return atomic_load_explicit(&d->peers_up, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- API */

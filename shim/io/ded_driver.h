@@ -117,6 +117,10 @@ int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], boo
 /* Monotonic clock, ns. */
 uint64_t ded_driver_now_ns(void);
 
+/* Peers this one has a ready connection to, as of the driver thread's
+ * last pass (any thread may ask). */
+unsigned ded_driver_peer_count(const ded_driver *d);
+
 /* pthread_cond_timedwait for at most |ns| from now (|mu| held). */
 void ded_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns);
 

@@ -338,6 +338,16 @@ static void set_invite(parse_ctx *p, const char *name, const char *v) {
     p->cfg->has_invite = true;
 }
 
+/* A local datagram socket for progress reports: a path, or '@' and an
+ * abstract name (what dedrun passes). */
+static void set_progress(parse_ctx *p, const char *name, const char *v) {
+  if (v[0] == '\0' || strlen(v) >= sizeof p->cfg->progress)
+    cfg_error(p, name, v, "expected a socket path or @name of 1 to %zu bytes",
+              sizeof p->cfg->progress - 1);
+  else
+    snprintf(p->cfg->progress, sizeof p->cfg->progress, "%s", v);
+}
+
 typedef struct var_def {
   ded_config_var doc;
   void (*set)(parse_ctx *p, const char *name, const char *v);
@@ -371,6 +381,7 @@ static const var_def vars[] = {
     {{"DEDMPI_PROBE_BYTES", "2M", "link probe at join: bytes sent to the first peer reached, and asked back, so the links are measured before the first round; 0 = none"}, set_probe},
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
+    {{"DEDMPI_PROGRESS", "", "local datagram socket (a path, or @name for an abstract one) that rank 0 reports each finished round to; dedrun sets it for its progress line"}, set_progress},
     {{NULL, NULL, NULL}, NULL},
 };
 

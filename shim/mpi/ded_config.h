@@ -47,6 +47,7 @@ typedef struct ded_config {
   uint32_t step_rounds;           /* DEDMPI_STEP_ROUNDS (0: learnt) */
   uint8_t plan;                   /* DEDMPI_PLAN (enum ded_plan) */
   double up_Bps, down_Bps;        /* DEDMPI_BANDWIDTH (0: measured) */
+  char progress[108];             /* DEDMPI_PROGRESS ("" = none; '@' = abstract) */
 } ded_config;
 
 /*

@@ -42,9 +42,12 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +92,7 @@ typedef struct shim_op {
   int mpi_err;
   bool nonblocking;
   bool reload; /* rank 0: ends the step at which a reloaded state applies */
+  uint64_t start_ns; /* rank 0: when the driver got it */
   MPI_Request greq;
   /* Freed when the shim is done with it and, for a nonblocking op, MPI
    * called greq_free: whichever comes last. */
@@ -156,7 +160,8 @@ static struct {
    * as far behind as it was is not tried again). */
   uint64_t late_swarm, late_round, reload_gap;
   bool reload_gap_pending;
-} S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER};
+  int progress_fd; /* rank 0: DEDMPI_PROGRESS, connected; -1 = none */
+} S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER, .progress_fd = -1};
 
 DED_PRINTF(2, 3)
 static void shim_log(int level, const char *fmt, ...) {
@@ -185,10 +190,50 @@ static void op_unref(shim_op *op) {
 
 /* ---------------------------------------------------------------- progress */
 
+/* Rank 0: one line about a finished round to DEDMPI_PROGRESS (dedrun's
+ * progress line), never blocking: a report the reader has no room for is
+ * dropped. */
+static void progress_report(const shim_op *op, const ded_round_result *res) {
+  if (S.progress_fd < 0) return;
+  uint64_t now = ded_driver_now_ns();
+  char line[256];
+  int n = snprintf(line, sizeof line,
+                   "dedmpi-progress 1 round=%llu ms=%.1f bytes=%llu contributors=%u peers=%u "
+                   "late=%d alone=%d recoveries=%u error=%d\n",
+                   (unsigned long long)res->round,
+                   op->start_ns && now > op->start_ns ? (double)(now - op->start_ns) / 1e6 : 0.0,
+                   (unsigned long long)op->bytes, res->contributors,
+                   S.driver ? ded_driver_peer_count(S.driver) : 0u, res->late, res->alone,
+                   res->recoveries, res->status);
+  if (n > 0 && (size_t)n < sizeof line)
+    (void)send(S.progress_fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Rank 0: connects to DEDMPI_PROGRESS; a failure costs the progress line
+ * only. */
+static void progress_open(void) {
+  if (!S.cfg.progress[0]) return;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  size_t len = strlen(S.cfg.progress);
+  DED_ASSERT(len < sizeof sa.sun_path);
+  memcpy(sa.sun_path, S.cfg.progress, len);
+  if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0'; /* abstract */
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0 &&
+      connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) == 0) {
+    S.progress_fd = fd;
+    return;
+  }
+  shim_log(DED_LOG_WARN, "DEDMPI_PROGRESS=%s: %s (no progress reports)", S.cfg.progress,
+           strerror(errno));
+  if (fd >= 0) close(fd);
+}
+
 /* Called on the driver thread: the swarm finished rank 0's part of |ctx|. */
 static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) {
   (void)user;
   shim_op *op = ctx;
+  progress_report(op, res);
   pthread_mutex_lock(&S.mu);
   if (res->behind > S.behind) S.behind = res->behind;
   if (res->late && !res->alone && res->swarm_round > res->round) {
@@ -641,6 +686,7 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
     uint64_t round = S.round0 + S.nops++;
     state_learn_step(op);
     int rv = DED_ERR_INTERNAL;
+    op->start_ns = ded_driver_now_ns();
     if (op->local_err == MPI_SUCCESS) {
       ded_round_args a = {recvbuf, (uint64_t)count, dtype, w, (uint32_t)S.size, op};
       rv = ded_driver_submit(S.driver, &a);
@@ -935,6 +981,7 @@ static int shim_init(int *argc, char ***argv, int required, int *provided) {
     return shim_init_failed(status == DED_ERR_INVALID_ARG ? MPI_ERR_ARG : MPI_ERR_OTHER);
   }
   S.min_count = (int64_t)((S.cfg.min_bytes + sizeof(double) - 1) / sizeof(double));
+  if (S.rank == 0) progress_open();
   if (S.rank == 0)
     shim_log(DED_LOG_INFO, "job of %d rank%s joined run '%s' as peer %s", S.size,
              S.size == 1 ? "" : "s", S.cfg.run, ded_driver_peer_sid(S.driver));
@@ -970,6 +1017,8 @@ DED_EXPORT int MPI_Finalize(void) {
     }
     free(S.reload.bytes);
     S.reload.bytes = NULL;
+    if (S.progress_fd >= 0) close(S.progress_fd);
+    S.progress_fd = -1;
   }
   return PMPI_Finalize();
 }

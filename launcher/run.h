@@ -1,0 +1,29 @@
+/*
+ * run.h: dedrun's running of a trainer (DESIGN §2): mpirun with
+ * libdedmpi.so preloaded and the configuration carried by -x, the
+ * children's signals and lifetime, and the progress line.
+ */
+#ifndef DEDRUN_RUN_H
+#define DEDRUN_RUN_H
+
+#include <stdbool.h>
+
+#define DEDRUN_X_MAX 256
+
+typedef struct dedrun_opts {
+  int np;                       /* -n/-np: ranks of the one job (mpirun mode) */
+  const char *x[DEDRUN_X_MAX]; /* -x VAR[=value], as given */
+  int nx;
+  int progress;                 /* --progress=on|off|auto: 1, 0, -1 */
+  char **argv;                  /* the program and its arguments */
+} dedrun_opts;
+
+/*
+ * Runs the trainer and waits for it. The DEDMPI_* settings are in this
+ * process's environment (the flags were put there). Returns the exit code
+ * dedrun exits with: the trainer's (128 + signal if it was killed), or 1
+ * and a message if it could not start.
+ */
+int dedrun_launch(const dedrun_opts *o);
+
+#endif /* DEDRUN_RUN_H */

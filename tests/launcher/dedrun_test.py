@@ -1,0 +1,339 @@
+#!/usr/bin/python3
+"""dedrun, the launcher (issue: a volunteer joins with one command).
+
+Each test runs dedrun as a user would: its flags and usage errors, a
+trainer under dedrun averaging with one under plain mpirun + preload, its
+signals and the lifetime of its children, and its progress line on a
+pseudo-terminal. The helpers (jobs, checks, the trainer) are mp_test's.
+"""
+import argparse
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mp"))
+import mp_test as mp  # noqa: E402
+from mp_test import Fail, check, free_port, swarm_env  # noqa: E402
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__] = fn
+    return fn
+
+
+def base_env(**extra):
+    env = dict(os.environ)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+                "ASAN_OPTIONS": "detect_leaks=0"})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def dedrun_cmd(*args):
+    """dedrun with the sanitizer runtimes, if any, preloaded into the ranks."""
+    pre = ["-x", "LD_PRELOAD=" + mp.ARGS.preload_extra] if mp.ARGS.preload_extra else []
+    return [mp.ARGS.dedrun] + pre + list(args)
+
+
+def cli(*args, env=None, timeout=60):
+    return subprocess.run([mp.ARGS.dedrun] + list(args), capture_output=True, text=True,
+                          env=env or base_env(), timeout=timeout)
+
+
+class Proc:
+    """dedrun running a trainer, output to files."""
+
+    def __init__(self, name, argv, env, workdir):
+        self.name, self.dir, self.argv = name, workdir, argv
+        self.out_path = os.path.join(workdir, name + ".out")
+        self.err_path = os.path.join(workdir, name + ".err")
+        self.proc = subprocess.Popen(argv, stdout=open(self.out_path, "w"),
+                                     stderr=open(self.err_path, "w"), cwd=workdir, env=env)
+        self.rc = None
+
+    def wait(self, timeout):
+        try:
+            self.rc = self.proc.wait(timeout=max(0.1, timeout))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.rc = "timeout"
+        return self.rc
+
+    @property
+    def out(self):
+        return open(self.out_path).read()
+
+    @property
+    def err(self):
+        return open(self.err_path).read()
+
+    def describe(self):
+        return "%s rc=%s\n  cmd: %s\n  stdout:\n%s\n  stderr:\n%s" % (
+            self.name, self.rc, " ".join(self.argv), mp.indent(self.out[-3000:]),
+            mp.indent(self.err[-3000:]))
+
+
+def procs_with(marker):
+    """Pids of processes whose command line holds |marker|."""
+    r = subprocess.run(["pgrep", "-f", "--", marker], capture_output=True, text=True)
+    return [int(p) for p in r.stdout.split() if int(p) != os.getpid()]
+
+
+def wait_gone(marker, timeout):
+    deadline = time.time() + timeout
+    while procs_with(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    return procs_with(marker)
+
+
+def swarm_flags(port, first, min_peers):
+    """The flags a volunteer types for what swarm_env puts in -x."""
+    env = swarm_env(port, first, min_peers)
+    return ["--run", env["DEDMPI_RUN"], "--join", env["DEDMPI_JOIN"], "--listen",
+            env["DEDMPI_LISTEN"], "--min-peers", env["DEDMPI_MIN_PEERS"], "--log", "info"]
+
+
+# ---------------------------------------------------------------- tests
+
+
+@test
+def flags():
+    """--help documents the flags and every DEDMPI_* variable; --version;
+    each kind of bad command line exits 2 with a message and the usage; bad
+    settings are refused before anything starts; a missing mpirun or
+    library is a clear error (exit 1)."""
+    r = cli("--help")
+    check(r.returncode == 0 and "usage: dedrun" in r.stdout, "--help:\n" + r.stdout + r.stderr)
+    for want in ("-n, -np N", "-x VAR[=VALUE]", "--join HOST:PORT", "--swarm-key-file",
+                 "--mode M", "DEDMPI_ROUND_TIMEOUT (default: 60s)", "DEDMPI_PROGRESS"):
+        check(want in r.stdout, "--help lacks %r:\n%s" % (want, r.stdout))
+    r = cli("--version")
+    check(r.returncode == 0 and re.match(r"dedrun \d+\.\d+\.\d+$", r.stdout.strip()),
+          "--version: %r" % r.stdout)
+    bad = [
+        (["--bogus", "true"], "unknown option --bogus"),
+        (["-n"], "-n needs a value"),
+        (["-n", "zero", "true"], "expected a number of ranks"),
+        (["-np", "0", "true"], "expected a number of ranks"),
+        (["--join"], "--join needs a value"),
+        (["-x", "=v", "true"], "expected VAR or VAR=VALUE"),
+        ([], "no program to run"),
+        (["--id", "--new-key"], "exclude each other"),
+        (["--new-key", "true"], "take no program"),
+        (["--expires", "7d", "true"], "--expires goes with --invite"),
+        (["--mode", "bogus", "true"], "DEDMPI_MODE='bogus': expected node, client or aux"),
+        (["-x", "DEDMPI_STREAMS=99", "true"], "DEDMPI_STREAMS='99'"),
+        (["--listen", "nowhere", "true"], "DEDMPI_LISTEN='nowhere'"),
+    ]
+    for args, want in bad:
+        r = cli(*args)
+        # A bad setting is named as the variable it sets; a bad command line gets the usage.
+        usage = want.startswith("DEDMPI_") or "usage: dedrun" in r.stderr
+        check(r.returncode == 2 and want in r.stderr and usage,
+              "dedrun %s: expected exit 2, %r and the usage; got %d:\n%s" %
+              (" ".join(args), want, r.returncode, r.stderr))
+    r = cli("true", env=base_env(PATH="/nonexistent"))
+    check(r.returncode == 1 and "no mpirun on PATH" in r.stderr, "no mpirun: %d %s" %
+          (r.returncode, r.stderr))
+    r = cli("true", env=base_env(DEDMPI_LIB="/nonexistent/libdedmpi.so"))
+    check(r.returncode == 1 and "libdedmpi.so not found at /nonexistent" in r.stderr,
+          "no library: %d %s" % (r.returncode, r.stderr))
+    r = cli("--no-progress", "/nonexistent/trainer")
+    check(r.returncode != 0, "a program that does not exist: exit 0")
+    print("  --help, --version, %d usage errors, missing mpirun and library checked" % len(bad))
+
+
+@test
+def trainer():
+    """A 2-rank trainer job under dedrun (flags, not -x) and a 1-rank job under
+    plain mpirun with the library preloaded train one model in one run: both
+    end with bit-identical parameters, dedrun exits 0, and (its stderr not a
+    terminal) it printed plain progress lines naming the run, 2 peers and
+    2 contributors."""
+    port = free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    common = ["--steps", "40", "--buckets", "2", "--log-every", "10", "--shards", "3"]
+    a = Proc("dedrun", dedrun_cmd("-n", "2", *swarm_flags(port, True, 2),
+                                  *mp.trainer_cmd(False, common + ["--shard-base", "0", "--out",
+                                                                   "params-a.bin"])),
+             base_env(), wd)
+    b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "2", "--out",
+                                                            "params-b.bin"]),
+               swarm_env(port, False, 2), workdir=wd)
+    rc = a.wait(180)
+    b.wait(60)
+    check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
+    pa = open(os.path.join(wd, "params-a.bin"), "rb").read()
+    pb = open(os.path.join(wd, "params-b.bin"), "rb").read()
+    check(pa and pa == pb, "parameters differ: %s vs %s" % (mp.final_line(b), a.out[-300:]))
+    lines = re.findall(r"^dedrun: run mp-%d \| (\d+) peers? \| round (\d+) \| [\d.]+ m?s \| [\d.]+ MB/s "
+                       r"\| (\d+) contributors?" % port, a.err, re.M)
+    check(lines, "no progress line:\n" + a.describe())
+    check(any(p == "2" and c == "2" for p, _, c in lines),
+          "no progress line with 2 peers and 2 contributors: %s" % lines)
+    print("  identical parameters (%d bytes); %d progress lines, e.g. %s" %
+          (len(pa), len(lines), lines[-1]))
+
+
+def long_trainer(port, marker):
+    return dedrun_cmd("--no-progress", *swarm_flags(port, True, 1),
+                      *mp.trainer_cmd(False, ["--steps", "100000", "--step-ms", "20",
+                                              "--log-every", "5", "--out", marker]))
+
+
+@test
+def signals():
+    """SIGTERM to dedrun reaches the trainer (through mpirun) at once and dedrun
+    exits with mpirun's outcome; SIGKILL to dedrun (no chance to forward) still takes
+    its children along. Either way no process of the job is left."""
+    notes = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        port = free_port()
+        wd = tempfile.mkdtemp(prefix="dedrun-")
+        marker = "params-sig%d-%d.bin" % (sig, port)
+        p = Proc("dedrun", long_trainer(port, marker), base_env(), wd)
+        deadline = time.time() + 60
+        while not re.search(r"step \d+ loss", p.out) and time.time() < deadline:
+            check(p.proc.poll() is None, "dedrun ended early:\n" + p.describe())
+            time.sleep(0.1)
+        check(re.search(r"step \d+ loss", p.out), "the trainer never stepped:\n" + p.describe())
+        check(procs_with(marker), "no trainer process found by %s" % marker)
+        t0 = time.time()
+        p.proc.send_signal(sig)
+        rc = p.wait(30)
+        left = wait_gone(marker, 20)
+        took = time.time() - t0
+        if left:
+            subprocess.run(["pkill", "-9", "-f", marker])
+        check(not left, "after %s to dedrun, processes left: %s\n%s" %
+              (sig.name, left, p.describe()))
+        if sig == signal.SIGTERM:
+            # Forwarded, mpirun ends the job itself, well before dedrun's 10 s
+            # grace would run out and SIGKILL it (137).
+            check(rc not in (0, 137, "timeout") and took < 8,
+                  "dedrun exited %s, %.1f s after SIGTERM:\n%s" % (rc, took, p.describe()))
+        notes.append("%s: dedrun rc %s, job gone in %.1f s" % (sig.name, rc, took))
+    print("  " + "; ".join(notes))
+
+
+def render(stream):
+    """The lines a terminal shows for |stream|: \\r returns to column 0,
+    ESC[K clears to the end of the line, \\n ends it."""
+    lines, cur, col = [], [], 0
+    i = 0
+    while i < len(stream):
+        ch = stream[i]
+        if stream.startswith("\x1b[K", i):
+            del cur[col:]
+            i += 3
+            continue
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            lines.append("".join(cur))
+            cur, col = [], 0
+        else:
+            if col < len(cur):
+                cur[col] = ch
+            else:
+                cur.append(ch)
+            col += 1
+        i += 1
+    return lines, "".join(cur)
+
+
+@test
+def progress_tty():
+    """On a terminal (a pseudo-terminal here) dedrun keeps one updating
+    progress line below the trainer's output: the rendered screen has every
+    line the trainer printed intact, progress updates were drawn (ESC[K) with
+    2 peers, and the last line is dedrun's summary of the rounds."""
+    port = free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    common = ["--steps", "60", "--buckets", "2", "--log-every", "5", "--shards", "2",
+              "--step-ms", "10"]
+    master, slave = pty.openpty()
+    argv = dedrun_cmd("--run", "mp-%d" % port, "--listen", "127.0.0.1:%d" % port, "--min-peers",
+                      "2", *mp.trainer_cmd(False, common + ["--shard-base", "0", "--out",
+                                                            "params-a.bin"]))
+    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=wd,
+                         env=base_env(TERM="xterm", COLUMNS="200"), start_new_session=True)
+    os.close(slave)
+    b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "1", "--out",
+                                                            "params-b.bin"]),
+               swarm_env(port, False, 2, DEDMPI_LOG="warn"), workdir=wd)
+    raw = b""
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            raw += data
+        elif p.poll() is not None:
+            break
+    rc = p.wait(timeout=30)
+    os.close(master)
+    b.wait(60)
+    text = raw.decode("utf-8", "replace")
+    lines, last = render(text)
+    shown = "\n".join(lines + [last])
+    check(rc == 0 and b.rc == 0, "jobs failed (rc %s, %s):\n%s\n%s" % (rc, b.rc, shown[-3000:],
+                                                                      b.describe()))
+    # Same parameters in both jobs: the same checksum at every logged step.
+    want = re.findall(r"^step (\d+) loss \S+ checksum (0x[0-9a-f]{8})$", b.out, re.M)
+    got = [m.groups() for m in (re.match(r"^step (\d+) loss \S+ checksum (0x[0-9a-f]{8})$", l)
+                                for l in lines) if m]
+    check(want and got == want,
+          "the trainer's lines are not intact on the screen (%d of %d):\n%s" %
+          (len(got), len(want), shown[-3000:]))
+    check("\x1b[K" in text and re.search(r"dedrun: run mp-%d \| 2 peers \| round \d+" % port, text),
+          "no progress line drawn:\n" + repr(text[-2000:]))
+    summary = [l for l in lines if re.match(r"dedrun: \d+ rounds; last: run mp-%d" % port, l)]
+    check(summary and lines[-1] == summary[-1] and not last.strip(),
+          "the screen does not end with dedrun's summary:\n" + shown[-1500:])
+    print("  %d trainer lines intact; %d progress draws; %s" %
+          (len(got), text.count("\x1b[K"), summary[-1]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bin")
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--dedrun", required=True)
+    ap.add_argument("--preload-extra", default="")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("tests", nargs="*")
+    if "--list" in sys.argv:
+        print("\n".join(TESTS))
+        return 0
+    mp.ARGS = ap.parse_args()
+    failed = 0
+    for name in mp.ARGS.tests or list(TESTS):
+        t0 = time.time()
+        try:
+            TESTS[name]()
+            print("PASS %s (%.1fs)" % (name, time.time() - t0))
+        except Fail as e:
+            failed += 1
+            print("FAIL %s (%.1fs)\n%s" % (name, time.time() - t0, e))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
