@@ -25,6 +25,7 @@
 #include "ded_config.h"
 #include "ded_driver.h"
 #include "dht/ded_invite.h"
+#include "backbone.h"
 #include "run.h"
 
 #ifndef DEDMPI_VERSION
@@ -35,6 +36,8 @@ extern char **environ;
 
 static const char usage_text[] =
     "usage: dedrun [-n N] [-x VAR[=VALUE]]... [OPTIONS] PROGRAM [ARGS...]\n"
+    "       dedrun --backbone [--listen HOST:PORT] [--http HOST:PORT] [OPTIONS]\n"
+    "       dedrun --status HOST:PORT\n"
     "       dedrun --id [--identity-file FILE]\n"
     "       dedrun --new-key\n"
     "       dedrun --invite KEY [--run NAME] [--identity-file FILE] [--expires DURATION]\n"
@@ -56,6 +59,13 @@ static const char usage_text[] =
     "  --log LEVEL           error, warn, info or debug (DEDMPI_LOG)\n"
     "  --no-progress         no progress line (on a terminal: one updating line;\n"
     "                        otherwise a line every 10 s)\n"
+    "\n"
+    "  --backbone            run no trainer: stay up, bootstrap newcomers and serve the\n"
+    "                        run's status (peers, their bandwidth, rounds per minute,\n"
+    "                        joins and leaves) over HTTP: /, /status.json, /status.txt\n"
+    "  --http HOST:PORT      where the backbone serves it (default: the --listen host,\n"
+    "                        127.0.0.1 if that is any address, and the next port)\n"
+    "  --status HOST:PORT    print the status a backbone serves at HOST:PORT (its --http)\n"
     "\n"
     "  --id                  print this identity's public key (FILE is created, mode\n"
     "                        0600, if missing): what the run owner needs to invite you,\n"
@@ -239,9 +249,9 @@ int main(int argc, char **argv) {
       {"--identity-file", "DEDMPI_IDENTITY_FILE"},
       {"--log", "DEDMPI_LOG"},
   };
-  enum { CMD_RUN, CMD_ID, CMD_NEW_KEY, CMD_INVITE };
+  enum { CMD_RUN, CMD_ID, CMD_NEW_KEY, CMD_INVITE, CMD_BACKBONE, CMD_STATUS };
   dedrun_opts ro = {.np = 1, .progress = -1};
-  const char *invite = NULL, *expires = NULL;
+  const char *invite = NULL, *expires = NULL, *http = NULL, *status = NULL;
   int cmd = CMD_RUN, i;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -293,6 +303,15 @@ int main(int argc, char **argv) {
       cmd = CMD_INVITE;
     } else if ((v = opt_value(argv, argc, &i, "--expires", &missing))) {
       expires = v;
+    } else if ((v = opt_value(argv, argc, &i, "--http", &missing))) {
+      http = v;
+    } else if ((v = opt_value(argv, argc, &i, "--status", &missing))) {
+      status = v;
+      if (cmd != CMD_RUN && cmd != CMD_STATUS) goto exclusive;
+      cmd = CMD_STATUS;
+    } else if (!strcmp(a, "--backbone")) {
+      if (cmd != CMD_RUN && cmd != CMD_BACKBONE) goto exclusive;
+      cmd = CMD_BACKBONE;
     } else if (missing) {
       goto missing_value;
     } else if (!strcmp(a, "--id") || !strcmp(a, "--new-key")) {
@@ -322,25 +341,31 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dedrun: --run: at most %d characters\n", DED_RUN_NAME_MAX);
     return 2;
   }
+  if (expires && cmd != CMD_INVITE) {
+    fprintf(stderr, "dedrun: --expires goes with --invite\n");
+    return usage(stderr, 2);
+  }
+  if (http && cmd != CMD_BACKBONE) {
+    fprintf(stderr, "dedrun: --http goes with --backbone\n");
+    return usage(stderr, 2);
+  }
   if (cmd != CMD_RUN) {
     if (i < argc) {
-      fprintf(stderr, "dedrun: --id, --new-key and --invite take no program (%s)\n", argv[i]);
+      fprintf(stderr, "dedrun: --backbone, --status, --id, --new-key and --invite take no "
+                      "program (%s)\n", argv[i]);
       return usage(stderr, 2);
     }
+    if (cmd == CMD_STATUS) return dedrun_status(status);
+    if (cmd == CMD_BACKBONE) return dedrun_backbone(http);
     long long expires_in = 0;
-    if (expires && (cmd != CMD_INVITE || (expires_in = parse_expiry(expires)) < 0)) {
-      fprintf(stderr, cmd != CMD_INVITE ? "dedrun: --expires goes with --invite\n"
-                                        : "dedrun: --expires %s: expected a duration such as "
-                                          "90m, 12h or 7d\n", expires);
+    if (expires && (expires_in = parse_expiry(expires)) < 0) {
+      fprintf(stderr, "dedrun: --expires %s: expected a duration such as 90m, 12h or 7d\n",
+              expires);
       return usage(stderr, 2);
     }
     if (cmd == CMD_ID) return cmd_id(identity);
     if (cmd == CMD_NEW_KEY) return cmd_new_key();
     return cmd_invite(invite, run, identity, expires_in);
-  }
-  if (expires) {
-    fprintf(stderr, "dedrun: --expires goes with --invite\n");
-    return usage(stderr, 2);
   }
   if (i >= argc) {
     fprintf(stderr, "dedrun: no program to run\n");
@@ -354,6 +379,6 @@ missing_value:
   fprintf(stderr, "dedrun: %s needs a value\n", argv[i]);
   return usage(stderr, 2);
 exclusive:
-  fprintf(stderr, "dedrun: --id, --new-key and --invite exclude each other\n");
+  fprintf(stderr, "dedrun: --backbone, --status, --id, --new-key and --invite exclude each other\n");
   return usage(stderr, 2);
 }

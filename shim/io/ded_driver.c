@@ -113,6 +113,13 @@ struct ded_driver {
   bool leaving;
   uint64_t leave_deadline_ns;
   _Atomic unsigned peers_up; /* ded_driver_peer_count */
+  /* ded_driver_status: the latest peer events (a ring, under |mu|), and
+   * an asked-for snapshot, filled on the driver thread. */
+  ded_driver_event events[DED_DRIVER_EVENTS];
+  uint64_t nevents;
+  bool status_asked, status_ready;
+  ded_swarm_status *status_out;
+  int status_rv;
 };
 
 uint64_t ded_driver_now_ns(void) {
@@ -592,8 +599,24 @@ static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
   d->cfg.done(d->cfg.user, ctx, res);
 }
 
+static uint64_t wall_ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void cb_event(void *user, const ded_event *ev) {
   ded_driver *d = user;
+  if (ev->type == DED_EVENT_PEER_UP || ev->type == DED_EVENT_PEER_DOWN) {
+    pthread_mutex_lock(&d->mu);
+    ded_driver_event *e = &d->events[d->nevents++ % DED_DRIVER_EVENTS];
+    e->wall_ms = wall_ms_now();
+    memcpy(e->id, ev->peer, DED_ID_BYTES);
+    e->up = ev->type == DED_EVENT_PEER_UP;
+    e->status = ev->status;
+    pthread_mutex_unlock(&d->mu);
+    return;
+  }
   if (ev->type != DED_EVENT_BOOTSTRAP) return;
   pthread_mutex_lock(&d->mu);
   d->booted = true;
@@ -800,6 +823,19 @@ static void driver_submit_waiting(ded_driver *d) {
 }
 
 /* Moves queued submissions into the node; handles a stop request. */
+/* The snapshot ded_driver_status asked for; under |mu|, on the driver
+ * thread (the node is its alone). */
+static void driver_status_fill(ded_driver *d, ded_swarm_status *out) {
+  memset(out, 0, sizeof *out);
+  out->wall_ms = wall_ms_now();
+  out->peers = malloc(DED_PEERS_MAX * sizeof *out->peers);
+  d->status_rv = out->peers ? 0 : DED_ERR_NOMEM;
+  if (out->peers) out->npeers = ded_node_status(d->node, out->peers, DED_PEERS_MAX);
+  uint64_t first = d->nevents > DED_DRIVER_EVENTS ? d->nevents - DED_DRIVER_EVENTS : 0;
+  for (uint64_t i = first; i < d->nevents; i++)
+    out->events[out->nevents++] = d->events[i % DED_DRIVER_EVENTS];
+}
+
 static void on_wake(ded_driver *d) {
   uint64_t v;
   while (read(d->wake_fd, &v, sizeof v) > 0) {
@@ -813,6 +849,12 @@ static void on_wake(ded_driver *d) {
   d->fetch_asked = false;
   ded_snapshot *give = d->give_snap;
   d->give_snap = NULL;
+  if (d->status_asked) {
+    d->status_asked = false;
+    driver_status_fill(d, d->status_out);
+    d->status_ready = true;
+    pthread_cond_broadcast(&d->cv);
+  }
   pthread_mutex_unlock(&d->mu);
   if (fetch) {
     uint64_t now = ded_driver_now_ns();
@@ -1495,6 +1537,26 @@ void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   driver_wake(d);
   if (d->thread_started) pthread_join(d->thread, NULL);
   driver_free(d);
+}
+
+int ded_driver_status(ded_driver *d, ded_swarm_status *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&d->mu);
+  d->status_out = out;
+  d->status_asked = true;
+  d->status_ready = false;
+  pthread_mutex_unlock(&d->mu);
+  driver_wake(d);
+  uint64_t deadline = ded_driver_now_ns() + 1000000000ull;
+  pthread_mutex_lock(&d->mu);
+  while (!d->status_ready && ded_driver_now_ns() < deadline) ded_cond_wait_ns(&d->cv, &d->mu, 10000000);
+  int rv = d->status_ready ? d->status_rv : DED_ERR_TIMEOUT;
+  if (!d->status_ready) {
+    d->status_asked = false; /* |out| is the caller's again */
+    d->status_out = NULL;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return rv;
 }
 
 uint16_t ded_driver_port(const ded_driver *d) { return d->port; }

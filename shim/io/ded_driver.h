@@ -121,6 +121,33 @@ uint64_t ded_driver_now_ns(void);
  * last pass (any thread may ask). */
 unsigned ded_driver_peer_count(const ded_driver *d);
 
+/* A peer's connection coming up or going away, as this node saw it. */
+typedef struct ded_driver_event {
+  uint64_t wall_ms;
+  uint8_t id[DED_ID_BYTES];
+  bool up;
+  int status; /* going away: why (DED_ERR_*; 0 = it said goodbye) */
+} ded_driver_event;
+
+#define DED_DRIVER_EVENTS 32
+
+/* What a backbone's status page shows (ded_driver_status). */
+typedef struct ded_swarm_status {
+  ded_status_peer *peers; /* free() it */
+  size_t npeers;
+  ded_driver_event events[DED_DRIVER_EVENTS]; /* the latest, oldest first */
+  size_t nevents;
+  uint64_t wall_ms; /* when it was taken */
+} ded_swarm_status;
+
+/*
+ * Takes the node's view of the swarm (ded_node_status) and the latest
+ * peer events, on the driver thread, for any other thread. Returns 0,
+ * DED_ERR_NOMEM, or DED_ERR_TIMEOUT if the driver thread did not answer
+ * within a second.
+ */
+int ded_driver_status(ded_driver *d, ded_swarm_status *out);
+
 /* pthread_cond_timedwait for at most |ns| from now (|mu| held). */
 void ded_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns);
 

@@ -10,6 +10,7 @@
 
 #include "core/ded_assert.h"
 #include "core/ded_types.h"
+#include "ded_driver.h"
 #include "ded_node.h"
 
 typedef struct parse_ctx {
@@ -436,4 +437,32 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
     }
   }
   return p.nerr;
+}
+
+void ded_config_driver(const ded_config *cfg, ded_driver_config *dc) {
+  memset(dc, 0, sizeof *dc);
+  dc->node.run = cfg->run;
+  dc->node.mode = cfg->mode;
+  dc->node.min_peers = cfg->min_peers;
+  dc->node.bootstrap_timeout_ns = cfg->join_timeout_ns;
+  dc->node.rendezvous_timeout_ns = cfg->rendezvous_timeout_ns;
+  dc->node.round_timeout_ns = cfg->round_timeout_ns;
+  dc->node.chunk_bytes = cfg->chunk_bytes;
+  dc->node.streams = cfg->streams;
+  dc->node.probe_bytes = cfg->probe_bytes;
+  dc->node.deadline_floor_ns = cfg->deadline_floor_ns;
+  dc->node.history_bytes = cfg->history_bytes;
+  dc->node.log_level = cfg->log_level;
+  dc->node.plan = cfg->plan;
+  dc->node.up_Bps = cfg->up_Bps;
+  dc->node.down_Bps = cfg->down_Bps;
+  dc->listen = cfg->mode == DED_MODE_CLIENT ? NULL : cfg->listen;
+  dc->join = cfg->join;
+  dc->announce = cfg->announce;
+  dc->identity_file = cfg->identity_file;
+  dc->swarm_key = cfg->swarm_key;
+  dc->swarm_key_file = cfg->swarm_key_file;
+  dc->owner = cfg->has_owner ? cfg->owner : NULL;
+  dc->allow_file = cfg->allow_file;
+  dc->invite = cfg->has_invite ? &cfg->invite : NULL;
 }

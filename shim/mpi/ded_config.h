@@ -68,4 +68,9 @@ typedef struct ded_config_var {
 /* The table, terminated by a NULL name. */
 const ded_config_var *ded_config_vars(void);
 
+/* The driver's settings for |cfg| (pointers into |cfg|, which must
+ * outlive the start); callbacks and the log prefix are the caller's. */
+struct ded_driver_config;
+void ded_config_driver(const ded_config *cfg, struct ded_driver_config *dc);
+
 #endif /* DED_CONFIG_H */

@@ -896,34 +896,10 @@ static const char *env_get(const char *name) { return getenv(name); }
 /* Starts the swarm side on rank 0. Returns 0 or a DED_ERR_* with |err| set. */
 static int shim_start_driver(char *err, size_t errlen) {
   ded_driver_config dc;
-  memset(&dc, 0, sizeof dc);
-  dc.node.run = S.cfg.run;
-  dc.node.mode = S.cfg.mode;
-  dc.node.min_peers = S.cfg.min_peers;
-  dc.node.bootstrap_timeout_ns = S.cfg.join_timeout_ns;
-  dc.node.rendezvous_timeout_ns = S.cfg.rendezvous_timeout_ns;
-  dc.node.round_timeout_ns = S.cfg.round_timeout_ns;
-  dc.node.chunk_bytes = S.cfg.chunk_bytes;
-  dc.node.streams = S.cfg.streams;
-  dc.node.probe_bytes = S.cfg.probe_bytes;
-  dc.node.deadline_floor_ns = S.cfg.deadline_floor_ns;
-  dc.node.history_bytes = S.cfg.history_bytes;
-  dc.node.log_level = S.cfg.log_level;
-  dc.node.plan = S.cfg.plan;
-  dc.node.up_Bps = S.cfg.up_Bps;
-  dc.node.down_Bps = S.cfg.down_Bps;
-  dc.listen = S.cfg.mode == DED_MODE_CLIENT ? NULL : S.cfg.listen;
-  dc.join = S.cfg.join;
-  dc.announce = S.cfg.announce;
+  ded_config_driver(&S.cfg, &dc);
   dc.done = shim_swarm_done;
   dc.want_snapshot = shim_want_snapshot;
   dc.log_prefix = S.prefix;
-  dc.identity_file = S.cfg.identity_file;
-  dc.swarm_key = S.cfg.swarm_key;
-  dc.swarm_key_file = S.cfg.swarm_key_file;
-  dc.owner = S.cfg.has_owner ? S.cfg.owner : NULL;
-  dc.allow_file = S.cfg.allow_file;
-  dc.invite = S.cfg.has_invite ? &S.cfg.invite : NULL;
   int rv = ded_driver_start(&dc, &S.driver, err, errlen);
   ded_wipe(S.cfg.swarm_key, sizeof S.cfg.swarm_key); /* the driver derived its own */
   return rv;

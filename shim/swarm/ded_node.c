@@ -49,6 +49,8 @@
 #define NODE_RECORD_TTL_MS_DEFAULT (5u * 60 * 1000)
 /* Rates that moved are republished at most this often. */
 #define NODE_PERF_REPUBLISH_NS (2000u * 1000000ull)
+/* Our record tells of our last completed round at most this often. */
+#define NODE_PROGRESS_REPUBLISH_NS (5000u * 1000000ull)
 #define NODE_DEADLINE_FLOOR_NS_DEFAULT (500ull * 1000 * 1000)
 #define NODE_HISTORY_BYTES_DEFAULT (256ull << 20)
 #define NODE_BACKOFF_MS_MIN 50u
@@ -389,6 +391,9 @@ struct ded_node {
   ded_meter up, down;
   ded_perf perf;
   uint64_t perf_ns;
+  /* Our last completed round, and whether our record says so yet. */
+  ded_progress progress;
+  bool progress_set, progress_new;
   /* The last plan our coordinator logged (coord_plan). */
   uint64_t plan_sig;
   /* Connections, by slot: id = gen << 16 | slot. */
@@ -895,6 +900,8 @@ static int node_build_record(ded_node *node, uint64_t now_ns) {
   node->perf_ns = now_ns;
   ded_record_perf_set(rec, &node->perf);
   if (node->s.has_invite) ded_record_invite_add(rec, node->s.invite_expires_ms, node->s.invite_sig);
+  if (node->progress_set) ded_record_progress_add(rec, &node->progress);
+  node->progress_new = false;
   rec->mode = node->s.mode;
   rec->flags = node->s.no_rounds ? DED_RECORD_F_NO_ROUNDS : 0;
   memcpy(rec->run_id, node->run_id, DED_RUN_ID_BYTES);
@@ -1380,6 +1387,12 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
 #undef MS_SINCE
   }
   r->keep = with_result;
+  if (status == 0 && !alone && (!node->progress_set || r->no > node->progress.round)) {
+    uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
+    node->progress = (ded_progress){r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
+                                    via_attempt ? r->ncontrib : 0};
+    node->progress_set = node->progress_new = true;
+  }
   ded_round_result res;
   memset(&res, 0, sizeof res);
   res.status = status;
@@ -4680,7 +4693,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   bool moved = now_ns >= node->perf_ns + NODE_PERF_REPUBLISH_NS &&
                (perf_moved(node->perf.up_kBps, perf.up_kBps) ||
                 perf_moved(node->perf.down_kBps, perf.down_kBps));
-  if (!node->leaving && (moved || now_ns >= node->rec_refresh_ns) &&
+  bool progressed = node->progress_new && now_ns >= node->perf_ns + NODE_PROGRESS_REPUBLISH_NS;
+  if (!node->leaving && (moved || progressed || now_ns >= node->rec_refresh_ns) &&
       node_build_record(node, now_ns) == 0) {
     if (moved)
       node_log(node, DED_LOG_INFO, "measured links: up %.1f Mbit/s, down %.1f Mbit/s",
@@ -5170,6 +5184,26 @@ bool ded_node_flushed(const ded_node *node) {
     if (c && c->state == CONN_READY && conn_has_output(c)) return false;
   }
   return true;
+}
+
+size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < node->table.n && n < max; i++) {
+    const ded_table_entry *e = &node->table.v[i];
+    ded_status_peer *o = &out[n++];
+    memset(o, 0, sizeof *o);
+    memcpy(o->id, e->id, DED_ID_BYTES);
+    o->self = memcmp(e->id, node->ident.id, DED_ID_BYTES) == 0;
+    const ded_peer *p = o->self ? NULL : peer_find(node, e->id);
+    o->connected = o->self || (p && p->conn);
+    o->mode = e->rec.mode;
+    o->no_rounds = (e->rec.flags & DED_RECORD_F_NO_ROUNDS) != 0;
+    if (e->rec.naddr > 0) o->addr = e->rec.addr[0];
+    ded_record_perf(&e->rec, &o->perf);
+    ded_record_progress(&e->rec, &o->progress);
+    o->issued_ms = e->rec.issued_ms;
+  }
+  return n;
 }
 
 unsigned ded_node_peer_count(const ded_node *node) {

@@ -32,6 +32,7 @@
 #include "core/ded_mem.h"
 #include "core/ded_types.h"
 #include "crypto/ded_ident.h"
+#include "dht/ded_record.h"
 
 typedef struct ded_node ded_node;
 
@@ -347,6 +348,23 @@ bool ded_node_flushed(const ded_node *node);
 
 /* Peers with a ready connection (not counting us). */
 unsigned ded_node_peer_count(const ded_node *node);
+
+/* One peer as this node knows it, from its discovery record. */
+typedef struct ded_status_peer {
+  uint8_t id[DED_ID_BYTES];
+  bool self;      /* this node */
+  bool connected; /* a connection is ready (always, for self) */
+  uint8_t mode;   /* enum ded_mode */
+  bool no_rounds; /* a backbone */
+  ded_addr addr;  /* the first address it publishes (family 0: none) */
+  ded_perf perf;  /* its measured rates, kB/s (0: unknown) */
+  ded_progress progress; /* its last completed round (all 0: none yet) */
+  uint64_t issued_ms;    /* when it last renewed its record, its clock */
+} ded_status_peer;
+
+/* The peers this node knows a live record of (itself included), at most
+ * |max| of them: what a backbone's status page shows. Returns how many. */
+size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max);
 
 /* The rates this peer publishes (declared, or measured so far), in kB/s;
  * 0 = not known yet. */

@@ -41,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ded_record_perf_set(&copy, &perf);
     FUZZ_CHECK(ded_record_perf(&copy, &again) == 1 && memcmp(&perf, &again, sizeof perf) == 0);
   }
+  /* So does its last completed round. */
+  ded_progress prog, prog_again;
+  if (ded_record_progress(&rec, &prog)) {
+    ded_record copy = rec;
+    ded_record_perf_set(&copy, &perf);
+    ded_record_progress_add(&copy, &prog);
+    FUZZ_CHECK(ded_record_progress(&copy, &prog_again) == 1 &&
+               memcmp(&prog, &prog_again, sizeof prog) == 0);
+  }
 
   uint8_t buf[DED_RECORD_BYTES_MAX];
   int n = ded_record_encode(&rec, buf, sizeof buf);

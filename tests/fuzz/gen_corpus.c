@@ -491,6 +491,36 @@ static void gen_record(void) {
   rec[n - 1] ^= 1;
   rec[n] = 0;
   write_seed("record", "trailing_byte", rec, n + 1);
+  /* Rates and a last completed round, as a peer in a run publishes them. */
+  ded_record full;
+  o = (rec_opts){.naddr = 1};
+  n = make_record(&id, &o, rec);
+  FUZZ_CHECK(ded_record_decode(rec, n, &full) == 0);
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  ded_record_sign(&full, &id);
+  int m = ded_record_encode(&full, rec, sizeof rec);
+  FUZZ_CHECK(m > 0);
+  write_seed("record", "progress", rec, (size_t)m);
+}
+
+/* ---------------------------------------------------------------- http */
+
+/* Requests to a backbone's status server (launcher/http.c). */
+static void gen_http(void) {
+  static const struct {
+    const char *name, *text;
+  } seeds[] = {
+      {"get_root", "GET / HTTP/1.1\r\nHost: 127.0.0.1:7001\r\nUser-Agent: x\r\n\r\n"},
+      {"head_json_query", "HEAD /status.json?t=1 HTTP/1.0\r\n\r\n"},
+      {"get_bare_lf", "GET /status.txt HTTP/1.1\n\n"},
+      {"post", "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"},
+      {"http2_preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+      {"no_version", "GET /\r\n\r\n"},
+      {"incomplete", "GET / HTTP/1.1\r\nHost: x\r\n"},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+    write_seed("http", seeds[i].name, (const uint8_t *)seeds[i].text, strlen(seeds[i].text));
 }
 
 /* ---------------------------------------------------------------- msg */
@@ -1432,5 +1462,6 @@ int main(int argc, char **argv) {
   gen_noise();
   gen_chan();
   gen_invite();
+  gen_http();
   return 0;
 }

@@ -310,6 +310,125 @@ def progress_tty():
           (len(got), text.count("\x1b[K"), summary[-1]))
 
 
+def http_get(port, path, data=None, timeout=5):
+    """(status, body) of one request to 127.0.0.1:|port|; |data| is sent raw."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data or ("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    head, _, body = buf.partition(b"\r\n\r\n")
+    m = re.match(rb"HTTP/1\.1 (\d+)", head)
+    return (int(m.group(1)) if m else None), body.decode("utf-8", "replace")
+
+
+def status_json(port):
+    import json
+    code, body = http_get(port, "/status.json")
+    check(code == 200, "/status.json answered %s: %s" % (code, body[:300]))
+    return json.loads(body)
+
+
+def wait_status(port, pred, timeout, what):
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        last = status_json(port)
+        if pred(last):
+            return last
+        time.sleep(0.3)
+    raise Fail("the status never showed %s; last:\n%s" % (what, last))
+
+
+def chromium_peer_count(url):
+    """The peer count the page shows once Chromium has run its script."""
+    exe = next((e for e in ("chromium", "chromium-browser") if subprocess.run(
+        ["sh", "-c", "command -v " + e], capture_output=True).returncode == 0), None)
+    check(exe, "chromium is not installed (scripts/setup.sh installs it)")
+    with tempfile.TemporaryDirectory(prefix="dedrun-chromium-") as prof:
+        r = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
+                            "--disable-dev-shm-usage", "--user-data-dir=" + prof,
+                            "--virtual-time-budget=8000", "--dump-dom", url],
+                           capture_output=True, text=True, timeout=120)
+    m = re.search(r'id="peer-count">([^<]*)<', r.stdout)
+    check(m, "no peer count in the page Chromium rendered (rc %d):\n%s\n%s" %
+          (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return m.group(1), r.stdout
+
+
+@test
+def backbone():
+    """A backbone (dedrun --backbone) with two trainer jobs that bootstrap
+    through it, one under dedrun and one under plain mpirun. While they
+    train, its status (JSON) counts 2 peers training, lists both with the
+    rounds they complete and itself as the backbone, and gives a rate of
+    rounds per minute; `dedrun --status` prints the same; the HTML page,
+    rendered by headless Chromium, shows 2 peers; malformed requests get
+    400, 404, 405 and 431 and the server goes on. After the jobs end, the
+    events say both joined and left, and SIGTERM ends the backbone with
+    exit 0."""
+    port, http = free_port(), free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    run = "mp-%d" % port
+    bb = Proc("backbone", [mp.ARGS.dedrun, "--backbone", "--run", run, "--listen",
+                           "127.0.0.1:%d" % port, "--http", "127.0.0.1:%d" % http], base_env(), wd)
+    deadline = time.time() + 20
+    while "status at http://" not in bb.err and time.time() < deadline:
+        check(bb.proc.poll() is None, "the backbone ended:\n" + bb.describe())
+        time.sleep(0.1)
+    check("status at http://127.0.0.1:%d/" % http in bb.err, "no status URL:\n" + bb.describe())
+    common = ["--steps", "400", "--buckets", "2", "--log-every", "100", "--shards", "2",
+              "--step-ms", "20"]
+    flags = ["--run", run, "--join", "127.0.0.1:%d" % port, "--listen", "127.0.0.1:0",
+             "--min-peers", "2"]
+    a = Proc("dedrun", dedrun_cmd("--no-progress", *flags, *mp.trainer_cmd(
+        False, common + ["--shard-base", "0", "--out", "params-a.bin"])), base_env(), wd)
+    env = swarm_env(port, False, 2)
+    env["DEDMPI_MIN_PEERS"] = "2"
+    b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "1", "--out",
+                                                            "params-b.bin"]), env, workdir=wd)
+    try:
+        st = wait_status(http, lambda s: s["peer_count"] == 2 and s["round"] is not None and
+                         sum(1 for p in s["peers"] if p["round"] is not None) == 2, 60,
+                         "2 peers training, both with a completed round")
+        roles = sorted(p["role"] for p in st["peers"])
+        check(roles == ["backbone", "node", "node"] and st["run"] == run and
+              [p["self"] for p in st["peers"] if p["role"] == "backbone"] == [True],
+              "peers listed wrong: %s" % st["peers"])
+        st = wait_status(http, lambda s: (s["rounds_per_min"] or 0) > 0, 30, "a rate of rounds")
+        rpm = st["rounds_per_min"]
+        r = cli("--status", "127.0.0.1:%d" % http)
+        check(r.returncode == 0 and re.search(r"run '%s': 2 peers training, backbone \w+; round "
+                                              r"\d+, [\d.]+ rounds/min" % run, r.stdout),
+              "dedrun --status: %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        count, dom = chromium_peer_count("http://127.0.0.1:%d/" % http)
+        check(count == "2", "the page shows %r peers:\n%s" % (count, dom[-1500:]))
+        for data, want in ((b"\x16\x03\x01garbage\r\n\r\n", 400),
+                           (b"GET /nope HTTP/1.1\r\n\r\n", 404),
+                           (b"POST /status.json HTTP/1.1\r\n\r\n", 405),
+                           (b"GET / HTTP/1.1\r\nX: " + b"a" * 5000, 431)):
+            code, _ = http_get(http, None, data)
+            check(code == want, "%r answered %s, not %d" % (data[:30], code, want))
+        check(status_json(http)["peer_count"] == 2, "the server broke after bad requests")
+    finally:
+        rc = a.wait(180)
+        b.wait(60)
+    check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
+    st = wait_status(http, lambda s: sum(e["event"] == "left" for e in s["events"]) >= 2, 30,
+                     "both jobs leaving")
+    joined = sum(e["event"] == "joined" for e in st["events"])
+    check(joined >= 2 and st["peer_count"] == 0, "events or count wrong after the run: %s" % st)
+    bb.proc.send_signal(signal.SIGTERM)
+    check(bb.wait(30) == 0 and "leaving" in bb.err, "the backbone did not end cleanly:\n" +
+          bb.describe())
+    print("  2 peers on /status.json, the text status and the page (Chromium); %.0f rounds/min; "
+          "%d joins and %d leaves seen; bad requests answered 400/404/405/431" %
+          (rpm, joined, sum(e["event"] == "left" for e in st["events"])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True)

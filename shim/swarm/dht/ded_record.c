@@ -50,7 +50,7 @@ void ded_record_sign(ded_record *rec, const ded_ident *ident) {
  * a known tag at most once, a known tag long enough), -1 if not. With
  * |want|, stops at that tag and sets |*val| and |*len|: 1. */
 static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val, size_t *len) {
-  bool seen_perf = false, seen_invite = false;
+  bool seen_perf = false, seen_invite = false, seen_progress = false;
   size_t i = 0;
   while (i < rec->ext_len) {
     if (rec->ext_len - i < 2) return -1;
@@ -63,6 +63,10 @@ static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val,
     if (tag == DED_RECORD_EXT_INVITE) {
       if (seen_invite || n != DED_RECORD_INVITE_BYTES) return -1;
       seen_invite = true;
+    }
+    if (tag == DED_RECORD_EXT_PROGRESS) {
+      if (seen_progress || n < DED_RECORD_PROGRESS_BYTES) return -1;
+      seen_progress = true;
     }
     if (tag == want) {
       *val = rec->ext + i + 2;
@@ -102,6 +106,29 @@ int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[D
   ded_rd r = ded_rd_init(v, n);
   *expires_ms = ded_rd_u64(&r);
   ded_rd_bytes(&r, sig, DED_SIG_BYTES);
+  return 1;
+}
+
+void ded_record_progress_add(ded_record *rec, const ded_progress *prog) {
+  ded_wr w = ded_wr_init(rec->ext + rec->ext_len, sizeof rec->ext - rec->ext_len);
+  ded_wr_u8(&w, DED_RECORD_EXT_PROGRESS);
+  ded_wr_u8(&w, DED_RECORD_PROGRESS_BYTES);
+  ded_wr_u64(&w, prog->round);
+  ded_wr_u32(&w, prog->round_ms);
+  ded_wr_u32(&w, prog->contributors);
+  DED_ASSERT(!w.err);
+  rec->ext_len = (uint16_t)(rec->ext_len + w.pos);
+}
+
+int ded_record_progress(const ded_record *rec, ded_progress *prog) {
+  memset(prog, 0, sizeof *prog);
+  const uint8_t *v = NULL;
+  size_t n = 0;
+  if (record_ext_walk(rec, DED_RECORD_EXT_PROGRESS, &v, &n) != 1) return 0;
+  ded_rd r = ded_rd_init(v, n);
+  prog->round = ded_rd_u64(&r);
+  prog->round_ms = ded_rd_u32(&r);
+  prog->contributors = ded_rd_u32(&r);
   return 1;
 }
 

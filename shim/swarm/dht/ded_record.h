@@ -31,6 +31,10 @@
  *     DED_RECORD_EXT_INVITE (len = 72): u64 expires_ms | sig [64]: the
  *     run owner's invitation of this record's key (ded_invite.h), for a
  *     run with access control.
+ *     DED_RECORD_EXT_PROGRESS (len >= 16): u64 round | u32 round_ms |
+ *     u32 contributors: the last round the owner completed, how long it
+ *     took it and how many jobs it averaged (what a backbone's status
+ *     page shows; republished every few seconds while rounds go on).
  */
 #ifndef DED_RECORD_H
 #define DED_RECORD_H
@@ -54,9 +58,18 @@ enum {
 enum {
   DED_RECORD_EXT_PERF = 1,
   DED_RECORD_EXT_INVITE = 2,
+  DED_RECORD_EXT_PROGRESS = 3,
 };
 #define DED_RECORD_PERF_BYTES 12
 #define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
+#define DED_RECORD_PROGRESS_BYTES 16
+
+/* A peer's last completed round as its record publishes it. */
+typedef struct ded_progress {
+  uint64_t round;
+  uint32_t round_ms;
+  uint32_t contributors;
+} ded_progress;
 
 /* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */
 typedef struct ded_perf {
@@ -115,6 +128,13 @@ void ded_record_invite_add(ded_record *rec, uint64_t expires_ms, const uint8_t s
 
 /* The invitation |rec| carries: 1 with its expiry and signature, or 0. */
 int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[DED_SIG_BYTES]);
+
+/* Adds |prog| to |rec|'s extension (after ded_record_perf_set, before
+ * signing). */
+void ded_record_progress_add(ded_record *rec, const ded_progress *prog);
+
+/* The progress |rec| publishes: 1 and |*prog|, or 0 (none; zeroed). */
+int ded_record_progress(const ded_record *rec, ded_progress *prog);
 
 /* Absolute expiry of |rec|, in the owner's clock. */
 static inline uint64_t ded_record_expiry_ms(const ded_record *rec) {
