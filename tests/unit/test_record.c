@@ -500,9 +500,59 @@ static void test_record_invite(void **state) {
   assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
 }
 
+/* The last completed round a record publishes (what a backbone shows):
+ * carried beside the rates and an invitation; one entry only, and one too
+ * short is malformed. */
+static void test_record_progress(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 23);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  ded_progress prog;
+  assert_int_equal(ded_record_progress(&rec, &prog), 0);
+  assert_true(prog.round == 0 && prog.round_ms == 0 && prog.contributors == 0);
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  uint8_t sig[DED_SIG_BYTES] = {7};
+  ded_record_invite_add(&rec, 99, sig);
+  ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12});
+  ded_record_sign(&rec, &id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_progress(&out, &prog), 1);
+  assert_true(prog.round == (1ull << 40) + 5 && prog.round_ms == 4470 && prog.contributors == 12);
+  ded_perf perf;
+  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  assert_int_equal(perf.down_kBps, 2);
+  /* Twice: malformed. */
+  ded_record_progress_add(&rec, &prog);
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+  /* Shorter than this version reads: malformed; longer: read. */
+  const uint8_t shorter[] = {DED_RECORD_EXT_PROGRESS, 15, 1, 0, 0, 0, 0, 0, 0, 0,
+                             2, 0, 0, 0, 3, 0, 0};
+  const uint8_t longer[] = {DED_RECORD_EXT_PROGRESS, 17, 1, 0, 0, 0, 0, 0, 0, 0,
+                            2, 0, 0, 0, 3, 0, 0, 0, 9};
+  memcpy(rec.ext, shorter, sizeof shorter);
+  rec.ext_len = sizeof shorter;
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
+  memcpy(rec.ext, longer, sizeof longer);
+  rec.ext_len = sizeof longer;
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_progress(&out, &prog), 1);
+  assert_true(prog.round == 1 && prog.round_ms == 2 && prog.contributors == 3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_record_round_trip),
+      cmocka_unit_test(test_record_progress),
       cmocka_unit_test(test_record_perf),
       cmocka_unit_test(test_invite_check),
       cmocka_unit_test(test_invite_text),
