@@ -45,7 +45,8 @@ static const char usage_text[] =
     "\n"
     "Runs PROGRAM, an MPI trainer, as one job of the swarm: its large all-reduces\n"
     "are averaged with every other job of the run; all else stays within the job.\n"
-    "With Open MPI installed this is mpirun with libdedmpi.so preloaded.\n"
+    "With Open MPI installed this is mpirun with libdedmpi.so preloaded; without\n"
+    "it (or with --standalone), dedmpi's own libmpi.so.40 runs the same binary.\n"
     "\n"
     "  -n, -np N             ranks of the job (default 1)\n"
     "  -x VAR[=VALUE]        export VAR to the ranks, as mpirun -x does\n"
@@ -59,6 +60,10 @@ static const char usage_text[] =
     "  --log LEVEL           error, warn, info or debug (DEDMPI_LOG)\n"
     "  --no-progress         no progress line (on a terminal: one updating line;\n"
     "                        otherwise a line every 10 s)\n"
+    "  --standalone          run on dedmpi's own MPI library (Open MPI's ABI), even where\n"
+    "                        Open MPI is installed: each of the N processes is then a job\n"
+    "                        of one rank (process i listens on the --listen port + i);\n"
+    "                        without mpirun on PATH this is what dedrun does\n"
     "\n"
     "  --backbone            run no trainer: stay up, bootstrap newcomers and serve the\n"
     "                        run's status (peers, their bandwidth, rounds per minute,\n"
@@ -320,6 +325,8 @@ int main(int argc, char **argv) {
       cmd = c;
     } else if (!strcmp(a, "--no-progress")) {
       ro.progress = 0;
+    } else if (!strcmp(a, "--standalone")) {
+      ro.standalone = true;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       return usage(stdout, 0);
     } else if (!strcmp(a, "--version")) {

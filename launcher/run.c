@@ -261,10 +261,12 @@ typedef struct child {
 } child;
 
 /* Forks and execs |argv|. The child dies with dedrun (PDEATHSIG), gets
- * the signal mask dedrun started with, and |slave| as its terminal
- * outputs where |pty_out|/|pty_err|. An exec failure comes back through
- * a close-on-exec pipe. Returns the pid or -1 with errno. */
-static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, bool pty_err) {
+ * the signal mask dedrun started with, |slave| as its terminal outputs
+ * where |pty_out|/|pty_err|, and the variables of |env| (name, value, ...,
+ * NULL) set; |argv[0]| is looked up on PATH. An exec failure comes back
+ * through a close-on-exec pipe. Returns the pid or -1 with errno. */
+static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, bool pty_err,
+                   char *const *env) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return -1;
   pid_t parent = getpid();
@@ -280,7 +282,8 @@ static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, b
     if (pty_out) dup2(slave, STDOUT_FILENO);
     if (pty_err) dup2(slave, STDERR_FILENO);
     sigprocmask(SIG_SETMASK, mask, NULL);
-    execv(argv[0], argv);
+    for (size_t i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
+    execvp(argv[0], argv);
     int e = errno;
     (void)!write(pfd[1], &e, sizeof e);
     _exit(127);
@@ -366,17 +369,102 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
   return v;
 }
 
+/* dedmpi's own libmpi.so.40 (and libmpi_cxx.so.40): $DEDMPI_STANDALONE_DIR,
+ * else next to this executable, installed (<prefix>/<libdir>/dedmpi) or in
+ * the build tree (build/standalone/lib). */
+static bool find_standalone(char *out, size_t len) {
+  const char *env = getenv("DEDMPI_STANDALONE_DIR");
+  char path[PATH_MAX + 32];
+  if (env && env[0]) {
+    snprintf(out, len, "%s", env);
+    snprintf(path, sizeof path, "%s/libmpi.so.40", out);
+    return is_file(path);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return false;
+  *slash = '\0';
+  static const char *const rel[] = {"../" DEDRUN_LIBDIR "/dedmpi", "../standalone/lib"};
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    char real[PATH_MAX];
+    int m = snprintf(path, sizeof path, "%s/%s/libmpi.so.40", exe, rel[i]);
+    if (m > 0 && (size_t)m < sizeof path && is_file(path) && realpath(path, real)) {
+      *strrchr(real, '/') = '\0';
+      snprintf(out, len, "%s", real);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The variables child |i| of a standalone run gets (each process is a job
+ * of one rank): our library first on the loader's path, and past the
+ * first, the next port (when one was given) and the first as a peer to
+ * join (when none was). Fills |env| (name, value pairs); false with a
+ * message if the processes could not find each other. */
+static bool standalone_env(int i, int n, const char *dir, char *ldpath, size_t ldlen, char *listen,
+                           char *join, size_t addrlen, const char **env) {
+  const char *old = getenv("LD_LIBRARY_PATH");
+  snprintf(ldpath, ldlen, "%s%s%s", dir, old && old[0] ? ":" : "", old ? old : "");
+  size_t k = 0;
+  env[k++] = "LD_LIBRARY_PATH";
+  env[k++] = ldpath;
+  const char *l = getenv("DEDMPI_LISTEN"), *j = getenv("DEDMPI_JOIN");
+  const char *colon = l ? strrchr(l, ':') : NULL;
+  long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+  if (n > 1 && port == 0 && !(j && j[0])) {
+    fprintf(stderr, "dedrun: --standalone -n %d: give --listen HOST:PORT (process i listens on "
+                    "PORT + i) or --join, so that the processes find each other\n", n);
+    return false;
+  }
+  if (i > 0 && port > 0) {
+    int hl = (int)(colon - l);
+    snprintf(listen, addrlen, "%.*s:%ld", hl, l, port + i);
+    env[k++] = "DEDMPI_LISTEN";
+    env[k++] = listen;
+    if (!(j && j[0])) {
+      bool any = hl == 0 || !strncmp(l, "0.0.0.0", (size_t)hl) || !strncmp(l, "[::]", (size_t)hl);
+      snprintf(join, addrlen, "%.*s:%ld", any ? 9 : hl, any ? "127.0.0.1" : l, port);
+      env[k++] = "DEDMPI_JOIN";
+      env[k++] = join;
+    }
+  }
+  env[k] = NULL;
+  return true;
+}
+
 int dedrun_launch(const dedrun_opts *o) {
-  char mpirun[PATH_MAX], lib[PATH_MAX];
-  if (!find_in_path("mpirun", mpirun, sizeof mpirun)) {
-    fprintf(stderr, "dedrun: no mpirun on PATH: install Open MPI (apt-get install openmpi-bin)\n");
+  char mpirun[PATH_MAX], lib[PATH_MAX], dir[PATH_MAX];
+  bool standalone = o->standalone;
+  if (!standalone && !find_in_path("mpirun", mpirun, sizeof mpirun)) {
+    standalone = true;
+    fprintf(stderr, "dedrun: no mpirun on PATH: running on dedmpi's own MPI library, each "
+                    "process a job of one rank (install openmpi-bin for jobs of several ranks)\n");
+  }
+  if (standalone && !find_standalone(dir, sizeof dir)) {
+    fprintf(stderr, "dedrun: dedmpi's own libmpi.so.40 not found%s%s: set "
+                    "DEDMPI_STANDALONE_DIR to its directory\n",
+            getenv("DEDMPI_STANDALONE_DIR") ? " in " : "",
+            getenv("DEDMPI_STANDALONE_DIR") ? getenv("DEDMPI_STANDALONE_DIR") : "");
     return 1;
   }
-  if (!find_lib(lib, sizeof lib)) {
+  if (!standalone && !find_lib(lib, sizeof lib)) {
     fprintf(stderr, "dedrun: libdedmpi.so not found%s%s: set DEDMPI_LIB to its path\n",
             getenv("DEDMPI_LIB") ? " at " : "", getenv("DEDMPI_LIB") ? getenv("DEDMPI_LIB") : "");
     return 1;
   }
+  if (standalone) {
+    for (int i = 0; i < o->nx; i++) /* -x is mpirun's: here the children inherit the variable */
+      if (strchr(o->x[i], '=') && strncmp(o->x[i], "DEDMPI_", 7) != 0) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(strchr(o->x[i], '=') - o->x[i]), o->x[i]);
+        setenv(name, strchr(o->x[i], '=') + 1, 1);
+      }
+  }
+  int nchild = standalone ? o->np : 1;
   progress p = {.fd = -1};
   const char *run = getenv("DEDMPI_RUN");
   snprintf(p.run, sizeof p.run, "%s", run && run[0] ? run : "default");
@@ -397,11 +485,12 @@ int dedrun_launch(const dedrun_opts *o) {
     if (master < 0) pty_out = pty_err = false;
   }
   char np[16], preload[3 * PATH_MAX], *names = NULL;
-  char **argv = mpirun_argv(o, mpirun, lib, np, preload, sizeof preload, &names);
+  char **argv = standalone ? o->argv : mpirun_argv(o, mpirun, lib, np, preload, sizeof preload, &names);
   if (!argv) {
     fprintf(stderr, "dedrun: out of memory\n");
     return 1;
   }
+  const char *what = standalone ? o->argv[0] : mpirun;
 
   sigset_t mask, old;
   sigemptyset(&mask);
@@ -409,30 +498,48 @@ int dedrun_launch(const dedrun_opts *o) {
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&mask, sigs[i]);
   sigprocmask(SIG_BLOCK, &mask, &old);
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  child ch = {0};
-  ch.pid = sfd < 0 ? -1 : spawn(argv, &old, slave, pty_out, pty_err);
-  if (ch.pid < 0) {
-    fprintf(stderr, "dedrun: cannot run %s: %s\n", mpirun, strerror(errno));
+  child *ch = calloc((size_t)nchild, sizeof *ch);
+  int started = 0, failed = 0;
+  for (; ch && sfd >= 0 && started < nchild; started++) {
+    char ldpath[2 * PATH_MAX], listen[300], join[300];
+    const char *env[8];
+    if (standalone && !standalone_env(started, nchild, dir, ldpath, sizeof ldpath, listen, join,
+                                      sizeof listen, env)) {
+      failed = 2;
+      break;
+    }
+    ch[started].pid = spawn(argv, &old, slave, pty_out, pty_err, standalone ? (char *const *)env : NULL);
+    if (ch[started].pid < 0) {
+      fprintf(stderr, "dedrun: cannot run %s: %s\n", what, strerror(errno));
+      failed = 1;
+      break;
+    }
+  }
+  if (!standalone) {
     free(argv);
     free(names);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    return 1;
   }
-  free(argv);
-  free(names);
   if (slave >= 0) close(slave);
+  if (!ch || sfd < 0 || failed) {
+    for (int i = 0; ch && i < started; i++) kill(ch[i].pid, SIGTERM);
+    for (int i = 0; ch && i < started; i++) waitpid(ch[i].pid, NULL, 0);
+    free(ch);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return failed ? failed : 1;
+  }
   int out = pty_out ? STDOUT_FILENO : STDERR_FILENO;
 
   double kill_at = 0;
-  while (!ch.done || master >= 0) {
+  int left = nchild;
+  while (left > 0 || master >= 0) {
     struct pollfd pf[3] = {{sfd, POLLIN, 0}, {p.fd, POLLIN, 0}, {master, POLLIN, 0}};
     int timeout = -1;
     if (kill_at > 0) timeout = (int)((kill_at - now_s()) * 1e3) + 1;
-    if (ch.done) timeout = 100; /* draining the pty: what is left comes at once */
+    if (left == 0) timeout = 100; /* draining the pty: what is left comes at once */
     if (timeout < 0 && kill_at > 0) timeout = 0;
     int n = poll(pf, 3, timeout);
     if (n < 0 && errno != EINTR) break;
-    if (n == 0 && ch.done) break;
+    if (n == 0 && left == 0) break;
     if (pf[2].revents) {
       if (!relay(&p, master, out)) {
         close(master);
@@ -445,22 +552,28 @@ int dedrun_launch(const dedrun_opts *o) {
       int sig = (int)si.ssi_signo;
       if (sig == SIGCHLD) {
         int st;
-        if (!ch.done && waitpid(ch.pid, &st, WNOHANG) == ch.pid) {
-          ch.done = true;
-          ch.status = st;
-        }
+        pid_t pid;
+        while (left > 0 && (pid = waitpid(-1, &st, WNOHANG)) > 0)
+          for (int i = 0; i < nchild; i++)
+            if (ch[i].pid == pid && !ch[i].done) {
+              ch[i].done = true;
+              ch[i].status = st;
+              left--;
+            }
       } else if (sig == SIGWINCH) {
         struct winsize ws;
         if (master >= 0 && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0) ioctl(master, TIOCSWINSZ, &ws);
       } else {
-        if (sent_by_process(&si) && !ch.done) kill(ch.pid, sig);
+        for (int i = 0; i < nchild; i++)
+          if (sent_by_process(&si) && !ch[i].done) kill(ch[i].pid, sig);
         if (sig != SIGUSR1 && sig != SIGUSR2 && kill_at == 0) kill_at = now_s() + KILL_GRACE_S;
       }
     }
-    if (kill_at > 0 && !ch.done && now_s() >= kill_at) {
-      fprintf(stderr, "dedrun: %s still running %.0f s after the signal: killing it\n", mpirun,
+    if (kill_at > 0 && left > 0 && now_s() >= kill_at) {
+      fprintf(stderr, "dedrun: %s still running %.0f s after the signal: killing it\n", what,
               KILL_GRACE_S);
-      kill(ch.pid, SIGKILL);
+      for (int i = 0; i < nchild; i++)
+        if (!ch[i].done) kill(ch[i].pid, SIGKILL);
       kill_at = now_s() + 3600;
     }
   }
@@ -475,5 +588,8 @@ int dedrun_launch(const dedrun_opts *o) {
   if (master >= 0) close(master);
   close(sfd);
   sigprocmask(SIG_SETMASK, &old, NULL);
-  return exit_code(ch.status);
+  int rc = 0;
+  for (int i = 0; i < nchild && rc == 0; i++) rc = exit_code(ch[i].status);
+  free(ch);
+  return rc;
 }

@@ -1,7 +1,9 @@
 /*
  * run.h: dedrun's running of a trainer (DESIGN §2): mpirun with
- * libdedmpi.so preloaded and the configuration carried by -x, the
- * children's signals and lifetime, and the progress line.
+ * libdedmpi.so preloaded and the configuration carried by -x, or (no
+ * Open MPI, or --standalone) each process a job of one rank on dedmpi's
+ * own libmpi.so.40; the children's signals and lifetime; the progress
+ * line.
  */
 #ifndef DEDRUN_RUN_H
 #define DEDRUN_RUN_H
@@ -11,7 +13,8 @@
 #define DEDRUN_X_MAX 256
 
 typedef struct dedrun_opts {
-  int np;                       /* -n/-np: ranks of the one job (mpirun mode) */
+  int np;                       /* -n/-np: ranks of the one job; standalone: processes */
+  bool standalone;              /* each process a job of one rank on dedmpi's own libmpi */
   const char *x[DEDRUN_X_MAX]; /* -x VAR[=value], as given */
   int nx;
   int progress;                 /* --progress=on|off|auto: 1, 0, -1 */

@@ -142,9 +142,12 @@ def flags():
         check(r.returncode == 2 and want in r.stderr and usage,
               "dedrun %s: expected exit 2, %r and the usage; got %d:\n%s" %
               (" ".join(args), want, r.returncode, r.stderr))
-    r = cli("true", env=base_env(PATH="/nonexistent"))
-    check(r.returncode == 1 and "no mpirun on PATH" in r.stderr, "no mpirun: %d %s" %
-          (r.returncode, r.stderr))
+    r = cli("/bin/true", env=base_env(PATH="/nonexistent"))
+    check(r.returncode == 0 and "no mpirun on PATH: running on dedmpi's own MPI library" in
+          r.stderr, "no mpirun: %d %s" % (r.returncode, r.stderr))
+    r = cli("--standalone", "-n", "2", "/bin/true")
+    check(r.returncode == 2 and "give --listen HOST:PORT" in r.stderr,
+          "2 standalone processes with no way to meet: %d %s" % (r.returncode, r.stderr))
     r = cli("true", env=base_env(DEDMPI_LIB="/nonexistent/libdedmpi.so"))
     check(r.returncode == 1 and "libdedmpi.so not found at /nonexistent" in r.stderr,
           "no library: %d %s" % (r.returncode, r.stderr))
@@ -308,6 +311,142 @@ def progress_tty():
           "the screen does not end with dedrun's summary:\n" + shown[-1500:])
     print("  %d trainer lines intact; %d progress draws; %s" %
           (len(got), text.count("\x1b[K"), summary[-1]))
+
+
+def openmpi_maps(pid):
+    """The files of Open MPI's (not dedmpi's) that process |pid| has mapped, and
+    the path its libmpi.so.40 was loaded from."""
+    files = set()
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6:
+                files.add(parts[5])
+    ompi = sorted(p for p in files if "openmpi" in p or "libopen-" in p or "libmca_" in p or
+                  ("libmpi" in p and "/standalone/" not in p and "/dedmpi/" not in p))
+    ours = sorted(p for p in files if p.endswith("libmpi.so.40"))
+    return ompi, ours
+
+
+def maps_once_loaded(pid, timeout=60):
+    """openmpi_maps(pid) once the process has loaded a libmpi.so.40."""
+    deadline = time.time() + timeout
+    while True:
+        ompi, ours = openmpi_maps(pid)
+        if ours or time.time() > deadline:
+            return ompi, ours
+        time.sleep(0.02)
+
+
+def wait_pid(marker, timeout=60):
+    """The trainer process whose command line holds |marker| (not dedrun's)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for pid in procs_with(marker):
+            try:
+                exe = os.readlink("/proc/%d/exe" % pid)
+            except OSError:
+                continue
+            if not exe.endswith("/dedrun") and "mpirun" not in exe and "orterun" not in exe:
+                return pid
+        time.sleep(0.05)
+    raise Fail("no process with %s started" % marker)
+
+
+@test
+def standalone_c():
+    """The C trainer (built with mpicc against Open MPI) under dedrun
+    --standalone, on dedmpi's own libmpi.so.40, and the same binary under
+    plain mpirun with the library preloaded train one model in one run:
+    bit-identical parameters, and the standalone process has no Open MPI
+    library mapped (its libmpi.so.40 is dedmpi's)."""
+    port = free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    common = ["--steps", "60", "--buckets", "2", "--log-every", "20", "--shards", "2",
+              "--step-ms", "20"]
+    marker = "params-sa-%d.bin" % port
+    a = Proc("standalone", dedrun_cmd("--standalone", "--no-progress", *swarm_flags(port, True, 2),
+                                      *mp.trainer_cmd(False, common + ["--shard-base", "0", "--out",
+                                                                       marker])), base_env(), wd)
+    b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "1", "--out",
+                                                            "params-b.bin"]),
+               swarm_env(port, False, 2), workdir=wd)
+    ompi, ours = maps_once_loaded(wait_pid(marker))
+    rc = a.wait(180)
+    b.wait(60)
+    check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
+    check(not ompi, "the standalone process mapped Open MPI's files: %s" % ompi)
+    check(len(ours) == 1 and ("/standalone/" in ours[0] or "/dedmpi/" in ours[0]),
+          "its libmpi.so.40 is not dedmpi's: %s" % ours)
+    pa = open(os.path.join(wd, marker), "rb").read()
+    pb = open(os.path.join(wd, "params-b.bin"), "rb").read()
+    check(pa and pa == pb, "parameters differ: %s vs %s" % (a.out[-200:], mp.final_line(b)))
+    check("standalone MPI" in a.err or "dedmpi" in a.err, "no dedmpi log:\n" + a.describe())
+    print("  identical parameters (%d bytes); the standalone process mapped %s and no Open MPI "
+          "file" % (len(pa), ours[0]))
+
+
+@test
+def standalone_mpi4py():
+    """Debian's mpi4py trainer (examples/trainer.py) as two jobs under dedrun
+    --standalone, each on its own data shard: identical parameters at the
+    end, and neither process has an Open MPI library mapped."""
+    port = free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    common = ["--steps", "100", "--buckets", "2", "--log-every", "20", "--shards", "2"]
+    procs, maps = [], []
+    for i in (0, 1):
+        flags = swarm_flags(port, i == 0, 2)
+        procs.append(Proc("py%d" % i, dedrun_cmd("--standalone", "--no-progress", *flags,
+                                                 *mp.trainer_cmd(True, common + [
+                                                     "--shard-base", str(i), "--out",
+                                                     "params-py%d-%d.bin" % (i, port)])),
+                          base_env(), wd))
+    for i in (0, 1):  # each waits for the other at its first round: both are up at once
+        maps.append(maps_once_loaded(wait_pid("params-py%d-%d.bin" % (i, port))))
+    for p in procs:
+        p.wait(180)
+    check(all(p.rc == 0 for p in procs), "jobs failed:\n" + "\n".join(p.describe() for p in procs))
+    check(all(not m[0] and len(m[1]) == 1 and "libdedmpi" not in m[1][0] and
+              ("/standalone/" in m[1][0] or "/dedmpi/" in m[1][0]) for m in maps),
+          "Open MPI files mapped, or another libmpi: %s" % maps)
+    blobs = [open(os.path.join(wd, "params-py%d-%d.bin" % (i, port)), "rb").read() for i in (0, 1)]
+    check(blobs[0] and blobs[0] == blobs[1], "the two jobs' parameters differ")
+    sums = [re.findall(r"final loss \S+ checksum (\S+)", p.out) for p in procs]
+    check(sums[0] and sums[0] == sums[1], "final checksums differ: %s" % sums)
+    print("  two mpi4py jobs on dedmpi's libmpi.so.40: identical parameters, checksum %s; "
+          "libmpi mapped from %s" % (sums[0][0], sorted(set(m[1][0] for m in maps))))
+
+
+@test
+def standalone_unsupported():
+    """A call dedmpi's own MPI does not implement (MPI_Cart_create) answers
+    MPI_ERR_UNSUPPORTED_OPERATION through the error handler: under mpi4py
+    (which sets MPI_ERRORS_RETURN) as an exception with that code and a log
+    line naming the function, and the program goes on; with the default
+    handler the error is fatal, as in any MPI."""
+    script = ("from mpi4py import MPI\n"
+              "c = MPI.COMM_WORLD\n"
+              "try:\n"
+              "    c.Create_cart([1])\n"
+              "    print('no error')\n"
+              "except MPI.Exception as e:\n"
+              "    print('code', e.Get_error_code(), MPI.ERR_UNSUPPORTED_OPERATION)\n"
+              "print('size', c.Get_size(), 'still fine')\n")
+    r = cli("--standalone", "--no-progress", "--log", "warn", "/usr/bin/python3", "-c", script)
+    check(r.returncode == 0 and re.search(r"^code 52 52$", r.stdout, re.M) and
+          "size 1 still fine" in r.stdout, "mpi4py: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    check("MPI_Cart_create is not supported by dedmpi's own MPI library" in r.stderr,
+          "no log line naming the function:\n" + r.stderr)
+    fatal = ("from mpi4py import MPI\n"
+             "MPI.COMM_WORLD.Set_errhandler(MPI.ERRORS_ARE_FATAL)\n"
+             "MPI.COMM_WORLD.Create_cart([1])\n"
+             "print('went on')\n")
+    r = cli("--standalone", "--no-progress", "/usr/bin/python3", "-c", fatal)
+    check(r.returncode != 0 and "went on" not in r.stdout and "MPI_ERRORS_ARE_FATAL" in r.stderr,
+          "fatal handler: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    print("  MPI_Cart_create: error 52 under ERRORS_RETURN, logged; fatal under ERRORS_ARE_FATAL "
+          "(exit %d)" % r.returncode)
 
 
 def http_get(port, path, data=None, timeout=5):
