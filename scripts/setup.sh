@@ -14,6 +14,7 @@ PACKAGES="
   clang libclang-rt-14-dev
   lammps hpcc
   iproute2 iputils-ping nftables
+  gfortran
   chromium
 "
 

@@ -631,10 +631,11 @@ DED_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, 
 static bool shim_routes(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                         MPI_Comm comm, uint8_t *dtype, size_t *es) {
   if (!S.active || op != MPI_SUM || count <= 0) return false;
-  if (dt == MPI_FLOAT) {
+  /* C's types, and Fortran's REAL and DOUBLE PRECISION (the same bytes). */
+  if (dt == MPI_FLOAT || dt == MPI_REAL || dt == MPI_REAL4) {
     *dtype = DED_DTYPE_F32;
     *es = 4;
-  } else if (dt == MPI_DOUBLE) {
+  } else if (dt == MPI_DOUBLE || dt == MPI_DOUBLE_PRECISION || dt == MPI_REAL8) {
     *dtype = DED_DTYPE_F64;
     *es = 8;
   } else {

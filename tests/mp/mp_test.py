@@ -927,6 +927,37 @@ def kill_stop_join():
           (stopped_at, resumed_at, reload.group(2), joined, "; ".join(notes), got, want))
 
 
+@test
+def fortran():
+    """Fortran trainers under interposition: three single-rank jobs of the same
+    loop built against each of Open MPI's Fortran bindings (use mpi, use
+    mpi_f08, mpif.h), whose layers call PMPI directly, with the library
+    preloaded. Each checks every element of every MPI_ALLREDUCE result
+    against the mean of the three jobs' gradients (without the shim each
+    would get its own: all mismatches), and all three end with the same
+    parameters."""
+    port = free_port()
+    seeds = ["1", "3", "5"]
+    jobs, wd = [], None
+    for i, b in enumerate(("mpi", "f08", "mpifh")):
+        exe = os.path.join(ARGS.examples, "ftrainer_" + b)
+        check(os.path.exists(exe), "%s missing: mpif90 (gfortran) was not found at build time" % exe)
+        j = Job("f" + b, 1, [exe, seeds[i]] + seeds, swarm_env(port, i == 0, 3), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+    run_jobs(jobs, 180)
+    lines = []
+    for j in jobs:
+        m = re.search(r"fortran (\S+) steps (\d+) mismatches (\d+) checksum\s+(\S+)", j.out)
+        check(m, "no result line:\n" + j.describe())
+        check(m.group(3) == "0", "%s: %s of %s results are not the swarm's mean:\n%s" %
+              (m.group(1), m.group(3), int(m.group(2)) * 65536, j.describe()))
+        lines.append(m.groups())
+    check(len(set(l[3] for l in lines)) == 1, "the bindings' parameters differ: %s" % lines)
+    print("  use mpi, use mpi_f08 and mpif.h: every result the mean of 3 jobs over %s steps, "
+          "checksum %s in all three" % (lines[0][1], lines[0][3]))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
