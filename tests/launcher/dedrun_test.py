@@ -449,6 +449,50 @@ def standalone_unsupported():
           "(exit %d)" % r.returncode)
 
 
+@test
+def install():
+    """`cmake --install` into a fresh prefix puts dedrun, libdedmpi.so,
+    dedmpi's own libmpi.so.40 (in <libdir>/dedmpi, never beside Open MPI's),
+    dedmpi.h and a relocatable pkg-config file in place; the installed
+    dedrun finds its libraries and runs a trainer both ways; a program
+    using dedmpi.h compiles with pkg-config's flags."""
+    check(mp.ARGS.build_dir, "--build-dir not given")
+    prefix = tempfile.mkdtemp(prefix="dedrun-install-")
+    r = subprocess.run(["cmake", "--install", mp.ARGS.build_dir, "--prefix", prefix],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "cmake --install failed:\n%s%s" % (r.stdout, r.stderr))
+    have = sorted(os.path.relpath(os.path.join(d, f), prefix) for d, _, fs in os.walk(prefix)
+                  for f in fs)
+    for pat in (r"^bin/dedrun$", r"^lib[^/]*(/[^/]+)?/libdedmpi\.so$", r"/dedmpi/libmpi\.so\.40$",
+                r"/dedmpi/libmpi_cxx\.so\.40$", r"^include/dedmpi\.h$", r"/pkgconfig/dedmpi\.pc$"):
+        check(any(re.search(pat, f) for f in have), "nothing installed matches %s: %s" % (pat, have))
+    check(not any(re.search(r"(^|/)lib[^/]*/libmpi\.so", f) and "/dedmpi/" not in f for f in have),
+          "a libmpi.so installed beside Open MPI's: %s" % have)
+    exe = os.path.join(prefix, "bin", "dedrun")
+    env = base_env()
+    env.pop("DEDMPI_LIB", None)
+    for mode in ([], ["--standalone"]):
+        port = free_port()
+        argv = [exe] + dedrun_cmd(*mode, "--no-progress", *swarm_flags(port, True, 1),
+                                  *mp.trainer_cmd(False, ["--steps", "5"]))[1:]
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd=prefix)
+        check(r.returncode == 0 and "final loss" in r.stdout and "dedmpi[" in r.stderr,
+              "installed dedrun %s: rc %d\n%s%s" % (mode, r.returncode, r.stdout[-500:], r.stderr[-1500:]))
+    pc = [f for f in have if f.endswith("dedmpi.pc")][0]
+    penv = dict(env, PKG_CONFIG_PATH=os.path.join(prefix, os.path.dirname(pc)))
+    flags = subprocess.run(["pkg-config", "--cflags", "dedmpi"], capture_output=True, text=True,
+                           env=penv).stdout.split()
+    check(flags and os.path.realpath(flags[0][2:]) == os.path.realpath(os.path.join(prefix, "include")),
+          "pkg-config --cflags: %s" % flags)
+    src = os.path.join(prefix, "uses_header.c")
+    with open(src, "w") as f:
+        f.write("#include <dedmpi.h>\nint main(void) { dedmpi_round_info i; (void)i; return 0; }\n")
+    r = subprocess.run(["mpicc", "-fsyntax-only"] + flags + [src], capture_output=True, text=True)
+    check(r.returncode == 0, "dedmpi.h with pkg-config's flags: %s" % r.stderr)
+    print("  %d files installed under a fresh prefix; installed dedrun ran the trainer with mpirun "
+          "and standalone; pkg-config flags compile dedmpi.h" % len(have))
+
+
 def http_get(port, path, data=None, timeout=5):
     """(status, body) of one request to 127.0.0.1:|port|; |data| is sent raw."""
     import socket
@@ -575,6 +619,7 @@ def main():
     ap.add_argument("--examples", required=True)
     ap.add_argument("--dedrun", required=True)
     ap.add_argument("--preload-extra", default="")
+    ap.add_argument("--build-dir", help="the build tree, for the install test")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("tests", nargs="*")
     if "--list" in sys.argv:
