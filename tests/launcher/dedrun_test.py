@@ -49,6 +49,12 @@ def cli(*args, env=None, timeout=60):
                           env=env or base_env(), timeout=timeout)
 
 
+def run_dedrun(*args, timeout=120):
+    """dedrun running a program (dedrun_cmd: sanitizer runtimes preloaded)."""
+    return subprocess.run(dedrun_cmd(*args), capture_output=True, text=True, env=base_env(),
+                          timeout=timeout)
+
+
 class Proc:
     """dedrun running a trainer, output to files."""
 
@@ -433,7 +439,7 @@ def standalone_unsupported():
               "except MPI.Exception as e:\n"
               "    print('code', e.Get_error_code(), MPI.ERR_UNSUPPORTED_OPERATION)\n"
               "print('size', c.Get_size(), 'still fine')\n")
-    r = cli("--standalone", "--no-progress", "--log", "warn", "/usr/bin/python3", "-c", script)
+    r = run_dedrun("--standalone", "--no-progress", "--log", "warn", "/usr/bin/python3", "-c", script)
     check(r.returncode == 0 and re.search(r"^code 52 52$", r.stdout, re.M) and
           "size 1 still fine" in r.stdout, "mpi4py: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
     check("MPI_Cart_create is not supported by dedmpi's own MPI library" in r.stderr,
@@ -442,11 +448,33 @@ def standalone_unsupported():
              "MPI.COMM_WORLD.Set_errhandler(MPI.ERRORS_ARE_FATAL)\n"
              "MPI.COMM_WORLD.Create_cart([1])\n"
              "print('went on')\n")
-    r = cli("--standalone", "--no-progress", "/usr/bin/python3", "-c", fatal)
+    r = run_dedrun("--standalone", "--no-progress", "/usr/bin/python3", "-c", fatal)
     check(r.returncode != 0 and "went on" not in r.stdout and "MPI_ERRORS_ARE_FATAL" in r.stderr,
           "fatal handler: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
     print("  MPI_Cart_create: error 52 under ERRORS_RETURN, logged; fatal under ERRORS_ARE_FATAL "
           "(exit %d)" % r.returncode)
+
+
+@test
+def standalone_cxx():
+    """A C++ program built with Debian's mpicxx (which links libmpi_cxx.so.40,
+    needing symbols of Open MPI's internals) loads and runs on dedmpi's own
+    libraries, with every symbol bound at start (LD_BIND_NOW)."""
+    wd = tempfile.mkdtemp(prefix="dedrun-cxx-")
+    src, exe = os.path.join(wd, "app.cc"), os.path.join(wd, "app")
+    with open(src, "w") as f:
+        f.write("#include <mpi.h>\n#include <cstdio>\nint main(int argc, char **argv) {\n"
+                "  MPI_Init(&argc, &argv);\n  int r, n;\n  MPI_Comm_rank(MPI_COMM_WORLD, &r);\n"
+                "  MPI_Comm_size(MPI_COMM_WORLD, &n);\n"
+                "  std::printf(\"c++ rank %d of %d\\n\", r, n);\n  MPI_Finalize();\n}\n")
+    r = subprocess.run(["mpicxx", "-o", exe, src], capture_output=True, text=True)
+    check(r.returncode == 0, "mpicxx failed: %s" % r.stderr)
+    needed = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True).stdout
+    check("libmpi_cxx.so.40" in needed, "mpicxx no longer links libmpi_cxx.so.40:\n" + needed)
+    r = run_dedrun("--standalone", "--no-progress", "-x", "LD_BIND_NOW=1", exe)
+    check(r.returncode == 0 and "c++ rank 0 of 1" in r.stdout, "rc %d\n%s%s" %
+          (r.returncode, r.stdout, r.stderr))
+    print("  an mpicxx program (NEEDED libmpi_cxx.so.40) ran standalone with LD_BIND_NOW")
 
 
 @test
