@@ -58,13 +58,11 @@ static bool is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* libdedmpi.so: $DEDMPI_LIB, else next to this executable, installed
- * (<prefix>/bin/dedrun, <prefix>/<libdir>/libdedmpi.so) or in the build
- * tree (build/launcher/dedrun, build/shim/libdedmpi.so). */
-static bool find_lib(char *out, size_t len) {
-  const char *env = getenv("DEDMPI_LIB");
-  if (env && env[0]) {
-    snprintf(out, len, "%s", env);
+/* A file of ours: |given| if set (it must exist), else the first of |rel|
+ * (paths relative to this executable's directory) that exists, resolved. */
+static bool find_file(const char *given, const char *const *rel, size_t nrel, char *out, size_t len) {
+  if (given && given[0]) {
+    snprintf(out, len, "%s", given);
     return is_file(out);
   }
   char exe[PATH_MAX];
@@ -74,16 +72,23 @@ static bool find_lib(char *out, size_t len) {
   char *slash = strrchr(exe, '/');
   if (!slash) return false;
   *slash = '\0';
-  static const char *const rel[] = {"../" DEDRUN_LIBDIR "/libdedmpi.so", "../shim/libdedmpi.so"};
-  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    int n2 = snprintf(out, len, "%s/%s", exe, rel[i]);
-    char real[PATH_MAX];
-    if (n2 > 0 && (size_t)n2 < len && is_file(out) && realpath(out, real)) {
+  for (size_t i = 0; i < nrel; i++) {
+    char path[PATH_MAX + 64], real[PATH_MAX];
+    int m = snprintf(path, sizeof path, "%s/%s", exe, rel[i]);
+    if (m > 0 && (size_t)m < sizeof path && is_file(path) && realpath(path, real)) {
       snprintf(out, len, "%s", real);
       return true;
     }
   }
   return false;
+}
+
+/* libdedmpi.so: $DEDMPI_LIB, else next to this executable, installed
+ * (<prefix>/bin/dedrun, <prefix>/<libdir>/libdedmpi.so) or in the build
+ * tree (build/launcher/dedrun, build/shim/libdedmpi.so). */
+static bool find_lib(char *out, size_t len) {
+  static const char *const rel[] = {"../" DEDRUN_LIBDIR "/libdedmpi.so", "../shim/libdedmpi.so"};
+  return find_file(getenv("DEDMPI_LIB"), rel, 2, out, len);
 }
 
 /* |name| on $PATH, as a path. */
@@ -369,35 +374,18 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
   return v;
 }
 
-/* dedmpi's own libmpi.so.40 (and libmpi_cxx.so.40): $DEDMPI_STANDALONE_DIR,
- * else next to this executable, installed (<prefix>/<libdir>/dedmpi) or in
- * the build tree (build/standalone/lib). */
+/* The directory of dedmpi's own libmpi.so.40 (and libmpi_cxx.so.40):
+ * $DEDMPI_STANDALONE_DIR, else next to this executable, installed
+ * (<prefix>/<libdir>/dedmpi) or in the build tree (build/standalone/lib). */
 static bool find_standalone(char *out, size_t len) {
-  const char *env = getenv("DEDMPI_STANDALONE_DIR");
-  char path[PATH_MAX + 32];
-  if (env && env[0]) {
-    snprintf(out, len, "%s", env);
-    snprintf(path, sizeof path, "%s/libmpi.so.40", out);
-    return is_file(path);
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return false;
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  if (!slash) return false;
-  *slash = '\0';
-  static const char *const rel[] = {"../" DEDRUN_LIBDIR "/dedmpi", "../standalone/lib"};
-  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    char real[PATH_MAX];
-    int m = snprintf(path, sizeof path, "%s/%s/libmpi.so.40", exe, rel[i]);
-    if (m > 0 && (size_t)m < sizeof path && is_file(path) && realpath(path, real)) {
-      *strrchr(real, '/') = '\0';
-      snprintf(out, len, "%s", real);
-      return true;
-    }
-  }
-  return false;
+  static const char *const rel[] = {"../" DEDRUN_LIBDIR "/dedmpi/libmpi.so.40",
+                                    "../standalone/lib/libmpi.so.40"};
+  const char *dir = getenv("DEDMPI_STANDALONE_DIR");
+  char given[PATH_MAX + 16] = "";
+  if (dir && dir[0]) snprintf(given, sizeof given, "%s/libmpi.so.40", dir);
+  if (!find_file(given, rel, 2, out, len)) return false;
+  *strrchr(out, '/') = '\0';
+  return true;
 }
 
 /* The variables child |i| of a standalone run gets (each process is a job

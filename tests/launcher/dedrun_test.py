@@ -55,38 +55,20 @@ def run_dedrun(*args, timeout=120):
                           timeout=timeout)
 
 
-class Proc:
-    """dedrun running a trainer, output to files."""
+class Proc(mp.Job):
+    """dedrun running a trainer, output to files (mp_test's Job, but the
+    command is dedrun's own, not mpirun's)."""
 
     def __init__(self, name, argv, env, workdir):
-        self.name, self.dir, self.argv = name, workdir, argv
+        self.name, self.dir, self.cmd = name, workdir, argv
         self.out_path = os.path.join(workdir, name + ".out")
         self.err_path = os.path.join(workdir, name + ".err")
+        self.t0 = time.time()
         self.proc = subprocess.Popen(argv, stdout=open(self.out_path, "w"),
-                                     stderr=open(self.err_path, "w"), cwd=workdir, env=env)
+                                     stderr=open(self.err_path, "w"), cwd=workdir, env=env,
+                                     start_new_session=True)
         self.rc = None
-
-    def wait(self, timeout):
-        try:
-            self.rc = self.proc.wait(timeout=max(0.1, timeout))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self.rc = "timeout"
-        return self.rc
-
-    @property
-    def out(self):
-        return open(self.out_path).read()
-
-    @property
-    def err(self):
-        return open(self.err_path).read()
-
-    def describe(self):
-        return "%s rc=%s\n  cmd: %s\n  stdout:\n%s\n  stderr:\n%s" % (
-            self.name, self.rc, " ".join(self.argv), mp.indent(self.out[-3000:]),
-            mp.indent(self.err[-3000:]))
+        self.seconds = 0.0
 
 
 def procs_with(marker):
