@@ -636,16 +636,7 @@ def main():
         print("\n".join(TESTS))
         return 0
     mp.ARGS = ap.parse_args()
-    failed = 0
-    for name in mp.ARGS.tests or list(TESTS):
-        t0 = time.time()
-        try:
-            TESTS[name]()
-            print("PASS %s (%.1fs)" % (name, time.time() - t0))
-        except Fail as e:
-            failed += 1
-            print("FAIL %s (%.1fs)\n%s" % (name, time.time() - t0, e))
-    return 1 if failed else 0
+    return mp.run_tests(TESTS, mp.ARGS.tests)
 
 
 if __name__ == "__main__":

@@ -972,11 +972,17 @@ def main():
     if ARGS.list:
         print("\n".join(TESTS))
         return 0
+    return run_tests(TESTS, ARGS.tests)
+
+
+def run_tests(tests, names):
+    """Runs |names| (all of |tests| if none), one PASS or FAIL line each;
+    the exit status."""
     failed = 0
-    for name in ARGS.tests or list(TESTS):
+    for name in names or list(tests):
         t0 = time.time()
         try:
-            TESTS[name]()
+            tests[name]()
             print("PASS %s (%.1fs)" % (name, time.time() - t0))
         except Fail as e:
             failed += 1
