@@ -487,8 +487,8 @@ int dedrun_backbone(const char *http) {
   if (!http) { /* the listening host, next port */
     const char *colon = strrchr(cfg.listen, ':');
     int host_len = colon ? (int)(colon - cfg.listen) : 0;
-    bool any = host_len == 0 || !strncmp(cfg.listen, "0.0.0.0", (size_t)host_len) ||
-               !strncmp(cfg.listen, "[::]", (size_t)host_len);
+    bool any = host_len == 0 || (host_len == 7 && !strncmp(cfg.listen, "0.0.0.0", 7)) ||
+               (host_len == 4 && !strncmp(cfg.listen, "[::]", 4));
     snprintf(def, sizeof def, "%.*s:%u", any ? 9 : host_len, any ? "127.0.0.1" : cfg.listen,
              (unsigned)ded_driver_port(bb.d) + 1u);
     http = def;
@@ -529,7 +529,13 @@ int dedrun_backbone(const char *http) {
       if (si.ssi_signo != SIGPIPE) stop = true;
     if (pf[1].revents & POLLIN) {
       int fd;
-      while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+      while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0 ||
+             errno == EMFILE || errno == ENFILE) {
+        if (fd < 0) { /* out of descriptors: the listener stays readable; pause a little */
+          struct timespec ts = {0, 100000000};
+          nanosleep(&ts, NULL);
+          break;
+        }
         int k = 0;
         while (k < HTTP_CONNS_MAX && conns[k].fd >= 0) k++;
         if (k == HTTP_CONNS_MAX) { /* busy: the oldest waits no longer than its timeout anyway */

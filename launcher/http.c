@@ -110,6 +110,11 @@ int http_get(const char *hostport, const char *path, int timeout_ms, char **body
   char req[512];
   int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n",
                    path, hostport);
+  if (n < 0 || n >= (int)sizeof req) {
+    snprintf(err, errlen, "%.64s...: address too long", hostport);
+    close(fd);
+    return -1;
+  }
   for (int off = 0; off < n;) {
     ssize_t w = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
     if (w < 0 && errno == EAGAIN && wait_fd(fd, POLLOUT, deadline)) continue;

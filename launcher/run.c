@@ -4,10 +4,15 @@
  * (values stay out of the process list), the library as
  * `-x LD_PRELOAD=...`.
  *
+ * Without Open MPI (or with --standalone), each of the -n processes is a
+ * job of one rank on dedmpi's own libmpi.so.40 (standalone/).
+ *
  * dedrun stays the trainer's parent: it forwards the signals sent to it
  * (a terminal's ^C reaches the whole process group by itself), kills what
- * is left 10 s after a terminating signal, and its children get SIGTERM
- * when it dies (PR_SET_PDEATHSIG), so nothing outlives it. Rank 0 reports
+ * is left 10 s after a terminating signal, adopts the job's orphans
+ * (PR_SET_CHILD_SUBREAPER) and ends any still there when its children
+ * have ended, and its children get SIGTERM when it dies
+ * (PR_SET_PDEATHSIG). Rank 0 reports
  * each finished round to a datagram socket of dedrun's (DEDMPI_PROGRESS);
  * on a terminal dedrun keeps one updating line at the bottom, relaying the
  * trainer's output through a pseudo-terminal so the two never garble each
@@ -268,7 +273,7 @@ typedef struct child {
 /* Forks and execs |argv|. The child dies with dedrun (PDEATHSIG), gets
  * the signal mask dedrun started with, |slave| as its terminal outputs
  * where |pty_out|/|pty_err|, and the variables of |env| (name, value, ...,
- * NULL) set; |argv[0]| is looked up on PATH. An exec failure comes back
+ * NULL; a NULL value unsets) set; |argv[0]| is looked up on PATH. An exec failure comes back
  * through a close-on-exec pipe. Returns the pid or -1 with errno. */
 static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, bool pty_err,
                    char *const *env) {
@@ -287,7 +292,10 @@ static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, b
     if (pty_out) dup2(slave, STDOUT_FILENO);
     if (pty_err) dup2(slave, STDERR_FILENO);
     sigprocmask(SIG_SETMASK, mask, NULL);
-    for (size_t i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
+    for (size_t i = 0; env && env[i]; i += 2) {
+      if (env[i + 1]) setenv(env[i], env[i + 1], 1);
+      else unsetenv(env[i]);
+    }
     execvp(argv[0], argv);
     int e = errno;
     (void)!write(pfd[1], &e, sizeof e);
@@ -305,6 +313,47 @@ static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, b
     return -1;
   }
   return pid;
+}
+
+/* Our children now, adopted orphans included (we are their subreaper):
+ * up to |max| pids from /proc. */
+static int children_now(pid_t *out, int max) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  int k = 0;
+  for (char *p = buf, *end; k < max; p = end) {
+    long v = strtol(p, &end, 10);
+    if (end == p) break;
+    out[k++] = (pid_t)v;
+  }
+  return k;
+}
+
+/* What is left of the job once dedrun's own children ended (a rank whose
+ * mpirun was killed, a trainer's helper process): SIGTERM, 3 s, SIGKILL,
+ * each reaped. */
+static void end_descendants(void) {
+  pid_t pids[256];
+  int n = children_now(pids, 256);
+  if (n == 0) return;
+  for (int i = 0; i < n; i++) kill(pids[i], SIGTERM);
+  for (double until = now_s() + 3.0; now_s() < until;) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    if (children_now(pids, 256) == 0) break;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  int left = children_now(pids, 256);
+  for (int i = 0; i < left; i++) kill(pids[i], SIGKILL);
+  while (left > 0 && waitpid(-1, NULL, 0) > 0) {
+  }
+  fprintf(stderr, "dedrun: %d process%s of the job outlived it: ended\n", n, n == 1 ? "" : "es");
 }
 
 static int exit_code(int status) {
@@ -365,7 +414,9 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
     name += len + 1;
   }
   for (int i = 0; i < o->nx; i++) {
-    if (!strncmp(o->x[i], "LD_PRELOAD=", 11) || !strncmp(o->x[i], "DEDMPI_", 7)) continue;
+    if (!strncmp(o->x[i], "LD_PRELOAD", 10) && (o->x[i][10] == '=' || !o->x[i][10]))
+      continue; /* merged above (a bare name: the environment's, merged too) */
+    if (!strncmp(o->x[i], "DEDMPI_", 7)) continue;
     v[n++] = "-x";
     v[n++] = (char *)o->x[i];
   }
@@ -393,19 +444,35 @@ static bool find_standalone(char *out, size_t len) {
  * first, the next port (when one was given) and the first as a peer to
  * join (when none was). Fills |env| (name, value pairs); false with a
  * message if the processes could not find each other. */
+/* Whether the host part of "host:port" (|len| bytes) is the any-address. */
+static bool any_host(const char *host, size_t len) {
+  return len == 0 || (len == 7 && !strncmp(host, "0.0.0.0", 7)) || (len == 4 && !strncmp(host, "[::]", 4));
+}
+
 static bool standalone_env(int i, int n, const char *dir, char *ldpath, size_t ldlen, char *listen,
-                           char *join, size_t addrlen, const char **env) {
+                           char *join, char *identity, size_t addrlen, const char **env) {
   const char *old = getenv("LD_LIBRARY_PATH");
   snprintf(ldpath, ldlen, "%s%s%s", dir, old && old[0] ? ":" : "", old ? old : "");
   size_t k = 0;
   env[k++] = "LD_LIBRARY_PATH";
   env[k++] = ldpath;
   const char *l = getenv("DEDMPI_LISTEN"), *j = getenv("DEDMPI_JOIN");
+  const char *id = getenv("DEDMPI_IDENTITY_FILE"), *inv = getenv("DEDMPI_INVITE");
   const char *colon = l ? strrchr(l, ':') : NULL;
   long port = colon ? strtol(colon + 1, NULL, 10) : 0;
   if (n > 1 && port == 0 && !(j && j[0])) {
     fprintf(stderr, "dedrun: --standalone -n %d: give --listen HOST:PORT (process i listens on "
                     "PORT + i) or --join, so that the processes find each other\n", n);
+    return false;
+  }
+  if (n > 1 && port + n - 1 > 65535) {
+    fprintf(stderr, "dedrun: --standalone -n %d: ports %ld to %ld do not all exist\n", n, port,
+            port + n - 1);
+    return false;
+  }
+  if (n > 1 && inv && inv[0]) {
+    fprintf(stderr, "dedrun: --standalone -n %d: an invitation admits one identity, and each "
+                    "process is a peer of its own: run one process per invitation\n", n);
     return false;
   }
   if (i > 0 && port > 0) {
@@ -414,11 +481,22 @@ static bool standalone_env(int i, int n, const char *dir, char *ldpath, size_t l
     env[k++] = "DEDMPI_LISTEN";
     env[k++] = listen;
     if (!(j && j[0])) {
-      bool any = hl == 0 || !strncmp(l, "0.0.0.0", (size_t)hl) || !strncmp(l, "[::]", (size_t)hl);
+      bool any = any_host(l, (size_t)hl);
       snprintf(join, addrlen, "%.*s:%ld", any ? 9 : hl, any ? "127.0.0.1" : l, port);
       env[k++] = "DEDMPI_JOIN";
       env[k++] = join;
     }
+  }
+  if (i > 0) {
+    /* Every process is a peer: one identity each (FILE, FILE.1, ...), and
+     * one progress reporter (the first). */
+    if (id && id[0]) {
+      snprintf(identity, addrlen, "%s.%d", id, i);
+      env[k++] = "DEDMPI_IDENTITY_FILE";
+      env[k++] = identity;
+    }
+    env[k++] = "DEDMPI_PROGRESS";
+    env[k++] = NULL;
   }
   env[k] = NULL;
   return true;
@@ -453,6 +531,9 @@ int dedrun_launch(const dedrun_opts *o) {
       }
   }
   int nchild = standalone ? o->np : 1;
+  /* Orphans of the job (a rank whose mpirun was killed) become ours, so
+   * that none outlives dedrun (end_descendants). */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   progress p = {.fd = -1};
   const char *run = getenv("DEDMPI_RUN");
   snprintf(p.run, sizeof p.run, "%s", run && run[0] ? run : "default");
@@ -489,10 +570,10 @@ int dedrun_launch(const dedrun_opts *o) {
   child *ch = calloc((size_t)nchild, sizeof *ch);
   int started = 0, failed = 0;
   for (; ch && sfd >= 0 && started < nchild; started++) {
-    char ldpath[2 * PATH_MAX], listen[300], join[300];
-    const char *env[8];
+    char ldpath[2 * PATH_MAX], listen[PATH_MAX], join[PATH_MAX], identity[PATH_MAX];
+    const char *env[16];
     if (standalone && !standalone_env(started, nchild, dir, ldpath, sizeof ldpath, listen, join,
-                                      sizeof listen, env)) {
+                                      identity, sizeof listen, env)) {
       failed = 2;
       break;
     }
@@ -526,7 +607,7 @@ int dedrun_launch(const dedrun_opts *o) {
     if (left == 0) timeout = 100; /* draining the pty: what is left comes at once */
     if (timeout < 0 && kill_at > 0) timeout = 0;
     int n = poll(pf, 3, timeout);
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0) continue; /* EINTR; nothing else can fail here */
     if (n == 0 && left == 0) break;
     if (pf[2].revents) {
       if (!relay(&p, master, out)) {
@@ -565,6 +646,7 @@ int dedrun_launch(const dedrun_opts *o) {
       kill_at = now_s() + 3600;
     }
   }
+  end_descendants();
   if (p.fd >= 0) progress_read(&p);
   progress_clear(&p);
   if (p.have && p.tty) {

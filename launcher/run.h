@@ -17,7 +17,7 @@ typedef struct dedrun_opts {
   bool standalone;              /* each process a job of one rank on dedmpi's own libmpi */
   const char *x[DEDRUN_X_MAX]; /* -x VAR[=value], as given */
   int nx;
-  int progress;                 /* --progress=on|off|auto: 1, 0, -1 */
+  int progress;                 /* 0: --no-progress; -1: by the terminal */
   char **argv;                  /* the program and its arguments */
 } dedrun_opts;
 

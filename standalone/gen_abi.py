@@ -69,7 +69,9 @@ def arg_names(args):
             depth += 1
         elif ch == ")":
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == "," and depth == 0 and cur.strip() == "...":
+            cur = ""  # a variadic function's forwarder passes the named arguments
+        elif ch == "," and depth == 0:
             m = re.search(r"\(\s*\*\s*(\w+)\s*\)|(\w+)\s*(\[[^\]]*\])*\s*$", cur.strip())
             names.append(m.group(1) or m.group(2))
             cur = ""

@@ -110,7 +110,8 @@ static int raise_on(MPI_Comm comm, int code, const char *fn) {
   int len;
   PMPI_Error_string(code, msg, &len);
   mlog("%s: %s (error %d); the error handler is MPI_ERRORS_ARE_FATAL: aborting", fn, msg, code);
-  exit(code);
+  fflush(NULL);
+  _exit(code & 0xff ? code & 0xff : 1);
 }
 
 #define RAISE(comm, code) raise_on((comm), (code), __func__ + 1) /* "MPI_..." */
@@ -128,11 +129,25 @@ int abi_unsupported(const char *fn) {
   return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION, fn);
 }
 
+/* User error handlers are counted: each communicator using one and each
+ * handle the application holds (MPI_Comm_get_errhandler gives a new one). */
+static void eh_ref(MPI_Errhandler eh) {
+  if (is(eh, ABI_KIND_ERRHANDLER) && HDR(eh)->index < 0) ((abi_eh *)(void *)eh)->refs++;
+}
+
+static void eh_unref(MPI_Errhandler eh) {
+  if (is(eh, ABI_KIND_ERRHANDLER) && HDR(eh)->index < 0 && --((abi_eh *)(void *)eh)->refs == 0) {
+    HDR(eh)->magic = 0;
+    free(eh);
+  }
+}
+
 ABI_EXPORT int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh) {
   comm_state *st = comm_st(comm);
   if (!st || comm == MPI_COMM_NULL) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
   if (!is(eh, ABI_KIND_ERRHANDLER) || eh == MPI_ERRHANDLER_NULL) return RAISE(comm, MPI_ERR_ARG);
-  if (is(eh, ABI_KIND_ERRHANDLER) && HDR(eh)->index < 0) ((abi_eh *)(void *)eh)->refs++;
+  eh_ref(eh);
+  eh_unref(st->eh);
   st->eh = eh;
   return MPI_SUCCESS;
 }
@@ -141,6 +156,7 @@ ABI_EXPORT int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh) {
   comm_state *st = comm_st(comm);
   if (!st || comm == MPI_COMM_NULL) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
   *eh = st->eh ? st->eh : MPI_ERRORS_ARE_FATAL;
+  eh_ref(*eh);
   return MPI_SUCCESS;
 }
 
@@ -159,7 +175,7 @@ ABI_EXPORT int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI
 
 ABI_EXPORT int PMPI_Errhandler_free(MPI_Errhandler *eh) {
   if (!eh || !is(*eh, ABI_KIND_ERRHANDLER)) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
-  if (HDR(*eh)->index < 0 && --((abi_eh *)(void *)*eh)->refs == 0) free(*eh);
+  eh_unref(*eh);
   *eh = MPI_ERRHANDLER_NULL;
   return MPI_SUCCESS;
 }
@@ -211,6 +227,8 @@ ABI_EXPORT int PMPI_Error_string(int code, char *out, int *len) {
 
 /* ---------------------------------------------------------------- init */
 
+static int attr_delete(MPI_Comm comm, comm_state *st, int id);
+
 static double t0_wtime;
 
 static void comm_init_names(void) {
@@ -249,6 +267,15 @@ ABI_EXPORT int PMPI_Finalized(int *flag) {
 
 ABI_EXPORT int PMPI_Finalize(void) {
   if (!initialized || finalized) return RAISE(MPI_COMM_WORLD, MPI_ERR_OTHER);
+  /* MPI_COMM_SELF's attributes are deleted first: libraries hook their
+   * clean-up there. */
+  comm_state *self = &pre_comm[ABI_COMMUNICATOR_MPI_COMM_SELF];
+  while (self->attrs)
+    if (attr_delete(MPI_COMM_SELF, self, self->attrs->keyval) != MPI_SUCCESS) {
+      attr *a = self->attrs; /* a failing delete callback: dropped all the same */
+      self->attrs = a->next;
+      free(a);
+    }
   finalized = true;
   return MPI_SUCCESS;
 }
@@ -257,7 +284,7 @@ ABI_EXPORT int PMPI_Abort(MPI_Comm comm, int code) {
   (void)comm;
   mlog("MPI_Abort(%d): ending this process", code);
   fflush(NULL);
-  _exit(code ? code : 1);
+  _exit(code & 0xff ? code & 0xff : 1); /* never a status that reads as success */
 }
 
 ABI_EXPORT int PMPI_Query_thread(int *provided) {
@@ -741,7 +768,7 @@ static int comm_new(MPI_Comm from, MPI_Comm *out) {
   if (!c) return RAISE(from, MPI_ERR_NO_MEM);
   c->h = (abi_hdr){ABI_MAGIC, ABI_KIND_COMMUNICATOR, -1};
   c->st.eh = src->eh;
-  if (is(c->st.eh, ABI_KIND_ERRHANDLER) && HDR(c->st.eh)->index < 0) ((abi_eh *)(void *)c->st.eh)->refs++;
+  eh_ref(c->st.eh);
   MPI_Comm nc = (MPI_Comm)(void *)c;
   for (attr *a = src->attrs; a; a = a->next) {
     keyval *k = keyval_find(a->keyval);
@@ -810,7 +837,7 @@ ABI_EXPORT int PMPI_Comm_free(MPI_Comm *comm) {
     int rc = attr_delete(*comm, st, st->attrs->keyval);
     if (rc != MPI_SUCCESS) return RAISE(*comm, rc);
   }
-  if (is(st->eh, ABI_KIND_ERRHANDLER) && HDR(st->eh)->index < 0) PMPI_Errhandler_free(&st->eh);
+  eh_unref(st->eh);
   HDR(*comm)->magic = 0;
   free(*comm);
   *comm = MPI_COMM_NULL;
@@ -1039,7 +1066,23 @@ ABI_EXPORT int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MP
   return MPI_SUCCESS;
 }
 
+/* Whether any active request in |reqs| can still complete (or none is
+ * active); false: waiting for one would never end. */
+static bool any_waitable(int n, MPI_Request reqs[]) {
+  bool active = false;
+  for (int i = 0; i < n; i++) {
+    if (reqs[i] == MPI_REQUEST_NULL || !req_ok(reqs[i])) continue;
+    active = true;
+    if (waitable(reqs[i])) return true;
+  }
+  return !active;
+}
+
 ABI_EXPORT int PMPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
+  if (!any_waitable(n, reqs)) {
+    mlog("MPI_Waitany on receives that no send of this process matches");
+    return RAISE(MPI_COMM_WORLD, MPI_ERR_PENDING);
+  }
   int flag = 0;
   for (unsigned spins = 0;; pause_briefly(&spins)) {
     int rc = PMPI_Testany(n, reqs, index, &flag, status);
@@ -1069,6 +1112,10 @@ ABI_EXPORT int PMPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indic
 
 ABI_EXPORT int PMPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
                              MPI_Status statuses[]) {
+  if (!any_waitable(n, reqs)) {
+    mlog("MPI_Waitsome on receives that no send of this process matches");
+    return RAISE(MPI_COMM_WORLD, MPI_ERR_PENDING);
+  }
   for (unsigned spins = 0;; pause_briefly(&spins)) {
     int rc = PMPI_Testsome(n, reqs, outcount, indices, statuses);
     if (rc != MPI_SUCCESS || *outcount != 0) return rc;
@@ -1377,6 +1424,70 @@ ABI_EXPORT int PMPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype sdt, 
                              int rcount, MPI_Datatype rdt, MPI_Comm comm) {
   (void)rcount, (void)rdt;
   return copy_in(sendbuf, recvbuf, scount, sdt, comm);
+}
+
+ABI_EXPORT int PMPI_Gatherv(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
+                            const int rcounts[], const int displs[], MPI_Datatype rdt, int root,
+                            MPI_Comm comm) {
+  int rc = root_check(root, comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Allgatherv(sendbuf, scount, sdt, recvbuf, rcounts, displs, rdt, comm);
+}
+
+ABI_EXPORT int PMPI_Scatterv(const void *sendbuf, const int scounts[], const int displs[],
+                             MPI_Datatype sdt, void *recvbuf, int rcount, MPI_Datatype rdt, int root,
+                             MPI_Comm comm) {
+  (void)scounts;
+  MPI_Count s;
+  MPI_Aint e;
+  int rc = root_check(root, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  if (recvbuf == MPI_IN_PLACE) return MPI_SUCCESS;
+  if (!type_info(sdt, &s, &e)) return RAISE(comm, MPI_ERR_TYPE);
+  return copy_in((const char *)sendbuf + (long long)displs[0] * e, recvbuf, rcount, rdt, comm);
+}
+
+ABI_EXPORT int PMPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
+                              MPI_Datatype sdt, void *recvbuf, const int rcounts[],
+                              const int rdispls[], MPI_Datatype rdt, MPI_Comm comm) {
+  (void)rcounts;
+  MPI_Count s;
+  MPI_Aint se, re;
+  if (!type_info(sdt, &s, &se) || !type_info(rdt, &s, &re))
+    return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_TYPE);
+  if (sendbuf == MPI_IN_PLACE) return comm_ok(comm) ? MPI_SUCCESS : RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
+  return copy_in((const char *)sendbuf + (long long)sdispls[0] * se,
+                 (char *)recvbuf + (long long)rdispls[0] * re, scounts[0], sdt, comm);
+}
+
+ABI_EXPORT int PMPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int rcounts[],
+                                   MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+  return PMPI_Allreduce(sendbuf, recvbuf, rcounts[0], dt, op, comm);
+}
+
+ABI_EXPORT int PMPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
+                                         MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+  return PMPI_Allreduce(sendbuf, recvbuf, rcount, dt, op, comm);
+}
+
+/* Rank 0's result of an exclusive scan is undefined: nothing to do. */
+ABI_EXPORT int PMPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+                           MPI_Comm comm) {
+  (void)sendbuf, (void)recvbuf;
+  if (!op_ok(op)) return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_OP);
+  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
+  return span(count, dt) < 0 ? RAISE(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE) : MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag,
+                                     int source, int rtag, MPI_Comm comm, MPI_Status *status) {
+  int rc = send_self(buf, count, dt, dest, stag, comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Recv(buf, count, dt, source, rtag, comm, status);
+}
+
+/* Profiling control: no profiler here, as the standard allows. */
+ABI_EXPORT int PMPI_Pcontrol(const int level, ...) {
+  (void)level;
+  return MPI_SUCCESS;
 }
 
 /* Nonblocking collectives: done at the call. */

@@ -186,12 +186,14 @@ def long_trainer(port, marker):
 def signals():
     """SIGTERM to dedrun reaches the trainer (through mpirun) at once and dedrun
     exits with mpirun's outcome; SIGKILL to dedrun (no chance to forward) still takes
-    its children along. Either way no process of the job is left."""
+    its children along; SIGKILL to mpirun (its ranks orphaned) makes dedrun end
+    the ranks it adopted. Each time no process of the job is left."""
     notes = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig, target in ((signal.SIGTERM, "dedrun"), (signal.SIGKILL, "dedrun"),
+                        (signal.SIGKILL, "mpirun")):
         port = free_port()
         wd = tempfile.mkdtemp(prefix="dedrun-")
-        marker = "params-sig%d-%d.bin" % (sig, port)
+        marker = "params-sig%d-%s-%d.bin" % (sig, target, port)
         p = Proc("dedrun", long_trainer(port, marker), base_env(), wd)
         deadline = time.time() + 60
         while not re.search(r"step \d+ loss", p.out) and time.time() < deadline:
@@ -200,21 +202,46 @@ def signals():
         check(re.search(r"step \d+ loss", p.out), "the trainer never stepped:\n" + p.describe())
         check(procs_with(marker), "no trainer process found by %s" % marker)
         t0 = time.time()
-        p.proc.send_signal(sig)
+        if target == "dedrun":
+            p.proc.send_signal(sig)
+        else:
+            mpirun = [q for q in procs_with(marker)
+                      if re.search(r"(mpirun|orterun)$", os.readlink("/proc/%d/exe" % q))]
+            check(len(mpirun) == 1, "no mpirun found: %s" % mpirun)
+            os.kill(mpirun[0], sig)
         rc = p.wait(30)
         left = wait_gone(marker, 20)
         took = time.time() - t0
         if left:
             subprocess.run(["pkill", "-9", "-f", marker])
-        check(not left, "after %s to dedrun, processes left: %s\n%s" %
-              (sig.name, left, p.describe()))
+        check(not left, "after %s to %s, processes left: %s\n%s" %
+              (sig.name, target, left, p.describe()))
         if sig == signal.SIGTERM:
             # Forwarded, mpirun ends the job itself, well before dedrun's 10 s
             # grace would run out and SIGKILL it (137).
             check(rc not in (0, 137, "timeout") and took < 8,
                   "dedrun exited %s, %.1f s after SIGTERM:\n%s" % (rc, took, p.describe()))
-        notes.append("%s: dedrun rc %s, job gone in %.1f s" % (sig.name, rc, took))
+        notes.append("%s to %s: dedrun rc %s, job gone in %.1f s" % (sig.name, target, rc, took))
     print("  " + "; ".join(notes))
+
+
+@test
+def orphans():
+    """A process the trainer leaves behind (here a background helper its
+    shell started, which lives on when the trainer exits) is ended by
+    dedrun when the trainer is done: dedrun adopts the job's orphans."""
+    marker = "dedrun-orphan-%d" % free_port()
+    helper = "/usr/bin/python3 -c 'import time; time.sleep(600)' %s &" % marker
+    p = Proc("orphans", dedrun_cmd("--standalone", "--no-progress", "/bin/sh", "-c",
+                                   helper + " exec /bin/true"), base_env(),
+             tempfile.mkdtemp(prefix="dedrun-"))
+    rc = p.wait(30)
+    left = wait_gone(marker, 10)
+    if left:
+        subprocess.run(["pkill", "-9", "-f", marker])
+    check(rc == 0 and not left, "rc %s, left behind: %s\n%s" % (rc, left, p.describe()))
+    check("1 process of the job outlived it: ended" in p.err, "not reported:\n" + p.describe())
+    print("  the trainer's leftover helper was ended by dedrun")
 
 
 def render(stream):
@@ -412,7 +439,8 @@ def standalone_unsupported():
     MPI_ERR_UNSUPPORTED_OPERATION through the error handler: under mpi4py
     (which sets MPI_ERRORS_RETURN) as an exception with that code and a log
     line naming the function, and the program goes on; with the default
-    handler the error is fatal, as in any MPI."""
+    handler the error is fatal, as in any MPI. mpi4py's lowercase collectives
+    (gather, scatter, alltoall: MPI_Gatherv and friends underneath) work."""
     script = ("from mpi4py import MPI\n"
               "c = MPI.COMM_WORLD\n"
               "try:\n"
@@ -420,10 +448,13 @@ def standalone_unsupported():
               "    print('no error')\n"
               "except MPI.Exception as e:\n"
               "    print('code', e.Get_error_code(), MPI.ERR_UNSUPPORTED_OPERATION)\n"
-              "print('size', c.Get_size(), 'still fine')\n")
+              "print('size', c.Get_size(), 'still fine')\n"
+              "print('lower', c.gather(5, root=0), c.scatter([7], root=0), c.alltoall([9]),\n"
+              "      c.allgather(3), c.reduce(4, root=0), c.bcast('b', root=0))\n")
     r = run_dedrun("--standalone", "--no-progress", "--log", "warn", "/usr/bin/python3", "-c", script)
     check(r.returncode == 0 and re.search(r"^code 52 52$", r.stdout, re.M) and
-          "size 1 still fine" in r.stdout, "mpi4py: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+          "size 1 still fine" in r.stdout and "lower [5] 7 [9] [3] 4 b" in r.stdout,
+          "mpi4py: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
     check("MPI_Cart_create is not supported by dedmpi's own MPI library" in r.stderr,
           "no log line naming the function:\n" + r.stderr)
     fatal = ("from mpi4py import MPI\n"
