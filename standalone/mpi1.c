@@ -57,6 +57,13 @@ static bool is(const void *h, int kind) {
   return h && HDR(h)->magic == ABI_MAGIC && HDR(h)->kind == kind;
 }
 
+/* A handle's object made at run time: zeroed, its header first. */
+static void *obj_new(size_t size, int kind) {
+  abi_hdr *h = calloc(1, size);
+  if (h) *h = (abi_hdr){ABI_MAGIC, (uint16_t)kind, -1};
+  return h;
+}
+
 /* ---------------------------------------------------------------- error handlers */
 
 typedef struct abi_eh {
@@ -161,12 +168,11 @@ ABI_EXPORT int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh) {
 }
 
 ABI_EXPORT int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *eh) {
-  abi_eh *e = calloc(1, sizeof *e);
+  abi_eh *e = obj_new(sizeof *e, ABI_KIND_ERRHANDLER);
   if (!fn || !e) {
     free(e);
     return RAISE(MPI_COMM_WORLD, fn ? MPI_ERR_NO_MEM : MPI_ERR_ARG);
   }
-  e->h = (abi_hdr){ABI_MAGIC, ABI_KIND_ERRHANDLER, -1};
   e->fn = fn;
   e->refs = 1;
   *eh = (MPI_Errhandler)(void *)e;
@@ -427,9 +433,8 @@ ABI_EXPORT int PMPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *o
   if (count < 0) return RAISE(MPI_COMM_WORLD, MPI_ERR_COUNT);
   if (!type_info(old, &s, &e)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
   if (s != e) return abi_unsupported("MPI_Type_contiguous of a padded type");
-  abi_type *a = calloc(1, sizeof *a);
+  abi_type *a = obj_new(sizeof *a, ABI_KIND_DATATYPE);
   if (!a) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-  a->h = (abi_hdr){ABI_MAGIC, ABI_KIND_DATATYPE, -1};
   a->size = s * count;
   a->extent = e * count;
   *out = (MPI_Datatype)(void *)a;
@@ -440,9 +445,8 @@ ABI_EXPORT int PMPI_Type_dup(MPI_Datatype old, MPI_Datatype *out) {
   MPI_Count s;
   MPI_Aint e;
   if (!type_info(old, &s, &e)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
-  abi_type *a = calloc(1, sizeof *a);
+  abi_type *a = obj_new(sizeof *a, ABI_KIND_DATATYPE);
   if (!a) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-  a->h = (abi_hdr){ABI_MAGIC, ABI_KIND_DATATYPE, -1};
   a->size = s;
   a->extent = e;
   a->committed = true;
@@ -507,12 +511,11 @@ typedef struct abi_op {
 static bool op_ok(MPI_Op op) { return is(op, ABI_KIND_OP) && op != MPI_OP_NULL; }
 
 ABI_EXPORT int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op) {
-  abi_op *o = calloc(1, sizeof *o);
+  abi_op *o = obj_new(sizeof *o, ABI_KIND_OP);
   if (!fn || !o) {
     free(o);
     return RAISE(MPI_COMM_WORLD, fn ? MPI_ERR_NO_MEM : MPI_ERR_ARG);
   }
-  o->h = (abi_hdr){ABI_MAGIC, ABI_KIND_OP, -1};
   o->fn = fn;
   o->commute = commute;
   *op = (MPI_Op)(void *)o;
@@ -550,9 +553,8 @@ static int group_new(int size, MPI_Group *out) {
     *out = MPI_GROUP_EMPTY;
     return MPI_SUCCESS;
   }
-  abi_group *g = calloc(1, sizeof *g);
+  abi_group *g = obj_new(sizeof *g, ABI_KIND_GROUP);
   if (!g) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-  g->h = (abi_hdr){ABI_MAGIC, ABI_KIND_GROUP, -1};
   g->size = size;
   *out = (MPI_Group)(void *)g;
   return MPI_SUCCESS;
@@ -764,9 +766,8 @@ ABI_EXPORT int PMPI_Comm_compare(MPI_Comm a, MPI_Comm b, int *result) {
  * and the attributes its keyvals' copy functions pass on. */
 static int comm_new(MPI_Comm from, MPI_Comm *out) {
   comm_state *src = comm_st(from);
-  abi_comm *c = calloc(1, sizeof *c);
+  abi_comm *c = obj_new(sizeof *c, ABI_KIND_COMMUNICATOR);
   if (!c) return RAISE(from, MPI_ERR_NO_MEM);
-  c->h = (abi_hdr){ABI_MAGIC, ABI_KIND_COMMUNICATOR, -1};
   c->st.eh = src->eh;
   eh_ref(c->st.eh);
   MPI_Comm nc = (MPI_Comm)(void *)c;
@@ -884,9 +885,8 @@ typedef struct abi_req {
 static abi_req *posted_recvs; /* REQ_RECV requests not yet matched, in order */
 
 static abi_req *req_new(int type) {
-  abi_req *r = calloc(1, sizeof *r);
+  abi_req *r = obj_new(sizeof *r, ABI_KIND_REQUEST);
   if (!r) return NULL;
-  r->h = (abi_hdr){ABI_MAGIC, ABI_KIND_REQUEST, -1};
   r->type = type;
   r->st.MPI_SOURCE = MPI_ANY_SOURCE;
   r->st.MPI_TAG = MPI_ANY_TAG;
