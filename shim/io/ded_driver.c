@@ -113,6 +113,7 @@ struct ded_driver {
   bool leaving;
   uint64_t leave_deadline_ns;
   _Atomic unsigned peers_up; /* ded_driver_peer_count */
+  bool peers_changed;        /* driver thread: a peer came or went since the count */
   /* ded_driver_status: the latest peer events (a ring, under |mu|), and
    * an asked-for snapshot, filled on the driver thread. */
   ded_driver_event events[DED_DRIVER_EVENTS];
@@ -608,6 +609,7 @@ static uint64_t wall_ms_now(void) {
 static void cb_event(void *user, const ded_event *ev) {
   ded_driver *d = user;
   if (ev->type == DED_EVENT_PEER_UP || ev->type == DED_EVENT_PEER_DOWN) {
+    d->peers_changed = true;
     pthread_mutex_lock(&d->mu);
     ded_driver_event *e = &d->events[d->nevents++ % DED_DRIVER_EVENTS];
     e->wall_ms = wall_ms_now();
@@ -950,7 +952,10 @@ static void *driver_main(void *arg) {
     }
     if (d->accept_paused_until && now >= d->accept_paused_until) accept_pause(d, false);
     if (d->wait_head) driver_submit_waiting(d);
-    atomic_store_explicit(&d->peers_up, ded_node_peer_count(d->node), memory_order_relaxed);
+    if (d->peers_changed) { /* recounted after a peer came or went, not per wake-up */
+      d->peers_changed = false;
+      atomic_store_explicit(&d->peers_up, ded_node_peer_count(d->node), memory_order_relaxed);
+    }
   }
   return NULL;
 }

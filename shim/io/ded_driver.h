@@ -117,8 +117,8 @@ int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], boo
 /* Monotonic clock, ns. */
 uint64_t ded_driver_now_ns(void);
 
-/* Peers this one has a ready connection to, as of the driver thread's
- * last pass (any thread may ask). */
+/* Peers this one has a ready connection to, as the driver thread last
+ * counted them (after each peer that came or went; any thread may ask). */
 unsigned ded_driver_peer_count(const ded_driver *d);
 
 /* A peer's connection coming up or going away, as this node saw it. */
