@@ -604,8 +604,10 @@ def backbone():
         check(bb.proc.poll() is None, "the backbone ended:\n" + bb.describe())
         time.sleep(0.1)
     check("status at http://127.0.0.1:%d/" % http in bb.err, "no status URL:\n" + bb.describe())
-    common = ["--steps", "400", "--buckets", "2", "--log-every", "100", "--shards", "2",
-              "--step-ms", "20"]
+    # Long enough for a rate of rounds (samples 5 s apart while rounds go
+    # on), then lingering connected while the checks run, whatever their pace.
+    common = ["--steps", "800", "--buckets", "2", "--log-every", "100", "--shards", "2",
+              "--step-ms", "20", "--linger-ms", "10000"]
     flags = ["--run", run, "--join", "127.0.0.1:%d" % port, "--listen", "127.0.0.1:0",
              "--min-peers", "2"]
     a = Proc("dedrun", dedrun_cmd("--no-progress", *flags, *mp.trainer_cmd(
