@@ -90,6 +90,7 @@ typedef struct sendq_item {
   size_t ref_len;
   size_t pos; /* bytes of head+payload already handed to the driver */
   bool partial; /* the rest of a frame begun on this connection: never moved */
+  uint8_t cls;  /* the class it was queued in */
 } sendq_item;
 
 typedef struct sendq {
@@ -105,8 +106,10 @@ typedef enum conn_state {
 } conn_state;
 
 /* Priority classes of output: control frames overtake results, results
- * overtake contributions (all-gather latency is what members wait on). */
-enum { Q_CTRL, Q_RESULT, Q_DATA, Q_COUNT };
+ * overtake contributions (all-gather latency is what members wait on),
+ * and contributions overtake link-probe filler (a probe measures a link,
+ * it must not delay the rounds that start while it is on its way). */
+enum { Q_CTRL, Q_RESULT, Q_DATA, Q_BULK, Q_COUNT };
 
 typedef struct ded_conn {
   uint32_t id;
@@ -549,6 +552,15 @@ static void sendq_push(sendq *q, sendq_item *it) {
   q->tail = it;
 }
 
+static void sendq_drop(ded_node *node, sendq *q) {
+  while (q->head) {
+    sendq_item *it = q->head;
+    q->head = it->next;
+    item_free(node, it);
+  }
+  q->tail = NULL;
+}
+
 static bool conn_has_output(const ded_conn *c) {
   if (c->cur) return true;
   for (int i = 0; i < Q_COUNT; i++)
@@ -575,6 +587,7 @@ static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
     ded_meter_end(&node->up);
     ded_meter_begin(&node->up);
   }
+  it->cls = (uint8_t)cls;
   sendq_push(&c->q[cls], it);
   if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
 }
@@ -693,8 +706,7 @@ static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
     item_free(node, cur); /* the tail of a frame the other stream never began */
   } else if (cur) {
     cur->pos = 0;
-    int cls = cur->owned ? Q_CTRL : cur->hdr[4] == DED_MSG_RESULT ? Q_RESULT : Q_DATA;
-    sendq_push(&to->q[cls], cur);
+    sendq_push(&to->q[cur->cls], cur);
   }
   for (int cls = 0; cls < Q_COUNT; cls++) {
     sendq_item *it = from->q[cls].head;
@@ -798,14 +810,7 @@ static void conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
 
 static void conn_free(ded_node *node, ded_conn *c) {
   if (c->cur) item_free(node, c->cur);
-  for (int cls = 0; cls < Q_COUNT; cls++) {
-    sendq_item *it = c->q[cls].head;
-    while (it) {
-      sendq_item *next = it->next;
-      item_free(node, it);
-      it = next;
-    }
-  }
+  for (int cls = 0; cls < Q_COUNT; cls++) sendq_drop(node, &c->q[cls]);
   ded_frame_dec_free(&c->dec);
   node->conns[c->id & 0xffff] = NULL;
   node->nconns--;
@@ -3489,7 +3494,7 @@ static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t
     /* A probe is a hint: short of memory, it is smaller. */
     if (!frame) return;
     ded_msg_speed_hdr_encode(frame, want, fill);
-    if (conn_send_owned(node, c, Q_DATA, frame, DED_SPEED_HDR_BYTES + fill)) return;
+    if (conn_send_owned(node, c, Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
     bytes -= (uint32_t)fill;
     want = 0;
   } while (bytes > 0);
@@ -5173,6 +5178,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
     if (!copy) continue;
     memcpy(copy, frame, w.pos);
+    sendq_drop(node, &c->q[Q_BULK]); /* probe filler would follow LEAVE unread */
     if (conn_send_owned(node, c, Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
   }
   node_reap(node);

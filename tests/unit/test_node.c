@@ -5778,6 +5778,59 @@ static void test_node_link_probe(void **state) {
   ded_node_free(t.node);
 }
 
+/* The position of the first frame of |type| in |out| (frames counted
+ * from 0), or -1. */
+static int frame_index(const uint8_t *out, size_t len, uint8_t type) {
+  ded_frame_dec dec;
+  ded_frame_dec_init(&dec, NULL);
+  ded_frame fr;
+  int i = 0, at = -1;
+  for (; at < 0 && ded_frame_dec_next(&dec, &out, &len, &fr) == 1; i++)
+    if (fr.type == type) at = i;
+  ded_frame_dec_free(&dec);
+  return at;
+}
+
+/* A probe queued before a round begins does not delay the round: the
+ * round's COMMIT and contributions, queued after the filler, go out
+ * first (the filler is the lowest class of output). */
+static void test_node_probe_behind_round(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)i;
+  tnode t;
+  tn_next_probe = 64 * 1024;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &hi, RUN); /* the peer is up: the probe is queued */
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.dtype = DED_DTYPE_F32;
+  j.count = COUNT;
+  j.weight = 1.0;
+  j.n_local = 1;
+  j.flags = DED_JOIN_F_GENESIS;
+  send_join(&t, 0, &j);
+  size_t len;
+  uint8_t *out = tnode_output(&t, &len, NOW_NS);
+  int speed = frame_index(out, len, DED_MSG_SPEED), commit = frame_index(out, len, DED_MSG_COMMIT);
+  assert_true(commit >= 0);
+  assert_int_equal(frame_count(out, len, DED_MSG_DATA), 2);
+  /* Every DATA before the first SPEED. */
+  assert_true(speed > commit);
+  ded_frame fr;
+  const uint8_t *p = out;
+  size_t left = len;
+  ded_frame_dec dec;
+  ded_frame_dec_init(&dec, NULL);
+  for (int i = 0; ded_frame_dec_next(&dec, &p, &left, &fr) == 1; i++)
+    if (fr.type == DED_MSG_DATA) assert_true(i < speed);
+  ded_frame_dec_free(&dec);
+  free(out);
+  ded_node_free(t.node);
+}
+
 /* Handshakes in flight are bounded per IP address and in all
  * (DED_HANDSHAKES_*): silent sockets past the bound are refused at once,
  * another address still gets in, and once the silent ones time out
@@ -6063,6 +6116,7 @@ int main(void) {
       cmocka_unit_test(test_node_lanes_survive_leave),
       cmocka_unit_test(test_node_lanes_leave_last_on_each),
       cmocka_unit_test(test_node_link_probe),
+      cmocka_unit_test(test_node_probe_behind_round),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
