@@ -597,6 +597,9 @@ static void cb_want_write(void *user, uint32_t conn_id) {
 
 static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
   ded_driver *d = user;
+  /* Fresh for the round's report: a peer's record (whether it takes part
+   * in rounds) may have come after its connection. */
+  atomic_store_explicit(&d->peers_up, ded_node_round_peer_count(d->node), memory_order_relaxed);
   d->cfg.done(d->cfg.user, ctx, res);
 }
 
@@ -954,7 +957,7 @@ static void *driver_main(void *arg) {
     if (d->wait_head) driver_submit_waiting(d);
     if (d->peers_changed) { /* recounted after a peer came or went, not per wake-up */
       d->peers_changed = false;
-      atomic_store_explicit(&d->peers_up, ded_node_peer_count(d->node), memory_order_relaxed);
+      atomic_store_explicit(&d->peers_up, ded_node_round_peer_count(d->node), memory_order_relaxed);
     }
   }
   return NULL;

@@ -117,8 +117,10 @@ int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], boo
 /* Monotonic clock, ns. */
 uint64_t ded_driver_now_ns(void);
 
-/* Peers this one has a ready connection to, as the driver thread last
- * counted them (after each peer that came or went; any thread may ask). */
+/* Peers this one has a ready connection to that take part in rounds
+ * (backbones not counted), as the driver thread last counted them (after
+ * each peer that came or went, and at each finished round; any thread may
+ * ask). */
 unsigned ded_driver_peer_count(const ded_driver *d);
 
 /* A peer's connection coming up or going away, as this node saw it. */

@@ -5217,3 +5217,9 @@ unsigned ded_node_peer_count(const ded_node *node) {
   for (size_t i = 0; i < node->npeers; i++) n += node->peers[i]->conn != NULL;
   return n;
 }
+
+unsigned ded_node_round_peer_count(ded_node *node) {
+  unsigned n = 0;
+  for (size_t i = 0; i < node->npeers; i++) n += peer_participates(node, node->peers[i]);
+  return n;
+}

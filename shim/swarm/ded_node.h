@@ -349,6 +349,10 @@ bool ded_node_flushed(const ded_node *node);
 /* Peers with a ready connection (not counting us). */
 unsigned ded_node_peer_count(const ded_node *node);
 
+/* Peers with a ready connection that take part in rounds (backbones and
+ * peers that left not counted; not counting us). */
+unsigned ded_node_round_peer_count(ded_node *node);
+
 /* One peer as this node knows it, from its discovery record. */
 typedef struct ded_status_peer {
   uint8_t id[DED_ID_BYTES];
