@@ -11,8 +11,9 @@
  * (a terminal's ^C reaches the whole process group by itself), kills what
  * is left 10 s after a terminating signal, adopts the job's orphans
  * (PR_SET_CHILD_SUBREAPER) and ends any still there when its children
- * have ended, and its children get SIGTERM when it dies
- * (PR_SET_PDEATHSIG). Rank 0 reports
+ * have ended, and its children get a signal when it dies
+ * (PR_SET_PDEATHSIG: SIGTERM for mpirun, which then ends its ranks;
+ * SIGKILL for a standalone trainer). Rank 0 reports
  * each finished round to a datagram socket of dedrun's (DEDMPI_PROGRESS);
  * on a terminal dedrun keeps one updating line at the bottom, relaying the
  * trainer's output through a pseudo-terminal so the two never garble each
@@ -49,6 +50,7 @@
 
 #define KILL_GRACE_S 10.0 /* after a terminating signal, then SIGKILL */
 #define PLAIN_EVERY_S 10.0
+#define DRAIN_MAX_S 2.0 /* relaying what is left on the pty once the children ended */
 
 extern char **environ;
 
@@ -270,13 +272,14 @@ typedef struct child {
   int status;
 } child;
 
-/* Forks and execs |argv|. The child dies with dedrun (PDEATHSIG), gets
+/* Forks and execs |argv|. The child gets |deathsig| when dedrun dies
+ * (PDEATHSIG), gets
  * the signal mask dedrun started with, |slave| as its terminal outputs
  * where |pty_out|/|pty_err|, and the variables of |env| (name, value, ...,
  * NULL; a NULL value unsets) set; |argv[0]| is looked up on PATH. An exec failure comes back
  * through a close-on-exec pipe. Returns the pid or -1 with errno. */
-static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, bool pty_err,
-                   char *const *env) {
+static pid_t spawn(char **argv, const sigset_t *mask, int deathsig, int slave, bool pty_out,
+                   bool pty_err, char *const *env) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return -1;
   pid_t parent = getpid();
@@ -287,7 +290,7 @@ static pid_t spawn(char **argv, const sigset_t *mask, int slave, bool pty_out, b
     return -1;
   }
   if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_PDEATHSIG, deathsig);
     if (getppid() != parent) _exit(127); /* dedrun died before the line above */
     if (pty_out) dup2(slave, STDOUT_FILENO);
     if (pty_err) dup2(slave, STDERR_FILENO);
@@ -370,6 +373,13 @@ static bool sent_by_process(const struct signalfd_siginfo *si) {
 
 /* ---------------------------------------------------------------- launch */
 
+/* Whether the variable named by |name|'s first |len| bytes is dedrun's
+ * own (where to find its libraries): the ranks have no use for it. */
+static bool launcher_only(const char *name, size_t len) {
+  return (len == 10 && !strncmp(name, "DEDMPI_LIB", len)) ||
+         (len == 21 && !strncmp(name, "DEDMPI_STANDALONE_DIR", len));
+}
+
 /* mpirun's command line: the job, our library preloaded (after whatever
  * this process or the user preloads: sanitizers), every DEDMPI_* of the
  * environment by name, then the user's -x and the program. */
@@ -407,6 +417,7 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
   for (char **e = environ; *e; e++) {
     if (strncmp(*e, "DEDMPI_", 7) != 0) continue;
     size_t len = strcspn(*e, "=");
+    if (launcher_only(*e, len)) continue;
     memcpy(name, *e, len);
     name[len] = '\0';
     v[n++] = "-x";
@@ -522,6 +533,10 @@ int dedrun_launch(const dedrun_opts *o) {
             getenv("DEDMPI_LIB") ? " at " : "", getenv("DEDMPI_LIB") ? getenv("DEDMPI_LIB") : "");
     return 1;
   }
+  /* Found: the trainer has no use for where (mpirun's local ranks inherit
+   * its environment, -x or not). */
+  unsetenv("DEDMPI_LIB");
+  unsetenv("DEDMPI_STANDALONE_DIR");
   if (standalone) {
     for (int i = 0; i < o->nx; i++) /* -x is mpirun's: here the children inherit the variable */
       if (strchr(o->x[i], '=') && strncmp(o->x[i], "DEDMPI_", 7) != 0) {
@@ -577,7 +592,10 @@ int dedrun_launch(const dedrun_opts *o) {
       failed = 2;
       break;
     }
-    ch[started].pid = spawn(argv, &old, slave, pty_out, pty_err, standalone ? (char *const *)env : NULL);
+    /* mpirun needs SIGTERM to end its ranks; a standalone process is the
+     * trainer itself, and one that ignores SIGTERM must not outlive us. */
+    ch[started].pid = spawn(argv, &old, standalone ? SIGKILL : SIGTERM, slave, pty_out, pty_err,
+                            standalone ? (char *const *)env : NULL);
     if (ch[started].pid < 0) {
       fprintf(stderr, "dedrun: cannot run %s: %s\n", what, strerror(errno));
       failed = 1;
@@ -598,13 +616,20 @@ int dedrun_launch(const dedrun_opts *o) {
   }
   int out = pty_out ? STDOUT_FILENO : STDERR_FILENO;
 
-  double kill_at = 0;
+  double kill_at = 0, drain_until = 0;
   int left = nchild;
   while (left > 0 || master >= 0) {
     struct pollfd pf[3] = {{sfd, POLLIN, 0}, {p.fd, POLLIN, 0}, {master, POLLIN, 0}};
     int timeout = -1;
     if (kill_at > 0) timeout = (int)((kill_at - now_s()) * 1e3) + 1;
-    if (left == 0) timeout = 100; /* draining the pty: what is left comes at once */
+    if (left == 0) {
+      /* Draining the pty: what is left comes at once, but a process of the
+       * job that outlived the children and keeps writing must not keep us
+       * (and so itself, end_descendants) alive. */
+      if (drain_until == 0) drain_until = now_s() + DRAIN_MAX_S;
+      if (now_s() >= drain_until) break;
+      timeout = 100;
+    }
     if (timeout < 0 && kill_at > 0) timeout = 0;
     int n = poll(pf, 3, timeout);
     if (n < 0) continue; /* EINTR; nothing else can fail here */

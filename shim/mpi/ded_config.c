@@ -349,6 +349,14 @@ static void set_progress(parse_ctx *p, const char *name, const char *v) {
     snprintf(p->cfg->progress, sizeof p->cfg->progress, "%s", v);
 }
 
+/* Read by dedrun alone (launcher/run.c): known here so that neither the
+ * launcher nor a job that inherits one calls it a typo. */
+static void set_launcher_only(parse_ctx *p, const char *name, const char *v) {
+  (void)p;
+  (void)name;
+  (void)v;
+}
+
 typedef struct var_def {
   ded_config_var doc;
   void (*set)(parse_ctx *p, const char *name, const char *v);
@@ -383,6 +391,8 @@ static const var_def vars[] = {
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{"DEDMPI_PROGRESS", "", "local datagram socket (a path, or @name for an abstract one) that rank 0 reports each finished round to; dedrun sets it for its progress line"}, set_progress},
+    {{"DEDMPI_LIB", "next to dedrun", "dedrun only: the libdedmpi.so it preloads into mpirun's job"}, set_launcher_only},
+    {{"DEDMPI_STANDALONE_DIR", "next to dedrun", "dedrun only: the directory of dedmpi's own libmpi.so.40 for --standalone"}, set_launcher_only},
     {{NULL, NULL, NULL}, NULL},
 };
 
