@@ -45,8 +45,11 @@ typedef struct abi_hdr {
   } name = {{ABI_MAGIC, (kind), (idx)}, {0}}
 
 /* Logs, once per function, that |fn| is not part of this library, and
- * answers MPI_ERR_UNSUPPORTED_OPERATION through MPI_COMM_WORLD's error
- * handler (fatal by default, as in any MPI). */
-int abi_unsupported(const char *fn);
+ * answers MPI_ERR_UNSUPPORTED_OPERATION through the error handler that
+ * applies, as in any MPI: that of |comm| (the call's communicator, an
+ * MPI_Comm passed as a pointer; NULL: MPI_COMM_WORLD's, fatal by default),
+ * or, for an MPI_File_ call, the files' default handler, which is
+ * MPI_ERRORS_RETURN (no file can be opened here, so none has another). */
+int abi_unsupported(const char *fn, const void *comm);
 
 #endif /* ABI_H */

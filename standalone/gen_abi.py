@@ -40,6 +40,22 @@ NULLS = {
 }
 
 
+# Objects Open MPI's libmpi.so.40 exports that its mpi.h declares only
+# with MPI-1 compatibility (MPI_LB, MPI_UB) or for its C++ layer: older
+# binaries may copy-relocate them.
+EXTRA_OBJECTS = [("datatype", "ompi_mpi_lb"), ("datatype", "ompi_mpi_ub"),
+                 ("errhandler", "ompi_mpi_errors_throw_exceptions")]
+# Functions removed in MPI-3.0 that libmpi.so.40 still exports (mpi.h
+# declares them with OMPI_OMIT_MPI1_COMPAT_DECLS=0, which the build sets
+# for this script and for the stubs): those with an exact successor call
+# it, the rest answer unsupported.
+REMOVED = {"Address": "Get_address", "Errhandler_create": "Comm_create_errhandler",
+           "Errhandler_get": "Comm_get_errhandler", "Errhandler_set": "Comm_set_errhandler",
+           "Type_hindexed": "Type_create_hindexed", "Type_hvector": "Type_create_hvector",
+           "Type_struct": "Type_create_struct", "Type_extent": None, "Type_lb": None,
+           "Type_ub": None}
+
+
 def parse(pre):
     text = re.sub(r"\s+", " ", open(pre).read())
     text = text.replace('__attribute__((visibility("default")))', "")
@@ -86,6 +102,11 @@ def main():
     if len(funcs) < 700 or len(objs) < 90:
         sys.exit("gen_abi.py: %s does not look like Open MPI's mpi.h (%d functions, %d objects)" %
                  (pre, len(funcs), len(objs)))
+    missing = ["MPI_" + n for n in REMOVED if "MPI_" + n not in funcs]
+    if missing:
+        sys.exit("gen_abi.py: %s does not declare %s (preprocess it with "
+                 "-DOMPI_OMIT_MPI1_COMPAT_DECLS=0)" % (pre, ", ".join(missing)))
+    objs += [o for o in EXTRA_OBJECTS if o not in objs]
     done = set(re.findall(r"^[A-Za-z_][\w \*]*\bPMPI_(\w+)\(", open(impl).read(), re.M))
     for name in done:
         if "PMPI_" + name not in funcs:
@@ -120,7 +141,8 @@ def main():
             f.write("\n")
 
     with open(os.path.join(out, "abi_stubs.c"), "w") as f:
-        f.write(gen + "#include <mpi.h>\n\n#include \"abi.h\"\n\n")
+        f.write(gen + "#define OMPI_OMIT_MPI1_COMPAT_DECLS 0 /* the removed MPI-1 calls too */\n"
+                "#include <mpi.h>\n\n#include \"abi.h\"\n\n")
         f.write("#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n")
         f.write("#pragma GCC diagnostic ignored \"-Wunused-parameter\"\n\n")
         nstub = 0
@@ -129,10 +151,22 @@ def main():
             pname = "P" + name
             if ret not in NULLS:
                 sys.exit("gen_abi.py: %s returns %s" % (name, ret))
-            if name[4:] not in done:
+            if REMOVED.get(name[4:]):
+                call = ", ".join(arg_names(args))
+                f.write("ABI_EXPORT %s %s(%s) {\n  return PMPI_%s(%s);\n}\n" %
+                        (ret, pname, args, REMOVED[name[4:]], call))
+                f.write("ABI_EXPORT %s %s(%s) __attribute__((weak, alias(\"%s\")));\n\n" %
+                        (ret, name, args, pname))
+            elif name[4:] not in done:
                 nstub += 1
-                body = ("return abi_unsupported(\"%s\");" % name if NULLS[ret] is None else
-                        "abi_unsupported(\"%s\");\n  return %s;" % (name, NULLS[ret]))
+                # The error goes to the handler of the call's communicator
+                # (its first MPI_Comm argument), else MPI_COMM_WORLD's.
+                comms = [n for n in arg_names(args)
+                         if re.search(r"(^|[(,])\s*MPI_Comm\s+%s\s*(,|$)" % n, args)]
+                comm = "(const void *)%s" % comms[0] if comms else "0"
+                call = "abi_unsupported(\"%s\", %s)" % (name, comm)
+                body = ("return %s;" % call if NULLS[ret] is None else
+                        "%s;\n  return %s;" % (call, NULLS[ret]))
                 f.write("ABI_EXPORT %s %s(%s) {\n  %s\n}\n" % (ret, pname, args, body))
                 f.write("ABI_EXPORT %s %s(%s) __attribute__((weak, alias(\"%s\")));\n\n" %
                         (ret, name, args, pname))

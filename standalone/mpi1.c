@@ -123,7 +123,7 @@ static int raise_on(MPI_Comm comm, int code, const char *fn) {
 
 #define RAISE(comm, code) raise_on((comm), (code), __func__ + 1) /* "MPI_..." */
 
-int abi_unsupported(const char *fn) {
+int abi_unsupported(const char *fn, const void *comm) {
   static char seen[64][40];
   static unsigned nseen;
   bool logged = false;
@@ -133,7 +133,8 @@ int abi_unsupported(const char *fn) {
          "trainer with Open MPI instead (dedrun without --standalone)", fn);
     if (nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", fn);
   }
-  return raise_on(MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION, fn);
+  if (!strncmp(fn, "MPI_File_", 9)) return MPI_ERR_UNSUPPORTED_OPERATION;
+  return raise_on(comm ? (MPI_Comm)(uintptr_t)comm : MPI_COMM_WORLD, MPI_ERR_UNSUPPORTED_OPERATION, fn);
 }
 
 /* User error handlers are counted: each communicator using one and each
@@ -332,6 +333,13 @@ ABI_EXPORT double PMPI_Wtime(void) {
 
 ABI_EXPORT double PMPI_Wtick(void) { return 1e-9; }
 
+/* Addresses are plain virtual addresses, as in Open MPI on Linux. */
+ABI_EXPORT int PMPI_Get_address(const void *location, MPI_Aint *address) {
+  if (!address) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
+  *address = (MPI_Aint)(uintptr_t)location;
+  return MPI_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- datatypes */
 
 typedef struct abi_type {
@@ -432,7 +440,7 @@ ABI_EXPORT int PMPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *o
   MPI_Aint e;
   if (count < 0) return RAISE(MPI_COMM_WORLD, MPI_ERR_COUNT);
   if (!type_info(old, &s, &e)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
-  if (s != e) return abi_unsupported("MPI_Type_contiguous of a padded type");
+  if (s != e) return abi_unsupported("MPI_Type_contiguous of a padded type", NULL);
   abi_type *a = obj_new(sizeof *a, ABI_KIND_DATATYPE);
   if (!a) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
   a->size = s * count;
@@ -1141,7 +1149,7 @@ ABI_EXPORT int PMPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *s
 ABI_EXPORT int PMPI_Request_free(MPI_Request *req) {
   if (!req || !req_ok(*req)) return RAISE(MPI_COMM_WORLD, MPI_ERR_REQUEST);
   abi_req *r = (abi_req *)(void *)*req;
-  if (!r->complete) return abi_unsupported("MPI_Request_free of an active request");
+  if (!r->complete) return abi_unsupported("MPI_Request_free of an active request", NULL);
   req_finish(req, MPI_STATUS_IGNORE);
   return MPI_SUCCESS;
 }
