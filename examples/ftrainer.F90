@@ -7,13 +7,14 @@
 !
 ! Every step each rank makes a "gradient" of N reals from (SEED, step,
 ! index), all-reduces it in place (MPI_SUM over MPI_COMM_WORLD) and takes
-! an SGD step. It checks every element of every result against the mean
+! an SGD step; it also all-reduces a third of it in DOUBLE PRECISION, out
+! of place (ftrainer_dp.F90). It checks every element of every result against the mean
 ! of the gradients the K jobs of the swarm (seeds SEED_1..SEED_K, one rank
 ! each) make, which is what dedmpi returns, and prints
 !
 !   fortran <binding> steps <S> mismatches <M> checksum <sum of parameters>
 !
-! Plain MPI (no swarm), a job sees only its own gradient: M is N * S
+! Plain MPI (no swarm), a job sees only its own gradient: M is 2 N S
 ! unless K = 1.
 program ftrainer
 #if defined(BIND_F08)
@@ -34,6 +35,7 @@ program ftrainer
 #endif
   integer, parameter :: n = 65536, steps = 20
   real, allocatable :: p(:), g(:)
+  double precision, allocatable :: gd(:), hd(:)
   integer :: ierr, i, s, seed, nseeds, k, bad
   integer :: seeds(64)
   character(len=32) :: arg
@@ -51,14 +53,18 @@ program ftrainer
     call get_command_argument(k + 1, arg)
     read(arg, *) seeds(k)
   end do
-  allocate(p(n), g(n))
+  allocate(p(n), g(n), gd(n), hd(n))
   p = 0.0
   bad = 0
   do s = 1, steps
     do i = 1, n
       g(i) = grad(seed, s, i)
+      gd(i) = dble(g(i)) / 3d0
     end do
     call MPI_Allreduce(MPI_IN_PLACE, g, n, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, ierr)
+    if (ierr /= MPI_SUCCESS) bad = bad + n
+    ! The same in DOUBLE PRECISION (values that need it), out of place.
+    call allreduce_dp(gd, hd, n, ierr)
     if (ierr /= MPI_SUCCESS) bad = bad + n
     do i = 1, n
       want = 0d0
@@ -66,6 +72,7 @@ program ftrainer
         want = want + grad(seeds(k), s, i)
       end do
       if (abs(g(i) - want / nseeds) > 1d-6) bad = bad + 1
+      if (abs(hd(i) - want / 3d0 / nseeds) > 1d-12) bad = bad + 1
     end do
     p = p - 0.5 * g
   end do
