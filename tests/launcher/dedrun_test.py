@@ -141,7 +141,19 @@ def flags():
           "no library: %d %s" % (r.returncode, r.stderr))
     r = cli("--no-progress", "/nonexistent/trainer")
     check(r.returncode != 0, "a program that does not exist: exit 0")
-    print("  --help, --version, %d usage errors, missing mpirun and library checked" % len(bad))
+    # -np and -x (VAR=VALUE, and a bare VAR from the environment) reach
+    # every rank; dedrun's own variables (DEDMPI_LIB) are known but stay
+    # with it; the library is preloaded after what the user preloads.
+    show = 'echo "rank=$OMPI_COMM_WORLD_RANK a=$DEDRUN_A b=$DEDRUN_B lib=$DEDMPI_LIB pre=$LD_PRELOAD"'
+    r = subprocess.run(dedrun_cmd("--no-progress", "-np", "2", "-x", "DEDRUN_A=1 2", "-x",
+                                  "DEDRUN_B", "/bin/sh", "-c", show), capture_output=True,
+                       text=True, env=base_env(DEDRUN_B="b", DEDMPI_LIB=mp.ARGS.lib), timeout=60)
+    ranks = sorted(re.findall(r"^rank=(\d) a=1 2 b=b lib= pre=(.*libdedmpi\.so\S*)$", r.stdout, re.M))
+    check(r.returncode == 0 and [x[0] for x in ranks] == ["0", "1"] and
+          "unknown variable" not in r.stderr,
+          "-np 2 -x: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    print("  --help, --version, %d usage errors, missing mpirun and library checked; -np 2 and "
+          "-x reach both ranks" % len(bad))
 
 
 @test
@@ -368,25 +380,44 @@ def wait_pid(marker, timeout=60):
     raise Fail("no process with %s started" % marker)
 
 
+def mpicc_trainer():
+    """examples/trainer.c as a user builds it: with Open MPI's mpicc."""
+    exe = os.path.join(mp.ARGS.examples, "trainer_mpicc")
+    check(os.path.exists(exe), "%s missing: mpicc was not found at build time" % exe)
+    return exe
+
+
 @test
 def standalone_c():
-    """The C trainer (built with mpicc against Open MPI) under dedrun
-    --standalone, on dedmpi's own libmpi.so.40, and the same binary under
-    plain mpirun with the library preloaded train one model in one run:
-    bit-identical parameters, and the standalone process has no Open MPI
-    library mapped (its libmpi.so.40 is dedmpi's)."""
+    """The C trainer built with Open MPI's mpicc, under dedrun --standalone
+    on dedmpi's own libmpi.so.40, and the same program under plain mpirun
+    with the library preloaded train one model in one run: bit-identical
+    parameters, and the standalone process has no Open MPI library mapped
+    (its libmpi.so.40 is dedmpi's), neither at load nor once it trains."""
     port = free_port()
     wd = tempfile.mkdtemp(prefix="dedrun-")
     common = ["--steps", "60", "--buckets", "2", "--log-every", "20", "--shards", "2",
               "--step-ms", "20"]
     marker = "params-sa-%d.bin" % port
     a = Proc("standalone", dedrun_cmd("--standalone", "--no-progress", *swarm_flags(port, True, 2),
-                                      *mp.trainer_cmd(False, common + ["--shard-base", "0", "--out",
-                                                                       marker])), base_env(), wd)
+                                      mpicc_trainer(), *common, "--shard-base", "0", "--out",
+                                      marker), base_env(), wd)
     b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "1", "--out",
                                                             "params-b.bin"]),
                swarm_env(port, False, 2), workdir=wd)
-    ompi, ours = maps_once_loaded(wait_pid(marker))
+    pid = wait_pid(marker)
+    ompi, ours = maps_once_loaded(pid)
+    # Again once it trains: nothing loaded later (at MPI_Init, by dlopen) either.
+    deadline = time.time() + 60
+    while not re.search(r"^step \d+ loss", a.out, re.M) and a.proc.poll() is None and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        later, _ = openmpi_maps(pid)
+        ompi = sorted(set(ompi) | set(later))
+    except OSError:
+        check(False, "the standalone trainer ended before it could be looked at again:\n" +
+              a.describe())
     rc = a.wait(180)
     b.wait(60)
     check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
@@ -431,6 +462,127 @@ def standalone_mpi4py():
     check(sums[0] and sums[0] == sums[1], "final checksums differ: %s" % sums)
     print("  two mpi4py jobs on dedmpi's libmpi.so.40: identical parameters, checksum %s; "
           "libmpi mapped from %s" % (sums[0][0], sorted(set(m[1][0] for m in maps))))
+
+
+@test
+def standalone_many():
+    """dedrun --standalone -n 2: two processes, each a job of one rank and a
+    peer of its own (process 1 listens on the next port and joins process
+    0), train with a plain mpirun job in one run: all three end with the
+    same parameter checksum, and the progress line (process 0's alone)
+    counts 3 peers and 3 contributors. Then children that ignore SIGTERM:
+    a SIGTERM to dedrun is forwarded, and past its grace they are killed;
+    a SIGKILL to dedrun takes them along at once (PDEATHSIG)."""
+    port = free_port()
+    wd = tempfile.mkdtemp(prefix="dedrun-")
+    run = "mp-%d" % port
+    common = ["--steps", "40", "--buckets", "2", "--log-every", "20", "--shards", "2",
+              "--step-ms", "10", "--out", "/dev/null"]
+    a = Proc("many", dedrun_cmd("--standalone", "-n", "2", "--run", run, "--listen",
+                                "127.0.0.1:%d" % port, "--min-peers", "3", "--log", "info",
+                                mpicc_trainer(), *common, "--shard-base", "0"), base_env(), wd)
+    env = swarm_env(port, False, 3)
+    env["DEDMPI_MIN_PEERS"] = "3"
+    b = mp.Job("plain", 1, mp.trainer_cmd(False, common + ["--shard-base", "1"]), env, workdir=wd)
+    rc = a.wait(180)
+    b.wait(60)
+    check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
+    sums = re.findall(r"final loss \S+ checksum (\S+)", a.out)
+    want = mp.final_line(b)[1]
+    check(sums == [want, want], "checksums %s, the plain job's %s:\n%s" % (sums, want, a.describe()))
+    lines = re.findall(r"^dedrun: run %s \| (\d+) peers? \| round \d+ \| [\d.]+ m?s \| "
+                       r"[\d.]+ MB/s \| (\d+) contributors?" % run, a.err, re.M)
+    check(("3", "3") in lines, "no progress line with 3 peers and 3 contributors: %s" % lines)
+    notes = ["3 jobs, checksum %s" % want]
+    stubborn = ("import signal, sys, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('ready', flush=True)\n"
+                "time.sleep(600)\n")
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        marker = "dedrun-stubborn-%d-%d" % (sig, port)
+        p = Proc("stubborn%d" % sig, dedrun_cmd("--standalone", "--no-progress", "-n", "2",
+                                                "--listen", "127.0.0.1:%d" % port,
+                                                "/usr/bin/python3", "-c", stubborn, marker),
+                 base_env(), wd)
+        deadline = time.time() + 30
+        while p.out.count("ready") < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        check(p.out.count("ready") == 2 and len(procs_with(marker)) >= 2,
+              "the two processes did not start:\n" + p.describe())
+        t0 = time.time()
+        p.proc.send_signal(sig)
+        rc = p.wait(30)
+        left = wait_gone(marker, 20)
+        took = time.time() - t0
+        if left:
+            subprocess.run(["pkill", "-9", "-f", marker])
+        check(not left, "after %s to dedrun, processes left: %s\n%s" % (sig.name, left, p.describe()))
+        if sig == signal.SIGTERM:
+            check("still running 10 s after the signal: killing it" in p.err and 9 < took < 20,
+                  "not killed after the grace (%.1f s):\n%s" % (took, p.describe()))
+        else:
+            check(took < 5, "children outlived a SIGKILLed dedrun for %.1f s" % took)
+        notes.append("%s to dedrun: children ignoring SIGTERM gone in %.1f s" % (sig.name, took))
+    print("  " + "; ".join(notes))
+
+
+@test
+def standalone_errors():
+    """Error handling on dedmpi's own MPI, from a C program built with mpicc:
+    an unsupported call answers through the handler of the communicator it
+    was given (MPI_ERRORS_RETURN on a duplicate of the world, while the
+    world's stays fatal; a user handler is called with the communicator
+    and the code); an unsupported file call returns its error (files'
+    default handler is MPI_ERRORS_RETURN); MPI-1 calls removed in MPI-3 but
+    still exported by libmpi.so.40 work (MPI_Address, MPI_Errhandler_set)."""
+    wd = tempfile.mkdtemp(prefix="dedrun-err-")
+    src, exe = os.path.join(wd, "errs.c"), os.path.join(wd, "errs")
+    with open(src, "w") as f:
+        f.write(r"""
+#define OMPI_OMIT_MPI1_COMPAT_DECLS 0
+#include <mpi.h>
+#include <stdio.h>
+static MPI_Comm seen;
+static int seen_code, calls;
+static void handler(MPI_Comm *c, int *code, ...) { seen = *c; seen_code = *code; calls++; }
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm dup, inter;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  int rc = MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, dup, &inter, MPI_ERRCODES_IGNORE);
+  printf("spawn on dup: %d\n", rc);
+  MPI_Errhandler eh;
+  MPI_Comm_create_errhandler(handler, &eh);
+  MPI_Errhandler_set(dup, eh);
+  rc = MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, dup, &inter, MPI_ERRCODES_IGNORE);
+  printf("user handler: rc %d calls %d code %d on dup %d\n", rc, calls, seen_code, seen == dup);
+  MPI_File fh;
+  rc = MPI_File_open(MPI_COMM_WORLD, "/tmp/x", MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+  printf("file open: %d\n", rc);
+  int x[2];
+  MPI_Aint a0, a1;
+  rc = MPI_Address(&x[0], &a0) | MPI_Address(&x[1], &a1);
+  printf("address: rc %d diff %ld\n", rc, (long)(a1 - a0));
+  fflush(stdout);
+  MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, MPI_ERRCODES_IGNORE);
+  printf("went on\n");
+  MPI_Finalize();
+  return 0;
+}
+""")
+    r = subprocess.run(["mpicc", "-Wall", "-Werror", "-o", exe, src], capture_output=True, text=True)
+    check(r.returncode == 0, "mpicc failed: %s" % r.stderr)
+    r = run_dedrun("--standalone", "--no-progress", exe)
+    out = r.stdout
+    for want in ("spawn on dup: 52", "user handler: rc 52 calls 1 code 52 on dup 1",
+                 "file open: 52", "address: rc 0 diff %d" % 4):
+        check(want + "\n" in out, "%r missing (rc %d):\n%s%s" % (want, r.returncode, out, r.stderr))
+    check(r.returncode != 0 and "went on" not in out and "MPI_ERRORS_ARE_FATAL" in r.stderr and
+          "MPI_Comm_spawn is not supported" in r.stderr,
+          "the world's fatal handler did not end it: rc %d\n%s%s" % (r.returncode, out, r.stderr))
+    print("  errors went to the communicator's handler (return, user, fatal on the world), "
+          "file calls returned 52, MPI_Address and MPI_Errhandler_set work")
 
 
 @test
@@ -610,7 +762,7 @@ def backbone():
               "--step-ms", "20", "--linger-ms", "10000"]
     flags = ["--run", run, "--join", "127.0.0.1:%d" % port, "--listen", "127.0.0.1:0",
              "--min-peers", "2"]
-    a = Proc("dedrun", dedrun_cmd("--no-progress", *flags, *mp.trainer_cmd(
+    a = Proc("dedrun", dedrun_cmd(*flags, *mp.trainer_cmd(
         False, common + ["--shard-base", "0", "--out", "params-a.bin"])), base_env(), wd)
     env = swarm_env(port, False, 2)
     env["DEDMPI_MIN_PEERS"] = "2"
@@ -626,10 +778,25 @@ def backbone():
               "peers listed wrong: %s" % st["peers"])
         st = wait_status(http, lambda s: (s["rounds_per_min"] or 0) > 0, 30, "a rate of rounds")
         rpm = st["rounds_per_min"]
+        # Each trainer measured its links from round traffic and published
+        # them; the backbone shows them. (On loopback a round's upload
+        # leaves within the meter's settling time, so only downloads are
+        # sure to be measured here; the WAN lab sees both.)
+        st = wait_status(http, lambda s: all(p["down_mbit"] > 0
+                                             for p in s["peers"] if p["role"] == "node"), 30,
+                         "both trainers' measured rates")
+        rates = ["%.0f/%.0f" % (p["up_mbit"], p["down_mbit"]) for p in st["peers"]
+                 if p["role"] == "node"]
         r = cli("--status", "127.0.0.1:%d" % http)
         check(r.returncode == 0 and re.search(r"run '%s': 2 peers training, backbone \w+; round "
                                               r"\d+, [\d.]+ rounds/min" % run, r.stdout),
               "dedrun --status: %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        rows = re.findall(r"^  ([0-9a-f]{8})  (node|backbone) +(connected|\(this\)) +\S+ +"
+                          r"([\d.]+) +([\d.]+) +(\d+|-) ", r.stdout, re.M)
+        check(sorted(x[1] for x in rows) == ["backbone", "node", "node"] and
+              all(float(x[4]) > 0 and x[5] != "-" for x in rows if x[1] == "node") and
+              len(re.findall(r"^  \d\d:\d\d:\d\d UTC  [0-9a-f]{8} joined$", r.stdout, re.M)) >= 2,
+              "dedrun --status lacks the peers' rows or the joins:\n" + r.stdout)
         count, dom = chromium_peer_count("http://127.0.0.1:%d/" % http)
         check(count == "2", "the page shows %r peers:\n%s" % (count, dom[-1500:]))
         for data, want in ((b"\x16\x03\x01garbage\r\n\r\n", 400),
@@ -643,6 +810,10 @@ def backbone():
         rc = a.wait(180)
         b.wait(60)
     check(rc == 0 and b.rc == 0, "jobs failed:\n%s\n%s" % (a.describe(), b.describe()))
+    # dedrun's progress line counts the peers that train, as the status
+    # does: not the backbone it is also connected to.
+    peers = set(re.findall(r"^dedrun: run %s \| (\d+) peers? \| round" % run, a.err, re.M))
+    check(peers == {"2"}, "dedrun's progress line counted %s peers:\n%s" % (peers, a.describe()))
     st = wait_status(http, lambda s: sum(e["event"] == "left" for e in s["events"]) >= 2, 30,
                      "both jobs leaving")
     joined = sum(e["event"] == "joined" for e in st["events"])
@@ -650,9 +821,10 @@ def backbone():
     bb.proc.send_signal(signal.SIGTERM)
     check(bb.wait(30) == 0 and "leaving" in bb.err, "the backbone did not end cleanly:\n" +
           bb.describe())
-    print("  2 peers on /status.json, the text status and the page (Chromium); %.0f rounds/min; "
-          "%d joins and %d leaves seen; bad requests answered 400/404/405/431" %
-          (rpm, joined, sum(e["event"] == "left" for e in st["events"])))
+    print("  2 peers on /status.json, the text status and the page (Chromium), and on dedrun's "
+          "progress line; measured up/down Mbit/s %s; %.0f rounds/min; %d joins and %d leaves "
+          "seen; bad requests answered 400/404/405/431" %
+          (", ".join(rates), rpm, joined, sum(e["event"] == "left" for e in st["events"])))
 
 
 def main():
