@@ -17,15 +17,7 @@
 ! Plain MPI (no swarm), a job sees only its own gradient: M is 2 N S
 ! unless K = 1.
 program ftrainer
-#if defined(BIND_F08)
-  use mpi_f08
-#elif defined(BIND_MPI)
-  use mpi
-#endif
-  implicit none
-#if defined(BIND_MPIFH)
-  include 'mpif.h'
-#endif
+#include "ftrainer_mpi.inc"
 #if defined(BIND_F08)
 #define BINDING "mpi_f08"
 #elif defined(BIND_MPI)

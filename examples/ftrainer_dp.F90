@@ -3,15 +3,7 @@
 ! refuses one external routine called with REAL and DOUBLE PRECISION
 ! buffers in the same file.
 subroutine allreduce_dp(sendbuf, recvbuf, n, ierr)
-#if defined(BIND_F08)
-  use mpi_f08
-#elif defined(BIND_MPI)
-  use mpi
-#endif
-  implicit none
-#if defined(BIND_MPIFH)
-  include 'mpif.h'
-#endif
+#include "ftrainer_mpi.inc"
   integer, intent(in) :: n
   double precision, intent(in) :: sendbuf(n)
   double precision, intent(out) :: recvbuf(n)
