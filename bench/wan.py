@@ -207,6 +207,8 @@ def bench_topology(name, args, results, logroot):
         ctx("machine idle before start: %.0f%% of 2 cores%s" % (
             100 * idle, "  WARNING: something else is running; times will suffer" if idle < 0.8
             else ""))
+        if logroot:
+            os.makedirs(logroot, exist_ok=True)
         logdir = tempfile.mkdtemp(prefix="wanbench-%s-" % name, dir=logroot)
         per_rep = max(20.0, 6 * ring_bound)
         timeout = 120 + (args.reps + 1) * per_rep

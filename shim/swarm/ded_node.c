@@ -108,7 +108,8 @@ typedef enum conn_state {
 /* Priority classes of output: control frames overtake results, results
  * overtake contributions (all-gather latency is what members wait on),
  * and contributions overtake link-probe filler (a probe measures a link,
- * it must not delay the rounds that start while it is on its way). */
+ * it must not delay the rounds that start while it is on its way; what
+ * of it is still queued when a round has data is dropped). */
 enum { Q_CTRL, Q_RESULT, Q_DATA, Q_BULK, Q_COUNT };
 
 typedef struct ded_conn {
@@ -460,6 +461,7 @@ struct ded_node {
   bool leaving;
   bool reap_needed;
   bool probed; /* our link probe went out (settings.probe_bytes) */
+  bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a Q_BULK */
 };
 
 /* ------------------------------------------------------------------ */
@@ -617,12 +619,30 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
   return conn_send_owned(node, c, Q_CTRL, copy, len);
 }
 
+/* Link-probe filler not yet handed to the driver is dropped once a round
+ * has data to send: from then on round traffic measures the links. Kept
+ * (lowest class) behind a round's traffic instead, a slow uplink's probe
+ * went out only when the round's data had drained, seconds of it, and
+ * the next round's COMMIT then waited behind it in the socket (a 5 Mbit/s
+ * uplink shared by 12 sockets drains one at 52 KB/s): the members gave
+ * up on their coordinator. */
+static void node_drop_filler(ded_node *node) {
+  if (!node->filler_queued) return;
+  node->filler_queued = false;
+  for (uint32_t s = 0; s < node->nslots; s++)
+    if (node->conns[s] && node->conns[s]->q[Q_BULK].head) {
+      node_log(node, DED_LOG_DEBUG, "link probe cut short: a round has data to send");
+      sendq_drop(node, &node->conns[s]->q[Q_BULK]);
+    }
+}
+
 /* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */
 static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t type, uint64_t off,
                           const uint8_t *elems, size_t len, bool user) {
   /* Nothing after our LEAVE, nothing to a peer that left (checked before
    * any reference to |r| is taken). */
   if (c->leave_queued || (c->peer && c->peer->left)) return 0;
+  node_drop_filler(node);
   sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
   if (!it) return DED_ERR_NOMEM;
   ded_msg_data_hdr_encode(it->hdr, type, r->no, r->plan.attempt, off, len);
@@ -3495,6 +3515,7 @@ static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t
     if (!frame) return;
     ded_msg_speed_hdr_encode(frame, want, fill);
     if (conn_send_owned(node, c, Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
+    node->filler_queued = true;
     bytes -= (uint32_t)fill;
     want = 0;
   } while (bytes > 0);
