@@ -373,13 +373,6 @@ static bool sent_by_process(const struct signalfd_siginfo *si) {
 
 /* ---------------------------------------------------------------- launch */
 
-/* Whether the variable named by |name|'s first |len| bytes is dedrun's
- * own (where to find its libraries): the ranks have no use for it. */
-static bool launcher_only(const char *name, size_t len) {
-  return (len == 10 && !strncmp(name, "DEDMPI_LIB", len)) ||
-         (len == 21 && !strncmp(name, "DEDMPI_STANDALONE_DIR", len));
-}
-
 /* mpirun's command line: the job, our library preloaded (after whatever
  * this process or the user preloads: sanitizers), every DEDMPI_* of the
  * environment by name, then the user's -x and the program. */
@@ -417,7 +410,6 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
   for (char **e = environ; *e; e++) {
     if (strncmp(*e, "DEDMPI_", 7) != 0) continue;
     size_t len = strcspn(*e, "=");
-    if (launcher_only(*e, len)) continue;
     memcpy(name, *e, len);
     name[len] = '\0';
     v[n++] = "-x";
@@ -608,7 +600,9 @@ int dedrun_launch(const dedrun_opts *o) {
   }
   if (slave >= 0) close(slave);
   if (!ch || sfd < 0 || failed) {
-    for (int i = 0; ch && i < started; i++) kill(ch[i].pid, SIGTERM);
+    /* mpirun ends its ranks on SIGTERM; a standalone trainer may ignore
+     * it, and the wait below must not hang on one. */
+    for (int i = 0; ch && i < started; i++) kill(ch[i].pid, standalone ? SIGKILL : SIGTERM);
     for (int i = 0; ch && i < started; i++) waitpid(ch[i].pid, NULL, 0);
     free(ch);
     sigprocmask(SIG_SETMASK, &old, NULL);

@@ -15,11 +15,14 @@ defines at the start of a line is implemented there. Writes:
                  copy-relocate these, and a handle is decoded by looking
                  at the bytes it points to.
   abi_objects.h  the objects' indexes per kind and their names.
-  abi_stubs.c    every other PMPI_ function, answering
-                 MPI_ERR_UNSUPPORTED_OPERATION through the error handler
-                 with a log line naming it; and every MPI_ function as a
-                 weak alias of its PMPI_ (the shim's own MPI_Allreduce and
-                 friends, defined strongly, take precedence).
+  abi_stubs.c    every other PMPI_ function: a call removed in MPI-3.0
+                 with an exact successor calls it (REMOVED); the rest answer
+                 MPI_ERR_UNSUPPORTED_OPERATION through the error handler of
+                 the call's communicator with a log line naming it (a _c2f
+                 then returns -1, an object-returning call its NULL); and
+                 every MPI_ function as a weak alias of its PMPI_ (the
+                 shim's own MPI_Allreduce and friends, defined strongly,
+                 take precedence).
 """
 import os
 import re
@@ -47,13 +50,13 @@ EXTRA_OBJECTS = [("datatype", "ompi_mpi_lb"), ("datatype", "ompi_mpi_ub"),
                  ("errhandler", "ompi_mpi_errors_throw_exceptions")]
 # Functions removed in MPI-3.0 that libmpi.so.40 still exports (mpi.h
 # declares them with OMPI_OMIT_MPI1_COMPAT_DECLS=0, which the build sets
-# for this script and for the stubs): those with an exact successor call
-# it, the rest answer unsupported.
+# for this script, the stubs and mpi1.c): those whose exact successor is
+# implemented call it, mpi1.c implements the extent queries, and the
+# rest answer unsupported under their own names.
 REMOVED = {"Address": "Get_address", "Errhandler_create": "Comm_create_errhandler",
            "Errhandler_get": "Comm_get_errhandler", "Errhandler_set": "Comm_set_errhandler",
-           "Type_hindexed": "Type_create_hindexed", "Type_hvector": "Type_create_hvector",
-           "Type_struct": "Type_create_struct", "Type_extent": None, "Type_lb": None,
-           "Type_ub": None}
+           "Type_hindexed": None, "Type_hvector": None, "Type_struct": None,
+           "Type_extent": None, "Type_lb": None, "Type_ub": None}
 
 
 def parse(pre):
@@ -162,11 +165,15 @@ def main():
                 # The error goes to the handler of the call's communicator
                 # (its first MPI_Comm argument), else MPI_COMM_WORLD's.
                 comms = [n for n in arg_names(args)
-                         if re.search(r"(^|[(,])\s*MPI_Comm\s+%s\s*(,|$)" % n, args)]
+                         if re.search(r"(^|,)\s*MPI_Comm\s+%s\s*(,|$)" % n, args)]
                 comm = "(const void *)%s" % comms[0] if comms else "0"
                 call = "abi_unsupported(\"%s\", %s)" % (name, comm)
-                body = ("return %s;" % call if NULLS[ret] is None else
-                        "%s;\n  return %s;" % (call, NULLS[ret]))
+                if name.endswith("_c2f"):  # a Fortran handle, not an error code
+                    body = "%s;\n  return -1;" % call
+                elif NULLS[ret] is None:
+                    body = "return %s;" % call
+                else:
+                    body = "%s;\n  return %s;" % (call, NULLS[ret])
                 f.write("ABI_EXPORT %s %s(%s) {\n  %s\n}\n" % (ret, pname, args, body))
                 f.write("ABI_EXPORT %s %s(%s) __attribute__((weak, alias(\"%s\")));\n\n" %
                         (ret, name, args, pname))

@@ -13,12 +13,15 @@
  * requests (including generalized ones, which the shim's nonblocking
  * all-reduce is), and the attribute callbacks Open MPI exports. Every
  * other MPI function answers MPI_ERR_UNSUPPORTED_OPERATION with a log
- * line naming it (abi_stubs.c, generated).
+ * line naming it, through the handler of the communicator it was given
+ * (abi_stubs.c, generated; the MPI-1 calls removed in MPI-3.0 that have an
+ * exact successor call it there).
  *
  * Not thread-safe beyond MPI_THREAD_SERIALIZED, which is what
  * MPI_Init_thread grants at most.
  */
 #define _GNU_SOURCE
+#define OMPI_OMIT_MPI1_COMPAT_DECLS 0 /* MPI_Type_extent and its kin, removed in MPI-3.0 */
 #include <mpi.h>
 
 #include <limits.h>
@@ -424,6 +427,25 @@ ABI_EXPORT int PMPI_Type_get_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *exte
   if (!type_info(t, &s, extent)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
   *lb = 0;
   return MPI_SUCCESS;
+}
+
+/* MPI-1's extent queries, still exported by libmpi.so.40 (every type
+ * here starts at 0). */
+ABI_EXPORT int PMPI_Type_extent(MPI_Datatype t, MPI_Aint *extent) {
+  MPI_Aint lb;
+  return PMPI_Type_get_extent(t, &lb, extent);
+}
+
+ABI_EXPORT int PMPI_Type_lb(MPI_Datatype t, MPI_Aint *lb) {
+  MPI_Aint extent;
+  return PMPI_Type_get_extent(t, lb, &extent);
+}
+
+ABI_EXPORT int PMPI_Type_ub(MPI_Datatype t, MPI_Aint *ub) {
+  MPI_Aint lb, extent;
+  int rc = PMPI_Type_get_extent(t, &lb, &extent);
+  if (rc == MPI_SUCCESS) *ub = lb + extent;
+  return rc;
 }
 
 ABI_EXPORT int PMPI_Type_get_true_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent) {

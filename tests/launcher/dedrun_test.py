@@ -464,6 +464,20 @@ def standalone_mpi4py():
           "libmpi mapped from %s" % (sums[0][0], sorted(set(m[1][0] for m in maps))))
 
 
+def free_port_pair():
+    """A port P with P + 1 free too (dedrun --standalone -n 2 listens on both)."""
+    import socket
+    for _ in range(100):
+        p = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+    raise Fail("no two consecutive free ports")
+
+
 @test
 def standalone_many():
     """dedrun --standalone -n 2: two processes, each a job of one rank and a
@@ -473,7 +487,7 @@ def standalone_many():
     counts 3 peers and 3 contributors. Then children that ignore SIGTERM:
     a SIGTERM to dedrun is forwarded, and past its grace they are killed;
     a SIGKILL to dedrun takes them along at once (PDEATHSIG)."""
-    port = free_port()
+    port = free_port_pair()
     wd = tempfile.mkdtemp(prefix="dedrun-")
     run = "mp-%d" % port
     common = ["--steps", "40", "--buckets", "2", "--log-every", "20", "--shards", "2",
@@ -534,7 +548,8 @@ def standalone_errors():
     world's stays fatal; a user handler is called with the communicator
     and the code); an unsupported file call returns its error (files'
     default handler is MPI_ERRORS_RETURN); MPI-1 calls removed in MPI-3 but
-    still exported by libmpi.so.40 work (MPI_Address, MPI_Errhandler_set)."""
+    still exported by libmpi.so.40 work (MPI_Address, MPI_Errhandler_set,
+    MPI_Type_extent, MPI_Type_ub)."""
     wd = tempfile.mkdtemp(prefix="dedrun-err-")
     src, exe = os.path.join(wd, "errs.c"), os.path.join(wd, "errs")
     with open(src, "w") as f:
@@ -564,6 +579,9 @@ int main(int argc, char **argv) {
   MPI_Aint a0, a1;
   rc = MPI_Address(&x[0], &a0) | MPI_Address(&x[1], &a1);
   printf("address: rc %d diff %ld\n", rc, (long)(a1 - a0));
+  MPI_Aint ext = 0, ub = 0;
+  rc = MPI_Type_extent(MPI_DOUBLE, &ext) | MPI_Type_ub(MPI_DOUBLE, &ub);
+  printf("extent: rc %d %ld %ld\n", rc, (long)ext, (long)ub);
   fflush(stdout);
   MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, MPI_ERRCODES_IGNORE);
   printf("went on\n");
@@ -576,13 +594,13 @@ int main(int argc, char **argv) {
     r = run_dedrun("--standalone", "--no-progress", exe)
     out = r.stdout
     for want in ("spawn on dup: 52", "user handler: rc 52 calls 1 code 52 on dup 1",
-                 "file open: 52", "address: rc 0 diff %d" % 4):
+                 "file open: 52", "address: rc 0 diff 4", "extent: rc 0 8 8"):
         check(want + "\n" in out, "%r missing (rc %d):\n%s%s" % (want, r.returncode, out, r.stderr))
     check(r.returncode != 0 and "went on" not in out and "MPI_ERRORS_ARE_FATAL" in r.stderr and
           "MPI_Comm_spawn is not supported" in r.stderr,
           "the world's fatal handler did not end it: rc %d\n%s%s" % (r.returncode, out, r.stderr))
     print("  errors went to the communicator's handler (return, user, fatal on the world), "
-          "file calls returned 52, MPI_Address and MPI_Errhandler_set work")
+          "file calls returned 52, MPI_Address, MPI_Errhandler_set and the MPI-1 extents work")
 
 
 @test
