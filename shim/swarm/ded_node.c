@@ -4753,9 +4753,11 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       continue;
     }
     node->peers[out++] = p;
-    peer_maybe_connect(node, p, now_ns);
   }
   node->npeers = out;
+  /* Connecting after the compaction: a callback it leads to sees a whole
+   * peer array (ded_node_round_peer_count walks it). */
+  for (size_t i = 0; i < node->npeers; i++) peer_maybe_connect(node, node->peers[i], now_ns);
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
