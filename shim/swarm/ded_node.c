@@ -629,11 +629,14 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
 static void node_drop_filler(ded_node *node) {
   if (!node->filler_queued) return;
   node->filler_queued = false;
+  unsigned n = 0;
   for (uint32_t s = 0; s < node->nslots; s++)
     if (node->conns[s] && node->conns[s]->q[Q_BULK].head) {
-      node_log(node, DED_LOG_DEBUG, "link probe cut short: a round has data to send");
       sendq_drop(node, &node->conns[s]->q[Q_BULK]);
+      n++;
     }
+  if (n)
+    node_log(node, DED_LOG_DEBUG, "link probe cut short on %u connections: a round has data", n);
 }
 
 /* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */

@@ -6109,7 +6109,7 @@ int main(void) {
       cmocka_unit_test(test_node_coord_short_attempt_never_stands),
       cmocka_unit_test(test_node_stale),
       cmocka_unit_test(test_node_round_peer_count),
-    cmocka_unit_test(test_node_state_fresh_swarm),
+      cmocka_unit_test(test_node_state_fresh_swarm),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
