@@ -28,6 +28,7 @@
 
 #include "core/ded_assert.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,53 @@ struct sim {
   bool stop;
   bool in_event; /* inside sim_handle: a crash defers the engine's free */
   bool reap;     /* some node has a zombie */
+  uint64_t digest; /* sim_digest */
+  FILE *trace;     /* sim_trace */
 };
+
+/* ---------------------------------------------------------------- digest */
+
+#define DIGEST_BASIS 0xcbf29ce484222325ull
+#define DIGEST_PRIME 0x100000001b3ull
+
+static void dg_bytes(sim *s, const void *p, size_t n) {
+  const uint8_t *b = p;
+  uint64_t h = s->digest;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * DIGEST_PRIME;
+  s->digest = h;
+}
+
+/* A number, byte by byte from the least significant: the same on every host. */
+static void dg_u64(sim *s, uint64_t x) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(x >> (8 * i));
+  dg_bytes(s, b, sizeof b);
+}
+
+/* One step of the digest: a tag naming what it records, then |n| numbers. */
+static void dg_rec(sim *s, const char *what, int n, const uint64_t *v) {
+  dg_bytes(s, what, strlen(what));
+  for (int i = 0; i < n; i++) dg_u64(s, v[i]);
+  if (s->trace) {
+    fprintf(s->trace, "%014" PRIu64 " %-8s", s->now, what);
+    for (int i = 0; i < n; i++) fprintf(s->trace, " %" PRIu64, v[i]);
+  }
+}
+
+static void dg_end(sim *s) {
+  if (s->trace) fprintf(s->trace, " -> %016" PRIx64 "\n", s->digest);
+}
+
+uint64_t sim_digest(const sim *s) { return s->digest; }
+
+void sim_digest_add(sim *s, const void *p, size_t len) {
+  uint64_t v = len;
+  dg_rec(s, "scenario", 1, &v);
+  dg_bytes(s, p, len);
+  dg_end(s);
+}
+
+void sim_trace(sim *s, FILE *f) { s->trace = f; }
 
 /* ---------------------------------------------------------------- heap */
 
@@ -333,6 +380,10 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
   cb_ctx *c = user;
   sim *s = c->s;
   if (cb_dead(c)) return -1;
+  uint64_t v[4] = {(uint64_t)c->node, conn_id, addr->family, addr->port};
+  dg_rec(s, "connect", 4, v);
+  dg_bytes(s, addr->ip, sizeof addr->ip);
+  dg_end(s);
   int lk = link_new(s);
   link *l = &s->links[lk];
   l->node[0] = c->node;
@@ -355,6 +406,9 @@ static void cb_close(void *user, uint32_t conn_id) {
   cb_ctx *c = user;
   int side;
   if (cb_dead(c)) return;
+  uint64_t v[2] = {(uint64_t)c->node, conn_id};
+  dg_rec(c->s, "close", 2, v);
+  dg_end(c->s);
   link *l = link_of(c->s, c->node, conn_id, &side);
   if (!l) return;
   l->open[side] = false;
@@ -372,12 +426,24 @@ static void cb_want_write(void *user, uint32_t conn_id) {
 static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
   cb_ctx *c = user;
   if (cb_dead(c)) return;
+  uint64_t w;
+  memcpy(&w, &res->total_weight, sizeof w);
+  uint64_t v[11] = {(uint64_t)c->node, (uint64_t)(int64_t)res->status, res->round,
+                    res->contributors, w, res->alone, res->late, res->recoveries,
+                    res->behind, res->swarm_round, res->members != NULL};
+  dg_rec(c->s, "round", 11, v);
+  if (res->members) dg_bytes(c->s, res->members, (size_t)res->contributors * DED_ID_BYTES);
+  dg_end(c->s);
   if (c->s->hooks.round_done) c->s->hooks.round_done(c->s->hooks.user, c->node, ctx, res);
 }
 
 static void cb_event(void *user, const ded_event *ev) {
   cb_ctx *c = user;
   if (cb_dead(c)) return;
+  uint64_t v[3] = {(uint64_t)c->node, (uint64_t)ev->type, (uint64_t)(int64_t)ev->status};
+  dg_rec(c->s, "nodeevt", 3, v);
+  dg_bytes(c->s, ev->peer, sizeof ev->peer);
+  dg_end(c->s);
   if (c->s->hooks.event) c->s->hooks.event(c->s->hooks.user, c->node, ev);
 }
 
@@ -390,12 +456,19 @@ static void cb_log(void *user, int level, const char *line) {
 static void cb_want_snapshot(void *user) {
   cb_ctx *c = user;
   if (cb_dead(c)) return;
+  uint64_t v = (uint64_t)c->node;
+  dg_rec(c->s, "wantsnap", 1, &v);
+  dg_end(c->s);
   c->s->hooks.want_snapshot(c->s->hooks.user, c->node);
 }
 
 static void cb_state_done(void *user, int status, ded_snapshot *snap) {
   cb_ctx *c = user;
   if (cb_dead(c)) return; /* the engine frees snap->bytes */
+  uint64_t v[5] = {(uint64_t)c->node, (uint64_t)(int64_t)status, snap ? snap->round : 0,
+                   snap ? snap->len : 0, snap ? snap->digest : 0};
+  dg_rec(c->s, "state", 5, v);
+  dg_end(c->s);
   c->s->hooks.state_done(c->s->hooks.user, c->node, status, snap);
 }
 
@@ -461,6 +534,10 @@ static void node_pump(sim *s, const event *e) {
     }
     seg->len = len;
     seg->next = NULL;
+    uint64_t v[4] = {(uint64_t)i, (uint64_t)lk, (uint64_t)side, len};
+    dg_rec(s, "segment", 4, v);
+    dg_bytes(s, seg->data, len);
+    dg_end(s);
     ded_node_conn_consume(sn->node, l->conn[side], len, s->now);
     l = &s->links[lk]; /* consume may have opened links (realloc) */
     if (!sn->up) { /* a hook crashed it meanwhile: the write died with it */
@@ -697,6 +774,10 @@ static void sim_handle(sim *s, const event *e) {
   if (e->type == EV_TICK &&
       (s->nodes[e->node].tick_at != e->tag || s->nodes[e->node].gen != e->gen))
     return; /* superseded, or of a crashed life */
+  uint64_t v[6] = {e->at, (uint64_t)e->type, (uint64_t)(int64_t)e->node,
+                   (uint64_t)(int64_t)e->link, (uint64_t)e->side, e->tag};
+  dg_rec(s, "event", 6, v);
+  dg_end(s);
   s->in_event = true;
   sim_dispatch(s, e);
   s->in_event = false;
@@ -712,6 +793,7 @@ sim *sim_new(uint64_t seed, int n, const sim_link_params *lp, const sim_hooks *h
   sim *s = calloc(1, sizeof *s);
   if (!s) abort();
   sim_rng_seed(&s->rng, seed);
+  s->digest = DIGEST_BASIS;
   s->lp = *lp;
   if (s->lp.segment_max == 0) s->lp.segment_max = 64 * 1024;
   s->hooks = *hooks;

@@ -133,6 +133,24 @@ void sim_stop(sim *s);
 /* Events processed so far. */
 uint64_t sim_events(const sim *s);
 
+/* ---------------------------------------------------------------- digest
+ *
+ * A running 64-bit digest of the run (FNV-1a): every event handled (its
+ * time, kind, node, link and tag), every segment a node sends (its bytes),
+ * every connect and close a node asks for, every node event, snapshot
+ * request and state fetch outcome, and every round a node reports (status,
+ * flags, contributors in order). Two builds of the engine that behave the
+ * same replay every seed the same, event for event, so they print the same
+ * digest; a change of behaviour anywhere shows as another digest for some
+ * seeds. Log lines are not part of it (their words may change).
+ */
+uint64_t sim_digest(const sim *s);
+/* Mixes what only the scenario sees (a round's result bytes) into it. */
+void sim_digest_add(sim *s, const void *p, size_t len);
+/* Prints each step of the digest to |f| (NULL: off), to find where two
+ * builds part: a line per event, segment, callback and round. */
+void sim_trace(sim *s, FILE *f);
+
 /* ---------------------------------------------------------------- faults
  *
  * All of these may be called from any hook (also from inside a callback of

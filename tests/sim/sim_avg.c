@@ -24,8 +24,10 @@
  * deadline, and it fetches the result of what it missed (or finds the
  * others gone: they leave as soon as they are done).
  *
- * Usage: sim_avg [--seeds N] [--first S] [--seed S] [-v]
+ * Usage: sim_avg [--seeds N] [--first S] [--seed S] [--digest] [--trace] [-v]
  * A failure prints its seed; --seed S -v replays it with the nodes' logs.
+ * --digest prints each seed's trace digest (sim.h), --trace every step of
+ * it: two builds that behave alike print the same (tests/sim/digests/).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -80,6 +82,8 @@ typedef struct scenario {
 } scenario;
 
 #define TAG_LEAVE 1
+
+static bool opt_digest, opt_trace;
 
 static size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 8; }
 
@@ -160,6 +164,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
     return;
   }
   o->done = true;
+  sim_digest_add(sc->s, j->buf[r], sc->count * es_of(sc->dtype));
   o->status = res->status;
   o->res = *res;
   o->res.members = NULL;
@@ -290,6 +295,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   lp.segment_max = (uint32_t)sim_rng_range(&pick, 1, sim_rng_chance(&pick, 0.3) ? 64 : 20000);
   sim_hooks hooks = {sc, hook_round_done, hook_started, hook_timer, hook_log, NULL, NULL, NULL};
   sc->s = sim_new(seed, sc->n, &lp, &hooks);
+  if (opt_trace) sim_trace(sc->s, stdout);
   for (int i = 0; i < sc->n; i++) {
     job *j = &sc->jobs[i];
     j->node = i;
@@ -346,6 +352,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   /* The goodbyes must flow without incident. */
   sim_run(sc->s, sim_now(sc->s) + 10ull * 1000000000ull);
   int rv = sc->failures ? 1 : 0;
+  if (opt_digest) printf("seed %" PRIu64 " digest %016" PRIx64 "\n", seed, sim_digest(sc->s));
   if (rv)
     printf("FAIL seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64
            " staller=%d: %s\n"
@@ -377,8 +384,13 @@ int main(int argc, char **argv) {
       one = true;
     } else if (!strcmp(argv[i], "-v"))
       verbose = true;
+    else if (!strcmp(argv[i], "--digest"))
+      opt_digest = true;
+    else if (!strcmp(argv[i], "--trace"))
+      opt_trace = true;
     else {
-      fprintf(stderr, "usage: %s [--seeds N] [--first S] [--seed S] [-v]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seeds N] [--first S] [--seed S] [--digest] [--trace] [-v]\n",
+              argv[0]);
       return 2;
     }
   }

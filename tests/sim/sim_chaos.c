@@ -54,7 +54,7 @@
  * failed: a known answer of the engine (join_no_run).
  *
  * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
- *                  [--no-spikes] [--crash-only] [--summary] [-v]
+ *                  [--no-spikes] [--crash-only] [--summary] [--digest] [--trace] [-v]
  * --no-spikes turns the delay spikes off and --crash-only skips every
  * fault but crashes (the seeds draw the same otherwise): they narrow a
  * failing seed down. --weak-liveness leaves out the strict liveness check
@@ -64,7 +64,9 @@
  * the nodes' logs and the scenario's events (faults, joins, offers, loads,
  * reloads, round results); --summary prints every seed's line (its swarm,
  * faults, joiners and restarts with the round each loaded at), and the
- * last line counts them over the seeds run. Joiners and restarts draw from
+ * last line counts them over the seeds run. --digest prints each seed's
+ * trace digest (sim.h), --trace every step of it: two builds that behave
+ * alike print the same (tests/sim/digests/). Joiners and restarts draw from
  * a stream of their own: the swarm and its faults are those the seed drew
  * before they existed.
  */
@@ -703,6 +705,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
     return;
   }
   o->done = true;
+  sim_digest_add(sc->s, j->buf[r], sc->count * es_of(sc->dtype));
   o->status = res->status;
   o->res = *res;
   o->res.members = NULL;
@@ -944,6 +947,7 @@ static void arm_faults(scenario *sc) {
 static bool opt_weak_liveness;
 static bool opt_no_spikes;
 static bool opt_summary;
+static bool opt_digest, opt_trace;
 
 static void print_summary(scenario *sc, int rv) {
   printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=",
@@ -1089,6 +1093,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   sim_hooks hooks = {sc,         hook_round_done,    hook_started,   hook_timer,
                      hook_log,   hook_event,         hook_want_snapshot, hook_state_done};
   sc->s = sim_new(seed, sc->slots, &lp, &hooks);
+  if (opt_trace) sim_trace(sc->s, stdout);
   sc->used = sc->n;
   for (int i = 0; i < sc->slots; i++) {
     job *j = &sc->jobs[i];
@@ -1107,6 +1112,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
   sim_run(sc->s, sim_now(sc->s) + 10 * SEC);
   int rv = sc->failures ? 1 : 0;
+  if (opt_digest) printf("seed %" PRIu64 " digest %016" PRIx64 "\n", seed, sim_digest(sc->s));
   if (rv || verbose || opt_summary) print_summary(sc, rv);
   count_totals(sc);
   free_scenario(sc);
@@ -1134,10 +1140,14 @@ int main(int argc, char **argv) {
       opt_crash_only = true;
     else if (!strcmp(argv[i], "--summary"))
       opt_summary = true;
+    else if (!strcmp(argv[i], "--digest"))
+      opt_digest = true;
+    else if (!strcmp(argv[i], "--trace"))
+      opt_trace = true;
     else {
       fprintf(stderr,
               "usage: %s [--seeds N] [--first S] [--seed S] [--weak-liveness] [--no-spikes] "
-              "[--crash-only] [--summary] [-v]\n",
+              "[--crash-only] [--summary] [--digest] [--trace] [-v]\n",
               argv[0]);
       return 2;
     }
