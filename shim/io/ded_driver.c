@@ -599,7 +599,7 @@ static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
   ded_driver *d = user;
   /* Fresh for the round's report: a peer's record (whether it takes part
    * in rounds) may have come after its connection. */
-  atomic_store_explicit(&d->peers_up, ded_node_round_peer_count(d->node), memory_order_relaxed);
+  atomic_store_explicit(&d->peers_up, res->peers, memory_order_relaxed);
   d->cfg.done(d->cfg.user, ctx, res);
 }
 

@@ -887,13 +887,13 @@ static ded_peer *peer_get_or_add(ded_node *node, const uint8_t id[DED_ID_BYTES],
 }
 
 /* The record we hold for |p|, or NULL. */
-static const ded_record *peer_record(ded_node *node, const ded_peer *p) {
-  ded_table_entry *e = ded_table_find(&node->table, p->id);
+static const ded_record *peer_record(const ded_node *node, const ded_peer *p) {
+  const ded_table_entry *e = ded_table_find(&node->table, p->id);
   return e ? &e->rec : NULL;
 }
 
 /* A peer that takes part in rounds and that we can talk to right now. */
-static bool peer_participates(ded_node *node, const ded_peer *p) {
+static bool peer_participates(const ded_node *node, const ded_peer *p) {
   if (!p->conn || p->left) return false;
   const ded_record *rec = peer_record(node, p);
   return rec && !(rec->flags & DED_RECORD_F_NO_ROUNDS);
@@ -968,16 +968,16 @@ static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, de
 /* Sends our whole table to a connection that just became ready. */
 static void node_send_table(ded_node *node, ded_conn *c) {
   size_t cap = DED_MIN((size_t)DED_FRAME_MAX,
-                       DED_FRAME_HDR_BYTES + 2 + node->table.n * (2 + DED_RECORD_BYTES_MAX));
+                       DED_FRAME_HDR_BYTES + 2 + ded_table_count(&node->table) * (2 + DED_RECORD_BYTES_MAX));
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   if (!frame) return;
   size_t i = 0;
-  while (i < node->table.n) {
+  while (i < ded_table_count(&node->table)) {
     ded_wr w = ded_wr_init(frame, cap);
     ded_msg_records_wr rw;
     ded_msg_records_begin(&rw, &w);
-    for (; i < node->table.n; i++) {
-      const ded_table_entry *e = &node->table.v[i];
+    for (; i < ded_table_count(&node->table); i++) {
+      const ded_table_entry *e = ded_table_at(&node->table, i);
       if (c->peer && memcmp(e->id, c->peer->id, DED_ID_BYTES) == 0) continue;
       uint8_t buf[DED_RECORD_BYTES_MAX];
       int n = ded_record_encode(&e->rec, buf, sizeof buf);
@@ -1086,7 +1086,7 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
   if (id_is_me(node, id)) return 0; /* our own, echoed back */
   /* Flooding brings each record from every neighbour: only one that would
    * replace what we hold is worth a signature check. */
-  ded_table_entry *have = ded_table_find(&node->table, id);
+  const ded_table_entry *have = ded_table_find(&node->table, id);
   if (have && have->rec.seq >= rec.seq && from) return 0;
   rv = ded_record_verify(&rec, node->run_id, node_wall_ms(node, now_ns));
   if (rv == 0) rv = node_admits(node, &rec, node_wall_ms(node, now_ns));
@@ -1443,6 +1443,7 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
     res.contributors = 1;
     res.total_weight = r->a.weight;
   }
+  res.peers = ded_node_round_peer_count(node);
   round_maybe_dead(node, r);
   node->cb.round_done(node->user, r->a.ctx, &res);
   ded_mem_free(node->mem, ids);
@@ -5220,8 +5221,8 @@ bool ded_node_flushed(const ded_node *node) {
 
 size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max) {
   size_t n = 0;
-  for (size_t i = 0; i < node->table.n && n < max; i++) {
-    const ded_table_entry *e = &node->table.v[i];
+  for (size_t i = 0; i < ded_table_count(&node->table) && n < max; i++) {
+    const ded_table_entry *e = ded_table_at(&node->table, i);
     ded_status_peer *o = &out[n++];
     memset(o, 0, sizeof *o);
     memcpy(o->id, e->id, DED_ID_BYTES);
@@ -5244,7 +5245,7 @@ unsigned ded_node_peer_count(const ded_node *node) {
   return n;
 }
 
-unsigned ded_node_round_peer_count(ded_node *node) {
+unsigned ded_node_round_peer_count(const ded_node *node) {
   unsigned n = 0;
   for (size_t i = 0; i < node->npeers; i++) n += peer_participates(node, node->peers[i]);
   return n;

@@ -151,6 +151,9 @@ typedef struct ded_round_result {
   /* The contributors' ids in summation order, |contributors| x
    * DED_ID_BYTES; valid only during the callback; NULL when alone. */
   const uint8_t *members;
+  /* Peers with a ready connection that take part in rounds, now (as
+   * ded_node_round_peer_count): the callback must not call the node. */
+  unsigned peers;
 } ded_round_result;
 
 enum ded_event_type {
@@ -351,7 +354,7 @@ unsigned ded_node_peer_count(const ded_node *node);
 
 /* Peers with a ready connection that take part in rounds (backbones and
  * peers that left not counted; not counting us). */
-unsigned ded_node_round_peer_count(ded_node *node);
+unsigned ded_node_round_peer_count(const ded_node *node);
 
 /* One peer as this node knows it, from its discovery record. */
 typedef struct ded_status_peer {

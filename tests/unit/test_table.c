@@ -61,7 +61,7 @@ static void test_table_upsert_sequence(void **state) {
   assert_int_equal(ded_table_upsert(&t, &r5b), 0); /* same seq, other content: still refused */
   ded_record r4 = table_rec(0, 4, NOW_MS + 2);
   assert_int_equal(ded_table_upsert(&t, &r4), 0); /* older: a replay */
-  ded_table_entry *e = ded_table_find(&t, idents[0].id);
+  const ded_table_entry *e = ded_table_find(&t, idents[0].id);
   assert_non_null(e);
   assert_int_equal(e->rec.seq, 5);
   assert_int_equal(e->rec.addr[0].port, 1005);
@@ -91,7 +91,7 @@ static void test_table_sorted_lookup(void **state) {
   }
   assert_int_equal(t.n, N_IDENTS);
   for (int i = 0; i < N_IDENTS; i++) {
-    ded_table_entry *e = ded_table_find(&t, idents[i].id);
+    const ded_table_entry *e = ded_table_find(&t, idents[i].id);
     assert_non_null(e);
     assert_memory_equal(e->id, idents[i].id, DED_ID_BYTES);
     assert_memory_equal(e->rec.pk, idents[i].pk, DED_PK_BYTES);

@@ -23,10 +23,17 @@ static size_t table_lower_bound(const ded_table *t, const uint8_t id[DED_ID_BYTE
   return ded_id_lower_bound(t->v, t->n, sizeof *t->v, id);
 }
 
-ded_table_entry *ded_table_find(ded_table *t, const uint8_t id[DED_ID_BYTES]) {
+const ded_table_entry *ded_table_find(const ded_table *t, const uint8_t id[DED_ID_BYTES]) {
   size_t i = table_lower_bound(t, id);
   if (i < t->n && memcmp(t->v[i].id, id, DED_ID_BYTES) == 0) return &t->v[i];
   return NULL;
+}
+
+size_t ded_table_count(const ded_table *t) { return t->n; }
+
+const ded_table_entry *ded_table_at(const ded_table *t, size_t i) {
+  DED_ASSERT(i < t->n);
+  return &t->v[i];
 }
 
 int ded_table_upsert(ded_table *t, const ded_record *rec) {
@@ -70,7 +77,7 @@ size_t ded_table_expire(ded_table *t, uint64_t now_ms, const uint8_t keep[DED_ID
 }
 
 void ded_table_remove(ded_table *t, const uint8_t id[DED_ID_BYTES]) {
-  ded_table_entry *e = ded_table_find(t, id);
+  const ded_table_entry *e = ded_table_find(t, id);
   if (!e) return;
   size_t i = (size_t)(e - t->v);
   memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof *t->v);

@@ -5,7 +5,8 @@
  * A record replaces an older one of the same owner only with a larger
  * sequence number, so replays and reordering cannot roll an address back.
  * This is the seam where a Kademlia DHT goes once swarms outgrow a full
- * table: the engine only calls upsert/find/expire.
+ * table: the engine only calls upsert/find/expire/remove and walks the
+ * entries through count/at, never the fields.
  */
 #ifndef DED_TABLE_H
 #define DED_TABLE_H
@@ -40,7 +41,12 @@ void ded_table_free(ded_table *t);
 int ded_table_upsert(ded_table *t, const ded_record *rec);
 
 /* The entry of peer |id|, or NULL. Valid until the next upsert/expire. */
-ded_table_entry *ded_table_find(ded_table *t, const uint8_t id[DED_ID_BYTES]);
+const ded_table_entry *ded_table_find(const ded_table *t, const uint8_t id[DED_ID_BYTES]);
+
+/* How many records the table holds, and the |i|th of them in id order
+ * (i < ded_table_count); valid until the next upsert/expire/remove. */
+size_t ded_table_count(const ded_table *t);
+const ded_table_entry *ded_table_at(const ded_table *t, size_t i);
 
 /* Drops records that expired before |now_ms| (allowing clock skew), except
  * the one with id |keep| (our own). Returns the number dropped. */
