@@ -29,6 +29,7 @@
 #include "core/ded_assert.h"
 #include "core/ded_frame.h"
 #include "core/ded_msg.h"
+#include "core/ded_sendq.h"
 #include "core/ded_wire.h"
 #include "crypto/ded_ident.h"
 #include "core/ded_meter.h"
@@ -76,41 +77,12 @@
 typedef struct ded_round ded_round;
 typedef struct ded_peer ded_peer;
 
-/* One frame waiting to be written. The head is either |owned| (a control
- * frame built in full) or the inline |hdr| of a data frame whose payload
- * |ref| points into a round's buffer, never copied. */
-typedef struct sendq_item {
-  struct sendq_item *next;
-  ded_round *round; /* set when |ref| points into |round|'s memory */
-  bool ref_user;    /* |ref| is in the caller's buffer (else the round's accumulator) */
-  uint8_t *owned;
-  size_t owned_len;
-  uint8_t hdr[DED_DATA_HDR_BYTES];
-  const uint8_t *ref;
-  size_t ref_len;
-  size_t pos; /* bytes of head+payload already handed to the driver */
-  bool partial; /* the rest of a frame begun on this connection: never moved */
-  uint8_t cls;  /* the class it was queued in */
-} sendq_item;
-
-typedef struct sendq {
-  sendq_item *head;
-  sendq_item *tail;
-} sendq;
-
 typedef enum conn_state {
   CONN_CONNECTING,  /* outbound, waiting for the driver to connect */
   CONN_AWAIT_HELLO, /* established; the peer's HELLO has not arrived */
   CONN_READY,       /* the peer is known; any frame may flow */
   CONN_DEAD,        /* closed; reaped at the end of the entry point */
 } conn_state;
-
-/* Priority classes of output: control frames overtake results, results
- * overtake contributions (all-gather latency is what members wait on),
- * and contributions overtake link-probe filler (a probe measures a link,
- * it must not delay the rounds that start while it is on its way; what
- * of it is still queued when a round has data is dropped). */
-enum { Q_CTRL, Q_RESULT, Q_DATA, Q_BULK, Q_COUNT };
 
 typedef struct ded_conn {
   uint32_t id;
@@ -123,8 +95,7 @@ typedef struct ded_conn {
   bool secured; /* the handshake proved the peer holds |pk| */
   uint8_t pk[DED_PK_BYTES];
   ded_frame_dec dec;
-  sendq_item *cur; /* partially written frame; it finishes first */
-  sendq q[Q_COUNT];
+  ded_sendq out; /* frames to write (ded_sendq.h); a round's payloads are lent */
   bool leave_queued; /* we left: LEAVE is its last frame */
 } ded_conn;
 
@@ -461,7 +432,8 @@ struct ded_node {
   bool leaving;
   bool reap_needed;
   bool probed; /* our link probe went out (settings.probe_bytes) */
-  bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a Q_BULK */
+  bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a DED_Q_BULK */
+  ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };
 
 /* ------------------------------------------------------------------ */
@@ -528,47 +500,13 @@ static bool bit_get(const uint8_t *bits, uint64_t i) { return bits[i >> 3] >> (i
 /* 3. send queues                                                      */
 /* ------------------------------------------------------------------ */
 
-static size_t item_head_len(const sendq_item *it) {
-  return it->owned ? it->owned_len : DED_DATA_HDR_BYTES;
-}
-
-static const uint8_t *item_head(const sendq_item *it) { return it->owned ? it->owned : it->hdr; }
-
-static size_t item_total(const sendq_item *it) { return item_head_len(it) + it->ref_len; }
-
 static void round_unref(ded_node *node, ded_round *r, bool user);
 static void conn_close(ded_node *node, ded_conn *c, int why, bool notify);
 
-static void item_free(ded_node *node, sendq_item *it) {
-  if (it->round) round_unref(node, it->round, it->ref_user);
-  ded_mem_free(node->mem, it->owned);
-  ded_mem_free(node->mem, it);
-}
+/* The queues let go of a reference into a round's memory. */
+static void node_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
 
-static void sendq_push(sendq *q, sendq_item *it) {
-  it->next = NULL;
-  if (q->tail)
-    q->tail->next = it;
-  else
-    q->head = it;
-  q->tail = it;
-}
-
-static void sendq_drop(ded_node *node, sendq *q) {
-  while (q->head) {
-    sendq_item *it = q->head;
-    q->head = it->next;
-    item_free(node, it);
-  }
-  q->tail = NULL;
-}
-
-static bool conn_has_output(const ded_conn *c) {
-  if (c->cur) return true;
-  for (int i = 0; i < Q_COUNT; i++)
-    if (c->q[i].head) return true;
-  return false;
-}
+static bool conn_has_output(const ded_conn *c) { return ded_sendq_has_output(&c->out); }
 
 /* True if some connection has output queued. */
 static bool node_has_output(const ded_node *node) {
@@ -577,9 +515,9 @@ static bool node_has_output(const ded_node *node) {
   return false;
 }
 
-static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
+static void conn_enqueue(ded_node *node, ded_conn *c, int cls, ded_sendq_item *it) {
   if (c->leave_queued) { /* the peer stops reading at LEAVE (owned frames only here) */
-    item_free(node, it);
+    ded_sendq_item_free(&node->qenv, it);
     return;
   }
   bool was_idle = !conn_has_output(c);
@@ -589,15 +527,14 @@ static void conn_enqueue(ded_node *node, ded_conn *c, int cls, sendq_item *it) {
     ded_meter_end(&node->up);
     ded_meter_begin(&node->up);
   }
-  it->cls = (uint8_t)cls;
-  sendq_push(&c->q[cls], it);
+  ded_sendq_push(&c->out, cls, it);
   if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
 }
 
 /* Queues a whole frame in |frame| (allocated from node->mem) in class
  * |cls|; the queue now owns it: freed on every path. */
 static int conn_send_owned(ded_node *node, ded_conn *c, int cls, uint8_t *frame, size_t len) {
-  sendq_item *it = c->state == CONN_DEAD ? NULL : ded_mem_calloc(node->mem, 1, sizeof *it);
+  ded_sendq_item *it = c->state == CONN_DEAD ? NULL : ded_sendq_item_new(&node->qenv);
   if (!it) {
     ded_mem_free(node->mem, frame);
     return c->state == CONN_DEAD ? 0 : DED_ERR_NOMEM;
@@ -616,7 +553,7 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
   uint8_t *copy = ded_mem_malloc(node->mem, len);
   if (!copy) return DED_ERR_NOMEM;
   memcpy(copy, frame, len);
-  return conn_send_owned(node, c, Q_CTRL, copy, len);
+  return conn_send_owned(node, c, DED_Q_CTRL, copy, len);
 }
 
 /* Link-probe filler not yet handed to the driver is dropped once a round
@@ -631,8 +568,8 @@ static void node_drop_filler(ded_node *node) {
   node->filler_queued = false;
   unsigned n = 0;
   for (uint32_t s = 0; s < node->nslots; s++)
-    if (node->conns[s] && node->conns[s]->q[Q_BULK].head) {
-      sendq_drop(node, &node->conns[s]->q[Q_BULK]);
+    if (node->conns[s] && ded_sendq_has_class(&node->conns[s]->out, DED_Q_BULK)) {
+      ded_sendq_drop_class(&node->qenv, &node->conns[s]->out, DED_Q_BULK);
       n++;
     }
   if (n)
@@ -646,18 +583,18 @@ static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t typ
    * any reference to |r| is taken). */
   if (c->leave_queued || (c->peer && c->peer->left)) return 0;
   node_drop_filler(node);
-  sendq_item *it = ded_mem_calloc(node->mem, 1, sizeof *it);
+  ded_sendq_item *it = ded_sendq_item_new(&node->qenv);
   if (!it) return DED_ERR_NOMEM;
   ded_msg_data_hdr_encode(it->hdr, type, r->no, r->plan.attempt, off, len);
   it->ref = elems;
   it->ref_len = len;
-  it->round = r;
+  it->owner = r;
   it->ref_user = user;
   if (user)
     r->refs_user++;
   else
     r->refs_res++;
-  conn_enqueue(node, c, type == DED_MSG_RESULT ? Q_RESULT : Q_DATA, it);
+  conn_enqueue(node, c, type == DED_MSG_RESULT ? DED_Q_RESULT : DED_Q_DATA, it);
   return 0;
 }
 
@@ -670,51 +607,8 @@ static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t typ
 static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
   for (uint32_t s = 0; s < node->nslots; s++) {
     ded_conn *c = node->conns[s];
-    if (!c) continue;
-    for (int cls = 0; cls < Q_COUNT; cls++) {
-      sendq *q = &c->q[cls];
-      sendq_item **pp = &q->head, *prev = NULL;
-      while (*pp) {
-        sendq_item *it = *pp;
-        if (it->round == r && (!user_only || it->ref_user)) {
-          *pp = it->next;
-          if (q->tail == it) q->tail = prev;
-          item_free(node, it);
-        } else {
-          prev = it;
-          pp = &it->next;
-        }
-      }
-    }
-    sendq_item *it = c->cur;
-    if (it && it->round == r && (!user_only || it->ref_user)) {
-      size_t head = item_head_len(it), total = item_total(it);
-      uint8_t *copy = ded_mem_malloc(node->mem, total - it->pos);
-      if (!copy) { /* cannot keep the stream whole: the connection goes */
-        round_unref(node, r, it->ref_user);
-        it->round = NULL;
-        it->ref = NULL;
-        it->ref_len = 0;
-        conn_close(node, c, DED_ERR_NOMEM, true);
-        continue;
-      }
-      size_t o = 0;
-      if (it->pos < head) {
-        memcpy(copy, item_head(it) + it->pos, head - it->pos);
-        o = head - it->pos;
-      }
-      size_t ref_from = it->pos > head ? it->pos - head : 0;
-      memcpy(copy + o, it->ref + ref_from, it->ref_len - ref_from);
-      round_unref(node, r, it->ref_user);
-      ded_mem_free(node->mem, it->owned);
-      it->owned = copy;
-      it->owned_len = total - it->pos;
-      it->ref = NULL;
-      it->ref_len = 0;
-      it->round = NULL;
-      it->pos = 0;
-      it->partial = true;
-    }
+    if (c && ded_sendq_detach(&node->qenv, &c->out, r, user_only))
+      conn_close(node, c, DED_ERR_NOMEM, true); /* cannot keep the stream whole */
   }
 }
 
@@ -723,26 +617,7 @@ static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
  * sent again from its start. */
 static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
   bool was_idle = !conn_has_output(to);
-  sendq_item *cur = from->cur;
-  from->cur = NULL;
-  if (cur && cur->partial) {
-    item_free(node, cur); /* the tail of a frame the other stream never began */
-  } else if (cur) {
-    cur->pos = 0;
-    sendq_push(&to->q[cur->cls], cur);
-  }
-  for (int cls = 0; cls < Q_COUNT; cls++) {
-    sendq_item *it = from->q[cls].head;
-    while (it) {
-      sendq_item *next = it->next;
-      if (it->partial)
-        item_free(node, it);
-      else
-        sendq_push(&to->q[cls], it);
-      it = next;
-    }
-    from->q[cls].head = from->q[cls].tail = NULL;
-  }
+  ded_sendq_move(&node->qenv, &from->out, &to->out);
   if (was_idle && conn_has_output(to) && node->cb.want_write) node->cb.want_write(node->user, to->id);
 }
 
@@ -832,8 +707,7 @@ static void conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
 }
 
 static void conn_free(ded_node *node, ded_conn *c) {
-  if (c->cur) item_free(node, c->cur);
-  for (int cls = 0; cls < Q_COUNT; cls++) sendq_drop(node, &c->q[cls]);
+  ded_sendq_free(&node->qenv, &c->out);
   ded_frame_dec_free(&c->dec);
   node->conns[c->id & 0xffff] = NULL;
   node->nconns--;
@@ -2474,7 +2348,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
       if (!frame) return;
       ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
       memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      if (conn_send_owned(node, to->conn, Q_CTRL, frame, bytes)) return;
+      if (conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
     }
     return;
   }
@@ -3518,7 +3392,7 @@ static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t
     /* A probe is a hint: short of memory, it is smaller. */
     if (!frame) return;
     ded_msg_speed_hdr_encode(frame, want, fill);
-    if (conn_send_owned(node, c, Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
+    if (conn_send_owned(node, c, DED_Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
     node->filler_queued = true;
     bytes -= (uint32_t)fill;
     want = 0;
@@ -4001,7 +3875,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
   ded_wr w = ded_wr_init(frame, cap);
   ded_msg_state_offer_encode(&w, &m);
   DED_ASSERT(!w.err && w.pos == cap);
-  conn_send_owned(node, to->conn, Q_CTRL, frame, cap);
+  conn_send_owned(node, to->conn, DED_Q_CTRL, frame, cap);
 }
 
 /* A snapshot recent enough to offer: taken in the step the trainer is in. */
@@ -4147,7 +4021,7 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
   if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
   ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
   memcpy(frame + DED_STATE_DATA_HDR_BYTES, st->snap.bytes + m->offset, m->len);
-  conn_send_owned(node, c, Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
+  conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
 }
 
 /* ---- joiner side ---- */
@@ -4879,6 +4753,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   }
   node->cb = *cb;
   node->user = user;
+  node->qenv = (ded_sendq_env){node->mem, node_unref, node};
   snprintf(node->run, sizeof node->run, "%s", settings->run);
   node->s.run = node->run;
   node->s.identity_seed = NULL;
@@ -5068,74 +4943,30 @@ void ded_node_conn_closed(ded_node *node, uint32_t conn_id, int status, uint64_t
 int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int max) {
   ded_conn *c = conn_get(node, conn_id);
   if (!c || c->state == CONN_CONNECTING) return 0;
-  int n = 0;
-  sendq_item *it = c->cur;
-  int cls = 0;
-  if (!it) {
-    while (cls < Q_COUNT && !c->q[cls].head) cls++;
-    it = cls < Q_COUNT ? c->q[cls].head : NULL;
+  return ded_sendq_pending(&c->out, iov, max);
+}
+
+/* Our part of a round leaving is progress too: on a slow uplink the
+ * others wait on us, and we have nothing coming in meanwhile. Not past
+ * twice what the attempt should take, or four patiences: a peer that
+ * takes our bytes but sends none must not hold the round to its bound. */
+static void node_sent_round_bytes(void *ctx, void *owner) {
+  ded_node *node = ctx;
+  ded_round *r = owner;
+  if (r && !r->reported && !r->frozen && r->wait_ns &&
+      (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+    uint64_t pw = node_progress_wait(node, r);
+    uint64_t limit = r->started_ns + DED_MAX(2 * r->est_ns, 4 * pw);
+    r->wait_ns = DED_MAX(r->wait_ns, DED_MIN(node->now_ns + pw, limit));
   }
-  while (it && n < max) {
-    size_t head = item_head_len(it);
-    if (it->pos < head) iov[n++] = (ded_iov){item_head(it) + it->pos, head - it->pos};
-    size_t from = it->pos > head ? it->pos - head : 0;
-    if (it->ref_len > from) {
-      if (n == max) break; /* the payload goes out next time */
-      iov[n++] = (ded_iov){it->ref + from, it->ref_len - from};
-    }
-    /* Next in the same order consume() walks. */
-    if (it == c->cur) {
-      cls = 0;
-      while (cls < Q_COUNT && !c->q[cls].head) cls++;
-      it = cls < Q_COUNT ? c->q[cls].head : NULL;
-    } else if (it->next) {
-      it = it->next;
-    } else {
-      cls++;
-      while (cls < Q_COUNT && !c->q[cls].head) cls++;
-      it = cls < Q_COUNT ? c->q[cls].head : NULL;
-    }
-  }
-  return n;
 }
 
 void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns) {
   node_enter(node, now_ns);
-  size_t consumed = n;
   ded_conn *c = conn_get(node, conn_id);
-  while (c && n > 0) {
-    sendq_item *it = c->cur;
-    if (!it) {
-      int cls = 0;
-      while (cls < Q_COUNT && !c->q[cls].head) cls++;
-      if (cls == Q_COUNT) break;
-      sendq *q = &c->q[cls];
-      it = q->head;
-      q->head = it->next;
-      if (!q->head) q->tail = NULL;
-      c->cur = it;
-    }
-    size_t take = DED_MIN(n, item_total(it) - it->pos);
-    it->pos += take;
-    n -= take;
-    /* Our part of a round leaving is progress too: on a slow uplink the
-     * others wait on us, and we have nothing coming in meanwhile. Not past
-     * twice what the attempt should take, or four patiences: a peer that
-     * takes our bytes but sends none must not hold the round to its bound. */
-    ded_round *r = it->round;
-    if (r && !r->reported && !r->frozen && r->wait_ns &&
-        (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
-      uint64_t pw = node_progress_wait(node, r);
-      uint64_t limit = r->started_ns + DED_MAX(2 * r->est_ns, 4 * pw);
-      r->wait_ns = DED_MAX(r->wait_ns, DED_MIN(now_ns + pw, limit));
-    }
-    if (it->pos == item_total(it)) {
-      c->cur = NULL;
-      item_free(node, it);
-    }
-  }
+  if (c) ded_sendq_consume(&node->qenv, &c->out, n, node_sent_round_bytes, node);
   if (!node->s.sessions) { /* else the driver reports bytes as they leave */
-    ded_meter_add(&node->up, consumed, now_ns);
+    ded_meter_add(&node->up, n, now_ns);
     if (!node_has_output(node)) ded_meter_end(&node->up);
   }
   node_reap(node);
@@ -5205,8 +5036,8 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
     if (!copy) continue;
     memcpy(copy, frame, w.pos);
-    sendq_drop(node, &c->q[Q_BULK]); /* probe filler would follow LEAVE unread */
-    if (conn_send_owned(node, c, Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
+    ded_sendq_drop_class(&node->qenv, &c->out, DED_Q_BULK); /* probe filler would follow LEAVE unread */
+    if (conn_send_owned(node, c, DED_Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
   }
   node_reap(node);
 }
