@@ -1,0 +1,439 @@
+/*
+ * ded_node_int.h: the node's private state, shared by the engine's modules.
+ *
+ * ded_node.h is the engine's public face; this header is not. It defines
+ * struct ded_node, which holds one instance of each module's state, and
+ * the few helpers every module uses (logging, time, identity checks).
+ * Modules that need the whole node take a ded_node *; those that can do
+ * with less (send queues, timing, quorum rules, lineage, history, one
+ * attempt's data plane) take only what they use, and know nothing of it.
+ */
+#ifndef DED_NODE_INT_H
+#define DED_NODE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ded_node.h"
+#include "core/ded_frame.h"
+#include "core/ded_meter.h"
+#include "core/ded_msg.h"
+#include "core/ded_sendq.h"
+#include "dht/ded_record.h"
+#include "dht/ded_table.h"
+#include "match/ded_match.h"
+
+/* ------------------------------------------------------------------ */
+/* 1. types                                                            */
+/* ------------------------------------------------------------------ */
+
+#define NODE_TICK_NS (20ull * 1000 * 1000)
+/* With nothing pending (no round, no attempt to connect, no handshake), the
+ * node wakes only this often: an idle trainer's peer costs no CPU. */
+#define NODE_IDLE_TICK_NS (1000ull * 1000 * 1000)
+#define NODE_CHUNK_BYTES_DEFAULT (64u * 1024)
+#define NODE_RECORD_TTL_MS_DEFAULT (5u * 60 * 1000)
+/* Rates that moved are republished at most this often. */
+#define NODE_PERF_REPUBLISH_NS (2000u * 1000000ull)
+/* Our record tells of our last completed round at most this often. */
+#define NODE_PROGRESS_REPUBLISH_NS (5000u * 1000000ull)
+#define NODE_DEADLINE_FLOOR_NS_DEFAULT (500ull * 1000 * 1000)
+#define NODE_HISTORY_BYTES_DEFAULT (256ull << 20)
+#define NODE_BACKOFF_MS_MIN 50u
+#define NODE_BACKOFF_MS_MAX 5000u
+/* A larger-id peer waits this long for the smaller one to call before it
+ * calls itself (the usual direction fails when only one side can accept). */
+#define NODE_CONNECT_PATIENCE_NS (2ull * 1000 * 1000 * 1000)
+/* Members wait this many round timeouts for a commit or for data: the
+ * coordinator's own deadline comes first, so members never give up on a
+ * round the coordinator is about to commit. */
+#define NODE_MEMBER_TIMEOUT_FACTOR 2
+/* Round buffers (accumulators, staging) kept for reuse: a trainer repeats
+ * the same bucket sizes every step, and fresh multi-megabyte allocations
+ * cost a page fault and a zeroed page per 4 KiB. */
+#define NODE_BUF_CACHE 16
+/* A rate no one has measured yet (a first round, a newcomer) is taken to
+ * be a slow home link's, 8 Mbit/s, when deciding how long to wait for it:
+ * patience sized for a fast link would leave the slow peer out. */
+#define NODE_RATE_UNKNOWN_BPS 1e6
+/* Announced late members remembered (DED_JOIN_F_INTENT). */
+#define NODE_INTENTS 32
+
+typedef struct ded_round ded_round;
+typedef struct ded_peer ded_peer;
+
+typedef enum conn_state {
+  CONN_CONNECTING,  /* outbound, waiting for the driver to connect */
+  CONN_AWAIT_HELLO, /* established; the peer's HELLO has not arrived */
+  CONN_READY,       /* the peer is known; any frame may flow */
+  CONN_DEAD,        /* closed; reaped at the end of the entry point */
+} conn_state;
+
+typedef struct ded_conn {
+  uint32_t id;
+  conn_state state;
+  bool outbound;
+  int boot_idx; /* index into the bootstrap list, or -1 */
+  uint64_t opened_ns;
+  ded_addr remote;
+  ded_peer *peer;
+  bool secured; /* the handshake proved the peer holds |pk| */
+  uint8_t pk[DED_PK_BYTES];
+  ded_frame_dec dec;
+  ded_sendq out; /* frames to write (ded_sendq.h); a round's payloads are lent */
+  bool leave_queued; /* we left: LEAVE is its last frame */
+} ded_conn;
+
+struct ded_peer {
+  uint8_t id[DED_ID_BYTES];
+  char sid[9];
+  ded_conn *conn; /* the ready connection we send on */
+  /* Further ready connections round data is spread over, with |conn|
+   * (settings.streams: the caller opens them; either side uses them). */
+  ded_conn *lanes[DED_STREAMS_MAX - 1];
+  unsigned nlanes;
+  unsigned lane_rr; /* the next data frame's connection, round robin */
+  bool connecting;
+  bool left;
+  bool lost;       /* its connection broke (cleared when one is ready again) */
+  bool evicted;    /* lost for longer than the eviction time: no longer waited for */
+  uint64_t lost_ns;
+  uint64_t known_since_ns;
+  uint64_t next_connect_ns;
+  uint32_t backoff_ms;
+  unsigned addr_idx;
+  bool speed_answered; /* we sent it the bytes its probe asked for */
+};
+
+typedef enum round_state {
+  ROUND_WAIT_PREV, /* needs the previous round's commit, or the rendezvous */
+  ROUND_JOINING,   /* coordinator chosen; its connection is not ready yet */
+  ROUND_JOINED,    /* JOIN (or a failover report) sent; waiting for a decision */
+  ROUND_RUNNING,   /* an attempt: reduce-scatter and all-gather */
+  ROUND_FETCHING,  /* the attempt that stands is fetched from its holders */
+  ROUND_DONE_WAIT, /* the whole result is here; earlier rounds report first */
+  ROUND_DRAINING,  /* reported; results to others still queued */
+  ROUND_DEAD,      /* reaped at the end of the entry point */
+} round_state;
+
+/* A data frame that overtook the COMMIT of its attempt. */
+typedef struct early_frame {
+  struct early_frame *next;
+  uint8_t type;
+  uint8_t from[DED_ID_BYTES];
+  size_t len;
+  uint8_t payload[];
+} early_frame;
+
+/* A HAVE heard for a round: |id| holds |attempt| and accepted it in |view|. */
+typedef struct round_vote {
+  uint64_t attempt;
+  uint32_t view;
+  uint8_t id[DED_ID_BYTES];
+} round_vote;
+
+/* A FETCH of a shard we are still reducing: answered chunk by chunk. */
+typedef struct pending_fetch {
+  struct pending_fetch *next;
+  uint8_t id[DED_ID_BYTES];
+} pending_fetch;
+
+struct ded_round {
+  uint64_t no;
+  round_state state;
+  bool genesis;
+  ded_round_args a;
+  size_t es; /* element size */
+  /* Who coordinates: view |view| of the lineage |lin| (round no-1's
+   * members, as this peer knows them), or the genesis coordinator. */
+  uint32_t view;
+  uint8_t coord[DED_ID_BYTES];
+  uint8_t (*lin)[DED_ID_BYTES];
+  unsigned nlin;
+  uint64_t lin_attempt; /* the attempt of round no-1 |lin| comes from */
+  uint64_t bound_ns;    /* the call returns by then, whatever happens */
+  uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
+  uint64_t est_ns;      /* what the attempt should take (plan_estimate_ns) */
+  uint64_t submit_ns, joined_ns, started_ns;
+  uint64_t reduced_ns, got_ns; /* our shard reduced; the whole result here */
+  /* The current attempt (has_plan). */
+  bool has_plan;
+  ded_msg_commit plan;
+  unsigned me; /* our index in plan, or plan.k when we only fetch */
+  double total_w;
+  unsigned ncontrib;  /* members without DED_MEMBER_F_AUX */
+  unsigned first_contrib; /* the first of them, in commit order */
+  uint64_t chunk; /* elements per chunk */
+  bool frozen;    /* reported to a newer view: this attempt sends nothing more */
+  /* Reducer of our own shard: the accumulator is res + my_off. */
+  uint64_t my_off, my_len, my_nchunks;
+  uint16_t *next_m;   /* per chunk: next member to add, in commit order */
+  uint8_t *recv_bits; /* (member, chunk) contributions received */
+  uint8_t **staging;  /* per member: out-of-order contributions */
+  uint64_t reduced;
+  pending_fetch *fetchers; /* of our own shard, while it is being reduced */
+  /* The weighted mean g, every shard; res_bits marks the chunks held. */
+  uint8_t *res;
+  uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
+  uint8_t *res_bits;
+  uint64_t res_got;
+  uint16_t *holders;   /* ROUND_FETCHING: who serves each shard */
+  uint8_t *fetch_sent; /* ... and which shards we asked for */
+  /* Data that arrived before the commit of its attempt. */
+  early_frame *early_head, *early_tail;
+  size_t early_bytes;
+  /* Queued frames pointing into our memory. */
+  unsigned refs_user, refs_res;
+  /* Completion (the COMMIT comment in ded_msg.h): the view in which we
+   * took the current attempt, whether we sent HAVE for it, the HAVEs heard
+   * (any attempt, any view), and an attempt known to be the round's result. */
+  uint32_t acc_view;
+  bool accepted;
+  uint64_t chosen;
+  round_vote *votes;
+  unsigned nvotes, votes_cap;
+  uint32_t recoveries; /* failovers so far */
+  uint64_t behind;     /* a STALE said the swarm is at this round */
+  bool keep;           /* reported with the round's result: it goes to the history */
+  bool reported;
+};
+
+/* A round we coordinate, in one view. */
+typedef struct coord_round {
+  uint64_t round;
+  uint32_t view;
+  bool genesis;
+  ded_gather g; /* this view's joins */
+  /* Peers waited for: the lineage, announced intents, and the members of
+   * every attempt reported. */
+  uint8_t (*expect)[DED_ID_BYTES];
+  unsigned nexpect, expect_cap;
+  /* Attempts reported in this view, with what their members hold. */
+  struct coord_attempt {
+    ded_msg_commit plan;
+    uint8_t *have; /* union of the reporters' shard bits */
+    uint16_t *holder;
+    uint32_t acc_view; /* the highest view a reporter accepted it in, or DED_VIEW_NONE */
+    bool done;         /* a reporter completed the round with it */
+  } att[4];
+  unsigned natt;
+  uint64_t first_ns, last_ns, deadline_ns;
+  bool clock; /* the learned deadline runs */
+  bool held;  /* waited for an announced member, or one still finishing the last round */
+  bool decided;
+  uint8_t *commit_frame; /* a new attempt, for the joiners */
+  size_t commit_len;
+  uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
+  size_t late_len;
+} coord_round;
+
+/* A late member's announcement that it will join |round| or, if that one
+ * is decided without it, the next one undecided (it is fetching the result
+ * of an earlier one): waited for until |until_ns|. */
+typedef struct node_intent {
+  uint64_t round;
+  uint64_t until_ns; /* 0: not waited for */
+  uint64_t spent;    /* a round below this was decided without it: its older
+                        announcements hold nothing */
+  bool used;
+  uint8_t id[DED_ID_BYTES];
+} node_intent;
+
+#define NODE_VIEW_HINTS 16
+#define NODE_SELF_DEPTH_MAX 3
+typedef struct view_hint {
+  uint64_t round;
+  uint32_t view;
+} view_hint;
+
+/* A round's membership, as the lineage of the next one. */
+#define NODE_LIN_RING 128
+typedef struct lin_entry {
+  uint64_t round;
+  uint64_t attempt;
+  uint8_t (*ids)[DED_ID_BYTES]; /* n ids, then client bits (DED_LIN_BYTES); NULL: empty slot */
+  unsigned n;
+  bool final;             /* the round reported here */
+  uint64_t final_attempt; /* ... with this attempt (0: without one) */
+  uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
+  uint64_t have_ns;       /* when the latest of those came */
+} lin_entry;
+
+/* The result of a finished round, kept to serve late members. */
+typedef struct hist_entry {
+  uint64_t round;
+  ded_msg_commit plan;
+  uint8_t *res;
+  size_t bytes;
+} hist_entry;
+
+typedef struct boot_slot {
+  ded_addr addr;
+  uint64_t next_try_ns;
+  uint32_t backoff_ms;
+  bool self;       /* it was our own address */
+  bool reached;    /* a peer answered there once: from now on it is a peer like any */
+  bool connecting; /* an attempt is in flight */
+} boot_slot;
+
+enum boot_state { BOOT_IDLE, BOOT_RUNNING, BOOT_DONE, BOOT_FAILED };
+
+/* State transfer (section 9): a donor's snapshot, and a joiner's fetch. */
+#define STATE_ASK_MAX 8
+#define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
+#define STATE_WINDOW 16  /* ranges asked of one donor at once: 4 MiB in flight */
+#define STATE_TRIES 3    /* asks before a fetch gives up */
+#define STATE_SNAP_IDLE_NS (60ull * 1000 * 1000 * 1000)
+#define STATE_SNAP_BUSY_NS (1000ull * 1000 * 1000) /* served this recently: in use */
+
+typedef struct state_asker {
+  uint8_t id[DED_ID_BYTES];
+  uint64_t min_round;
+} state_asker;
+
+/* A peer a joiner asked, and what it answered. */
+typedef struct state_donor {
+  uint8_t id[DED_ID_BYTES];
+  bool answered;
+  ded_msg_state_offer offer; /* offer.lin points into |lin| */
+  uint8_t (*lin)[DED_ID_BYTES];
+  unsigned inflight;
+  uint64_t last_ns; /* last answer or range from it */
+  bool in_group;    /* offers the snapshot being fetched */
+} state_donor;
+
+enum state_phase { STATE_IDLE, STATE_ASKING, STATE_FETCHING, STATE_FINISHED };
+
+typedef struct node_state {
+  /* Donor side. */
+  bool have_snap;
+  ded_snapshot snap;
+  uint8_t (*snap_lin)[DED_ID_BYTES];
+  unsigned snap_nlin;
+  uint64_t snap_lin_attempt;
+  uint64_t snap_used_ns;   /* last offered or served: idle after STATE_SNAP_IDLE_NS */
+  uint64_t snap_served_ns; /* last range served */
+  bool snap_wanted; /* asked the driver for one */
+  state_asker *askers; /* waiting for a snapshot */
+  size_t naskers, askers_cap;
+  /* Joiner side. */
+  enum state_phase phase;
+  bool reload;        /* a job out of step, not a new one */
+  uint64_t min_round; /* offers of older snapshots are no use */
+  unsigned tries;
+  bool realigned; /* asked the offering peers again for one round */
+  state_donor donors[STATE_ASK_MAX];
+  unsigned ndonors;
+  uint64_t asked_ns, first_offer_ns, deadline_ns;
+  ded_msg_state_offer want; /* the snapshot chosen (want.lin points into |lin|) */
+  uint8_t (*lin)[DED_ID_BYTES];
+  uint8_t *buf;
+  uint8_t *chunk; /* per range: 0 to ask, 1 + donor index asked, 0xff done */
+  uint64_t nchunks, ndone, next_todo;
+} node_state;
+
+struct ded_node {
+  ded_node_settings s;
+  char run[DED_RUN_NAME_MAX + 1];
+  ded_node_callbacks cb;
+  void *user;
+  const ded_mem *mem;
+  ded_ident ident;
+  char sid[9];
+  uint8_t run_id[DED_RUN_ID_BYTES];
+  ded_table table;
+  ded_record rec;
+  uint8_t rec_bytes[DED_RECORD_BYTES_MAX];
+  size_t rec_len;
+  uint64_t rec_refresh_ns;
+  /* Our links, measured from our own traffic; what our record says of
+   * them, and when it last changed. */
+  ded_meter up, down;
+  ded_perf perf;
+  uint64_t perf_ns;
+  /* Our last completed round, and whether our record says so yet. */
+  ded_progress progress;
+  bool progress_set, progress_new;
+  /* The last plan our coordinator logged (coord_plan). */
+  uint64_t plan_sig;
+  /* Connections, by slot: id = gen << 16 | slot. */
+  ded_conn **conns;
+  uint16_t *conn_gen;
+  uint32_t nslots;
+  uint32_t nconns;
+  /* Peers, sorted by id. */
+  ded_peer **peers;
+  size_t npeers, peers_cap;
+  /* Our rounds, in submission order. */
+  ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
+  unsigned nrounds;
+  uint64_t next_round;
+  /* Catching up, late: the round we last announced we will join, when,
+   * and where the swarm said it was when that round had passed there. */
+  uint64_t intent_round, intent_ns, catch_up;
+  /* Others' announcements (one per peer, the latest). */
+  node_intent intents[NODE_INTENTS];
+  /* Out of step: a STALE said the swarm is at this round. Our rounds
+   * below it are over before they start (until a reload). */
+  uint64_t stale_round;
+  /* The lineage: per recent round, the members of the latest attempt we
+   * adopted (a round's coordinators come from the previous round's), and
+   * the attempt each of our reported rounds ended with. */
+  lin_entry lin[NODE_LIN_RING];
+  bool have_members;      /* any lineage at all (else: genesis) */
+  bool ever_members;      /* we had a lineage once: the swarm exists */
+  uint64_t members_round; /* the newest round in |lin| */
+  /* Rounds we coordinate (open or recently committed). */
+  coord_round **coords;
+  size_t ncoords, coords_cap;
+  /* Bootstrap. */
+  enum boot_state boot;
+  uint64_t boot_deadline_ns;
+  boot_slot boot_slots[DED_BOOTSTRAP_MAX];
+  /* Freed round buffers, for reuse (exact sizes). */
+  struct {
+    void *p;
+    size_t len;
+  } buf_cache[NODE_BUF_CACHE];
+  unsigned nbuf_cache;
+  /* Results of finished rounds, oldest first, within settings.history_bytes. */
+  hist_entry *hist;
+  size_t nhist, hist_cap, hist_bytes;
+  /* Rounds reported so far (in order) and the attempt the last one ended with. */
+  uint64_t reported_upto; /* every round below this has reported */
+  uint64_t last_attempt;  /* of round reported_upto - 1; 0 = none */
+  /* Learned timing (EWMA, ns): spread of the joins of a round, and the
+   * time from a commit to the whole result. */
+  uint64_t spread_ewma, run_ewma;
+  /* Views learnt for rounds we have not started yet (PROBE, REDIRECT). */
+  view_hint view_hint[NODE_VIEW_HINTS];
+  uint64_t tick_ns;
+  uint64_t now_ns; /* time of the entry point being run */
+  bool wake_soon;  /* something needs the fast tick: set where work appears */
+  unsigned self_depth; /* nested joins to ourselves (round_send_join) */
+  uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
+  bool reporting, report_again; /* rounds_report_ready is running; run it again */
+  node_state st;
+  bool leaving;
+  bool reap_needed;
+  bool probed; /* our link probe went out (settings.probe_bytes) */
+  bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a DED_Q_BULK */
+  ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
+};
+
+/* ---- helpers every module uses (ded_node.c) ---- */
+
+/* One log line at |level|, formatted only if the level is on. */
+DED_PRINTF(3, 4) void node_log(ded_node *node, int level, const char *fmt, ...);
+/* Wall-clock milliseconds at monotonic |now_ns|. */
+uint64_t node_wall_ms(const ded_node *node, uint64_t now_ns);
+/* True if |id| is this node's. */
+bool id_is_me(const ded_node *node, const uint8_t id[DED_ID_BYTES]);
+/* Hands |type| to the driver's event callback, if it has one. */
+void node_emit(ded_node *node, int type, int status, const uint8_t *peer);
+
+static inline void bit_set(uint8_t *bits, uint64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+static inline bool bit_get(const uint8_t *bits, uint64_t i) { return bits[i >> 3] >> (i & 7) & 1; }
+
+#endif /* DED_NODE_INT_H */
