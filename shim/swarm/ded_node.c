@@ -794,56 +794,6 @@ static void round_unref(ded_node *node, ded_round *r, bool user) {
   round_maybe_dead(node, r);
 }
 
-static uint64_t clamp_ns(uint64_t x, uint64_t lo, uint64_t hi) {
-  return x < lo ? lo : x > hi ? DED_MAX(hi, lo) : x;
-}
-
-/* The learned deadlines, never beyond a quarter of the round bound so that
- * a failover or two still fit inside it. */
-static uint64_t node_deadline_cap(const ded_node *node) { return node->s.round_timeout_ns / 4; }
-
-/* A peer unreachable this long is taken for gone: rounds go on without a
- * majority that includes it. */
-static uint64_t node_evict_ns(const ded_node *node) { return node->s.round_timeout_ns / 2; }
-
-/* Patience grows with each view past the first failover of a round: a
- * swarm whose messages are delayed past the learned times (a delay spike,
- * a round with nothing learned yet) would otherwise change views for as
- * long as the delays last. Doubling per view settles it within a few. */
-static uint64_t view_backoff(const ded_node *node, uint32_t view, uint64_t wait_ns) {
-  unsigned shift = view > 1 ? (unsigned)DED_MIN(view - 1, 4u) : 0;
-  return DED_MIN(wait_ns << shift, DED_MAX(wait_ns, node_deadline_cap(node)));
-}
-
-static uint64_t node_coord_wait(const ded_node *node, uint32_t view) {
-  return view_backoff(node, view,
-                      clamp_ns(4 * node->spread_ewma, node->s.deadline_floor_ns,
-                               node_deadline_cap(node)));
-}
-
-/* Longer than any coordinator's wait (node_coord_wait) with room to
- * spare: a member must not give up on a coordinator that is about to
- * decide. */
-static uint64_t node_join_wait(const ded_node *node, uint32_t view) {
-  return view_backoff(node, view,
-                      clamp_ns(3 * node->s.deadline_floor_ns + 8 * node->spread_ewma,
-                               3 * node->s.deadline_floor_ns, node_deadline_cap(node)));
-}
-
-/* Patience for progress in |r|: a multiple of the usual round time. With
- * none learned yet (the first rounds), as long as the attempt should take
- * as a whole: a slow uplink among equal shares delivers each stream's
- * next chunk seconds apart, and patience sized for a fast link would
- * leave it out. */
-static uint64_t node_progress_wait(const ded_node *node, const ded_round *r) {
-  uint64_t wait = 2 * node->s.deadline_floor_ns + 4 * node->run_ewma;
-  if (node->run_ewma == 0) wait = DED_MAX(wait, r->est_ns);
-  return view_backoff(node, r->view,
-                      clamp_ns(wait, 2 * node->s.deadline_floor_ns, node_deadline_cap(node)));
-}
-
-static void ewma_add(uint64_t *e, uint64_t x) { *e = *e ? (*e * 7 + x) / 8 : x; }
-
 static bool round_shard_done(const ded_round *r, unsigned s) {
   for (uint64_t b = r->res_base[s]; b < r->res_base[s + 1]; b++)
     if (!bit_get(r->res_bits, b)) return false;
@@ -1016,8 +966,8 @@ static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
  * long as the hold, then the usual wait; the hold is bounded as the
  * coordinator bounds it (coord_evaluate). */
 static uint64_t round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
-  until = DED_MIN(until, r->joined_ns + node_deadline_cap(node));
-  return until + node_join_wait(node, r->view);
+  until = DED_MIN(until, r->joined_ns + ded_timing_cap(&node->timing));
+  return until + ded_timing_join_wait(&node->timing, r->view);
 }
 
 /* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
@@ -1036,7 +986,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
                       (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
-  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : node_join_wait(node, r->view));
+  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : ded_timing_join_wait(&node->timing, r->view));
   /* The coordinator waits for members that announced themselves: so do we. */
   uint64_t held = r->genesis || r->view ? 0 : node_intent_until(node, r->no, NULL, now_ns);
   if (held) r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, held));
@@ -1371,7 +1321,7 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   if (!round_is_chosen(r)) return;
   r->chosen = r->plan.attempt;
   if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
-    ewma_add(&node->run_ewma, now_ns - r->started_ns);
+    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
   /* Those who are not acceptors (late members) and asked: it is done. So
    * are clients, which hear no HAVE from one another and may lack a
    * quorum of their own. */
@@ -1522,7 +1472,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->acc_view = view;
   r->started_ns = now_ns;
   r->est_ns = plan_estimate_ns(node, plan);
-  r->wait_ns = now_ns + node_progress_wait(node, r);
+  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
   unsigned k = plan->k;
   r->me = k;
   for (unsigned i = 0; i < k; i++) {
@@ -1752,7 +1702,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
   } else {
     round_detach_output(node, r, false);
     r->started_ns = now_ns;
-    r->wait_ns = now_ns + node_progress_wait(node, r);
+    r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
     r->acc_view = d->view; /* accepted again, in this view */
     r->accepted = false;
   }
@@ -1865,7 +1815,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  r->wait_ns = now_ns + node_progress_wait(node, r);
+  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
   round_check_complete(node, r, now_ns);
 }
 
@@ -2390,7 +2340,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   node_intents_spent(node, cr->round, &cr->g, NULL);
   /* (A held round says nothing of the spread.) */
   if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
-    ewma_add(&node->spread_ewma, cr->last_ns - cr->first_ns);
+    ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
   struct coord_attempt *best = NULL;
   bool chosen = false;
   lin_entry *prev_lin = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
@@ -2538,7 +2488,7 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
      * everyone else); in a failover, from the first report. */
     if (!cr->clock && (cr->view > 0 || 2 * in >= alive)) {
       cr->clock = true;
-      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + node_coord_wait(node, cr->view));
+      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + ded_timing_coord_wait(&node->timing, cr->view));
     }
   }
   if (!all && now_ns < cr->deadline_ns) return;
@@ -2546,13 +2496,13 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
    * before): waited for as long as that should take it, but, however often
    * it announces itself again, never past a quarter of the bound. A member
    * of the round before that is still finishing it is waited for a member's
-   * wait for a decision (node_join_wait) from the first JOIN: long enough
+   * wait for a decision (ded_timing_join_wait) from the first JOIN: long enough
    * for its last chunks, short enough that one stopped in the middle
    * (SIGSTOP, a closed lid) costs the swarm little. */
   if (!all && !cr->genesis && cr->view == 0 &&
-      ((now_ns < cr->first_ns + node_deadline_cap(node) &&
+      ((now_ns < cr->first_ns + ded_timing_cap(&node->timing) &&
         node_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
-       (now_ns < cr->first_ns + node_join_wait(node, 0) &&
+       (now_ns < cr->first_ns + ded_timing_join_wait(&node->timing, 0) &&
         lin_finishing(node, cr->round, cr, now_ns)))) {
     cr->held = true;
     return;
@@ -2623,8 +2573,8 @@ static uint64_t node_intent_hold(const ded_node *node, const uint8_t id[DED_ID_B
   double rate = coord_lp_peer(node, id).down_Bps;
   if (!(rate > 0.0)) rate = NODE_RATE_UNKNOWN_BPS;
   double ns = 2e9 * (double)j->count * (double)ded_dtype_size(j->dtype) / rate;
-  if (!(ns < (double)node_deadline_cap(node))) return UINT64_MAX;
-  return DED_MIN(node->s.deadline_floor_ns + (uint64_t)ns, node_deadline_cap(node));
+  if (!(ns < (double)ded_timing_cap(&node->timing))) return UINT64_MAX;
+  return DED_MIN(node->s.deadline_floor_ns + (uint64_t)ns, ded_timing_cap(&node->timing));
 }
 
 /* Remembers that |id| will join |round| (or the first one after it still
@@ -2701,7 +2651,7 @@ static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, ui
   bool member = false;
   for (unsigned i = 0; prev && i < prev->n && !member; i++) member = id_is_me(node, prev->ids[i]);
   if (!member) return false;
-  bool recent = now_ns < prev->have_ns + node_coord_wait(node, 0);
+  bool recent = now_ns < prev->have_ns + ded_timing_coord_wait(&node->timing, 0);
   for (unsigned i = 0; i < prev->n; i++) {
     const uint8_t *id = prev->ids[i];
     if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
@@ -2866,7 +2816,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     /* At the latest a quarter of the bound after the first join; sooner
      * once half of those waited for are in (one early bird, a member out
      * of step, must not start the clock on everyone else). */
-    cr->deadline_ns = now_ns + (genesis ? node->s.rendezvous_timeout_ns : node_deadline_cap(node));
+    cr->deadline_ns = now_ns + (genesis ? node->s.rendezvous_timeout_ns : ded_timing_cap(&node->timing));
   }
   cr->last_ns = now_ns;
   if (new_view && cr->view > 0) {
@@ -4213,7 +4163,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   }
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
-    if (p->lost && !p->evicted && now_ns >= p->lost_ns + node_evict_ns(node)) {
+    if (p->lost && !p->evicted && now_ns >= p->lost_ns + ded_timing_evict(&node->timing)) {
       p->evicted = true;
       node_log(node, DED_LOG_WARN, "peer %s evicted: unreachable for %llu ms", p->sid,
                (unsigned long long)((now_ns - p->lost_ns) / 1000000u));
@@ -4268,11 +4218,11 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
       /* The coordinator waits for a member still finishing the round
        * before (coord_evaluate): so do we, a wait longer. */
-      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * node_join_wait(node, 0) &&
+      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0) &&
           lin_finishing(node, r->no, NULL, now_ns)) {
         /* Not at once when it is done either: its JOIN, then the COMMIT,
          * are on their way. */
-        r->wait_ns = r->joined_ns + 2 * node_join_wait(node, 0);
+        r->wait_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
         continue;
       }
       round_failover(node, r, "no decision from the coordinator in time", now_ns);
@@ -4367,6 +4317,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
     node->s.history_bytes = 0;
   node->s.record_ttl_ms = DED_MIN(node->s.record_ttl_ms, DED_RECORD_TTL_MS_MAX);
   if (node->s.min_peers == 0) node->s.min_peers = 1;
+  node->timing = (ded_timing){node->s.deadline_floor_ns, node->s.round_timeout_ns, 0, 0};
   ded_ident_from_seed(&node->ident, settings->identity_seed);
   ded_id_short(node->ident.id, node->sid);
   ded_hash32(node->run, strlen(node->run), node->run_id);
@@ -4554,7 +4505,7 @@ static void node_sent_round_bytes(void *ctx, void *owner) {
   ded_round *r = owner;
   if (r && !r->reported && !r->frozen && r->wait_ns &&
       (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
-    uint64_t pw = node_progress_wait(node, r);
+    uint64_t pw = ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
     uint64_t limit = r->started_ns + DED_MAX(2 * r->est_ns, 4 * pw);
     r->wait_ns = DED_MAX(r->wait_ns, DED_MIN(node->now_ns + pw, limit));
   }

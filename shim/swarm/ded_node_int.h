@@ -23,6 +23,7 @@
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
+#include "round/ded_timing.h"
 
 /* ------------------------------------------------------------------ */
 /* 1. types                                                            */
@@ -403,9 +404,9 @@ struct ded_node {
   /* Rounds reported so far (in order) and the attempt the last one ended with. */
   uint64_t reported_upto; /* every round below this has reported */
   uint64_t last_attempt;  /* of round reported_upto - 1; 0 = none */
-  /* Learned timing (EWMA, ns): spread of the joins of a round, and the
-   * time from a commit to the whole result. */
-  uint64_t spread_ewma, run_ewma;
+  /* Learned timing: the spread of a round's joins, the time from a commit
+   * to the whole result, and the waits made of them (ded_timing.h). */
+  ded_timing timing;
   /* Views learnt for rounds we have not started yet (PROBE, REDIRECT). */
   view_hint view_hint[NODE_VIEW_HINTS];
   uint64_t tick_ns;

@@ -1,0 +1,56 @@
+/*
+ * ded_timing.h: how long the engine waits, learned from the rounds.
+ *
+ * Owns: the two learned times (the spread of a round's JOINs at its
+ * coordinator, and the time from a COMMIT to the whole result at a
+ * member, each an EWMA of the rounds that showed it) and the rules that
+ * turn them into patience. Pure: no clock, no node; the caller says what
+ * it saw and asks how long to wait.
+ *
+ * Invariants: every wait lies between the deadline floor and a quarter of
+ * the round bound (ded_timing_cap), so that a failover or two still fit
+ * inside the bound; a member's wait for a decision is longer than any
+ * coordinator's wait for joins, so members never give up on a coordinator
+ * about to decide; patience doubles per view past the first failover
+ * (views 2, 3, ... wait 2x, 4x, ... up to 16x, within the cap), which
+ * settles a swarm whose messages are delayed past the learned times.
+ */
+#ifndef DED_TIMING_H
+#define DED_TIMING_H
+
+#include <stdint.h>
+
+typedef struct ded_timing {
+  uint64_t floor_ns;    /* DEDMPI_DEADLINE_FLOOR */
+  uint64_t bound_ns;    /* DEDMPI_ROUND_TIMEOUT: a round reports by then */
+  uint64_t spread_ewma; /* learned: first to last JOIN of a round, ns */
+  uint64_t run_ewma;    /* learned: a COMMIT to the whole result, ns */
+} ded_timing;
+
+/* The cap of every learned wait: a quarter of the bound. */
+uint64_t ded_timing_cap(const ded_timing *t);
+
+/* A peer unreachable this long is evicted: rounds go on without a
+ * majority that includes it. Half the bound. */
+uint64_t ded_timing_evict(const ded_timing *t);
+
+/* A coordinator's wait for missing members in |view|. */
+uint64_t ded_timing_coord_wait(const ded_timing *t, uint32_t view);
+
+/* A member's wait for a decision in |view|. */
+uint64_t ded_timing_join_wait(const ded_timing *t, uint32_t view);
+
+/* A member's patience for progress in an attempt of |view| that should
+ * take |est_ns| (0: unknown): a multiple of the usual round time; with
+ * none learned yet, at least as long as the attempt should take, since a
+ * slow uplink among equal shares delivers each stream's next chunk
+ * seconds apart. */
+uint64_t ded_timing_progress_wait(const ded_timing *t, uint32_t view, uint64_t est_ns);
+
+/* A round showed a spread of |ns| between its first and last JOIN. */
+void ded_timing_learn_spread(ded_timing *t, uint64_t ns);
+
+/* An attempt took |ns| from its COMMIT to the whole result. */
+void ded_timing_learn_run(ded_timing *t, uint64_t ns);
+
+#endif /* DED_TIMING_H */
