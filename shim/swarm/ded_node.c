@@ -37,6 +37,7 @@
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
+#include "match/ded_quorum.h"
 
 /* ------------------------------------------------------------------ */
 /* 2. logging and small helpers                                        */
@@ -771,7 +772,7 @@ static void round_free(ded_node *node, ded_round *r) {
   round_free_attempt(node, r);
   node_buf_put(node, r->res, round_bytes(r));
   ded_mem_free(node->mem, r->lin);
-  ded_mem_free(node->mem, r->votes);
+  ded_votes_free(&r->votes, node->mem);
   early_free_list(node, r->early_head);
   ded_mem_free(node->mem, r);
 }
@@ -1212,27 +1213,6 @@ static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
     round_fail(node, r, DED_ERR_NOMEM);
 }
 
-/* A quorum of |total| acceptors: more than half, or exactly half with the
- * primary among them (two such sets always share a member). */
-static bool quorum_of(unsigned in, unsigned total, bool primary_in) {
-  return 2 * in > total || (2 * in == total && primary_in);
-}
-
-/* Index of |id| in |plan| (members are sorted by id), or plan->k. */
-static unsigned plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTES]) {
-  unsigned lo = 0, hi = plan->k;
-  while (lo < hi) {
-    unsigned mid = lo + (hi - lo) / 2;
-    int c = memcmp(plan->members[mid].id, id, DED_ID_BYTES);
-    if (c == 0) return mid;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return plan->k;
-}
-
 static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
                            uint32_t view, uint8_t flags) {
   if (!to || !to->conn) return;
@@ -1243,53 +1223,12 @@ static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_
   conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-/* Remembers that |id| accepted |attempt| in |view| (once; within bounds). */
-static void round_vote_add(ded_node *node, ded_round *r, const uint8_t id[DED_ID_BYTES],
-                           uint64_t attempt, uint32_t view) {
-  for (unsigned i = 0; i < r->nvotes; i++) {
-    const round_vote *v = &r->votes[i];
-    if (v->attempt == attempt && v->view == view && memcmp(v->id, id, DED_ID_BYTES) == 0) return;
-  }
-  if (r->nvotes == r->votes_cap) {
-    if (r->votes_cap >= DED_ROUND_VOTES_MAX) return;
-    unsigned cap = r->votes_cap ? 2 * r->votes_cap : 8;
-    round_vote *v = ded_mem_realloc(node->mem, r->votes, (size_t)cap * sizeof *v);
-    if (!v) return; /* only delays completion: the failover path still works */
-    r->votes = v;
-    r->votes_cap = cap;
-  }
-  round_vote *v = &r->votes[r->nvotes++];
-  v->attempt = attempt;
-  v->view = view;
-  memcpy(v->id, id, DED_ID_BYTES);
-}
-
 /* True once the current attempt is the round's result: someone completed
  * it, or a quorum of its acceptors accepted it in one view. */
 static bool round_is_chosen(const ded_round *r) {
   if (!r->has_plan) return false;
   if (r->chosen) return r->chosen == r->plan.attempt; /* another attempt completed */
-  const ded_msg_commit *p = &r->plan;
-  for (unsigned i = 0; i < r->nvotes; i++) {
-    const round_vote *v = &r->votes[i];
-    if (v->attempt != p->attempt) continue;
-    bool seen = false;
-    for (unsigned j = 0; j < i && !seen; j++)
-      seen = r->votes[j].attempt == p->attempt && r->votes[j].view == v->view;
-    if (seen) continue;
-    unsigned in = 0;
-    bool primary_in = false;
-    for (unsigned j = i; j < r->nvotes; j++) {
-      const round_vote *o = &r->votes[j];
-      if (o->attempt != p->attempt || o->view != v->view) continue;
-      unsigned m = plan_index(p, o->id);
-      if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
-      in++;
-      primary_in |= (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
-    }
-    if (quorum_of(in, p->nacc, primary_in)) return true;
-  }
-  return false;
+  return ded_votes_quorum(&r->votes, &r->plan);
 }
 
 /* The whole result is here: accept it (HAVE to the attempt's members),
@@ -1313,7 +1252,7 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
       return;
     }
     r->accepted = true;
-    round_vote_add(node, r, node->ident.id, r->plan.attempt, r->acc_view);
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->plan.attempt, r->acc_view);
     for (unsigned m = 0; m < r->plan.k; m++)
       if (m != r->me)
         node_send_have(node, round_member_peer(node, r, m), r->no, r->plan.attempt, r->acc_view, 0);
@@ -1325,10 +1264,10 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   /* Those who are not acceptors (late members) and asked: it is done. So
    * are clients, which hear no HAVE from one another and may lack a
    * quorum of their own. */
-  for (unsigned i = 0; i < r->nvotes; i++) {
-    const round_vote *v = &r->votes[i];
+  for (unsigned i = 0; i < r->votes.n; i++) {
+    const ded_vote *v = &r->votes.v[i];
     if (v->attempt != r->plan.attempt || id_is_me(node, v->id)) continue;
-    unsigned m = plan_index(&r->plan, v->id);
+    unsigned m = ded_plan_index(&r->plan, v->id);
     if (m == r->plan.k ||
         (r->plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
             DED_MEMBER_F_ACCEPTOR)
@@ -2174,22 +2113,9 @@ static bool coord_quorum(ded_node *node, const coord_round *cr) {
       in++;
       primary_in |= i == a.primary;
     }
-  bool ok = a.total == 0 || quorum_of(in, a.total, primary_in);
+  bool ok = a.total == 0 || ded_quorum_of(in, a.total, primary_in);
   ded_mem_free(node->mem, a.ids);
   return ok;
-}
-
-/* True if |plan|'s members include a quorum of its acceptors: only then
- * can their HAVEs ever complete it. */
-static bool attempt_can_complete(const ded_msg_commit *plan) {
-  if (plan->nacc == 0) return true;
-  unsigned n = 0;
-  bool primary_in = false;
-  for (unsigned m = 0; m < plan->k; m++) {
-    n += (plan->members[m].flags & DED_MEMBER_F_ACCEPTOR) != 0;
-    primary_in |= (plan->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
-  }
-  return quorum_of(n, plan->nacc, primary_in);
 }
 
 /* Marks the acceptors among a new attempt's members. False unless they
@@ -2208,7 +2134,7 @@ static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_
           cm->members[m].flags |= DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
     }
     cm->nacc = (uint16_t)a.total;
-    ok = attempt_can_complete(cm);
+    ok = ded_quorum_can_complete(cm);
   }
   ded_mem_free(node->mem, a.ids);
   return ok;
@@ -2387,7 +2313,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
           continue;
         /* So is one whose members are too few acceptors to complete it:
          * it cannot have completed anywhere, and never will. */
-        if (!attempt_full(a) || !attempt_can_complete(&a->plan)) continue;
+        if (!attempt_full(a) || !ded_quorum_can_complete(&a->plan)) continue;
         if (pass == 0 ? a->acc_view != DED_VIEW_NONE &&
                             (!best || best->acc_view == DED_VIEW_NONE || a->acc_view > best->acc_view)
                       : !best || a->plan.attempt > best->plan.attempt)
@@ -3229,7 +3155,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     }
     r->chosen = h.attempt;
   } else {
-    round_vote_add(node, r, c->peer->id, h.attempt, h.view);
+    ded_votes_add(&r->votes, node->mem, c->peer->id, h.attempt, h.view);
   }
   if (r->has_plan && r->plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
 }

@@ -23,6 +23,7 @@
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
+#include "match/ded_quorum.h"
 #include "round/ded_timing.h"
 
 /* ------------------------------------------------------------------ */
@@ -127,13 +128,6 @@ typedef struct early_frame {
   uint8_t payload[];
 } early_frame;
 
-/* A HAVE heard for a round: |id| holds |attempt| and accepted it in |view|. */
-typedef struct round_vote {
-  uint64_t attempt;
-  uint32_t view;
-  uint8_t id[DED_ID_BYTES];
-} round_vote;
-
 /* A FETCH of a shard we are still reducing: answered chunk by chunk. */
 typedef struct pending_fetch {
   struct pending_fetch *next;
@@ -192,8 +186,7 @@ struct ded_round {
   uint32_t acc_view;
   bool accepted;
   uint64_t chosen;
-  round_vote *votes;
-  unsigned nvotes, votes_cap;
+  ded_votes votes;
   uint32_t recoveries; /* failovers so far */
   uint64_t behind;     /* a STALE said the swarm is at this round */
   bool keep;           /* reported with the round's result: it goes to the history */

@@ -1,0 +1,83 @@
+#include "ded_quorum.h"
+
+#include <string.h>
+
+#include "../core/ded_limits.h"
+
+bool ded_quorum_of(unsigned in, unsigned total, bool primary_in) {
+  return 2 * in > total || (2 * in == total && primary_in);
+}
+
+unsigned ded_plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTES]) {
+  unsigned lo = 0, hi = plan->k;
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    int c = memcmp(plan->members[mid].id, id, DED_ID_BYTES);
+    if (c == 0) return mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return plan->k;
+}
+
+bool ded_quorum_can_complete(const ded_msg_commit *plan) {
+  if (plan->nacc == 0) return true;
+  unsigned n = 0;
+  bool primary_in = false;
+  for (unsigned m = 0; m < plan->k; m++) {
+    n += (plan->members[m].flags & DED_MEMBER_F_ACCEPTOR) != 0;
+    primary_in |= (plan->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
+  }
+  return ded_quorum_of(n, plan->nacc, primary_in);
+}
+
+void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   uint64_t attempt, uint32_t view) {
+  for (unsigned i = 0; i < vs->n; i++) {
+    const ded_vote *v = &vs->v[i];
+    if (v->attempt == attempt && v->view == view && memcmp(v->id, id, DED_ID_BYTES) == 0) return;
+  }
+  if (vs->n == vs->cap) {
+    if (vs->cap >= DED_ROUND_VOTES_MAX) return;
+    unsigned cap = vs->cap ? 2 * vs->cap : 8;
+    ded_vote *v = ded_mem_realloc(mem, vs->v, (size_t)cap * sizeof *v);
+    if (!v) return; /* only delays completion: the failover path still works */
+    vs->v = v;
+    vs->cap = cap;
+  }
+  ded_vote *v = &vs->v[vs->n++];
+  v->attempt = attempt;
+  v->view = view;
+  memcpy(v->id, id, DED_ID_BYTES);
+}
+
+bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p) {
+  for (unsigned i = 0; i < vs->n; i++) {
+    const ded_vote *v = &vs->v[i];
+    if (v->attempt != p->attempt) continue;
+    bool seen = false; /* this view was counted already */
+    for (unsigned j = 0; j < i && !seen; j++)
+      seen = vs->v[j].attempt == p->attempt && vs->v[j].view == v->view;
+    if (seen) continue;
+    unsigned in = 0;
+    bool primary_in = false;
+    for (unsigned j = i; j < vs->n; j++) {
+      const ded_vote *o = &vs->v[j];
+      if (o->attempt != p->attempt || o->view != v->view) continue;
+      unsigned m = ded_plan_index(p, o->id);
+      if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
+      in++;
+      primary_in |= (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
+    }
+    if (ded_quorum_of(in, p->nacc, primary_in)) return true;
+  }
+  return false;
+}
+
+void ded_votes_free(ded_votes *vs, const ded_mem *mem) {
+  ded_mem_free(mem, vs->v);
+  vs->v = NULL;
+  vs->n = vs->cap = 0;
+}

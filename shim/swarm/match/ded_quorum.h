@@ -1,0 +1,67 @@
+/*
+ * ded_quorum.h: the quorum rules of a round, as pure functions.
+ *
+ * Owns: the HAVE votes one member heard for one round (ded_votes), and
+ * the rules that count them. Nothing here sends, logs or keeps time.
+ *
+ * The rules (docs/architecture.md, "Completing is a quorum decision"):
+ *  - the acceptors of round r are the members of round r-1's result (a
+ *    first round's members are its own); a COMMIT flags them
+ *    (DED_MEMBER_F_ACCEPTOR) and says how many there are (nacc), since an
+ *    attempt need not list them all;
+ *  - a quorum is more than half of the acceptors, or exactly half with
+ *    the primary (the smallest acceptor id, DED_MEMBER_F_PRIMARY) among
+ *    them, so that any two quorums share a member;
+ *  - an attempt is the round's result once a quorum of its acceptors said
+ *    HAVE for it in one view (votes of different views never add up);
+ *  - an attempt whose members are not a quorum of its acceptors can never
+ *    complete.
+ *
+ * Invariant: a ded_votes holds each (attempt, view, voter) at most once,
+ * and at most DED_ROUND_VOTES_MAX votes (a full list only delays
+ * completion: the failover path still ends the round).
+ */
+#ifndef DED_QUORUM_H
+#define DED_QUORUM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/ded_mem.h"
+#include "../core/ded_msg.h"
+
+/* True if |in| of |total| acceptors, the primary among them or not, are a
+ * quorum. */
+bool ded_quorum_of(unsigned in, unsigned total, bool primary_in);
+
+/* Index of |id| in |plan| (members are sorted by id), or plan->k. */
+unsigned ded_plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTES]);
+
+/* True if |plan|'s members include a quorum of its acceptors: only then
+ * can their HAVEs ever complete it. */
+bool ded_quorum_can_complete(const ded_msg_commit *plan);
+
+/* A HAVE heard: |id| holds |attempt| and accepted it in |view|. */
+typedef struct ded_vote {
+  uint64_t attempt;
+  uint32_t view;
+  uint8_t id[DED_ID_BYTES];
+} ded_vote;
+
+typedef struct ded_votes {
+  ded_vote *v;
+  unsigned n, cap;
+} ded_votes;
+
+/* Remembers a vote (once; within DED_ROUND_VOTES_MAX; short of memory it
+ * is not kept). */
+void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   uint64_t attempt, uint32_t view);
+
+/* True if a quorum of |plan|'s acceptors voted for |plan|'s attempt in
+ * one view. */
+bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *plan);
+
+void ded_votes_free(ded_votes *vs, const ded_mem *mem);
+
+#endif /* DED_QUORUM_H */
