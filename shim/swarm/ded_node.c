@@ -578,55 +578,6 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
   return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* 6. member side of a round                                           */
-/* ------------------------------------------------------------------ */
-
-/*
- * A round goes through attempts. The coordinator of view v (member
- * (no + v) mod |lin| of the previous round's membership) gathers JOINs and
- * commits an attempt: members, shards. Members reduce-scatter and
- * all-gather into |res| (the weighted mean g) and leave the caller's
- * buffer untouched until the whole result is here, so an attempt can be
- * abandoned at any point. When something fails (a member of the attempt
- * is lost, nothing arrives for a learned time, the coordinator is gone) a
- * member stops the attempt ("freezes" it: it sends nothing more for it)
- * and reports to the coordinator of the next view, which probes everyone
- * else into that view and decides: if the members together still hold
- * every shard of an attempt, that attempt stands and each member fetches
- * what it lacks (DECIDE); otherwise a new attempt starts with whoever
- * reported (COMMIT). A member completes only an attempt whose result it
- * holds in full, and only in round order, after checking that the
- * attempt was planned on the lineage its previous round ended with.
- */
-
-static lin_entry *lin_get(ded_node *node, uint64_t round) {
-  lin_entry *e = &node->lin[round % NODE_LIN_RING];
-  return e->ids && e->round == round ? e : NULL;
-}
-
-static void lin_clear(ded_node *node, lin_entry *e) {
-  ded_mem_free(node->mem, e->ids);
-  ded_mem_free(node->mem, e->have);
-  memset(e, 0, sizeof *e);
-}
-
-/* |id| said it holds the result of |attempt| of |round| (HAVE). */
-static void lin_take_have(ded_node *node, uint64_t round, uint64_t attempt,
-                          const uint8_t id[DED_ID_BYTES]) {
-  lin_entry *e = lin_get(node, round);
-  if (!e || e->attempt != attempt) return;
-  for (unsigned i = 0; i < e->n; i++) {
-    if (memcmp(e->ids[i], id, DED_ID_BYTES) != 0) continue;
-    if (!e->have) e->have = ded_mem_calloc(node->mem, ((size_t)e->n + 7) / 8, 1);
-    if (e->have && !bit_get(e->have, i)) { /* short of memory: taken for still finishing */
-      bit_set(e->have, i);
-      e->have_ns = node->now_ns;
-    }
-    return;
-  }
-}
-
 /* True while a member of round |no| - 1, still here and not in |cr|'s
  * joins (if given), is still finishing that round: it has not said it
  * holds the result (its last chunks are on their way), or said so only
@@ -636,43 +587,6 @@ static void lin_take_have(ded_node *node, uint64_t round, uint64_t attempt,
  * other round. Only a member of that round (as we were, to coordinate this
  * one) hears every HAVE; anyone else tells nothing from their absence. */
 static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns);
-
-static void node_lose_lineage(ded_node *node) {
-  for (unsigned i = 0; i < NODE_LIN_RING; i++) lin_clear(node, &node->lin[i]);
-  node->have_members = false;
-}
-
-/* |plan|'s members as a lineage (ded_msg.h: ids, then client bits). */
-static uint8_t (*lin_of_plan(ded_node *node, const ded_msg_commit *plan))[DED_ID_BYTES] {
-  uint8_t(*ids)[DED_ID_BYTES] = ded_mem_calloc(node->mem, DED_LIN_BYTES(plan->k), 1);
-  if (!ids) return NULL;
-  uint8_t *clients = (uint8_t *)ids + (size_t)plan->k * DED_ID_BYTES;
-  for (unsigned i = 0; i < plan->k; i++) {
-    memcpy(ids[i], plan->members[i].id, DED_ID_BYTES);
-    if (plan->members[i].flags & DED_MEMBER_F_CLIENT) bit_set(clients, i);
-  }
-  return ids;
-}
-
-/* Round |no|'s membership is now |plan|'s. */
-static int node_set_members(ded_node *node, uint64_t no, const ded_msg_commit *plan) {
-  lin_entry *e = &node->lin[no % NODE_LIN_RING];
-  if (e->ids && e->round == no && e->attempt == plan->attempt) return 0;
-  uint8_t(*ids)[DED_ID_BYTES] = lin_of_plan(node, plan);
-  if (!ids) return DED_ERR_NOMEM;
-  bool was_final = e->ids && e->round == no && e->final;
-  uint64_t fa = e->final_attempt;
-  lin_clear(node, e);
-  e->round = no;
-  e->attempt = plan->attempt;
-  e->ids = ids;
-  e->n = plan->k;
-  e->final = was_final;
-  e->final_attempt = fa;
-  if (!node->have_members || no > node->members_round) node->members_round = no;
-  node->have_members = node->ever_members = true;
-  return 0;
-}
 
 static ded_round *round_find(ded_node *node, uint64_t no) {
   for (unsigned i = 0; i < node->nrounds; i++)
@@ -797,7 +711,7 @@ static void round_unref(ded_node *node, ded_round *r, bool user) {
 
 static bool round_shard_done(const ded_round *r, unsigned s) {
   for (uint64_t b = r->res_base[s]; b < r->res_base[s + 1]; b++)
-    if (!bit_get(r->res_bits, b)) return false;
+    if (!ded_bit_get(r->res_bits, b)) return false;
   return true;
 }
 
@@ -812,7 +726,7 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
    * when the bound hit): kept, to serve others. */
   bool with_result = status == 0 && r->has_plan && r->res_bits &&
                      r->res_got == round_chunks_total(r) && r->chosen == r->plan.attempt;
-  lin_entry *e = lin_get(node, r->no);
+  ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
   if (e) {
     e->final = true;
     e->final_attempt = with_result ? r->plan.attempt : 0;
@@ -932,19 +846,6 @@ static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_
   return 0;
 }
 
-static uint32_t node_view_hint(const ded_node *node, uint64_t round) {
-  const view_hint *h = &node->view_hint[round % NODE_VIEW_HINTS];
-  return h->round == round ? h->view : 0;
-}
-
-static void node_set_view_hint(ded_node *node, uint64_t round, uint32_t view) {
-  view_hint *h = &node->view_hint[round % NODE_VIEW_HINTS];
-  if (h->round != round || h->view < view) {
-    h->round = round;
-    h->view = view;
-  }
-}
-
 static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns);
 static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
@@ -958,7 +859,7 @@ static void node_intents_spent(ded_node *node, uint64_t no, const ded_gather *g,
 static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
   uint8_t *have = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
   for (unsigned s = 0; have && s < r->plan.k; s++)
-    if (round_shard_done(r, s)) bit_set(have, s);
+    if (round_shard_done(r, s)) ded_bit_set(have, s);
   return have;
 }
 
@@ -1064,32 +965,28 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     round_report(node, r, 0, true, true);
     return;
   }
-  lin_entry *prev = lin_get(node, r->no - 1);
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
   if (r->no > 0 && prev) {
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
       round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     r->genesis = false;
-    round_pick_view(node, r, node_view_hint(node, r->no));
-  } else if (node->have_members) {
+    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
+  } else if (node->lin.have_members) {
     /* The previous round's commit is still on its way, unless that round
      * ended here without one: then this job is out of step, and the
      * newest membership it knows is its best guess. */
     ded_round *o = round_find(node, r->no - 1);
     if (o && !o->reported) return;
-    lin_entry *best = NULL;
-    for (unsigned i = 0; i < NODE_LIN_RING; i++) {
-      lin_entry *e = &node->lin[i];
-      if (e->ids && e->round < r->no && (!best || e->round > best->round)) best = e;
-    }
+    ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
     if (!best) return;
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
       round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     r->genesis = false;
-    round_pick_view(node, r, node_view_hint(node, r->no));
+    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
   } else {
     /* No lineage: this is the swarm's first round as far as we know. The
      * rounds before it must be decided first, so only the oldest waits. */
@@ -1149,7 +1046,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   }
   if (r->genesis || r->nlin == 0) {
     /* A first round that has an attempt: its members are the lineage. */
-    uint8_t(*ids)[DED_ID_BYTES] = lin_of_plan(node, &r->plan);
+    uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->plan);
     if (!ids) {
       round_fail(node, r, DED_ERR_NOMEM);
       return;
@@ -1161,7 +1058,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   }
   /* The membership may have moved on since we joined (the previous
    * round went through another attempt): fail over along the current one. */
-  lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   if (prev && prev->attempt != r->lin_attempt &&
       round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
     round_fail(node, r, DED_ERR_NOMEM);
@@ -1189,7 +1086,7 @@ static void rounds_report_ready_once(ded_node *node, uint64_t now_ns);
 /* True if |r|'s attempt was planned on another result of the previous
  * round than the one that round ended with here. */
 static bool round_void_base(ded_node *node, const ded_round *r) {
-  lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   return r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
          prev->final_attempt != r->plan.base;
 }
@@ -1197,7 +1094,7 @@ static bool round_void_base(ded_node *node, const ded_round *r) {
 /* Drops such an attempt (it never completes here) and fails over along
  * the previous round's real membership. */
 static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
-  lin_entry *prev = lin_get(node, r->no - 1);
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
   char why[128];
   snprintf(why, sizeof why,
            "attempt %llx was planned on attempt %llx of the previous round, which ended with "
@@ -1245,7 +1142,7 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
     /* Never for a view below one we joined (a failover froze the attempt),
      * nor for an attempt planned on another result of the previous round
      * than ours: we wait until that round has ended here. */
-    lin_entry *prev = r->no > 0 ? lin_get(node, r->no - 1) : NULL;
+    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
     if (r->plan.base != 0 && prev && !prev->final) return;
     if (round_void_base(node, r)) {
       round_drop_void(node, r, now_ns);
@@ -1348,7 +1245,7 @@ static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
   ded_reduce_div(r->a.dtype, r->res + (r->my_off + first) * r->es, n, r->total_w);
-  bit_set(r->res_bits, r->res_base[r->me] + c);
+  ded_bit_set(r->res_bits, r->res_base[r->me] + c);
   r->res_got++;
   if (++r->reduced == r->my_nchunks) r->reduced_ns = node->now_ns;
   for (unsigned m = 0; m < r->plan.k; m++) {
@@ -1383,7 +1280,7 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
       src = (const uint8_t *)r->a.buf + (r->my_off + first) * r->es;
     else if (direct && m == direct_m)
       src = direct;
-    else if (bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c))
+    else if (ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c))
       src = r->staging[m] + first * r->es;
     else
       break;
@@ -1437,7 +1334,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
   if (!r->res) r->res = node_buf_get(node, round_bytes(r));
   if (!r->res_bits || !r->res) return DED_ERR_NOMEM;
-  int rv2 = node_set_members(node, r->no, plan);
+  int rv2 = ded_lineage_set(&node->lin, r->no, plan);
   if (rv2) return rv2;
   /* A next round that joined on another attempt's membership joins again. */
   ded_round *nx = round_find(node, r->no + 1);
@@ -1528,7 +1425,7 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (!r->fetch_sent) r->fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
   if (!r->fetch_sent) return DED_ERR_NOMEM;
   for (unsigned s = 0; s < r->plan.k; s++) {
-    if (round_shard_done(r, s) || bit_get(r->fetch_sent, s)) continue;
+    if (round_shard_done(r, s) || ded_bit_get(r->fetch_sent, s)) continue;
     const uint8_t *hid = r->plan.members[r->holders[s]].id;
     if (id_is_me(node, hid)) {
       round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
@@ -1543,7 +1440,7 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
       peer_maybe_connect(node, p, now_ns);
       continue;
     }
-    bit_set(r->fetch_sent, s);
+    ded_bit_set(r->fetch_sent, s);
     uint8_t frame[DED_FETCH_FRAME_BYTES];
     ded_wr w = ded_wr_init(frame, sizeof frame);
     ded_msg_fetch f = {r->no, r->plan.attempt, (uint16_t)s};
@@ -1563,7 +1460,7 @@ static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_com
            "%llu of type %u; check that every job runs the same model",
            (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
            (unsigned long long)cm->count, cm->dtype);
-  node_set_members(node, r->no, cm);
+  ded_lineage_set(&node->lin, r->no, cm);
   round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
   return 1;
 }
@@ -1673,8 +1570,8 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
     uint64_t c = first / r->chunk;
     if (first % r->chunk != 0 || n != DED_MIN(r->chunk, r->my_len - first)) return DED_ERR_PROTO;
     uint64_t bit = (uint64_t)m * r->my_nchunks + c;
-    if (bit_get(r->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
-    bit_set(r->recv_bits, bit);
+    if (ded_bit_get(r->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
+    ded_bit_set(r->recv_bits, bit);
     if (r->next_m[c] == m) return round_advance_chunk(node, r, c, d->elems, m);
     if (!r->staging[m]) {
       r->staging[m] = node_buf_get(node, r->my_len * r->es);
@@ -1696,8 +1593,8 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
   if (m == k || m == r->me || (m != s && !(r->holders && m == r->holders[s])))
     return DED_ERR_PROTO;
   uint64_t bit = r->res_base[s] + first / r->chunk;
-  if (bit_get(r->res_bits, bit)) return r->state == ROUND_FETCHING ? 0 : DED_ERR_PROTO;
-  bit_set(r->res_bits, bit);
+  if (ded_bit_get(r->res_bits, bit)) return r->state == ROUND_FETCHING ? 0 : DED_ERR_PROTO;
+  ded_bit_set(r->res_bits, bit);
   memcpy(r->res + d->offset * r->es, d->elems, d->len);
   r->res_got++;
   return 0;
@@ -1768,7 +1665,7 @@ static bool round_needs_member(const ded_round *r, unsigned m) {
   }
   if (r->me < r->plan.k)
     for (uint64_t c = 0; c < r->my_nchunks; c++)
-      if (!bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
+      if (!ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
   return !round_shard_done(r, m);
 }
 
@@ -1808,7 +1705,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
     uint64_t len = (s + 1 < r->plan.k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
     bool own = s == r->me;
     for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
-      if (!bit_get(r->res_bits, r->res_base[s] + c)) continue;
+      if (!ded_bit_get(r->res_bits, r->res_base[s] + c)) continue;
       uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
       if (conn_send_data(node, peer_data_conn(to), r, DED_MSG_RESULT, lo + c * r->chunk,
                          r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
@@ -1897,7 +1794,7 @@ static void coord_expect_add(ded_node *node, coord_round *cr, const uint8_t id[D
  * that missed one round is waited for again in the next). */
 static void coord_expect_lineage(ded_node *node, coord_round *cr) {
   for (uint64_t back = 1; back <= 2 && back <= cr->round; back++) {
-    lin_entry *e = lin_get(node, cr->round - back);
+    ded_lin_entry *e = ded_lineage_get(&node->lin, cr->round - back);
     for (unsigned i = 0; e && i < e->n; i++) coord_expect_add(node, cr, e->ids[i]);
   }
 }
@@ -1926,7 +1823,7 @@ static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool g
 
 /* Forgets rounds too old to matter for late members. */
 static void coord_prune(ded_node *node) {
-  uint64_t now_round = DED_MAX(node->next_round, node->have_members ? node->members_round + 1 : 0);
+  uint64_t now_round = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
   size_t out = 0;
   for (size_t i = 0; i < node->ncoords; i++) {
     coord_round *cr = node->coords[i];
@@ -1955,7 +1852,7 @@ static void coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t rou
   if (!to->conn) return;
   uint8_t frame[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  uint64_t next = DED_MAX(node->next_round, node->have_members ? node->members_round + 1 : 0);
+  uint64_t next = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
   ded_msg_stale m = {round, next > round ? next : round + 1};
   if (ahead)
     ded_msg_ahead_encode(&w, &m);
@@ -2002,8 +1899,8 @@ static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[
     if (memcmp(plan->members[i].id, id, DED_ID_BYTES) == 0) idx = i;
   if (idx == plan->k) return; /* a late member: it holds nothing it can serve */
   for (unsigned s = 0; s < plan->k; s++) {
-    if (!bit_get(have, s)) continue;
-    bit_set(a->have, s);
+    if (!ded_bit_get(have, s)) continue;
+    ded_bit_set(a->have, s);
     /* The shard's reducer, else anyone but a client (whom other clients
      * cannot reach). */
     if (a->holder[s] == UINT16_MAX || idx == s ||
@@ -2073,7 +1970,7 @@ static bool coord_counts(ded_node *node, const coord_round *cr, const uint8_t id
  */
 static int coord_acceptors(ded_node *node, const coord_round *cr, acc_set *a) {
   memset(a, 0, sizeof *a);
-  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
   const struct coord_attempt *att = NULL;
   for (unsigned i = 0; !prev && i < cr->natt; i++)
     if (!att || cr->att[i].plan.attempt > att->plan.attempt) att = &cr->att[i];
@@ -2142,7 +2039,7 @@ static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_
 
 static bool attempt_full(const struct coord_attempt *a) {
   for (unsigned s = 0; s < a->plan.k; s++)
-    if (!bit_get(a->have, s) || a->holder[s] == UINT16_MAX) return false;
+    if (!ded_bit_get(a->have, s) || a->holder[s] == UINT16_MAX) return false;
   return true;
 }
 
@@ -2269,7 +2166,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
     ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
   struct coord_attempt *best = NULL;
   bool chosen = false;
-  lin_entry *prev_lin = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  ded_lin_entry *prev_lin = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
   for (unsigned i = 0; i < cr->natt && !best; i++)
     if (cr->att[i].done) best = &cr->att[i];
   if (best && best->plan.base != 0 && prev_lin && prev_lin->final &&
@@ -2351,7 +2248,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
-  lin_entry *prev = cr->round > 0 ? lin_get(node, cr->round - 1) : NULL;
+  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
   cm.base = prev ? prev->attempt : 0;
   size_t cap = DED_COMMIT_FRAME_BYTES(cm.k);
   uint16_t *ident = ded_mem_malloc(node->mem, (size_t)cm.k * sizeof *ident);
@@ -2399,7 +2296,7 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   } else {
     /* Without the previous round's membership we cannot tell whom to
      * wait for (our own commit of it is on its way). */
-    if (cr->view == 0 && cr->round > 0 && !lin_get(node, cr->round - 1) && now_ns < cr->deadline_ns)
+    if (cr->view == 0 && cr->round > 0 && !ded_lineage_get(&node->lin, cr->round - 1) && now_ns < cr->deadline_ns)
       return;
     coord_expect_lineage(node, cr);
     unsigned alive = 0, in = 0;
@@ -2573,7 +2470,7 @@ static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_ro
 }
 
 static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns) {
-  lin_entry *prev = no > 0 ? lin_get(node, no - 1) : NULL;
+  ded_lin_entry *prev = no > 0 ? ded_lineage_get(&node->lin, no - 1) : NULL;
   bool member = false;
   for (unsigned i = 0; prev && i < prev->n && !member; i++) member = id_is_me(node, prev->ids[i]);
   if (!member) return false;
@@ -2581,7 +2478,7 @@ static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, ui
   for (unsigned i = 0; i < prev->n; i++) {
     const uint8_t *id = prev->ids[i];
     if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
-    if (prev->have && bit_get(prev->have, i) && !recent) continue;
+    if (prev->have && ded_bit_get(prev->have, i) && !recent) continue;
     ded_peer *p = peer_find(node, id);
     if (p && peer_participates(node, p)) return true;
   }
@@ -2626,7 +2523,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
                           uint64_t now_ns) {
   const uint8_t *id = from ? from->id : node->ident.id;
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
-  uint64_t horizon = DED_MAX(node->next_round, node->have_members ? node->members_round : 0);
+  uint64_t horizon = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round : 0);
   if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
     conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
@@ -2641,7 +2538,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     return;
   coord_round *cr = coord_find(node, j->round);
   if (genesis) {
-    if (node->have_members || (cr && !cr->genesis)) { /* we are past the first round */
+    if (node->lin.have_members || (cr && !cr->genesis)) { /* we are past the first round */
       if (from) coord_send_stale(node, from, j->round);
       return;
     }
@@ -2658,7 +2555,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     }
   } else if (j->round > 0) {
     /* Only the view's candidate in our lineage coordinates it. */
-    lin_entry *prev = lin_get(node, j->round - 1);
+    ded_lin_entry *prev = ded_lineage_get(&node->lin, j->round - 1);
     if (prev && !id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view))) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
                (unsigned long long)j->round, j->view);
@@ -2779,7 +2676,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
   ded_round *r = round_find(node, m->round);
   if (r && !r->reported) {
     if (r->state == ROUND_WAIT_PREV) {
-      node_set_view_hint(node, m->round, m->view);
+      ded_lineage_set_view_hint(&node->lin, m->round, m->view);
       return;
     }
     if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
@@ -2798,7 +2695,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
   /* A round we finished: say so, or the new view might decide without us. */
   const ded_msg_commit *plan = node_result_plan(node, m->round);
   if (!plan) {
-    if (!r && m->round >= node->next_round) node_set_view_hint(node, m->round, m->view);
+    if (!r && m->round >= node->next_round) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
     return;
   }
   ded_msg_join j;
@@ -3102,7 +2999,7 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
            "round %llu: the swarm is already at round %llu and no longer has this one; this job is "
            "out of step and keeps its own values",
            (unsigned long long)m.round, (unsigned long long)m.next_round);
-  if (r->genesis) node_lose_lineage(node);
+  if (r->genesis) ded_lineage_lose(&node->lin);
   r->behind = m.next_round;
   node->stale_round = DED_MAX(node->stale_round, m.next_round);
   round_report(node, r, 0, true, true);
@@ -3131,7 +3028,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     conn_protocol_error(node, c, rv, "HAVE");
     return;
   }
-  lin_take_have(node, h.round, h.attempt, c->peer->id);
+  ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
   const ded_msg_commit *done = node_result_plan(node, h.round);
   if (done) { /* finished here: if with that attempt, say so */
     if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
@@ -3368,7 +3265,7 @@ static void node_on_state_ask(ded_node *node, ded_conn *c, const ded_msg_state_a
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     return;
   }
-  if (!node->ever_members) { /* not past the first round's rendezvous */
+  if (!node->lin.ever_members) { /* not past the first round's rendezvous */
     state_send_offer(node, p, DED_STATE_FRESH, 0, 0);
     return;
   }
@@ -3421,7 +3318,7 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   ok = ok && sum == snap->len;
   /* The lineage the joiner's first round needs: round-1 must have ended
    * here with the swarm's result, or this job cannot vouch for the state. */
-  lin_entry *e = ok ? lin_get(node, snap->round - 1) : NULL;
+  ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
   if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0) {
     node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
              (unsigned long long)snap->round,
@@ -3770,18 +3667,10 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     return;
   }
   uint64_t skipped = w->round - node->next_round;
-  if (st->reload) node_lose_lineage(node); /* ours ended out of step */
-  lin_entry *e = &node->lin[(w->round - 1) % NODE_LIN_RING];
-  lin_clear(node, e);
-  e->ids = (uint8_t(*)[DED_ID_BYTES])st->lin;
+  if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
+  ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
+                      (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin);
   st->lin = NULL;
-  e->round = w->round - 1;
-  e->attempt = w->lin_attempt;
-  e->n = w->nlin;
-  e->final = true;
-  e->final_attempt = w->lin_attempt;
-  node->members_round = w->round - 1;
-  node->have_members = node->ever_members = true;
   node->next_round = node->reported_upto = w->round;
   node->last_attempt = w->lin_attempt;
   ded_snapshot snap;
@@ -4116,7 +4005,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     if (r->reported || r->state == ROUND_DEAD) continue;
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
     if (r->reported) continue;
-    if (r->state == ROUND_WAIT_PREV && !node->have_members &&
+    if (r->state == ROUND_WAIT_PREV && !node->lin.have_members &&
         now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
       node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
                node_genesis_view(node, NULL), node->s.min_peers);
@@ -4124,7 +4013,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       continue;
     }
     /* Waiting for the first round's rendezvous has its own bound. */
-    if (r->state == ROUND_WAIT_PREV && !node->ever_members)
+    if (r->state == ROUND_WAIT_PREV && !node->lin.ever_members)
       r->bound_ns = now_ns + node->s.round_timeout_ns;
     if (now_ns >= r->bound_ns) {
       node_log(node, DED_LOG_WARN,
@@ -4229,6 +4118,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   node->cb = *cb;
   node->user = user;
   node->qenv = (ded_sendq_env){node->mem, node_unref, node};
+  ded_lineage_init(&node->lin, node->mem);
   snprintf(node->run, sizeof node->run, "%s", settings->run);
   node->s.run = node->run;
   node->s.identity_seed = NULL;
@@ -4283,7 +4173,7 @@ void ded_node_free(ded_node *node) {
   ded_mem_free(node->mem, node->peers);
   ded_mem_free(node->mem, node->conns);
   ded_mem_free(node->mem, node->conn_gen);
-  node_lose_lineage(node);
+  ded_lineage_lose(&node->lin);
   ded_table_free(&node->table);
   ded_ident_wipe(&node->ident);
   ded_mem_free(node->mem, node);

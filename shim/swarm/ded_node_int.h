@@ -24,6 +24,8 @@
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
+#include "core/ded_bits.h"
+#include "round/ded_lineage.h"
 #include "round/ded_timing.h"
 
 /* ------------------------------------------------------------------ */
@@ -234,25 +236,7 @@ typedef struct node_intent {
   uint8_t id[DED_ID_BYTES];
 } node_intent;
 
-#define NODE_VIEW_HINTS 16
 #define NODE_SELF_DEPTH_MAX 3
-typedef struct view_hint {
-  uint64_t round;
-  uint32_t view;
-} view_hint;
-
-/* A round's membership, as the lineage of the next one. */
-#define NODE_LIN_RING 128
-typedef struct lin_entry {
-  uint64_t round;
-  uint64_t attempt;
-  uint8_t (*ids)[DED_ID_BYTES]; /* n ids, then client bits (DED_LIN_BYTES); NULL: empty slot */
-  unsigned n;
-  bool final;             /* the round reported here */
-  uint64_t final_attempt; /* ... with this attempt (0: without one) */
-  uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
-  uint64_t have_ns;       /* when the latest of those came */
-} lin_entry;
 
 /* The result of a finished round, kept to serve late members. */
 typedef struct hist_entry {
@@ -374,10 +358,7 @@ struct ded_node {
   /* The lineage: per recent round, the members of the latest attempt we
    * adopted (a round's coordinators come from the previous round's), and
    * the attempt each of our reported rounds ended with. */
-  lin_entry lin[NODE_LIN_RING];
-  bool have_members;      /* any lineage at all (else: genesis) */
-  bool ever_members;      /* we had a lineage once: the swarm exists */
-  uint64_t members_round; /* the newest round in |lin| */
+  ded_lineage lin;
   /* Rounds we coordinate (open or recently committed). */
   coord_round **coords;
   size_t ncoords, coords_cap;
@@ -400,8 +381,6 @@ struct ded_node {
   /* Learned timing: the spread of a round's joins, the time from a commit
    * to the whole result, and the waits made of them (ded_timing.h). */
   ded_timing timing;
-  /* Views learnt for rounds we have not started yet (PROBE, REDIRECT). */
-  view_hint view_hint[NODE_VIEW_HINTS];
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
   bool wake_soon;  /* something needs the fast tick: set where work appears */
@@ -427,7 +406,5 @@ bool id_is_me(const ded_node *node, const uint8_t id[DED_ID_BYTES]);
 /* Hands |type| to the driver's event callback, if it has one. */
 void node_emit(ded_node *node, int type, int status, const uint8_t *peer);
 
-static inline void bit_set(uint8_t *bits, uint64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
-static inline bool bit_get(const uint8_t *bits, uint64_t i) { return bits[i >> 3] >> (i & 7) & 1; }
 
 #endif /* DED_NODE_INT_H */
