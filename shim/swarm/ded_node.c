@@ -72,29 +72,6 @@ void node_emit(ded_node *node, int type, int status, const uint8_t *peer) {
   node->cb.event(node->user, &ev);
 }
 
-/* A round buffer of |len| bytes, from the cache when one fits exactly. */
-static void *node_buf_get(ded_node *node, size_t len) {
-  for (unsigned i = 0; i < node->nbuf_cache; i++)
-    if (node->buf_cache[i].len == len) {
-      void *p = node->buf_cache[i].p;
-      node->buf_cache[i] = node->buf_cache[--node->nbuf_cache];
-      return p;
-    }
-  return ded_mem_malloc(node->mem, len);
-}
-
-static void node_buf_put(ded_node *node, void *p, size_t len) {
-  if (!p) return;
-  if (node->nbuf_cache == NODE_BUF_CACHE) { /* evict the oldest */
-    ded_mem_free(node->mem, node->buf_cache[0].p);
-    memmove(&node->buf_cache[0], &node->buf_cache[1], (NODE_BUF_CACHE - 1) * sizeof node->buf_cache[0]);
-    node->nbuf_cache--;
-  }
-  node->buf_cache[node->nbuf_cache].p = p;
-  node->buf_cache[node->nbuf_cache].len = len;
-  node->nbuf_cache++;
-}
-
 
 /* ------------------------------------------------------------------ */
 /* 3. send queues                                                      */
@@ -596,54 +573,13 @@ static ded_round *round_find(ded_node *node, uint64_t no) {
 
 static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
 
-/* ---- history ---- */
-
-static hist_entry *hist_find(ded_node *node, uint64_t round) {
-  for (size_t i = 0; i < node->nhist; i++)
-    if (node->hist[i].round == round) return &node->hist[i];
-  return NULL;
-}
-
-static void hist_drop_oldest(ded_node *node) {
-  hist_entry *h = &node->hist[0];
-  node->hist_bytes -= h->bytes;
-  ded_msg_commit_free(&h->plan, node->mem);
-  node_buf_put(node, h->res, h->bytes);
-  memmove(node->hist, node->hist + 1, (node->nhist - 1) * sizeof *node->hist);
-  node->nhist--;
-}
-
-/* Keeps round |r|'s result (its res and plan move into the history). */
-static void hist_add(ded_node *node, ded_round *r) {
-  size_t bytes = round_bytes(r);
-  uint64_t cap = node->s.history_bytes;
-  if (bytes > cap || hist_find(node, r->no)) return;
-  while (node->nhist > 0 && (node->hist_bytes + bytes > cap || node->nhist >= DED_ROUNDS_AHEAD_MAX))
-    hist_drop_oldest(node);
-  if (node->nhist == node->hist_cap) {
-    size_t ncap = node->hist_cap ? node->hist_cap * 2 : 16;
-    hist_entry *v = ded_mem_realloc(node->mem, node->hist, ncap * sizeof *v);
-    if (!v) return;
-    node->hist = v;
-    node->hist_cap = ncap;
-  }
-  hist_entry *h = &node->hist[node->nhist++];
-  h->round = r->no;
-  h->plan = r->plan;
-  r->plan.members = NULL;
-  h->res = r->res;
-  r->res = NULL;
-  h->bytes = bytes;
-  node->hist_bytes += bytes;
-}
-
 /* ---- attempt state ---- */
 
 static void round_free_attempt(ded_node *node, ded_round *r) {
   ded_mem_free(node->mem, r->next_m);
   ded_mem_free(node->mem, r->recv_bits);
   if (r->staging)
-    for (unsigned i = 0; i < r->plan.k; i++) node_buf_put(node, r->staging[i], r->my_len * r->es);
+    for (unsigned i = 0; i < r->plan.k; i++) ded_bufcache_put(&node->cache, r->staging[i], r->my_len * r->es);
   ded_mem_free(node->mem, r->staging);
   ded_mem_free(node->mem, r->res_base);
   ded_mem_free(node->mem, r->res_bits);
@@ -682,9 +618,9 @@ static void early_free_list(ded_node *node, early_frame *e) {
 }
 
 static void round_free(ded_node *node, ded_round *r) {
-  if (r->keep) hist_add(node, r);
+  if (r->keep) ded_history_add(&node->hist, r->no, &r->plan, &r->res, round_bytes(r));
   round_free_attempt(node, r);
-  node_buf_put(node, r->res, round_bytes(r));
+  ded_bufcache_put(&node->cache, r->res, round_bytes(r));
   ded_mem_free(node->mem, r->lin);
   ded_votes_free(&r->votes, node->mem);
   early_free_list(node, r->early_head);
@@ -1332,7 +1268,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
     r->res_base[m + 1] = r->res_base[m] + ded_chunks(hi - plan->members[m].shard_off, r->chunk);
   }
   r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
-  if (!r->res) r->res = node_buf_get(node, round_bytes(r));
+  if (!r->res) r->res = ded_bufcache_get(&node->cache, round_bytes(r));
   if (!r->res_bits || !r->res) return DED_ERR_NOMEM;
   int rv2 = ded_lineage_set(&node->lin, r->no, plan);
   if (rv2) return rv2;
@@ -1574,7 +1510,7 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
     ded_bit_set(r->recv_bits, bit);
     if (r->next_m[c] == m) return round_advance_chunk(node, r, c, d->elems, m);
     if (!r->staging[m]) {
-      r->staging[m] = node_buf_get(node, r->my_len * r->es);
+      r->staging[m] = ded_bufcache_get(&node->cache, r->my_len * r->es);
       if (!r->staging[m]) return DED_ERR_NOMEM;
     }
     memcpy(r->staging[m] + first * r->es, d->elems, d->len);
@@ -1720,7 +1656,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
     }
     return;
   }
-  hist_entry *h = hist_find(node, f->round);
+  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
   if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
     size_t es = ded_dtype_size(h->plan.dtype);
     unsigned s = f->shard;
@@ -1841,7 +1777,7 @@ static bool coord_alive(ded_node *node, const coord_round *cr, const uint8_t id[
   if (id_is_me(node, id)) {
     if (node->leaving || node->s.no_rounds) return false;
     /* In a failover, our own trainer is waited for only if it is in the round. */
-    return cr->view == 0 || round_find(node, cr->round) || hist_find(node, cr->round);
+    return cr->view == 0 || round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
   }
   ded_peer *p = peer_find(node, id);
   return p && peer_participates(node, p);
@@ -2365,7 +2301,7 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
   ded_round *r = round_find(node, round);
   const ded_msg_commit *plan = NULL;
   if (r && r->reported && r->keep && r->has_plan) plan = &r->plan;
-  hist_entry *h = plan ? NULL : hist_find(node, round);
+  ded_hist_entry *h = plan ? NULL : ded_history_find(&node->hist, round);
   if (h) plan = &h->plan;
   if (!plan || !to->conn) return false;
   uint16_t *holders = ded_mem_malloc(node->mem, (size_t)plan->k * sizeof *holders);
@@ -2564,7 +2500,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     bool past = j->round < node->next_round && !round_find(node, j->round);
     if (!prev && !cr && past && !(j->flags & DED_JOIN_F_STATUS)) {
       /* A round long past: its result, if we still have it, else STALE. */
-      hist_entry *h = hist_find(node, j->round);
+      ded_hist_entry *h = ded_history_find(&node->hist, j->round);
       uint16_t *ident = h ? ded_mem_malloc(node->mem, (size_t)h->plan.k * sizeof *ident) : NULL;
       if (ident && from) {
         for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
@@ -2665,7 +2601,7 @@ static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
   if (r && r->has_plan && r->chosen == r->plan.attempt &&
       (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
     return &r->plan;
-  hist_entry *h = hist_find(node, no);
+  ded_hist_entry *h = ded_history_find(&node->hist, no);
   return h ? &h->plan : NULL;
 }
 
@@ -3671,8 +3607,7 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                       (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin);
   st->lin = NULL;
-  node->next_round = node->reported_upto = w->round;
-  node->last_attempt = w->lin_attempt;
+  node->next_round = w->round;
   ded_snapshot snap;
   memset(&snap, 0, sizeof snap);
   snap.round = w->round;
@@ -4134,6 +4069,8 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   node->s.record_ttl_ms = DED_MIN(node->s.record_ttl_ms, DED_RECORD_TTL_MS_MAX);
   if (node->s.min_peers == 0) node->s.min_peers = 1;
   node->timing = (ded_timing){node->s.deadline_floor_ns, node->s.round_timeout_ns, 0, 0};
+  node->cache.mem = node->mem;
+  ded_history_init(&node->hist, node->mem, &node->cache, node->s.history_bytes);
   ded_ident_from_seed(&node->ident, settings->identity_seed);
   ded_id_short(node->ident.id, node->sid);
   ded_hash32(node->run, strlen(node->run), node->run_id);
@@ -4165,10 +4102,9 @@ void ded_node_free(ded_node *node) {
   }
   for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
   for (size_t i = 0; i < node->npeers; i++) ded_mem_free(node->mem, node->peers[i]);
-  while (node->nhist) hist_drop_oldest(node);
-  ded_mem_free(node->mem, node->hist);
+  ded_history_free(&node->hist);
   state_free(node);
-  for (unsigned i = 0; i < node->nbuf_cache; i++) ded_mem_free(node->mem, node->buf_cache[i].p);
+  ded_bufcache_free(&node->cache);
   ded_mem_free(node->mem, node->coords);
   ded_mem_free(node->mem, node->peers);
   ded_mem_free(node->mem, node->conns);

@@ -25,6 +25,7 @@
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
 #include "core/ded_bits.h"
+#include "round/ded_history.h"
 #include "round/ded_lineage.h"
 #include "round/ded_timing.h"
 
@@ -53,10 +54,6 @@
  * coordinator's own deadline comes first, so members never give up on a
  * round the coordinator is about to commit. */
 #define NODE_MEMBER_TIMEOUT_FACTOR 2
-/* Round buffers (accumulators, staging) kept for reuse: a trainer repeats
- * the same bucket sizes every step, and fresh multi-megabyte allocations
- * cost a page fault and a zeroed page per 4 KiB. */
-#define NODE_BUF_CACHE 16
 /* A rate no one has measured yet (a first round, a newcomer) is taken to
  * be a slow home link's, 8 Mbit/s, when deciding how long to wait for it:
  * patience sized for a fast link would leave the slow peer out. */
@@ -238,14 +235,6 @@ typedef struct node_intent {
 
 #define NODE_SELF_DEPTH_MAX 3
 
-/* The result of a finished round, kept to serve late members. */
-typedef struct hist_entry {
-  uint64_t round;
-  ded_msg_commit plan;
-  uint8_t *res;
-  size_t bytes;
-} hist_entry;
-
 typedef struct boot_slot {
   ded_addr addr;
   uint64_t next_try_ns;
@@ -366,18 +355,9 @@ struct ded_node {
   enum boot_state boot;
   uint64_t boot_deadline_ns;
   boot_slot boot_slots[DED_BOOTSTRAP_MAX];
-  /* Freed round buffers, for reuse (exact sizes). */
-  struct {
-    void *p;
-    size_t len;
-  } buf_cache[NODE_BUF_CACHE];
-  unsigned nbuf_cache;
-  /* Results of finished rounds, oldest first, within settings.history_bytes. */
-  hist_entry *hist;
-  size_t nhist, hist_cap, hist_bytes;
-  /* Rounds reported so far (in order) and the attempt the last one ended with. */
-  uint64_t reported_upto; /* every round below this has reported */
-  uint64_t last_attempt;  /* of round reported_upto - 1; 0 = none */
+  /* Freed round buffers, for reuse; results of finished rounds. */
+  ded_bufcache cache;
+  ded_history hist;
   /* Learned timing: the spread of a round's joins, the time from a commit
    * to the whole result, and the waits made of them (ded_timing.h). */
   ded_timing timing;
