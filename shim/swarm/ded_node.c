@@ -80,6 +80,19 @@ void node_emit(ded_node *node, int type, int status, const uint8_t *peer) {
 static void round_unref(ded_node *node, ded_round *r, bool user);
 static void conn_close(ded_node *node, ded_conn *c, int why, bool notify);
 
+/* Whether |plan| lists |id| (ded_intents_pred). */
+static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  const ded_msg_commit *plan = ctx;
+  for (unsigned m = 0; m < plan->k; m++)
+    if (memcmp(plan->members[m].id, id, DED_ID_BYTES) == 0) return true;
+  return false;
+}
+
+/* Whether gather |ctx| holds |id|'s join (ded_intents_pred). */
+static bool gather_has(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  return ded_gather_find(ctx, id) != NULL;
+}
+
 /* The queues let go of a reference into a round's memory. */
 static void node_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
 
@@ -787,9 +800,6 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
 static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
 static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
                                   uint64_t now_ns);
-static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round);
-static void node_intents_spent(ded_node *node, uint64_t no, const ded_gather *g,
-                               const ded_msg_commit *plan);
 
 /* The shards whose result we hold in full, as a bitmap. */
 static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
@@ -1249,9 +1259,9 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->me = k;
   for (unsigned i = 0; i < k; i++) {
     if (id_is_me(node, plan->members[i].id)) r->me = i;
-    node_intent_done(node, plan->members[i].id, plan->round); /* it is in */
+    ded_intents_done(&node->intents, plan->members[i].id, plan->round); /* it is in */
   }
-  node_intents_spent(node, plan->round, NULL, plan); /* the others missed it */
+  ded_intents_spent(&node->intents, plan->round, plan_lists, (void *)plan); /* the others missed it */
   r->total_w = 0.0;
   r->ncontrib = 0;
   r->first_contrib = k;
@@ -1735,6 +1745,16 @@ static void coord_expect_lineage(ded_node *node, coord_round *cr) {
   }
 }
 
+typedef struct coord_expect_ctx {
+  ded_node *node;
+  coord_round *cr;
+} coord_expect_ctx;
+
+static void coord_expect_one(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  coord_expect_ctx *e = ctx;
+  coord_expect_add(e->node, e->cr, id);
+}
+
 static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool genesis) {
   if (node->ncoords == node->coords_cap) {
     size_t cap = node->coords_cap ? node->coords_cap * 2 : 8;
@@ -1750,9 +1770,8 @@ static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool g
   cr->genesis = genesis;
   ded_gather_init(&cr->g, no, genesis);
   coord_expect_lineage(node, cr);
-  for (unsigned i = 0; i < NODE_INTENTS; i++) /* announced late members */
-    if (node->intents[i].round <= no && node->intents[i].until_ns > node->now_ns)
-      coord_expect_add(node, cr, node->intents[i].id);
+  coord_expect_ctx ec = {node, cr};
+  ded_intents_each(&node->intents, no, node->now_ns, coord_expect_one, &ec); /* announced late members */
   node->coords[node->ncoords++] = cr;
   return cr;
 }
@@ -2016,7 +2035,7 @@ static uint8_t member_mode(uint8_t flags) {
 
 /* What a round of |plan| should take, by the model of ded_lp.h, at the
  * members' published rates, a rate not measured yet taken as a slow home
- * link's (NODE_RATE_UNKNOWN_BPS); 0 if that cannot be told. */
+ * link's (DED_RATE_UNKNOWN_BPS); 0 if that cannot be told. */
 static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
   unsigned k = plan->k;
   ded_lp_peer *lp = ded_mem_calloc(node->mem, k, sizeof *lp);
@@ -2027,8 +2046,8 @@ static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
       const ded_msg_member *m = &plan->members[i];
       lp[i] = coord_lp_peer(node, m->id);
       lp[i].mode = member_mode(m->flags);
-      if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = NODE_RATE_UNKNOWN_BPS;
-      if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = NODE_RATE_UNKNOWN_BPS;
+      if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = DED_RATE_UNKNOWN_BPS;
+      if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = DED_RATE_UNKNOWN_BPS;
       uint64_t end = i + 1 < k ? plan->members[i + 1].shard_off : plan->count;
       frac[i] = (double)(end - m->shard_off) / (double)plan->count;
     }
@@ -2096,7 +2115,7 @@ static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
  */
 static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
   cr->decided = true;
-  node_intents_spent(node, cr->round, &cr->g, NULL);
+  ded_intents_spent(&node->intents, cr->round, gather_has, &cr->g);
   /* (A held round says nothing of the spread.) */
   if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
     ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
@@ -2322,87 +2341,24 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
 
 static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]);
 
-/* How long to wait for |id|, which announced |j| (DED_JOIN_F_INTENT): it
- * fetches a whole result before it can join, at its published download
- * rate (a slow home link's while unmeasured). Twice that plus the deadline
- * floor; UINT64_MAX if that is more than a quarter of the bound: a round
- * is never held that long, and the member could not make it. */
-static uint64_t node_intent_hold(const ded_node *node, const uint8_t id[DED_ID_BYTES],
-                                 const ded_msg_join *j) {
-  double rate = coord_lp_peer(node, id).down_Bps;
-  if (!(rate > 0.0)) rate = NODE_RATE_UNKNOWN_BPS;
-  double ns = 2e9 * (double)j->count * (double)ded_dtype_size(j->dtype) / rate;
-  if (!(ns < (double)ded_timing_cap(&node->timing))) return UINT64_MAX;
-  return DED_MIN(node->s.deadline_floor_ns + (uint64_t)ns, ded_timing_cap(&node->timing));
-}
-
-/* Remembers that |id| will join |round| (or the first one after it still
- * undecided) and is waited for until |until_ns|: one entry per peer, its
- * latest; when all are taken, the one that expires first gives way. */
-static void node_intent_add(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round,
-                            uint64_t until_ns) {
-  node_intent *slot = &node->intents[0];
-  for (unsigned i = 0; i < NODE_INTENTS; i++) {
-    node_intent *it = &node->intents[i];
-    if (it->used && memcmp(it->id, id, DED_ID_BYTES) == 0) {
-      if (round < it->spent) return; /* held for once already, in vain */
-      slot = it;
-      break;
-    }
-    if (!it->used || (slot->used && it->until_ns < slot->until_ns)) slot = it;
-  }
-  if (!slot->used || memcmp(slot->id, id, DED_ID_BYTES) != 0) slot->spent = 0;
-  slot->used = true;
-  slot->round = round;
-  slot->until_ns = until_ns;
-  memcpy(slot->id, id, DED_ID_BYTES);
-}
-
-/* Round |no| was decided (or adopted) without the members |in| does not
- * hold (a gather, or a plan): announcements of |no| or earlier from any of
- * them held it in vain, and hold nothing more. One peer's announcements,
- * true or not, thus hold each round at most once. */
-static void node_intents_spent(ded_node *node, uint64_t no, const ded_gather *g,
-                               const ded_msg_commit *plan) {
-  for (unsigned i = 0; i < NODE_INTENTS; i++) {
-    node_intent *it = &node->intents[i];
-    if (!it->used || it->until_ns == 0 || it->round > no) continue;
-    if (g && ded_gather_find(g, it->id)) continue;
-    bool listed = false;
-    for (unsigned m = 0; plan && m < plan->k && !listed; m++)
-      listed = memcmp(plan->members[m].id, it->id, DED_ID_BYTES) == 0;
-    if (listed) continue;
-    it->until_ns = 0;
-    it->spent = DED_MAX(it->spent, no + 1);
-  }
-}
-
-/* |id| joined |round|: its announcement of that round or an earlier one
- * is fulfilled. */
-static void node_intent_done(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round) {
-  for (unsigned i = 0; i < NODE_INTENTS; i++) {
-    node_intent *it = &node->intents[i];
-    if (it->used && it->round <= round && memcmp(it->id, id, DED_ID_BYTES) == 0) {
-      it->until_ns = 0;
-      it->spent = 0;
-    }
-  }
-}
-
 /* Until when an announced member is still waited for in |round| (0: none
  * is): one that announced this round or an earlier one, is here, and has
  * not joined |cr| (if given) yet. */
+typedef struct intent_wait {
+  ded_node *node;
+  const coord_round *cr;
+} intent_wait;
+
+static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  const intent_wait *w = ctx;
+  ded_peer *p = peer_find(w->node, id);
+  return p && peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
+}
+
 static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
                                   uint64_t now_ns) {
-  uint64_t until = 0;
-  for (unsigned i = 0; i < NODE_INTENTS; i++) {
-    const node_intent *it = &node->intents[i];
-    if (!it->used || it->round > round || it->until_ns <= now_ns || it->until_ns <= until) continue;
-    ded_peer *p = peer_find(node, it->id);
-    if (!p || !peer_participates(node, p) || (cr && ded_gather_find(&cr->g, it->id))) continue;
-    until = it->until_ns;
-  }
-  return until;
+  intent_wait w = {node, cr};
+  return ded_intents_until(&node->intents, round, now_ns, intent_waited, &w);
 }
 
 static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns) {
@@ -2431,14 +2387,15 @@ static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j
   ded_round *r = round_find(node, j->round);
   if (j->round < node->next_round && (!r || r->reported))
     coord_send_stale_or_ahead(node, from, j->round, true);
-  uint64_t hold = node_intent_hold(node, from->id, j);
+  uint64_t hold = ded_intents_hold_ns(&node->timing, coord_lp_peer(node, from->id).down_Bps,
+                                      j->count, ded_dtype_size(j->dtype));
   if (hold == UINT64_MAX) {
     node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on, but fetches too slowly to "
              "be waited for", from->sid, (unsigned long long)j->round);
     return;
   }
   uint64_t until = now_ns + hold;
-  node_intent_add(node, from->id, j->round, until);
+  ded_intents_add(&node->intents, from->id, j->round, until);
   node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
            from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
   for (unsigned i = 0; i < node->nrounds; i++) {
@@ -2569,7 +2526,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
     return;
   }
   if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
-  node_intent_done(node, id, j->round);
+  ded_intents_done(&node->intents, id, j->round);
   if (cr->first_ns == 0) {
     cr->first_ns = now_ns;
     /* At the latest a quarter of the bound after the first join; sooner

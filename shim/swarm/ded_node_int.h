@@ -26,6 +26,7 @@
 #include "match/ded_quorum.h"
 #include "core/ded_bits.h"
 #include "round/ded_history.h"
+#include "round/ded_intents.h"
 #include "round/ded_lineage.h"
 #include "round/ded_timing.h"
 
@@ -54,12 +55,6 @@
  * coordinator's own deadline comes first, so members never give up on a
  * round the coordinator is about to commit. */
 #define NODE_MEMBER_TIMEOUT_FACTOR 2
-/* A rate no one has measured yet (a first round, a newcomer) is taken to
- * be a slow home link's, 8 Mbit/s, when deciding how long to wait for it:
- * patience sized for a fast link would leave the slow peer out. */
-#define NODE_RATE_UNKNOWN_BPS 1e6
-/* Announced late members remembered (DED_JOIN_F_INTENT). */
-#define NODE_INTENTS 32
 
 typedef struct ded_round ded_round;
 typedef struct ded_peer ded_peer;
@@ -221,18 +216,6 @@ typedef struct coord_round {
   size_t late_len;
 } coord_round;
 
-/* A late member's announcement that it will join |round| or, if that one
- * is decided without it, the next one undecided (it is fetching the result
- * of an earlier one): waited for until |until_ns|. */
-typedef struct node_intent {
-  uint64_t round;
-  uint64_t until_ns; /* 0: not waited for */
-  uint64_t spent;    /* a round below this was decided without it: its older
-                        announcements hold nothing */
-  bool used;
-  uint8_t id[DED_ID_BYTES];
-} node_intent;
-
 #define NODE_SELF_DEPTH_MAX 3
 
 typedef struct boot_slot {
@@ -340,7 +323,7 @@ struct ded_node {
    * and where the swarm said it was when that round had passed there. */
   uint64_t intent_round, intent_ns, catch_up;
   /* Others' announcements (one per peer, the latest). */
-  node_intent intents[NODE_INTENTS];
+  ded_intents intents;
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale_round;

@@ -20,6 +20,11 @@
 
 #include <stdint.h>
 
+/* A rate no one has measured yet (a first round, a newcomer) is taken to
+ * be a slow home link's, 8 Mbit/s, when deciding how long to wait for it:
+ * patience sized for a fast link would leave the slow peer out. */
+#define DED_RATE_UNKNOWN_BPS 1e6
+
 typedef struct ded_timing {
   uint64_t floor_ns;    /* DEDMPI_DEADLINE_FLOOR */
   uint64_t bound_ns;    /* DEDMPI_ROUND_TIMEOUT: a round reports by then */
