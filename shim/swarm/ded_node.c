@@ -78,7 +78,6 @@ void node_emit(ded_node *node, int type, int status, const uint8_t *peer) {
 /* ------------------------------------------------------------------ */
 
 static void round_unref(ded_node *node, ded_round *r, bool user);
-static void conn_close(ded_node *node, ded_conn *c, int why, bool notify);
 
 /* Whether |plan| lists |id| (ded_intents_pred). */
 static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
@@ -93,58 +92,17 @@ static bool gather_has(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   return ded_gather_find(ctx, id) != NULL;
 }
 
-/* The queues let go of a reference into a round's memory. */
+/* The queues take and let go of references into a round's memory. */
+static void node_ref(void *ctx, void *owner, bool user) {
+  ded_round *r = owner;
+  (void)ctx;
+  if (user)
+    r->refs_user++;
+  else
+    r->refs_res++;
+}
+
 static void node_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
-
-static bool conn_has_output(const ded_conn *c) { return ded_sendq_has_output(&c->out); }
-
-/* True if some connection has output queued. */
-static bool node_has_output(const ded_node *node) {
-  for (uint32_t s = 0; s < node->nslots; s++)
-    if (node->conns[s] && conn_has_output(node->conns[s])) return true;
-  return false;
-}
-
-static void conn_enqueue(ded_node *node, ded_conn *c, int cls, ded_sendq_item *it) {
-  if (c->leave_queued) { /* the peer stops reading at LEAVE (owned frames only here) */
-    ded_sendq_item_free(&node->qenv, it);
-    return;
-  }
-  bool was_idle = !conn_has_output(c);
-  /* Work for an idle link: an upload busy period begins. One left open by
-   * output dropped unsent (a connection closed) ends first. */
-  if (was_idle && !node_has_output(node)) {
-    ded_meter_end(&node->up);
-    ded_meter_begin(&node->up);
-  }
-  ded_sendq_push(&c->out, cls, it);
-  if (was_idle && node->cb.want_write) node->cb.want_write(node->user, c->id);
-}
-
-/* Queues a whole frame in |frame| (allocated from node->mem) in class
- * |cls|; the queue now owns it: freed on every path. */
-static int conn_send_owned(ded_node *node, ded_conn *c, int cls, uint8_t *frame, size_t len) {
-  ded_sendq_item *it = c->state == CONN_DEAD ? NULL : ded_sendq_item_new(&node->qenv);
-  if (!it) {
-    ded_mem_free(node->mem, frame);
-    return c->state == CONN_DEAD ? 0 : DED_ERR_NOMEM;
-  }
-  it->owned = frame;
-  it->owned_len = len;
-  conn_enqueue(node, c, cls, it);
-  return 0;
-}
-
-/* Queues a copy of a control frame. */
-static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t len) {
-  /* A peer that left reads its connections to their end and acts on
-   * nothing more. */
-  if (c->state == CONN_DEAD || (c->peer && c->peer->left)) return 0;
-  uint8_t *copy = ded_mem_malloc(node->mem, len);
-  if (!copy) return DED_ERR_NOMEM;
-  memcpy(copy, frame, len);
-  return conn_send_owned(node, c, DED_Q_CTRL, copy, len);
-}
 
 /* Link-probe filler not yet handed to the driver is dropped once a round
  * has data to send: from then on round traffic measures the links. Kept
@@ -153,110 +111,18 @@ static int conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, siz
  * the next round's COMMIT then waited behind it in the socket (a 5 Mbit/s
  * uplink shared by 12 sockets drains one at 52 KB/s): the members gave
  * up on their coordinator. */
-static void node_drop_filler(ded_node *node) {
+void ded_peers_drop_filler(ded_node *node) {
   if (!node->filler_queued) return;
   node->filler_queued = false;
   unsigned n = 0;
-  for (uint32_t s = 0; s < node->nslots; s++)
-    if (node->conns[s] && ded_sendq_has_class(&node->conns[s]->out, DED_Q_BULK)) {
-      ded_sendq_drop_class(&node->qenv, &node->conns[s]->out, DED_Q_BULK);
+  for (uint32_t s = 0; s < node->conns.nslots; s++)
+    if (ded_conns_at(&node->conns, s) && ded_sendq_has_class(&ded_conns_at(&node->conns, s)->out, DED_Q_BULK)) {
+      ded_sendq_drop_class(&node->qenv, &ded_conns_at(&node->conns, s)->out, DED_Q_BULK);
       n++;
     }
   if (n)
     node_log(node, DED_LOG_DEBUG, "link probe cut short on %u connections: a round has data", n);
 }
-
-/* Queues a DATA or RESULT frame whose elements stay in |r|'s memory. */
-static int conn_send_data(ded_node *node, ded_conn *c, ded_round *r, uint8_t type, uint64_t off,
-                          const uint8_t *elems, size_t len, bool user) {
-  /* Nothing after our LEAVE, nothing to a peer that left (checked before
-   * any reference to |r| is taken). */
-  if (c->leave_queued || (c->peer && c->peer->left)) return 0;
-  node_drop_filler(node);
-  ded_sendq_item *it = ded_sendq_item_new(&node->qenv);
-  if (!it) return DED_ERR_NOMEM;
-  ded_msg_data_hdr_encode(it->hdr, type, r->no, r->plan.attempt, off, len);
-  it->ref = elems;
-  it->ref_len = len;
-  it->owner = r;
-  it->ref_user = user;
-  if (user)
-    r->refs_user++;
-  else
-    r->refs_res++;
-  conn_enqueue(node, c, type == DED_MSG_RESULT ? DED_Q_RESULT : DED_Q_DATA, it);
-  return 0;
-}
-
-/*
- * Detaches |r| from every queue: unsent frames of |r| (only those into the
- * caller's buffer when |user_only|) are dropped, and a frame already half
- * written gets its remaining payload copied, since the stream must stay
- * whole but the memory is about to go back to the caller.
- */
-static void round_detach_output(ded_node *node, ded_round *r, bool user_only) {
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
-    if (c && ded_sendq_detach(&node->qenv, &c->out, r, user_only))
-      conn_close(node, c, DED_ERR_NOMEM, true); /* cannot keep the stream whole */
-  }
-}
-
-/* Moves every frame queued on the dead |from| to the end of |to|'s
- * queues, the one half written too: the peer never got it whole, so it is
- * sent again from its start. */
-static void conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
-  bool was_idle = !conn_has_output(to);
-  ded_sendq_move(&node->qenv, &from->out, &to->out);
-  if (was_idle && conn_has_output(to) && node->cb.want_write) node->cb.want_write(node->user, to->id);
-}
-
-/* ------------------------------------------------------------------ */
-/* 4. connections                                                      */
-/* ------------------------------------------------------------------ */
-
-static ded_conn *conn_get(const ded_node *node, uint32_t id) {
-  uint32_t slot = id & 0xffff;
-  if (slot >= node->nslots) return NULL;
-  ded_conn *c = node->conns[slot];
-  return c && c->id == id && c->state != CONN_DEAD ? c : NULL;
-}
-
-static ded_conn *conn_new(ded_node *node, bool outbound, const ded_addr *remote) {
-  if (node->nconns >= DED_CONNS_MAX) return NULL;
-  uint32_t slot = 0;
-  while (slot < node->nslots && node->conns[slot]) slot++;
-  if (slot == node->nslots) {
-    uint32_t n = node->nslots ? node->nslots * 2 : 16;
-    ded_conn **v = ded_mem_realloc(node->mem, node->conns, n * sizeof *v);
-    if (!v) return NULL;
-    node->conns = v;
-    uint16_t *g = ded_mem_realloc(node->mem, node->conn_gen, n * sizeof *g);
-    if (!g) return NULL;
-    node->conn_gen = g;
-    for (uint32_t i = node->nslots; i < n; i++) {
-      v[i] = NULL;
-      g[i] = 0;
-    }
-    node->nslots = n;
-  }
-  ded_conn *c = ded_mem_calloc(node->mem, 1, sizeof *c);
-  if (!c) return NULL;
-  node->conn_gen[slot] = (uint16_t)(node->conn_gen[slot] + 1 ? node->conn_gen[slot] + 1 : 1);
-  c->id = (uint32_t)node->conn_gen[slot] << 16 | slot;
-  c->outbound = outbound;
-  c->boot_idx = -1;
-  if (remote) c->remote = *remote;
-  c->state = outbound ? CONN_CONNECTING : CONN_AWAIT_HELLO;
-  c->opened_ns = node->now_ns;
-  node->wake_soon = true; /* its HELLO has a deadline */
-  ded_frame_dec_init(&c->dec, node->mem);
-  node->conns[slot] = c;
-  node->nconns++;
-  return c;
-}
-
-static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why);
 
 /* Takes |c| off |p|'s lanes; true if it was one. */
 static bool peer_lane_remove(ded_peer *p, const ded_conn *c) {
@@ -275,33 +141,6 @@ static ded_conn *peer_data_conn(ded_peer *p) {
   if (!p->conn || p->nlanes == 0) return p->conn;
   unsigned i = p->lane_rr++ % (p->nlanes + 1);
   return i == p->nlanes ? p->conn : p->lanes[i];
-}
-
-/* Marks |c| dead and, if |notify|, tells the driver; the memory goes in
- * node_reap. */
-static void conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
-  if (c->state == CONN_DEAD) return;
-  conn_state was = c->state;
-  c->state = CONN_DEAD;
-  node->reap_needed = true;
-  node->wake_soon = true; /* a retry, or a round to reconsider */
-  if (notify && node->cb.close) node->cb.close(node->user, c->id);
-  if (notify)
-    node_log(node, DED_LOG_DEBUG, "closing connection %x%s%s: %s", c->id, c->peer ? " to " : "",
-             c->peer ? c->peer->sid : "", ded_strerror(why));
-  if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].connecting = false;
-  if (c->peer) {
-    if (c->outbound && was != CONN_READY) c->peer->connecting = false;
-    peer_conn_lost(node, c->peer, c, why);
-  }
-}
-
-static void conn_free(ded_node *node, ded_conn *c) {
-  ded_sendq_free(&node->qenv, &c->out);
-  ded_frame_dec_free(&c->dec);
-  node->conns[c->id & 0xffff] = NULL;
-  node->nconns--;
-  ded_mem_free(node->mem, c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -421,11 +260,11 @@ static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, de
   if (ded_msg_records_add(&rw, rec, len) != 0) return;
   ded_msg_records_end(&rw);
   /* Once per peer, on its first connection; never back to the sender. */
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
-    if (c && c->state == CONN_READY && c->peer && c->peer->conn == c &&
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    ded_conn *c = ded_conns_at(&node->conns, s);
+    if (c && c->state == DED_CONN_READY && c->peer && c->peer->conn == c &&
         !(except && except->peer == c->peer))
-      conn_send_ctrl(node, c, frame, w.pos);
+      ded_conn_send_ctrl(node, c, frame, w.pos);
   }
 }
 
@@ -449,7 +288,7 @@ static void node_send_table(ded_node *node, ded_conn *c) {
       if (ded_msg_records_add(&rw, buf, (size_t)n) != 0) break;
     }
     ded_msg_records_end(&rw);
-    if (rw.n > 0) conn_send_ctrl(node, c, frame, w.pos);
+    if (rw.n > 0) ded_conn_send_ctrl(node, c, frame, w.pos);
   }
   ded_mem_free(node->mem, frame);
 }
@@ -470,21 +309,24 @@ static void peer_maybe_connect(ded_node *node, ded_peer *p, uint64_t now_ns) {
   if (!mine && node->s.mode != DED_MODE_CLIENT && now_ns < p->known_since_ns + NODE_CONNECT_PATIENCE_NS)
     return;
   const ded_addr *addr = &rec->addr[p->addr_idx % rec->naddr];
-  ded_conn *c = conn_new(node, true, addr);
+  ded_conn *c = ded_conn_open(node, true, addr);
   if (!c) return;
   c->peer = p;
   p->connecting = true;
   char a[64];
   ded_addr_format(addr, a, sizeof a);
   node_log(node, DED_LOG_DEBUG, "connecting to peer %s at %s", p->sid, a);
-  if (node->cb.connect(node->user, c->id, addr) != 0) conn_close(node, c, DED_ERR_PEER_LOST, true);
+  if (node->cb.connect(node->user, c->id, addr) != 0) ded_conn_close(node, c, DED_ERR_PEER_LOST, true);
 }
 
+/* A bootstrap attempt's connection went. */
+void ded_boot_conn_gone(ded_node *node, int idx) { node->boot_slots[idx].connecting = false; }
+
 /* Called when a connection of |p| dies. */
-static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
+void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   if (peer_lane_remove(p, c)) {
     /* A lane: the first connection sends what the peer never got whole. */
-    if (p->conn) conn_move_output(node, c, p->conn);
+    if (p->conn) ded_conn_move_output(node, c, p->conn);
     return;
   }
   if (p->conn != c) {
@@ -498,12 +340,12 @@ static void peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   /* Another ready connection to the same peer takes over, with what was
    * still queued on the dead one: the peer never received those frames
    * whole (a frame half written is sent again from its start). */
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *o = node->conns[s];
-    if (o && o != c && o->peer == p && o->state == CONN_READY) {
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    ded_conn *o = ded_conns_at(&node->conns, s);
+    if (o && o != c && o->peer == p && o->state == DED_CONN_READY) {
       p->conn = o;
       peer_lane_remove(p, o);
-      conn_move_output(node, c, o);
+      ded_conn_move_output(node, c, o);
       return;
     }
   }
@@ -684,7 +526,7 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
    * handling must see this round as finished. */
   r->reported = true;
   r->state = ROUND_DRAINING;
-  round_detach_output(node, r, with_result);
+  ded_conns_detach(node, r, with_result);
   DED_ASSERT(r->refs_user == 0);
   /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
   if (via_attempt)
@@ -884,7 +726,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     DED_ASSERT(!w.err && w.pos == cap);
     node_log(node, DED_LOG_DEBUG, "round %llu: join view %u -> %s", (unsigned long long)r->no,
              r->view, p->sid);
-    rv = conn_send_ctrl(node, p->conn, frame, w.pos);
+    rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
   }
   ded_mem_free(node->mem, frame);
   ded_mem_free(node->mem, have);
@@ -968,7 +810,7 @@ static void rounds_advance(ded_node *node, uint64_t now_ns) {
 static void round_freeze(ded_node *node, ded_round *r) {
   if (!r->has_plan || r->frozen) return;
   r->frozen = true;
-  round_detach_output(node, r, false);
+  ded_conns_detach(node, r, false);
   pending_fetch *f = r->fetchers;
   while (f) {
     pending_fetch *next = f->next;
@@ -1047,7 +889,7 @@ static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
            "%llx here",
            (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
            (unsigned long long)prev->final_attempt);
-  round_detach_output(node, r, false);
+  ded_conns_detach(node, r, false);
   round_free_attempt(node, r);
   r->state = ROUND_RUNNING;
   if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
@@ -1063,7 +905,7 @@ static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_have h = {round, attempt, view, flags};
   ded_msg_have_encode(&w, &h);
-  conn_send_ctrl(node, to->conn, frame, w.pos);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
 /* True once the current attempt is the round's result: someone completed
@@ -1182,7 +1024,7 @@ static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, ui
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
   if (!p || !p->conn) return 0;
-  return conn_send_data(node, peer_data_conn(p), r, DED_MSG_RESULT, r->my_off + first,
+  return ded_conn_send_data(node, peer_data_conn(p), r, DED_MSG_RESULT, r->no, r->plan.attempt, r->my_off + first,
                         r->res + (r->my_off + first) * r->es, n * r->es, false);
 }
 
@@ -1246,7 +1088,7 @@ static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan);
  * still queued are dropped; the caller's buffer is untouched. */
 static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint32_t view,
                        uint64_t now_ns) {
-  round_detach_output(node, r, false);
+  ded_conns_detach(node, r, false);
   round_free_attempt(node, r);
   int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
   if (rv) return rv;
@@ -1350,7 +1192,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
     for (uint64_t e = 0; e < len; e += r->chunk) {
       uint64_t n = DED_MIN(r->chunk, len - e);
       const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
-      int rv = conn_send_data(node, peer_data_conn(p), r, DED_MSG_DATA, lo + e, src, n * r->es, true);
+      int rv = ded_conn_send_data(node, peer_data_conn(p), r, DED_MSG_DATA, r->no, r->plan.attempt, lo + e, src, n * r->es, true);
       if (rv) return rv;
     }
   }
@@ -1391,7 +1233,7 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
     ded_wr w = ded_wr_init(frame, sizeof frame);
     ded_msg_fetch f = {r->no, r->plan.attempt, (uint16_t)s};
     ded_msg_fetch_encode(&w, &f);
-    int rv = conn_send_ctrl(node, p->conn, frame, w.pos);
+    int rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
     if (rv) return rv;
   }
   round_replay_early(node, r, now_ns);
@@ -1471,7 +1313,7 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_msg_join_encode(&w, &j);
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
-    if (p->conn && peer_participates(node, p)) conn_send_ctrl(node, p->conn, frame, w.pos);
+    if (p->conn && peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
   }
 }
 
@@ -1482,7 +1324,7 @@ static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d
     int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
     if (rv) return rv;
   } else {
-    round_detach_output(node, r, false);
+    ded_conns_detach(node, r, false);
     r->started_ns = now_ns;
     r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
     r->acc_view = d->view; /* accepted again, in this view */
@@ -1546,8 +1388,6 @@ static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t t
   return 0;
 }
 
-static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char *what);
-
 /* Routes a data frame to |r|: now, later (it overtook its attempt's
  * commit), or nowhere (a moot attempt). A violation drops the connection
  * it came on (|via|; NULL for a frame kept from earlier: then the peer's
@@ -1558,7 +1398,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
   ded_msg_data d;
   int rv = ded_msg_data_decode(payload, len, &d);
   if (rv) {
-    if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
+    if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
   bool current = r->has_plan && d.attempt == r->plan.attempt &&
@@ -1571,7 +1411,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     early_frame *e = NULL;
     if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
     if (!e) {
-      if (via) conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
+      if (via) ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
       return;
     }
     e->next = NULL;
@@ -1594,7 +1434,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     return;
   }
   if (rv) {
-    if (via) conn_protocol_error(node, via, rv, ded_msg_name(type));
+    if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
   r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
@@ -1653,7 +1493,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
     for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
       if (!ded_bit_get(r->res_bits, r->res_base[s] + c)) continue;
       uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
-      if (conn_send_data(node, peer_data_conn(to), r, DED_MSG_RESULT, lo + c * r->chunk,
+      if (ded_conn_send_data(node, peer_data_conn(to), r, DED_MSG_RESULT, r->no, r->plan.attempt, lo + c * r->chunk,
                          r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
         return;
     }
@@ -1679,7 +1519,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
       if (!frame) return;
       ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
       memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      if (conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
+      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
     }
     return;
   }
@@ -1813,7 +1653,7 @@ static void coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t rou
     ded_msg_ahead_encode(&w, &m);
   else
     ded_msg_stale_encode(&w, &m);
-  conn_send_ctrl(node, to->conn, frame, w.pos);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
 static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
@@ -1884,7 +1724,7 @@ static void coord_send_to_joiners(ded_node *node, coord_round *cr, const uint8_t
     const uint8_t *id = cr->g.v[i].id;
     if (id_is_me(node, id)) continue;
     ded_peer *p = peer_find(node, id);
-    if (p && p->conn) conn_send_ctrl(node, p->conn, frame, len);
+    if (p && p->conn) ded_conn_send_ctrl(node, p->conn, frame, len);
   }
 }
 
@@ -2302,7 +2142,7 @@ static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round, ui
   m.view = view;
   memcpy(m.id, id, DED_ID_BYTES);
   ded_msg_redirect_encode(&w, &m);
-  conn_send_ctrl(node, to->conn, frame, w.pos);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
 static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
@@ -2311,7 +2151,7 @@ static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint3
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_probe m = {round, view};
   ded_msg_probe_encode(&w, &m);
-  conn_send_ctrl(node, to->conn, frame, w.pos);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
 /* Answers |to|'s JOIN for |round| with a DECIDE if we finished the round
@@ -2331,7 +2171,7 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
   for (unsigned s = 0; s < plan->k; s++) holders[s] = (uint16_t)(me < plan->k ? me : s);
   size_t len;
   uint8_t *f = encode_decide(node, view, DED_DECIDE_F_CHOSEN, plan, holders, &len);
-  if (f) conn_send_ctrl(node, to->conn, f, len);
+  if (f) ded_conn_send_ctrl(node, to->conn, f, len);
   ded_mem_free(node->mem, f);
   ded_mem_free(node->mem, holders);
   return f != NULL;
@@ -2418,7 +2258,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
   uint64_t horizon = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round : 0);
   if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
-    conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
+    ded_conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
   }
   if (j->flags & DED_JOIN_F_INTENT) {
@@ -2463,7 +2303,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
         for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
         size_t len;
         uint8_t *f = encode_decide(node, j->view, DED_DECIDE_F_CHOSEN, &h->plan, ident, &len);
-        if (f) conn_send_ctrl(node, from->conn, f, len);
+        if (f) ded_conn_send_ctrl(node, from->conn, f, len);
         ded_mem_free(node->mem, f);
       } else if (from) {
         coord_send_stale(node, from, j->round);
@@ -2495,7 +2335,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   }
   if (cr->decided) { /* late: how the round went */
     if (from && cr->late_frame) {
-      conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
+      ded_conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
     } else if (!from && cr->late_frame) {
       ded_msg_decide d;
       if (ded_msg_decide_decode(cr->late_frame + DED_FRAME_HDR_BYTES,
@@ -2522,7 +2362,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
   plain.have = NULL;
   int rv = ded_gather_add(&cr->g, node->mem, id, &plain);
   if (rv) {
-    if (via) conn_protocol_error(node, via, rv, "JOIN");
+    if (via) ded_conn_protocol_error(node, via, rv, "JOIN");
     return;
   }
   if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
@@ -2621,7 +2461,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
       ded_wr w = ded_wr_init(f, cap);
       ded_msg_join_status_encode(&w, &j, plan, have);
       DED_ASSERT(!w.err);
-      conn_send_ctrl(node, from->conn, f, w.pos);
+      ded_conn_send_ctrl(node, from->conn, f, w.pos);
     }
     ded_mem_free(node->mem, f);
   }
@@ -2639,14 +2479,6 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
 static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
                                uint64_t now_ns);
 
-static void conn_protocol_error(ded_node *node, ded_conn *c, int rv, const char *what) {
-  char a[64];
-  ded_addr_format(&c->remote, a, sizeof a);
-  node_log(node, DED_LOG_WARN, "dropping %s%s (%s): %s", c->peer ? "peer " : "connection from ",
-           c->peer ? c->peer->sid : a, what, ded_strerror(rv));
-  conn_close(node, c, rv, true);
-}
-
 /* Queues |bytes| of SPEED filler on |c|, in frames of at most a chunk, the
  * first asking for |want| bytes back; behind the rounds' own traffic. */
 static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t bytes) {
@@ -2657,7 +2489,7 @@ static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t
     /* A probe is a hint: short of memory, it is smaller. */
     if (!frame) return;
     ded_msg_speed_hdr_encode(frame, want, fill);
-    if (conn_send_owned(node, c, DED_Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
+    if (ded_conn_send_owned(node, c, DED_Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
     node->filler_queued = true;
     bytes -= (uint32_t)fill;
     want = 0;
@@ -2683,16 +2515,16 @@ static void node_on_speed(ded_node *node, ded_conn *c, const ded_msg_speed *m) {
  * counting those to |p| still open or opening. */
 static void peer_open_lanes(ded_node *node, ded_peer *p, const ded_conn *c) {
   unsigned have = 0;
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    const ded_conn *o = node->conns[s];
-    if (o && o->peer == p && o->state != CONN_DEAD) have++;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    const ded_conn *o = ded_conns_at(&node->conns, s);
+    if (o && o->peer == p && o->state != DED_CONN_DEAD) have++;
   }
-  for (unsigned i = have; i < node->s.streams && node->nconns < DED_CONNS_MAX / 2; i++) {
-    ded_conn *l = conn_new(node, true, &c->remote);
+  for (unsigned i = have; i < node->s.streams && node->conns.n < DED_CONNS_MAX / 2; i++) {
+    ded_conn *l = ded_conn_open(node, true, &c->remote);
     if (!l) return;
     l->peer = p;
     if (node->cb.connect(node->user, l->id, &l->remote) != 0) {
-      conn_close(node, l, DED_ERR_PEER_LOST, true);
+      ded_conn_close(node, l, DED_ERR_PEER_LOST, true);
       return;
     }
   }
@@ -2714,7 +2546,7 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_peer_id(rec.pk, id);
     if (id_is_me(node, id)) { /* we called ourselves (our own DEDMPI_JOIN address) */
       if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
-      conn_close(node, c, 0, true);
+      ded_conn_close(node, c, 0, true);
       return;
     }
   }
@@ -2724,12 +2556,12 @@ static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   if (rv == 0 && c->peer && c->peer != p) rv = DED_ERR_PROTO; /* not who its record promised */
   if (rv == 0 && p->left) rv = DED_ERR_PEER_LOST;
   if (rv) {
-    conn_protocol_error(node, c, rv, "HELLO");
+    ded_conn_protocol_error(node, c, rv, "HELLO");
     return;
   }
   if (c->outbound && c->peer) c->peer->connecting = false;
   c->peer = p;
-  c->state = CONN_READY;
+  c->state = DED_CONN_READY;
   /* With two connections to one peer (both called at once), both sides
    * send on the one opened by the smaller id; the other stays idle. */
   bool keep_old = false;
@@ -2796,7 +2628,7 @@ static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uin
      * none is the relaying neighbour's fault. */
     if (rv == DED_ERR_EXPIRED || rv == DED_ERR_LIMIT || rv == DED_ERR_NOT_ADMITTED) rv = 0;
   }
-  if (rv < 0) conn_protocol_error(node, c, rv, "RECORDS");
+  if (rv < 0) ded_conn_protocol_error(node, c, rv, "RECORDS");
 }
 
 /* A decision (COMMIT or DECIDE) is taken only from the coordinator we
@@ -2817,7 +2649,7 @@ static void conn_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint
   ded_msg_commit cm;
   int rv = ded_msg_commit_decode(f->payload, f->len, node->mem, &cm);
   if (rv) {
-    conn_protocol_error(node, c, rv, "COMMIT");
+    ded_conn_protocol_error(node, c, rv, "COMMIT");
     return;
   }
   bool lie;
@@ -2828,7 +2660,7 @@ static void conn_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint
   }
   ded_msg_commit_free(&cm, node->mem);
   if (lie || rv == DED_ERR_PROTO) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
     return;
   }
   rounds_advance(node, now_ns);
@@ -2839,7 +2671,7 @@ static void conn_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint
   ded_msg_decide d;
   int rv = ded_msg_decide_decode(f->payload, f->len, node->mem, &d);
   if (rv) {
-    conn_protocol_error(node, c, rv, "DECIDE");
+    ded_conn_protocol_error(node, c, rv, "DECIDE");
     return;
   }
   bool lie;
@@ -2850,7 +2682,7 @@ static void conn_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint
   }
   ded_msg_decide_free(&d, node->mem);
   if (lie) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
     return;
   }
   rounds_advance(node, now_ns);
@@ -2864,7 +2696,7 @@ static void conn_on_redirect(ded_node *node, ded_conn *c, const ded_frame *f, ui
   if (rv || (r && r->state == ROUND_JOINED && r->genesis &&
              memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0 &&
              memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0)) {
-    conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "REDIRECT");
+    ded_conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "REDIRECT");
     return;
   }
   if (!r || r->state != ROUND_JOINED || !r->genesis ||
@@ -2880,7 +2712,7 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   ded_msg_stale m;
   int rv = ded_msg_stale_decode(f->payload, f->len, &m);
   if (rv) {
-    conn_protocol_error(node, c, rv, "STALE");
+    ded_conn_protocol_error(node, c, rv, "STALE");
     return;
   }
   ded_round *r = round_find(node, m.round);
@@ -2903,7 +2735,7 @@ static void conn_on_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
   ded_msg_stale m;
   int rv = ded_msg_ahead_decode(f->payload, f->len, &m);
   if (rv) {
-    conn_protocol_error(node, c, rv, "AHEAD");
+    ded_conn_protocol_error(node, c, rv, "AHEAD");
     return;
   }
   if (m.round != node->intent_round || m.next_round <= node->catch_up)
@@ -2918,7 +2750,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
   ded_msg_have h;
   int rv = ded_msg_have_decode(f->payload, f->len, &h);
   if (rv) {
-    conn_protocol_error(node, c, rv, "HAVE");
+    ded_conn_protocol_error(node, c, rv, "HAVE");
     return;
   }
   ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
@@ -2931,7 +2763,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
   ded_round *r = round_find(node, h.round);
   if (!r) {
     if (h.round >= node->next_round + DED_ROUNDS_AHEAD_MAX)
-      conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
     return;
   }
   if (r->reported) return;
@@ -2952,7 +2784,7 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
 
 static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   if (f->len < 24) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
     return;
   }
   ded_rd rd = ded_rd_init(f->payload, 8);
@@ -2961,16 +2793,16 @@ static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64
   if (!r) {
     /* A round that already finished here (or failed): late data is moot. A
      * round we never started is a lie. */
-    if (no >= node->next_round) conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
+    if (no >= node->next_round) ded_conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
     return;
   }
   round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len, now_ns);
 }
 
 static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  if (c->state == CONN_AWAIT_HELLO) {
+  if (c->state == DED_CONN_AWAIT_HELLO) {
     if (f->type != DED_MSG_HELLO)
-      conn_protocol_error(node, c, DED_ERR_PROTO, "expected HELLO");
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "expected HELLO");
     else
       conn_on_hello(node, c, f, now_ns);
     return;
@@ -2981,9 +2813,9 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_join j;
     int rv = ded_msg_join_decode(f->payload, f->len, node->mem, &j);
     if (rv)
-      conn_protocol_error(node, c, rv, "JOIN");
+      ded_conn_protocol_error(node, c, rv, "JOIN");
     else if (node->s.no_rounds && !(j.flags & DED_JOIN_F_GENESIS))
-      conn_protocol_error(node, c, DED_ERR_PROTO, "JOIN to a peer outside rounds");
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "JOIN to a peer outside rounds");
     else
       coord_on_join(node, c->peer, c, &j, now_ns);
     ded_msg_join_free(&j, node->mem);
@@ -2999,7 +2831,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_state_ask m;
     int rv = ded_msg_state_ask_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "STATE_ASK");
+      ded_conn_protocol_error(node, c, rv, "STATE_ASK");
     else
       node_on_state_ask(node, c, &m);
     break;
@@ -3008,7 +2840,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_state_offer m;
     int rv = ded_msg_state_offer_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "STATE_OFFER");
+      ded_conn_protocol_error(node, c, rv, "STATE_OFFER");
     else
       node_on_state_offer(node, c, &m, now_ns);
     break;
@@ -3017,7 +2849,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_state_get m;
     int rv = ded_msg_state_get_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "STATE_GET");
+      ded_conn_protocol_error(node, c, rv, "STATE_GET");
     else
       node_on_state_get(node, c, &m);
     break;
@@ -3026,7 +2858,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_state_data m;
     int rv = ded_msg_state_data_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "STATE_DATA");
+      ded_conn_protocol_error(node, c, rv, "STATE_DATA");
     else
       node_on_state_data(node, c, &m, now_ns);
     break;
@@ -3035,7 +2867,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_probe m;
     int rv = ded_msg_probe_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "PROBE");
+      ded_conn_protocol_error(node, c, rv, "PROBE");
     else
       node_on_probe(node, c->peer, &m, now_ns);
     break;
@@ -3044,7 +2876,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_speed m;
     int rv = ded_msg_speed_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "SPEED");
+      ded_conn_protocol_error(node, c, rv, "SPEED");
     else
       node_on_speed(node, c, &m);
     break;
@@ -3053,7 +2885,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_fetch m;
     int rv = ded_msg_fetch_decode(f->payload, f->len, &m);
     if (rv)
-      conn_protocol_error(node, c, rv, "FETCH");
+      ded_conn_protocol_error(node, c, rv, "FETCH");
     else
       node_serve_fetch(node, c->peer, &m);
     break;
@@ -3063,7 +2895,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   case DED_MSG_LEAVE: {
     uint8_t reason;
     if (ded_msg_leave_decode(f->payload, f->len, &reason) != 0) {
-      conn_protocol_error(node, c, DED_ERR_PROTO, "LEAVE");
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "LEAVE");
       break;
     }
     /* LEAVE is the last frame on each of its connections: this one is
@@ -3071,10 +2903,10 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
      * writing) end with their own LEAVE, and the peer is down with the
      * last of them. */
     c->peer->left = true;
-    conn_close(node, c, DED_ERR_CLOSING, true);
+    ded_conn_close(node, c, DED_ERR_CLOSING, true);
     break;
   }
-  default: conn_protocol_error(node, c, DED_ERR_PROTO, "unknown frame type");
+  default: ded_conn_protocol_error(node, c, DED_ERR_PROTO, "unknown frame type");
   }
 }
 
@@ -3140,7 +2972,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
   ded_wr w = ded_wr_init(frame, cap);
   ded_msg_state_offer_encode(&w, &m);
   DED_ASSERT(!w.err && w.pos == cap);
-  conn_send_owned(node, to->conn, DED_Q_CTRL, frame, cap);
+  ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, cap);
 }
 
 /* A snapshot recent enough to offer: taken in the step the trainer is in. */
@@ -3277,7 +3109,7 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
     return;
   }
   if (m->offset > st->snap.len || m->len > st->snap.len - m->offset) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_GET beyond the snapshot");
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_GET beyond the snapshot");
     return;
   }
   st->snap_used_ns = st->snap_served_ns = node->now_ns;
@@ -3286,7 +3118,7 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
   if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
   ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
   memcpy(frame + DED_STATE_DATA_HDR_BYTES, st->snap.bytes + m->offset, m->len);
-  conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
+  ded_conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
 }
 
 /* ---- joiner side ---- */
@@ -3317,7 +3149,7 @@ static int state_send_ask(ded_node *node, ded_peer *p, uint64_t min_round) {
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_state_ask m = {min_round};
   ded_msg_state_ask_encode(&w, &m);
-  return p->conn ? conn_send_ctrl(node, p->conn, frame, w.pos) : DED_ERR_PEER_LOST;
+  return p->conn ? ded_conn_send_ctrl(node, p->conn, frame, w.pos) : DED_ERR_PEER_LOST;
 }
 
 /* Asks the participating peers we can talk to and have not asked yet. */
@@ -3378,7 +3210,7 @@ static void state_send_get(ded_node *node, unsigned di, uint64_t chunk) {
   uint8_t frame[DED_STATE_GET_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_state_get_encode(&w, &m);
-  if (!p || !p->conn || conn_send_ctrl(node, p->conn, frame, w.pos) != 0) return;
+  if (!p || !p->conn || ded_conn_send_ctrl(node, p->conn, frame, w.pos) != 0) return;
   st->chunk[chunk] = (uint8_t)(1 + di);
   if (d->inflight == 0) d->last_ns = node->now_ns;
   d->inflight++;
@@ -3530,7 +3362,7 @@ static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_
   uint64_t i = m->offset / STATE_CHUNK_BYTES;
   if (di < 0 || m->offset % STATE_CHUNK_BYTES != 0 || i >= st->nchunks ||
       m->len != DED_MIN(STATE_CHUNK_BYTES, st->want.len - m->offset)) {
-    conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_DATA not asked for");
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_DATA not asked for");
     return;
   }
   state_donor *d = &st->donors[di];
@@ -3767,9 +3599,9 @@ static void node_reap(ded_node *node) {
   node_wake(node);
   if (!node->reap_needed) return;
   node->reap_needed = false;
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
-    if (c && c->state == CONN_DEAD) conn_free(node, c);
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    ded_conn *c = ded_conns_at(&node->conns, s);
+    if (c && c->state == DED_CONN_DEAD) ded_conns_release(&node->conns, c, &node->qenv);
   }
   unsigned out = 0;
   for (unsigned i = 0; i < node->nrounds; i++) {
@@ -3785,13 +3617,13 @@ static void node_reap(ded_node *node) {
 static void boot_try(ded_node *node, unsigned i, uint64_t now_ns) {
   boot_slot *b = &node->boot_slots[i];
   if (b->self || b->reached || b->connecting || now_ns < b->next_try_ns) return;
-  ded_conn *c = conn_new(node, true, &b->addr);
+  ded_conn *c = ded_conn_open(node, true, &b->addr);
   if (!c) return;
   c->boot_idx = (int)i;
   b->connecting = true;
   b->next_try_ns = now_ns + (uint64_t)b->backoff_ms * 1000000u;
   b->backoff_ms = DED_MIN(b->backoff_ms * 2, NODE_BACKOFF_MS_MAX);
-  if (node->cb.connect(node->user, c->id, &b->addr) != 0) conn_close(node, c, DED_ERR_BOOTSTRAP, true);
+  if (node->cb.connect(node->user, c->id, &b->addr) != 0) ded_conn_close(node, c, DED_ERR_BOOTSTRAP, true);
 }
 
 /*
@@ -3834,9 +3666,9 @@ static bool node_needs_fast_tick(const ded_node *node) {
     const ded_peer *p = node->peers[i];
     if (!p->conn && !p->left) return true;
   }
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    const ded_conn *c = node->conns[s];
-    if (c && c->state != CONN_READY) return true;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    const ded_conn *c = ded_conns_at(&node->conns, s);
+    if (c && c->state != DED_CONN_READY) return true;
   }
   for (unsigned i = 0; i < node->s.n_bootstrap; i++)
     if (node->boot == BOOT_DONE && !node->boot_slots[i].self && !node->boot_slots[i].reached)
@@ -3862,12 +3694,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     node_flood_record(node, node->rec_bytes, node->rec_len, NULL);
   }
   ded_table_expire(&node->table, node_wall_ms(node, now_ns), node->ident.id);
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
-    if (c && c->state == CONN_AWAIT_HELLO &&
-        now_ns >= c->opened_ns + (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u)
-      conn_protocol_error(node, c, DED_ERR_TIMEOUT, "no HELLO");
-  }
+  ded_conns_tick(node, now_ns);
   for (size_t i = 0; i < node->npeers; i++) {
     ded_peer *p = node->peers[i];
     if (p->lost && !p->evicted && now_ns >= p->lost_ns + ded_timing_evict(&node->timing)) {
@@ -4009,7 +3836,8 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   }
   node->cb = *cb;
   node->user = user;
-  node->qenv = (ded_sendq_env){node->mem, node_unref, node};
+  node->qenv = (ded_sendq_env){node->mem, node_ref, node_unref, node};
+  node->conns.mem = node->mem;
   ded_lineage_init(&node->lin, node->mem);
   snprintf(node->run, sizeof node->run, "%s", settings->run);
   node->s.run = node->run;
@@ -4050,8 +3878,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
 void ded_node_free(ded_node *node) {
   if (!node) return;
   ded_mem_free(node->mem, (void *)node->s.allow);
-  for (uint32_t s = 0; s < node->nslots; s++)
-    if (node->conns[s]) conn_free(node, node->conns[s]);
+  ded_conns_free(&node->conns, &node->qenv);
   for (unsigned i = 0; i < node->nrounds; i++) {
     node->rounds[i]->refs_user = node->rounds[i]->refs_res = 0;
     node->rounds[i]->keep = false;
@@ -4064,8 +3891,6 @@ void ded_node_free(ded_node *node) {
   ded_bufcache_free(&node->cache);
   ded_mem_free(node->mem, node->coords);
   ded_mem_free(node->mem, node->peers);
-  ded_mem_free(node->mem, node->conns);
-  ded_mem_free(node->mem, node->conn_gen);
   ded_lineage_lose(&node->lin);
   ded_table_free(&node->table);
   ded_ident_wipe(&node->ident);
@@ -4095,7 +3920,7 @@ const ded_ident *ded_node_ident(const ded_node *node) { return &node->ident; }
 const uint8_t *ded_node_run_id(const ded_node *node) { return node->run_id; }
 
 bool ded_node_conn_expects(const ded_node *node, uint32_t conn_id, uint8_t id[DED_ID_BYTES]) {
-  const ded_conn *c = conn_get(node, conn_id);
+  const ded_conn *c = ded_conns_get(&node->conns, conn_id);
   if (!c || !c->outbound || !c->peer) return false;
   memcpy(id, c->peer->id, DED_ID_BYTES);
   return true;
@@ -4104,15 +3929,15 @@ bool ded_node_conn_expects(const ded_node *node, uint32_t conn_id, uint8_t id[DE
 void ded_node_conn_secured(ded_node *node, uint32_t conn_id, const uint8_t pk[DED_PK_BYTES],
                            uint64_t now_ns) {
   node_enter(node, now_ns);
-  ded_conn *c = conn_get(node, conn_id);
-  if (c && c->state == CONN_AWAIT_HELLO) {
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
+  if (c && c->state == DED_CONN_AWAIT_HELLO) {
     c->secured = true;
     memcpy(c->pk, pk, DED_PK_BYTES);
     /* We called ourselves (our own DEDMPI_JOIN address): known here,
      * before either side's HELLO, whichever end learns it first. */
     if (memcmp(pk, node->ident.pk, DED_PK_BYTES) == 0) {
       if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
-      conn_close(node, c, 0, true);
+      ded_conn_close(node, c, 0, true);
     }
   }
   node_reap(node);
@@ -4130,12 +3955,12 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
   /* Handshakes in flight (DED_HANDSHAKES_*): silent sockets hold bounded;
    * and one address holds at most DED_CONNS_PER_ADDR_MAX in all. */
   unsigned all = 0, same = 0, from = 0;
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    const ded_conn *o = node->conns[s];
-    if (!o || o->outbound || o->state == CONN_DEAD) continue;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    const ded_conn *o = ded_conns_at(&node->conns, s);
+    if (!o || o->outbound || o->state == DED_CONN_DEAD) continue;
     bool here = addr_same_host(&o->remote, remote);
     from += here;
-    if (o->state != CONN_AWAIT_HELLO) continue;
+    if (o->state != DED_CONN_AWAIT_HELLO) continue;
     all++;
     same += here;
   }
@@ -4148,42 +3973,42 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
              a, all, same, from);
     return DED_ERR_LIMIT;
   }
-  ded_conn *c = conn_new(node, false, remote);
+  ded_conn *c = ded_conn_open(node, false, remote);
   if (!c) return DED_ERR_LIMIT;
   *conn_id = c->id;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_hello_encode(&w, node->run_id, node->rec_bytes, node->rec_len);
-  conn_send_ctrl(node, c, frame, w.pos);
+  ded_conn_send_ctrl(node, c, frame, w.pos);
   return 0;
 }
 
 void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns) {
   node_enter(node, now_ns);
-  ded_conn *c = conn_get(node, conn_id);
-  if (!c || c->state != CONN_CONNECTING) return;
-  c->state = CONN_AWAIT_HELLO;
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
+  if (!c || c->state != DED_CONN_CONNECTING) return;
+  c->state = DED_CONN_AWAIT_HELLO;
   c->opened_ns = now_ns;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_hello_encode(&w, node->run_id, node->rec_bytes, node->rec_len);
-  conn_send_ctrl(node, c, frame, w.pos);
+  ded_conn_send_ctrl(node, c, frame, w.pos);
 }
 
 void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, size_t len,
                         uint64_t now_ns) {
   node_enter(node, now_ns);
-  ded_conn *c = conn_get(node, conn_id);
-  if (!c || c->state == CONN_CONNECTING) {
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
+  if (!c || c->state == DED_CONN_CONNECTING) {
     node_reap(node);
     return;
   }
   ded_meter_arrive(&node->down, len, now_ns);
   ded_frame f;
   int rv;
-  while (c->state != CONN_DEAD && (rv = ded_frame_dec_next(&c->dec, &data, &len, &f)) != 0) {
+  while (c->state != DED_CONN_DEAD && (rv = ded_frame_dec_next(&c->dec, &data, &len, &f)) != 0) {
     if (rv < 0) {
-      conn_protocol_error(node, c, rv, "framing");
+      ded_conn_protocol_error(node, c, rv, "framing");
       break;
     }
     conn_on_frame(node, c, &f, now_ns);
@@ -4193,15 +4018,15 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
 
 void ded_node_conn_closed(ded_node *node, uint32_t conn_id, int status, uint64_t now_ns) {
   node_enter(node, now_ns);
-  ded_conn *c = conn_get(node, conn_id);
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
   /* The driver closed it already: no close callback back to it. */
-  if (c) conn_close(node, c, status ? status : DED_ERR_PEER_LOST, false);
+  if (c) ded_conn_close(node, c, status ? status : DED_ERR_PEER_LOST, false);
   node_reap(node);
 }
 
 int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int max) {
-  ded_conn *c = conn_get(node, conn_id);
-  if (!c || c->state == CONN_CONNECTING) return 0;
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
+  if (!c || c->state == DED_CONN_CONNECTING) return 0;
   return ded_sendq_pending(&c->out, iov, max);
 }
 
@@ -4222,18 +4047,18 @@ static void node_sent_round_bytes(void *ctx, void *owner) {
 
 void ded_node_conn_consume(ded_node *node, uint32_t conn_id, size_t n, uint64_t now_ns) {
   node_enter(node, now_ns);
-  ded_conn *c = conn_get(node, conn_id);
+  ded_conn *c = ded_conns_get(&node->conns, conn_id);
   if (c) ded_sendq_consume(&node->qenv, &c->out, n, node_sent_round_bytes, node);
   if (!node->s.sessions) { /* else the driver reports bytes as they leave */
     ded_meter_add(&node->up, n, now_ns);
-    if (!node_has_output(node)) ded_meter_end(&node->up);
+    if (!ded_conns_have_output(node)) ded_meter_end(&node->up);
   }
   node_reap(node);
 }
 
 void ded_node_sent(ded_node *node, size_t n, bool backlog, uint64_t now_ns) {
   ded_meter_add(&node->up, n, now_ns);
-  if (!backlog && !node_has_output(node)) ded_meter_end(&node->up);
+  if (!backlog && !ded_conns_have_output(node)) ded_meter_end(&node->up);
 }
 
 uint64_t ded_node_expiry(const ded_node *node) { return node->tick_ns; }
@@ -4289,22 +4114,22 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   uint8_t frame[DED_LEAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    ded_conn *c = node->conns[s];
-    if (!c || !c->peer || c->state != CONN_READY) continue;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    ded_conn *c = ded_conns_at(&node->conns, s);
+    if (!c || !c->peer || c->state != DED_CONN_READY) continue;
     uint8_t *copy = ded_mem_malloc(node->mem, w.pos);
     if (!copy) continue;
     memcpy(copy, frame, w.pos);
     ded_sendq_drop_class(&node->qenv, &c->out, DED_Q_BULK); /* probe filler would follow LEAVE unread */
-    if (conn_send_owned(node, c, DED_Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
+    if (ded_conn_send_owned(node, c, DED_Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
   }
   node_reap(node);
 }
 
 bool ded_node_flushed(const ded_node *node) {
-  for (uint32_t s = 0; s < node->nslots; s++) {
-    const ded_conn *c = node->conns[s];
-    if (c && c->state == CONN_READY && conn_has_output(c)) return false;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    const ded_conn *c = ded_conns_at(&node->conns, s);
+    if (c && c->state == DED_CONN_READY && ded_conn_has_output(c)) return false;
   }
   return true;
 }

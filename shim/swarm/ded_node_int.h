@@ -24,6 +24,7 @@
 #include "dht/ded_table.h"
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
+#include "net/ded_conn.h"
 #include "core/ded_bits.h"
 #include "round/ded_history.h"
 #include "round/ded_intents.h"
@@ -58,28 +59,6 @@
 
 typedef struct ded_round ded_round;
 typedef struct ded_peer ded_peer;
-
-typedef enum conn_state {
-  CONN_CONNECTING,  /* outbound, waiting for the driver to connect */
-  CONN_AWAIT_HELLO, /* established; the peer's HELLO has not arrived */
-  CONN_READY,       /* the peer is known; any frame may flow */
-  CONN_DEAD,        /* closed; reaped at the end of the entry point */
-} conn_state;
-
-typedef struct ded_conn {
-  uint32_t id;
-  conn_state state;
-  bool outbound;
-  int boot_idx; /* index into the bootstrap list, or -1 */
-  uint64_t opened_ns;
-  ded_addr remote;
-  ded_peer *peer;
-  bool secured; /* the handshake proved the peer holds |pk| */
-  uint8_t pk[DED_PK_BYTES];
-  ded_frame_dec dec;
-  ded_sendq out; /* frames to write (ded_sendq.h); a round's payloads are lent */
-  bool leave_queued; /* we left: LEAVE is its last frame */
-} ded_conn;
 
 struct ded_peer {
   uint8_t id[DED_ID_BYTES];
@@ -307,11 +286,7 @@ struct ded_node {
   bool progress_set, progress_new;
   /* The last plan our coordinator logged (coord_plan). */
   uint64_t plan_sig;
-  /* Connections, by slot: id = gen << 16 | slot. */
-  ded_conn **conns;
-  uint16_t *conn_gen;
-  uint32_t nslots;
-  uint32_t nconns;
+  ded_conns conns;
   /* Peers, sorted by id. */
   ded_peer **peers;
   size_t npeers, peers_cap;
@@ -357,6 +332,11 @@ struct ded_node {
   bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a DED_Q_BULK */
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };
+
+/* ---- not moved to their modules yet ---- */
+void ded_peers_drop_filler(ded_node *node);
+void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why);
+void ded_boot_conn_gone(ded_node *node, int idx);
 
 /* ---- helpers every module uses (ded_node.c) ---- */
 

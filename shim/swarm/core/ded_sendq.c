@@ -26,6 +26,15 @@ ded_sendq_item *ded_sendq_item_new(const ded_sendq_env *env) {
   return ded_mem_calloc(env->mem, 1, sizeof(ded_sendq_item));
 }
 
+void ded_sendq_item_lend(const ded_sendq_env *env, ded_sendq_item *it, void *owner, bool user,
+                         const uint8_t *ref, size_t len) {
+  it->ref = ref;
+  it->ref_len = len;
+  it->owner = owner;
+  it->ref_user = user;
+  env->ref(env->ctx, owner, user);
+}
+
 void ded_sendq_item_free(const ded_sendq_env *env, ded_sendq_item *it) {
   if (it->owner) env->unref(env->ctx, it->owner, it->ref_user);
   ded_mem_free(env->mem, it->owned);

@@ -53,9 +53,10 @@ typedef struct ded_sendq_item {
 } ded_sendq_item;
 
 /* What the queues need from their user: an allocator, and who to tell
- * when a reference into an owner's memory goes. */
+ * when a reference into an owner's memory comes and goes. */
 typedef struct ded_sendq_env {
   const ded_mem *mem;
+  void (*ref)(void *ctx, void *owner, bool user);
   void (*unref)(void *ctx, void *owner, bool user);
   void *ctx;
 } ded_sendq_env;
@@ -75,6 +76,11 @@ bool ded_sendq_has_class(const ded_sendq *q, int cls);
 
 /* A zeroed item from env->mem (NULL: out of memory). */
 ded_sendq_item *ded_sendq_item_new(const ded_sendq_env *env);
+
+/* Makes |it|'s payload the |len| bytes at |ref|, in |owner|'s memory (the
+ * caller's buffer if |user|, else its accumulator), and tells the owner. */
+void ded_sendq_item_lend(const ded_sendq_env *env, ded_sendq_item *it, void *owner, bool user,
+                         const uint8_t *ref, size_t len);
 
 /* Frees |it|, telling the owner its reference went. */
 void ded_sendq_item_free(const ded_sendq_env *env, ded_sendq_item *it);
