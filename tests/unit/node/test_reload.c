@@ -1,0 +1,383 @@
+/*
+ * test_reload.c: out of step, against scripted peers (harness.h). STALE
+ * from the coordinator the node asked ends its round alone and late;
+ * round_done says how far behind the swarm is; ded_node_state_reload
+ * then fetches the state the swarm is at, or is refused, or times out.
+ */
+#include "harness.h"
+
+/* ---------------------------------------------------------------- STALE */
+
+/*
+ * STALE from the coordinator the node asked: the swarm has moved past the
+ * round, so it reports alone and late and keeps its own values. From that
+ * coordinator once the attempt runs, STALE is moot: the round goes on.
+ */
+static void test_node_stale(void **state) {
+  (void)state;
+  float buf[COUNT], orig[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  memcpy(orig, buf, sizeof orig);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  send_stale(&t, 0, 0, 5);
+  assert_false(t.closed[0]);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_true(t.last.alone);
+  assert_true(t.last.late);
+  assert_int_equal(t.last.contributors, 1);
+  assert_memory_equal(buf, orig, sizeof orig);
+  ded_node_free(t.node);
+
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  send_hello(&t, 0, &lo, RUN);
+  ded_msg_member m[2];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
+  const uint64_t A = attempt_of(0, lo.id);
+  ded_msg_commit c = commit_of(0, A, 0, m, 2);
+  send_commit(&t, 0, &c);
+  send_stale(&t, 0, 0, 5);
+  assert_int_equal(t.rounds_done, 0);
+  float x[COUNT], g[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    x[i] = (float)(i % 5);
+    g[i] = i < COUNT / 2 ? 1.0f : (x[i] + buf[i]) / 2.0f;
+  }
+  send_chunks(&t, 0, DED_MSG_DATA, 0, A, COUNT / 2, x + COUNT / 2, COUNT / 2);
+  send_have(&t, 0, 0, A, 0, 0); /* the peer (the primary) holds it all */
+  send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT / 2);
+  assert_int_equal(t.rounds_done, 1);
+  assert_false(t.last.alone);
+  assert_memory_equal(buf, g, sizeof g);
+  ded_node_free(t.node);
+}
+
+/* ------------------------------------------------- out of step: reload */
+
+/* The STATE_ASKs on connection |i|, consumed: how many, the first one's
+ * min_round in |*min_round|. */
+static int output_asks(tnode *t, unsigned i, uint64_t *min_round) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  int n = frame_count(out, len, DED_MSG_STATE_ASK);
+  ded_frame fr;
+  if (n && frame_find(out, len, DED_MSG_STATE_ASK, 0, &fr)) {
+    ded_msg_state_ask m;
+    assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &m), 0);
+    *min_round = m.min_round;
+  }
+  free(out);
+  return n;
+}
+
+/*
+ * A node that fell out of step: |rounds| rounds submitted (round 0 first),
+ * peers lo (connection 0, the genesis coordinator: the smallest id) and
+ * hi (connection 1), and lo's STALE for round 0 saying the swarm is at
+ * round 5. Round 0 is reported alone and late, |behind| 5; the output so
+ * far is consumed.
+ */
+static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_ident *lo,
+                              ded_ident *hi) {
+  tnode_start(t, bufs, rounds, 1.0, 1);
+  peers_around(t, lo, hi);
+  send_hello(t, 0, lo, RUN);
+  assert_int_equal(tnode_accept(t), 1);
+  send_hello(t, 1, hi, RUN);
+  size_t len;
+  uint8_t *out = tnode_output_on(t, 0, &len, t->now);
+  assert_true(output_has_join(out, len, 0, NULL)); /* it asked lo in */
+  free(out);
+  free(tnode_output_on(t, 1, &len, t->now));
+  send_stale(t, 0, 0, 5);
+  assert_false(t->closed[0]);
+  assert_int_equal(t->rounds_done, 1);
+  assert_int_equal(t->last.round, 0);
+  assert_int_equal(t->last.status, 0);
+  assert_true(t->last.alone);
+  assert_true(t->last.late);
+  assert_int_equal(t->last.behind, 5);
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &len, t->now));
+}
+
+/*
+ * round_done's |behind| is where a STALE for a round the node asked about
+ * says the swarm is; 0 for a round that ended with the swarm, for one
+ * whose result the node fetched late, and a STALE from a peer the node
+ * did not ask reports nothing.
+ */
+static void test_node_stale_sets_behind(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  /* A round with the swarm. */
+  tnode_start(&t, bufs, 1, 1.0, 2);
+  peer_round pr;
+  peer_coord_round(&t, buf, 2, &pr);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_int_equal(t.last.behind, 0);
+  ded_node_free(t.node);
+
+  /* Late: the result fetched (the node not listed, told by a DECIDE). */
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  ded_msg_member m[1];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  const uint64_t A = attempt_of(0, lo.id);
+  ded_msg_commit c = commit_of(0, A, 0, m, 1);
+  const uint16_t holders[1] = {0};
+  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c, holders);
+  float g[COUNT];
+  for (int i = 0; i < COUNT; i++) g[i] = (float)i;
+  send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_true(t.last.late);
+  assert_false(t.last.alone);
+  assert_int_equal(t.last.behind, 0);
+  ded_node_free(t.node);
+
+  /* STALE from hi, whom the node did not ask (it joined lo): nothing. */
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  send_hello(&t, 0, &lo, RUN);
+  assert_int_equal(tnode_accept(&t), 1);
+  send_hello(&t, 1, &hi, RUN);
+  send_stale(&t, 1, 0, 9);
+  assert_int_equal(t.rounds_done, 0);
+  /* From lo: reported, |behind| the swarm's round. */
+  send_stale(&t, 0, 0, 7);
+  assert_int_equal(t.rounds_done, 1);
+  assert_true(t.last.alone);
+  assert_true(t.last.late);
+  if (t.last.behind != 7)
+    fail_msg("a STALE saying the swarm is at round 7 reported behind = %llu",
+             (unsigned long long)t.last.behind);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  /* The next rounds below 7 are over at once, without a JOIN: nobody
+   * would answer them but with STALE (or not at all). */
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  assert_int_equal(t.rounds_done, 2);
+  assert_true(t.last.alone);
+  assert_int_equal(t.last.behind, 7);
+  for (unsigned i = 0; i < 2; i++) {
+    uint8_t *out = tnode_output_on(&t, i, &len, t.now);
+    assert_int_equal(frame_count(out, len, DED_MSG_JOIN), 0);
+    free(out);
+  }
+  ded_node_free(t.node);
+}
+
+/*
+ * ded_node_state_reload is refused with a round in flight, for a round
+ * that is not past the node's next one, while a fetch is in progress,
+ * without a state_done callback, and after leave; state_done is not
+ * called for a refusal.
+ */
+static void test_node_state_reload_refused(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
+  for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)i;
+  tnode t;
+  ded_ident lo, hi;
+  /* Round 1 is still in flight. */
+  tnode_out_of_step(&t, bufs, 2, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* Every round reported, the next one is 1: min_round 0 and 1 are no
+   * reload; 2 is; a second one while it runs is refused. */
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 0, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_node_state_reload(t.node, 1, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
+  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
+  uint64_t min_round = 0;
+  assert_int_equal(output_asks(&t, 0, &min_round), 1);
+  assert_int_equal(min_round, 2);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_node_state_fetch(t.node, t.now), DED_ERR_INVALID_ARG);
+  assert_int_equal(output_asks(&t, 0, &min_round), 0);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* After leave. */
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  ded_node_leave(t.node, t.now);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_CLOSING);
+  assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+
+  /* Without a state_done callback (everything else would do: no round
+   * submitted, min_round 1 past the next round, 0). */
+  ded_node *node = node_without_state_done(&t);
+  assert_int_equal(ded_node_state_reload(node, 1, NOW_NS), DED_ERR_INVALID_ARG);
+  ded_node_free(node);
+}
+
+/*
+ * A reload asks every peer for a snapshot of round 5 or later (STATE_ASK
+ * min_round 5). lo offers one of round 4: a protocol error, lo is
+ * dropped. hi offers round 5: it is fetched, state_done gets its bytes,
+ * the next round submitted is round 5 and goes, on the offer's lineage
+ * (lo, hi: round 5's coordinator is hi), to hi, as no first round.
+ */
+static void test_node_state_reload_fetches(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
+  assert_int_equal(t.state_calls, 0);
+  for (unsigned i = 0; i < 2; i++) {
+    uint64_t min_round = 0;
+    assert_int_equal(output_asks(&t, i, &min_round), 1);
+    if (min_round != 5)
+      fail_msg("a reload for round 5 asked peer %u for round %llu or later", i,
+               (unsigned long long)min_round);
+  }
+  uint64_t len = SNAP_RANGE + 100;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
+  uint8_t lin[DED_LIN_BYTES(2)] = {0}; /* two nodes: no client bit */
+  memcpy(lin, lo.id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
+  ded_msg_state_offer offer = scripted_offer(bytes, len, lin); /* round 5 */
+  /* lo's is older than asked for (an answer to an earlier ask, say):
+   * ignored, and lo is no worse for it. */
+  ded_msg_state_offer old = offer;
+  old.round = 4;
+  send_state_offer(&t, 0, &old);
+  assert_false(t.closed[0]);
+  send_state_offer(&t, 1, &offer);
+  /* Until the reload is over, no round may be submitted. */
+  ded_round_args early = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &early, t.now), DED_ERR_INVALID_ARG);
+  /* lo, whose answer did not count, may still offer: the node chooses
+   * once the grace after the first offer is over (the deadline floor,
+   * 500 ms), well within the bound, and fetches from hi alone. */
+  size_t n;
+  uint8_t *out = NULL;
+  for (int k = 0; k < 20; k++) {
+    tnode_advance(&t, 100 * MS_NS);
+    free(out);
+    out = tnode_output_on(&t, 1, &n, t.now);
+    if (frame_count(out, n, DED_MSG_STATE_GET) > 0) break;
+  }
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  assert_int_equal(frame_count(out, n, DED_MSG_STATE_GET), 2);
+  for (int k = 0; k < 2; k++) {
+    ded_frame fr;
+    assert_true(frame_find(out, n, DED_MSG_STATE_GET, k, &fr));
+    ded_msg_state_get g;
+    assert_int_equal(ded_msg_state_get_decode(fr.payload, fr.len, &g), 0);
+    assert_int_equal(g.round, 5);
+    assert_int_equal(g.digest, offer.digest);
+  }
+  free(out);
+  send_state_data(&t, 1, 5, offer.digest, 0, bytes, SNAP_RANGE);
+  assert_int_equal(t.state_calls, 0);
+  t.log_want = "back in step at round 5, 4 rounds on"; /* from round 1 */
+  send_state_data(&t, 1, 5, offer.digest, SNAP_RANGE, bytes + SNAP_RANGE, 100);
+  assert_false(t.closed[1]);
+  assert_int_equal(t.state_calls, 1);
+  assert_int_equal(t.log_hits, 1);
+  assert_int_equal(t.state_status, 0);
+  assert_true(t.state_has_snap);
+  assert_int_equal(t.state_snap.round, 5);
+  assert_int_equal(t.state_snap.step_rounds, 2);
+  assert_int_equal(t.state_snap.len, len);
+  assert_int_equal(t.state_snap.digest, offer.digest);
+  assert_memory_equal(t.state_snap.bytes, bytes, len);
+  free(t.state_snap.bytes);
+  free(bytes);
+  /* Back in step: the next round is the snapshot's. */
+  free(tnode_output_on(&t, 1, &n, t.now));
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  int64_t no = ded_node_round_submit(t.node, &a, t.now);
+  if (no != 5) fail_msg("after a reload at round 5 the next round is %lld", (long long)no);
+  out = tnode_output_on(&t, 1, &n, t.now);
+  ded_msg_join j;
+  assert_true(output_has_join(out, n, 5, &j));
+  assert_int_equal(j.view, 0);
+  assert_int_equal(j.flags, 0); /* on the lineage: no first round */
+  free(out);
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.state_calls, 1);
+  ded_node_free(t.node);
+}
+
+/*
+ * In a reload, FRESH and NONE never mean "no run in progress" (the node
+ * knows one is): without an offer, state_done reports DED_ERR_TIMEOUT at
+ * the bound (round_timeout, 10 s), not 0 without a snapshot at once; the
+ * node then goes on where it was (round 1 next).
+ */
+static void test_node_state_reload_times_out(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+  uint64_t t0 = t.now;
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
+  uint64_t min_round = 0;
+  assert_int_equal(output_asks(&t, 0, &min_round), 1);
+  assert_int_equal(output_asks(&t, 1, &min_round), 1);
+  ded_msg_state_offer m;
+  memset(&m, 0, sizeof m);
+  m.status = DED_STATE_FRESH;
+  send_state_offer(&t, 0, &m);
+  m.status = DED_STATE_NONE;
+  send_state_offer(&t, 1, &m);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  tnode_advance(&t, SEC_NS);
+  if (t.state_calls != 0)
+    fail_msg("a reload that heard only FRESH and NONE ended after 1 s (status %d, %s)",
+             t.state_status, t.state_has_snap ? "a snapshot" : "no snapshot");
+  tnode_advance(&t, t0 + 10 * SEC_NS - 200 * MS_NS - t.now);
+  assert_int_equal(t.state_calls, 0);
+  tnode_advance(&t, 400 * MS_NS);
+  assert_int_equal(t.state_calls, 1);
+  assert_int_equal(t.state_status, DED_ERR_TIMEOUT);
+  assert_false(t.state_has_snap);
+  assert_false(t.closed[0]);
+  assert_false(t.closed[1]);
+  /* Reported once; the node goes on where it was. */
+  tnode_advance(&t, SEC_NS);
+  assert_int_equal(t.state_calls, 1);
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  ded_node_free(t.node);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_node_stale),
+      cmocka_unit_test(test_node_stale_sets_behind),
+      cmocka_unit_test(test_node_state_reload_refused),
+      cmocka_unit_test(test_node_state_reload_fetches),
+      cmocka_unit_test(test_node_state_reload_times_out),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
