@@ -104,104 +104,6 @@ static void node_ref(void *ctx, void *owner, bool user) {
 
 static void node_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
 
-/* Link-probe filler not yet handed to the driver is dropped once a round
- * has data to send: from then on round traffic measures the links. Kept
- * (lowest class) behind a round's traffic instead, a slow uplink's probe
- * went out only when the round's data had drained, seconds of it, and
- * the next round's COMMIT then waited behind it in the socket (a 5 Mbit/s
- * uplink shared by 12 sockets drains one at 52 KB/s): the members gave
- * up on their coordinator. */
-void ded_peers_drop_filler(ded_node *node) {
-  if (!node->filler_queued) return;
-  node->filler_queued = false;
-  unsigned n = 0;
-  for (uint32_t s = 0; s < node->conns.nslots; s++)
-    if (ded_conns_at(&node->conns, s) && ded_sendq_has_class(&ded_conns_at(&node->conns, s)->out, DED_Q_BULK)) {
-      ded_sendq_drop_class(&node->qenv, &ded_conns_at(&node->conns, s)->out, DED_Q_BULK);
-      n++;
-    }
-  if (n)
-    node_log(node, DED_LOG_DEBUG, "link probe cut short on %u connections: a round has data", n);
-}
-
-/* Takes |c| off |p|'s lanes; true if it was one. */
-static bool peer_lane_remove(ded_peer *p, const ded_conn *c) {
-  for (unsigned i = 0; i < p->nlanes; i++)
-    if (p->lanes[i] == c) {
-      p->lanes[i] = p->lanes[--p->nlanes];
-      return true;
-    }
-  return false;
-}
-
-/* The connection |p|'s next round data frame goes on: its lanes and its
- * first connection in turn (frames are equal-sized chunks, so turns keep
- * the streams' queues even). */
-static ded_conn *peer_data_conn(ded_peer *p) {
-  if (!p->conn || p->nlanes == 0) return p->conn;
-  unsigned i = p->lane_rr++ % (p->nlanes + 1);
-  return i == p->nlanes ? p->conn : p->lanes[i];
-}
-
-/* ------------------------------------------------------------------ */
-/* 5. peers and records                                                */
-/* ------------------------------------------------------------------ */
-
-static size_t peer_lower_bound(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
-  size_t lo = 0, hi = node->npeers;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (memcmp(node->peers[mid]->id, id, DED_ID_BYTES) < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-static ded_peer *peer_find(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
-  size_t i = peer_lower_bound(node, id);
-  if (i < node->npeers && memcmp(node->peers[i]->id, id, DED_ID_BYTES) == 0) return node->peers[i];
-  return NULL;
-}
-
-static ded_peer *peer_get_or_add(ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t now_ns) {
-  size_t i = peer_lower_bound(node, id);
-  if (i < node->npeers && memcmp(node->peers[i]->id, id, DED_ID_BYTES) == 0) return node->peers[i];
-  if (node->npeers >= DED_PEERS_MAX) return NULL;
-  if (node->npeers == node->peers_cap) {
-    size_t cap = node->peers_cap ? node->peers_cap * 2 : 16;
-    ded_peer **v = ded_mem_realloc(node->mem, node->peers, cap * sizeof *v);
-    if (!v) return NULL;
-    node->peers = v;
-    node->peers_cap = cap;
-  }
-  ded_peer *p = ded_mem_calloc(node->mem, 1, sizeof *p);
-  if (!p) return NULL;
-  memcpy(p->id, id, DED_ID_BYTES);
-  ded_id_short(id, p->sid);
-  p->known_since_ns = now_ns;
-  p->backoff_ms = NODE_BACKOFF_MS_MIN;
-  memmove(&node->peers[i + 1], &node->peers[i], (node->npeers - i) * sizeof *node->peers);
-  node->peers[i] = p;
-  node->npeers++;
-  node->wake_soon = true; /* to call it, or to see whether it calls us */
-  return p;
-}
-
-/* The record we hold for |p|, or NULL. */
-static const ded_record *peer_record(const ded_node *node, const ded_peer *p) {
-  const ded_table_entry *e = ded_table_find(&node->table, p->id);
-  return e ? &e->rec : NULL;
-}
-
-/* A peer that takes part in rounds and that we can talk to right now. */
-static bool peer_participates(const ded_node *node, const ded_peer *p) {
-  if (!p->conn || p->left) return false;
-  const ded_record *rec = peer_record(node, p);
-  return rec && !(rec->flags & DED_RECORD_F_NO_ROUNDS);
-}
-
 static uint32_t perf_kBps(double Bps) {
   return Bps > 0.0 && Bps / 1000.0 < UINT32_MAX ? (uint32_t)(Bps / 1000.0 + 0.5) : 0;
 }
@@ -269,7 +171,7 @@ static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, de
 }
 
 /* Sends our whole table to a connection that just became ready. */
-static void node_send_table(ded_node *node, ded_conn *c) {
+void node_send_table(ded_node *node, ded_conn *c) {
   size_t cap = DED_MIN((size_t)DED_FRAME_MAX,
                        DED_FRAME_HDR_BYTES + 2 + ded_table_count(&node->table) * (2 + DED_RECORD_BYTES_MAX));
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
@@ -294,74 +196,11 @@ static void node_send_table(ded_node *node, ded_conn *c) {
 }
 
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
-static void coord_evaluate_all(ded_node *node, uint64_t now_ns);
-static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
-
-/* Starts an outbound connection to |p| if policy says we should. */
-static void peer_maybe_connect(ded_node *node, ded_peer *p, uint64_t now_ns) {
-  if (node->leaving || p->left || p->conn || p->connecting || now_ns < p->next_connect_ns) return;
-  const ded_record *rec = peer_record(node, p);
-  if (!rec || rec->naddr == 0) return;
-  /* The smaller id calls, so a pair normally ends up with one connection;
-   * the other side calls too if nothing happened for a while, and a peer
-   * that accepts nothing (client) always calls. */
-  bool mine = memcmp(node->ident.id, p->id, DED_ID_BYTES) < 0;
-  if (!mine && node->s.mode != DED_MODE_CLIENT && now_ns < p->known_since_ns + NODE_CONNECT_PATIENCE_NS)
-    return;
-  const ded_addr *addr = &rec->addr[p->addr_idx % rec->naddr];
-  ded_conn *c = ded_conn_open(node, true, addr);
-  if (!c) return;
-  c->peer = p;
-  p->connecting = true;
-  char a[64];
-  ded_addr_format(addr, a, sizeof a);
-  node_log(node, DED_LOG_DEBUG, "connecting to peer %s at %s", p->sid, a);
-  if (node->cb.connect(node->user, c->id, addr) != 0) ded_conn_close(node, c, DED_ERR_PEER_LOST, true);
-}
+void coord_evaluate_all(ded_node *node, uint64_t now_ns);
+void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
 /* A bootstrap attempt's connection went. */
 void ded_boot_conn_gone(ded_node *node, int idx) { node->boot_slots[idx].connecting = false; }
-
-/* Called when a connection of |p| dies. */
-void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
-  if (peer_lane_remove(p, c)) {
-    /* A lane: the first connection sends what the peer never got whole. */
-    if (p->conn) ded_conn_move_output(node, c, p->conn);
-    return;
-  }
-  if (p->conn != c) {
-    if (!p->conn && c->outbound) { /* a failed attempt: back off, try the next address */
-      p->next_connect_ns = node->now_ns + (uint64_t)p->backoff_ms * 1000000u;
-      p->addr_idx++;
-      p->backoff_ms = DED_MIN(p->backoff_ms * 2, NODE_BACKOFF_MS_MAX);
-    }
-    return;
-  }
-  /* Another ready connection to the same peer takes over, with what was
-   * still queued on the dead one: the peer never received those frames
-   * whole (a frame half written is sent again from its start). */
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
-    ded_conn *o = ded_conns_at(&node->conns, s);
-    if (o && o != c && o->peer == p && o->state == DED_CONN_READY) {
-      p->conn = o;
-      peer_lane_remove(p, o);
-      ded_conn_move_output(node, c, o);
-      return;
-    }
-  }
-  p->conn = NULL;
-  p->lost = !p->left;
-  p->lost_ns = node->now_ns;
-  p->evicted = false;
-  p->backoff_ms = NODE_BACKOFF_MS_MIN;
-  /* While we leave, peers closing on us is the expected answer to LEAVE. */
-  if (p->left || node->leaving)
-    node_log(node, DED_LOG_INFO, "peer %s %s", p->sid, p->left ? "left" : "closed");
-  else
-    node_log(node, DED_LOG_WARN, "peer %s lost (%s)", p->sid, ded_strerror(why));
-  node_emit(node, DED_EVENT_PEER_DOWN, why, p->id);
-  rounds_on_peer_down(node, p, node->now_ns);
-}
 
 /* Verifies and stores a record that arrived on |from| (NULL: in a HELLO,
  * whose sender we are talking to already). */
@@ -381,7 +220,7 @@ static int node_admits(const ded_node *node, const ded_record *rec, uint64_t now
   return DED_ERR_NOT_ADMITTED;
 }
 
-static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
+int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
                             uint64_t now_ns, ded_peer **out) {
   ded_record rec;
   int rv = ded_record_decode(bytes, len, &rec);
@@ -397,7 +236,7 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
   rv = ded_record_verify(&rec, node->run_id, node_wall_ms(node, now_ns));
   if (rv == 0) rv = node_admits(node, &rec, node_wall_ms(node, now_ns));
   if (rv) return rv;
-  ded_peer *p = peer_get_or_add(node, id, now_ns);
+  ded_peer *p = ded_peer_get_or_add(node, id, now_ns);
   if (!p) return DED_ERR_LIMIT;
   if (out) *out = p;
   if (p->left) return 0;
@@ -405,7 +244,7 @@ static int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, de
   if (rv < 0) return rv;
   if (rv == 1) {
     node_flood_record(node, bytes, len, from);
-    if (from) peer_maybe_connect(node, p, now_ns);
+    if (from) ded_peer_maybe_connect(node, p, now_ns);
   }
   return 0;
 }
@@ -585,34 +424,6 @@ static void round_fail(ded_node *node, ded_round *r, int status) {
   round_report(node, r, status, false, false);
 }
 
-/* Peers we could see as members of a genesis round, us included. */
-static unsigned node_genesis_view(ded_node *node, const uint8_t **min_id) {
-  unsigned n = node->s.no_rounds ? 0 : 1;
-  const uint8_t *best = node->s.no_rounds || node->s.mode == DED_MODE_CLIENT ? NULL : node->ident.id;
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    const ded_record *rec = peer_record(node, p);
-    /* Clients cannot reach one another: to a client, another one is
-     * present when its record is. */
-    bool other_client = node->s.mode == DED_MODE_CLIENT && rec && rec->mode == DED_MODE_CLIENT &&
-                        !p->left && !(rec->flags & DED_RECORD_F_NO_ROUNDS);
-    if (!peer_participates(node, p) && !other_client) continue;
-    n++;
-    /* A client cannot be reached by the other clients: it never coordinates. */
-    if (rec->mode == DED_MODE_CLIENT) continue;
-    if (!best || memcmp(p->id, best, DED_ID_BYTES) < 0) best = p->id;
-  }
-  if (min_id) *min_id = best;
-  return n;
-}
-
-/* True if |id| cannot coordinate: it left, or its connection broke. */
-static bool node_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
-  if (id_is_me(node, id)) return node->leaving;
-  ded_peer *p = peer_find(node, id);
-  return !p || p->left || p->lost;
-}
-
 static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
   return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
 }
@@ -620,7 +431,7 @@ static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
 /* Moves |r| to the first view from |v| on whose coordinator is not known
  * to be gone. */
 static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
-  for (unsigned i = 0; i + 1 < r->nlin && node_peer_gone(node, round_cand(r, v)); i++) v++;
+  for (unsigned i = 0; i + 1 < r->nlin && ded_peer_gone(node, round_cand(r, v)); i++) v++;
   r->view = v;
   memcpy(r->coord, round_cand(r, v), DED_ID_BYTES);
 }
@@ -707,10 +518,10 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     ded_mem_free(node->mem, have);
     return;
   }
-  ded_peer *p = peer_find(node, r->coord);
+  ded_peer *p = ded_peer_find(node, r->coord);
   if (!p || !p->conn || p->left) {
     r->state = ROUND_JOINING;
-    if (p) peer_maybe_connect(node, p, now_ns);
+    if (p) ded_peer_maybe_connect(node, p, now_ns);
     ded_mem_free(node->mem, have);
     return;
   }
@@ -736,11 +547,11 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 /* Chooses the coordinator of |r| once we can, and asks it in. */
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (r->state == ROUND_JOINING) {
-    ded_peer *p = peer_find(node, r->coord);
+    ded_peer *p = ded_peer_find(node, r->coord);
     if (id_is_me(node, r->coord) || (p && p->conn))
       round_send_join(node, r, now_ns);
     else if (p)
-      peer_maybe_connect(node, p, now_ns);
+      ded_peer_maybe_connect(node, p, now_ns);
     return;
   }
   if (r->state != ROUND_WAIT_PREV) return;
@@ -784,7 +595,7 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     }
     const uint8_t *min_id;
     /* Rendezvous; and a client waits until it sees a peer that is not one. */
-    if (node_genesis_view(node, &min_id) < node->s.min_peers || !min_id) return;
+    if (ded_peers_genesis_view(node, &min_id) < node->s.min_peers || !min_id) return;
     r->genesis = true;
     memcpy(r->coord, min_id, DED_ID_BYTES);
   }
@@ -794,7 +605,7 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 /* Tries every round that waits on lineage or a connection. */
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 
-static void rounds_advance(ded_node *node, uint64_t now_ns) {
+void rounds_advance(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
@@ -855,7 +666,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   round_freeze(node, r);
   r->recoveries++;
   round_pick_view(node, r, r->view + 1);
-  ded_peer *p = peer_find(node, r->coord);
+  ded_peer *p = ded_peer_find(node, r->coord);
   node_log(node, DED_LOG_INFO, "round %llu: %s; recovering through %s (view %u)",
            (unsigned long long)r->no, why, id_is_me(node, r->coord) ? "this peer" : p ? p->sid : "?",
            r->view);
@@ -863,7 +674,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
 }
 
 static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
-  return peer_find(node, r->plan.members[m].id);
+  return ded_peer_find(node, r->plan.members[m].id);
 }
 
 static void rounds_report_ready(ded_node *node, uint64_t now_ns);
@@ -956,7 +767,7 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
     if (m == r->plan.k ||
         (r->plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
             DED_MEMBER_F_ACCEPTOR)
-      node_send_have(node, peer_find(node, v->id), r->no, r->plan.attempt, v->view,
+      node_send_have(node, ded_peer_find(node, v->id), r->no, r->plan.attempt, v->view,
                      DED_HAVE_F_DONE);
   }
   r->state = ROUND_DONE_WAIT;
@@ -1024,7 +835,7 @@ static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, ui
   uint64_t first = c * r->chunk;
   uint64_t n = DED_MIN(r->chunk, r->my_len - first);
   if (!p || !p->conn) return 0;
-  return ded_conn_send_data(node, peer_data_conn(p), r, DED_MSG_RESULT, r->no, r->plan.attempt, r->my_off + first,
+  return ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_RESULT, r->no, r->plan.attempt, r->my_off + first,
                         r->res + (r->my_off + first) * r->es, n * r->es, false);
 }
 
@@ -1043,7 +854,7 @@ static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
     if (rv) return rv;
   }
   for (pending_fetch *f = r->fetchers; f; f = f->next) {
-    int rv = round_send_result_chunk(node, r, peer_find(node, f->id), c);
+    int rv = round_send_result_chunk(node, r, ded_peer_find(node, f->id), c);
     if (rv) return rv;
   }
   return 0;
@@ -1142,7 +953,7 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->early_bytes = 0;
   while (e) {
     early_frame *next = e->next;
-    ded_peer *from = peer_find(node, e->from);
+    ded_peer *from = ded_peer_find(node, e->from);
     ded_rd rd = ded_rd_init(e->payload + 8, 8);
     uint64_t attempt = ded_rd_u64(&rd);
     if (attempt > r->plan.attempt) {
@@ -1192,7 +1003,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
     for (uint64_t e = 0; e < len; e += r->chunk) {
       uint64_t n = DED_MIN(r->chunk, len - e);
       const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
-      int rv = ded_conn_send_data(node, peer_data_conn(p), r, DED_MSG_DATA, r->no, r->plan.attempt, lo + e, src, n * r->es, true);
+      int rv = ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_DATA, r->no, r->plan.attempt, lo + e, src, n * r->es, true);
       if (rv) return rv;
     }
   }
@@ -1219,13 +1030,13 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
       round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
       return 0;
     }
-    ded_peer *p = peer_find(node, hid);
+    ded_peer *p = ded_peer_find(node, hid);
     if (!p || p->left || p->evicted) {
       round_failover(node, r, "the holder of a shard is gone", now_ns);
       return 0;
     }
     if (!p->conn) {
-      peer_maybe_connect(node, p, now_ns);
+      ded_peer_maybe_connect(node, p, now_ns);
       continue;
     }
     ded_bit_set(r->fetch_sent, s);
@@ -1311,9 +1122,9 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
   uint8_t frame[DED_JOIN_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_join_encode(&w, &j);
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    if (p->conn && peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
   }
 }
 
@@ -1458,7 +1269,7 @@ static bool round_needs_member(const ded_round *r, unsigned m) {
 /* A peer went away: rounds that still need something from it fail over,
  * and coordinators stop waiting for it. A member that already gave us
  * everything may go: it finished the round first. */
-static void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
+void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
@@ -1493,7 +1304,7 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
     for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
       if (!ded_bit_get(r->res_bits, r->res_base[s] + c)) continue;
       uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
-      if (ded_conn_send_data(node, peer_data_conn(to), r, DED_MSG_RESULT, r->no, r->plan.attempt, lo + c * r->chunk,
+      if (ded_conn_send_data(node, ded_peer_data_conn(to), r, DED_MSG_RESULT, r->no, r->plan.attempt, lo + c * r->chunk,
                          r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
         return;
     }
@@ -1638,8 +1449,8 @@ static bool coord_alive(ded_node *node, const coord_round *cr, const uint8_t id[
     /* In a failover, our own trainer is waited for only if it is in the round. */
     return cr->view == 0 || round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
   }
-  ded_peer *p = peer_find(node, id);
-  return p && peer_participates(node, p);
+  ded_peer *p = ded_peer_find(node, id);
+  return p && ded_peer_participates(node, p);
 }
 
 /* STALE (or, |ahead|, AHEAD) for |round|: where we are. */
@@ -1723,7 +1534,7 @@ static void coord_send_to_joiners(ded_node *node, coord_round *cr, const uint8_t
   for (size_t i = 0; i < cr->g.n; i++) {
     const uint8_t *id = cr->g.v[i].id;
     if (id_is_me(node, id)) continue;
-    ded_peer *p = peer_find(node, id);
+    ded_peer *p = ded_peer_find(node, id);
     if (p && p->conn) ded_conn_send_ctrl(node, p->conn, frame, len);
   }
 }
@@ -1753,7 +1564,7 @@ typedef struct acc_set {
 static bool coord_counts(ded_node *node, const coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
   if (ded_gather_find(&cr->g, id)) return true;
   if (id_is_me(node, id)) return !node->leaving && !node->s.no_rounds;
-  ded_peer *p = peer_find(node, id);
+  ded_peer *p = ded_peer_find(node, id);
   return p && !p->left && !p->evicted;
 }
 
@@ -1847,8 +1658,8 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
     lp.mode = node->s.mode;
     perf = node->perf;
   } else {
-    const ded_peer *p = peer_find(node, id);
-    const ded_record *rec = p ? peer_record((ded_node *)node, p) : NULL;
+    const ded_peer *p = ded_peer_find(node, id);
+    const ded_record *rec = p ? ded_peer_record((ded_node *)node, p) : NULL;
     if (rec) {
       lp.mode = rec->mode;
       ded_record_perf(rec, &perf);
@@ -2084,9 +1895,9 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   if (cr->genesis) {
     if (cr->g.n < node->s.min_peers) all = false;
     if (!node->s.no_rounds && !node->leaving && !ded_gather_find(&cr->g, node->ident.id)) all = false;
-    for (size_t i = 0; i < node->npeers && all; i++) {
-      ded_peer *p = node->peers[i];
-      if (peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) all = false;
+    for (size_t i = 0; i < node->peers.n && all; i++) {
+      ded_peer *p = node->peers.v[i];
+      if (ded_peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) all = false;
     }
   } else {
     /* Without the previous round's membership we cannot tell whom to
@@ -2129,7 +1940,7 @@ static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
   coord_decide(node, cr, all, now_ns);
 }
 
-static void coord_evaluate_all(ded_node *node, uint64_t now_ns) {
+void coord_evaluate_all(ded_node *node, uint64_t now_ns) {
   for (size_t i = 0; i < node->ncoords; i++) coord_evaluate(node, node->coords[i], now_ns);
 }
 
@@ -2152,6 +1963,17 @@ static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint3
   ded_msg_probe m = {round, view};
   ded_msg_probe_encode(&w, &m);
   ded_conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* A peer came up: views we coordinate that still wait for it probe it
+ * again (a probe may have died with its old connection). */
+void coords_on_peer_up(ded_node *node, ded_peer *p) {
+  for (size_t i = 0; i < node->ncoords; i++) {
+    coord_round *cr = node->coords[i];
+    if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
+    for (unsigned e = 0; e < cr->nexpect; e++)
+      if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
+  }
 }
 
 /* Answers |to|'s JOIN for |round| with a DECIDE if we finished the round
@@ -2191,8 +2013,8 @@ typedef struct intent_wait {
 
 static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   const intent_wait *w = ctx;
-  ded_peer *p = peer_find(w->node, id);
-  return p && peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
+  ded_peer *p = ded_peer_find(w->node, id);
+  return p && ded_peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
 }
 
 static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
@@ -2211,8 +2033,8 @@ static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, ui
     const uint8_t *id = prev->ids[i];
     if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
     if (prev->have && ded_bit_get(prev->have, i) && !recent) continue;
-    ded_peer *p = peer_find(node, id);
-    if (p && peer_participates(node, p)) return true;
+    ded_peer *p = ded_peer_find(node, id);
+    if (p && ded_peer_participates(node, p)) return true;
   }
   return false;
 }
@@ -2276,7 +2098,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
       return;
     }
     const uint8_t *min_id;
-    node_genesis_view(node, &min_id);
+    ded_peers_genesis_view(node, &min_id);
     if (from && !(j->flags & DED_JOIN_F_CLIENT) &&
         (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0))
       min_id = from->id;
@@ -2381,7 +2203,7 @@ static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const d
              (unsigned long long)cr->round, cr->view, from ? from->sid : "this peer");
     for (unsigned i = 0; i < cr->nexpect; i++) {
       if (id_is_me(node, cr->expect[i]) || ded_gather_find(&cr->g, cr->expect[i])) continue;
-      ded_peer *p = peer_find(node, cr->expect[i]);
+      ded_peer *p = ded_peer_find(node, cr->expect[i]);
       if (p) coord_send_probe(node, p, cr->round, cr->view);
     }
     if (from) {
@@ -2478,142 +2300,6 @@ static void node_on_state_offer(ded_node *node, ded_conn *c, const ded_msg_state
 static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_get *m);
 static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
                                uint64_t now_ns);
-
-/* Queues |bytes| of SPEED filler on |c|, in frames of at most a chunk, the
- * first asking for |want| bytes back; behind the rounds' own traffic. */
-static void conn_send_speed(ded_node *node, ded_conn *c, uint32_t want, uint32_t bytes) {
-  const size_t piece = DED_CHUNK_BYTES_MAX;
-  do {
-    size_t fill = DED_MIN((size_t)bytes, piece);
-    uint8_t *frame = ded_mem_calloc(node->mem, 1, DED_SPEED_HDR_BYTES + fill);
-    /* A probe is a hint: short of memory, it is smaller. */
-    if (!frame) return;
-    ded_msg_speed_hdr_encode(frame, want, fill);
-    if (ded_conn_send_owned(node, c, DED_Q_BULK, frame, DED_SPEED_HDR_BYTES + fill)) return;
-    node->filler_queued = true;
-    bytes -= (uint32_t)fill;
-    want = 0;
-  } while (bytes > 0);
-}
-
-/* A SPEED from |c|'s peer: the filler is read and dropped (the meters
- * counted it); the first ask of each peer is answered. */
-static void node_on_speed(ded_node *node, ded_conn *c, const ded_msg_speed *m) {
-  ded_peer *p = c->peer;
-  if (m->want == 0 || node->leaving) return;
-  if (p->speed_answered) {
-    node_log(node, DED_LOG_DEBUG, "peer %s: another link probe ignored", p->sid);
-    return;
-  }
-  p->speed_answered = true;
-  node_log(node, DED_LOG_DEBUG, "peer %s probes its links: %u bytes back", p->sid, m->want);
-  conn_send_speed(node, c, 0, m->want);
-}
-
-/* We called |p| and it answered on |c|: opens the further streams of
- * settings.streams to the same address (while connections are plentiful),
- * counting those to |p| still open or opening. */
-static void peer_open_lanes(ded_node *node, ded_peer *p, const ded_conn *c) {
-  unsigned have = 0;
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
-    const ded_conn *o = ded_conns_at(&node->conns, s);
-    if (o && o->peer == p && o->state != DED_CONN_DEAD) have++;
-  }
-  for (unsigned i = have; i < node->s.streams && node->conns.n < DED_CONNS_MAX / 2; i++) {
-    ded_conn *l = ded_conn_open(node, true, &c->remote);
-    if (!l) return;
-    l->peer = p;
-    if (node->cb.connect(node->user, l->id, &l->remote) != 0) {
-      ded_conn_close(node, l, DED_ERR_PEER_LOST, true);
-      return;
-    }
-  }
-}
-
-static void conn_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_hello h;
-  int rv = ded_msg_hello_decode(f->payload, f->len, &h);
-  if (rv == 0 && memcmp(h.run_id, node->run_id, DED_RUN_ID_BYTES) != 0) rv = DED_ERR_WRONG_RUN;
-  ded_record rec;
-  if (rv == 0) rv = ded_record_decode(h.rec, h.rec_len, &rec);
-  /* The record must be the key the handshake proved, or a peer holding
-   * the run's secret could speak as another (ourselves included: with
-   * our own record it would make a DEDMPI_JOIN address look like us). */
-  if (rv == 0 && node->s.sessions && (!c->secured || memcmp(rec.pk, c->pk, DED_PK_BYTES) != 0))
-    rv = DED_ERR_AUTH;
-  uint8_t id[DED_ID_BYTES];
-  if (rv == 0) {
-    ded_peer_id(rec.pk, id);
-    if (id_is_me(node, id)) { /* we called ourselves (our own DEDMPI_JOIN address) */
-      if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
-      ded_conn_close(node, c, 0, true);
-      return;
-    }
-  }
-  ded_peer *p = NULL;
-  if (rv == 0) rv = node_take_record(node, h.rec, h.rec_len, NULL, now_ns, &p);
-  if (rv == 0 && !p) rv = DED_ERR_PROTO;
-  if (rv == 0 && c->peer && c->peer != p) rv = DED_ERR_PROTO; /* not who its record promised */
-  if (rv == 0 && p->left) rv = DED_ERR_PEER_LOST;
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "HELLO");
-    return;
-  }
-  if (c->outbound && c->peer) c->peer->connecting = false;
-  c->peer = p;
-  c->state = DED_CONN_READY;
-  /* With two connections to one peer (both called at once), both sides
-   * send on the one opened by the smaller id; the other stays idle. */
-  bool keep_old = false;
-  if (p->conn) {
-    bool old_mine = p->conn->outbound, new_mine = c->outbound;
-    bool me_smaller = memcmp(node->ident.id, p->id, DED_ID_BYTES) < 0;
-    keep_old = old_mine == new_mine || old_mine == me_smaller;
-  }
-  bool was_down = p->conn == NULL;
-  /* Every other ready connection is a lane round data may take. */
-  ded_conn *lane = keep_old ? c : p->conn;
-  if (lane && p->nlanes < DED_STREAMS_MAX - 1) {
-    p->lanes[p->nlanes++] = lane;
-    node_log(node, DED_LOG_DEBUG, "peer %s: %u streams", p->sid, p->nlanes + 1);
-  }
-  if (!keep_old) p->conn = c;
-  p->lost = p->evicted = false;
-  p->backoff_ms = NODE_BACKOFF_MS_MIN;
-  /* The table once per peer coming up, and its lanes with it. */
-  if (was_down) node_send_table(node, c);
-  if (was_down && c->outbound) peer_open_lanes(node, p, c);
-  /* Our links are measured on the first peer that comes up. */
-  if (was_down && !node->probed && node->s.probe_bytes > 0 && !node->leaving) {
-    node->probed = true;
-    uint32_t n = DED_MIN(node->s.probe_bytes, (uint32_t)DED_SPEED_WANT_MAX);
-    node_log(node, DED_LOG_INFO, "probing links with peer %s: %u bytes each way", p->sid, n);
-    conn_send_speed(node, c, n, n);
-  }
-  if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
-  if (c->boot_idx >= 0 && node->boot == BOOT_RUNNING) {
-    node->boot = BOOT_DONE;
-    node_log(node, DED_LOG_INFO, "bootstrapped through peer %s", p->sid);
-    node_emit(node, DED_EVENT_BOOTSTRAP, 0, p->id);
-  }
-  if (was_down) {
-    node_log(node, DED_LOG_INFO, "peer %s up", p->sid);
-    node_emit(node, DED_EVENT_PEER_UP, 0, p->id);
-    /* A probe may have died with its old connection: views we coordinate
-     * that still wait for it ask again, and those that went on without it
-     * tell it so (it may be waiting on an older view that can no longer
-     * decide: its own, as the coordinator cut off when the others failed
-     * over). */
-    for (size_t i = 0; i < node->ncoords; i++) {
-      coord_round *cr = node->coords[i];
-      if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
-      for (unsigned e = 0; e < cr->nexpect; e++)
-        if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
-    }
-  }
-  rounds_advance(node, now_ns);
-  coord_evaluate_all(node, now_ns);
-}
 
 static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   ded_msg_records_rd it;
@@ -2804,7 +2490,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (f->type != DED_MSG_HELLO)
       ded_conn_protocol_error(node, c, DED_ERR_PROTO, "expected HELLO");
     else
-      conn_on_hello(node, c, f, now_ns);
+      ded_peer_on_hello(node, c, f, now_ns);
     return;
   }
   switch (f->type) {
@@ -2878,7 +2564,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "SPEED");
     else
-      node_on_speed(node, c, &m);
+      ded_peer_on_speed(node, c, &m);
     break;
   }
   case DED_MSG_FETCH: {
@@ -3051,7 +2737,7 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
     for (size_t i = 0; i < st->naskers; i++) {
-      ded_peer *p = peer_find(node, st->askers[i].id);
+      ded_peer *p = ded_peer_find(node, st->askers[i].id);
       if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     }
     st->naskers = 0;
@@ -3079,7 +2765,7 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
    * says so rather than copy the state every step until it gets there. */
   size_t keep = 0, offered = 0;
   for (size_t i = 0; i < st->naskers; i++) {
-    ded_peer *p = peer_find(node, st->askers[i].id);
+    ded_peer *p = ded_peer_find(node, st->askers[i].id);
     if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds) {
       if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     } else if (st->askers[i].min_round > st->snap.round) {
@@ -3155,12 +2841,12 @@ static int state_send_ask(ded_node *node, ded_peer *p, uint64_t min_round) {
 /* Asks the participating peers we can talk to and have not asked yet. */
 static void state_ask_more(ded_node *node) {
   node_state *st = &node->st;
-  if (st->ndonors >= STATE_ASK_MAX || node->npeers == 0) return;
+  if (st->ndonors >= STATE_ASK_MAX || node->peers.n == 0) return;
   /* Start at a place that depends on our id, so that joiners spread. */
-  size_t start = node->ident.id[0] % node->npeers;
-  for (size_t k = 0; k < node->npeers && st->ndonors < STATE_ASK_MAX; k++) {
-    ded_peer *p = node->peers[(start + k) % node->npeers];
-    if (!peer_participates(node, p)) continue;
+  size_t start = node->ident.id[0] % node->peers.n;
+  for (size_t k = 0; k < node->peers.n && st->ndonors < STATE_ASK_MAX; k++) {
+    ded_peer *p = node->peers.v[(start + k) % node->peers.n];
+    if (!ded_peer_participates(node, p)) continue;
     bool asked = false;
     for (unsigned i = 0; i < st->ndonors && !asked; i++)
       asked = memcmp(st->donors[i].id, p->id, DED_ID_BYTES) == 0;
@@ -3188,9 +2874,9 @@ static void state_begin_asking(ded_node *node, uint64_t now_ns) {
 /* A known peer that takes part in rounds but that we cannot ask yet. */
 static bool state_peer_unasked(ded_node *node) {
   node_state *st = &node->st;
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    const ded_record *rec = peer_record(node, p);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    const ded_record *rec = ded_peer_record(node, p);
     if (p->left || !rec || (rec->flags & DED_RECORD_F_NO_ROUNDS)) continue;
     bool asked = false;
     for (unsigned k = 0; k < st->ndonors && !asked; k++)
@@ -3203,7 +2889,7 @@ static bool state_peer_unasked(ded_node *node) {
 static void state_send_get(ded_node *node, unsigned di, uint64_t chunk) {
   node_state *st = &node->st;
   state_donor *d = &st->donors[di];
-  ded_peer *p = peer_find(node, d->id);
+  ded_peer *p = ded_peer_find(node, d->id);
   uint64_t off = chunk * STATE_CHUNK_BYTES;
   ded_msg_state_get m = {st->want.round, st->want.digest, off,
                          (uint32_t)DED_MIN(STATE_CHUNK_BYTES, st->want.len - off)};
@@ -3432,7 +3118,7 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
     unsigned offers = 0, pending = 0, fresh = 0, inrun = 0;
     for (unsigned i = 0; i < st->ndonors; i++) {
       state_donor *d = &st->donors[i];
-      ded_peer *p = d->answered ? NULL : peer_find(node, d->id);
+      ded_peer *p = d->answered ? NULL : ded_peer_find(node, d->id);
       if (!d->answered && (!p || !p->conn || p->left)) {
         /* Gone before it answered: it will not. */
         d->answered = true;
@@ -3467,7 +3153,7 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
         st->realigned = true;
         for (unsigned i = 0; i < st->ndonors; i++) {
           state_donor *d = &st->donors[i];
-          ded_peer *p = peer_find(node, d->id);
+          ded_peer *p = ded_peer_find(node, d->id);
           if (!d->answered || d->offer.status != DED_STATE_OFFER || !p ||
               state_send_ask(node, p, DED_MAX(newest + step, st->min_round)) != 0)
             continue;
@@ -3517,7 +3203,7 @@ static void state_tick(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < st->ndonors; i++) {
     state_donor *d = &st->donors[i];
     if (!d->in_group) continue;
-    ded_peer *p = peer_find(node, d->id);
+    ded_peer *p = ded_peer_find(node, d->id);
     if (!p || !p->conn)
       state_drop_donor(node, i, "connection lost");
     else if (d->inflight > 0 && now_ns >= d->last_ns + state_stall_ns(node))
@@ -3662,10 +3348,7 @@ static void boot_tick(ded_node *node, uint64_t now_ns) {
 /* True while some peer, connection or bootstrap address will want a timer
  * soon: an attempt to make, a handshake to time out. */
 static bool node_needs_fast_tick(const ded_node *node) {
-  for (size_t i = 0; i < node->npeers; i++) {
-    const ded_peer *p = node->peers[i];
-    if (!p->conn && !p->left) return true;
-  }
+  if (ded_peers_need_tick(node)) return true;
   for (uint32_t s = 0; s < node->conns.nslots; s++) {
     const ded_conn *c = ded_conns_at(&node->conns, s);
     if (c && c->state != DED_CONN_READY) return true;
@@ -3695,30 +3378,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   }
   ded_table_expire(&node->table, node_wall_ms(node, now_ns), node->ident.id);
   ded_conns_tick(node, now_ns);
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    if (p->lost && !p->evicted && now_ns >= p->lost_ns + ded_timing_evict(&node->timing)) {
-      p->evicted = true;
-      node_log(node, DED_LOG_WARN, "peer %s evicted: unreachable for %llu ms", p->sid,
-               (unsigned long long)((now_ns - p->lost_ns) / 1000000u));
-    }
-  }
-  size_t out = 0;
-  for (size_t i = 0; i < node->npeers; i++) {
-    ded_peer *p = node->peers[i];
-    /* Forget a peer once nothing refers to it: no connection, no attempt
-     * in flight (inbound connections point at a peer only once ready), and
-     * its record expired. */
-    if (!p->conn && !p->connecting && !ded_table_find(&node->table, p->id)) {
-      ded_mem_free(node->mem, p);
-      continue;
-    }
-    node->peers[out++] = p;
-  }
-  node->npeers = out;
-  /* Connecting after the compaction: a callback it leads to sees a whole
-   * peer array (ded_node_round_peer_count walks it). */
-  for (size_t i = 0; i < node->npeers; i++) peer_maybe_connect(node, node->peers[i], now_ns);
+  ded_peers_tick(node, now_ns);
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
@@ -3727,7 +3387,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     if (r->state == ROUND_WAIT_PREV && !node->lin.have_members &&
         now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
       node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
-               node_genesis_view(node, NULL), node->s.min_peers);
+               ded_peers_genesis_view(node, NULL), node->s.min_peers);
       round_fail(node, r, DED_ERR_RENDEZVOUS);
       continue;
     }
@@ -3885,12 +3545,11 @@ void ded_node_free(ded_node *node) {
     round_free(node, node->rounds[i]);
   }
   for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
-  for (size_t i = 0; i < node->npeers; i++) ded_mem_free(node->mem, node->peers[i]);
+  ded_peers_free(node);
   ded_history_free(&node->hist);
   state_free(node);
   ded_bufcache_free(&node->cache);
   ded_mem_free(node->mem, node->coords);
-  ded_mem_free(node->mem, node->peers);
   ded_lineage_lose(&node->lin);
   ded_table_free(&node->table);
   ded_ident_wipe(&node->ident);
@@ -4142,7 +3801,7 @@ size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max) {
     memset(o, 0, sizeof *o);
     memcpy(o->id, e->id, DED_ID_BYTES);
     o->self = memcmp(e->id, node->ident.id, DED_ID_BYTES) == 0;
-    const ded_peer *p = o->self ? NULL : peer_find(node, e->id);
+    const ded_peer *p = o->self ? NULL : ded_peer_find(node, e->id);
     o->connected = o->self || (p && p->conn);
     o->mode = e->rec.mode;
     o->no_rounds = (e->rec.flags & DED_RECORD_F_NO_ROUNDS) != 0;
@@ -4156,12 +3815,12 @@ size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max) {
 
 unsigned ded_node_peer_count(const ded_node *node) {
   unsigned n = 0;
-  for (size_t i = 0; i < node->npeers; i++) n += node->peers[i]->conn != NULL;
+  for (size_t i = 0; i < node->peers.n; i++) n += node->peers.v[i]->conn != NULL;
   return n;
 }
 
 unsigned ded_node_round_peer_count(const ded_node *node) {
   unsigned n = 0;
-  for (size_t i = 0; i < node->npeers; i++) n += peer_participates(node, node->peers[i]);
+  for (size_t i = 0; i < node->peers.n; i++) n += ded_peer_participates(node, node->peers.v[i]);
   return n;
 }

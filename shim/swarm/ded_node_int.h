@@ -25,6 +25,7 @@
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
 #include "net/ded_conn.h"
+#include "net/ded_peer.h"
 #include "core/ded_bits.h"
 #include "round/ded_history.h"
 #include "round/ded_intents.h"
@@ -58,28 +59,6 @@
 #define NODE_MEMBER_TIMEOUT_FACTOR 2
 
 typedef struct ded_round ded_round;
-typedef struct ded_peer ded_peer;
-
-struct ded_peer {
-  uint8_t id[DED_ID_BYTES];
-  char sid[9];
-  ded_conn *conn; /* the ready connection we send on */
-  /* Further ready connections round data is spread over, with |conn|
-   * (settings.streams: the caller opens them; either side uses them). */
-  ded_conn *lanes[DED_STREAMS_MAX - 1];
-  unsigned nlanes;
-  unsigned lane_rr; /* the next data frame's connection, round robin */
-  bool connecting;
-  bool left;
-  bool lost;       /* its connection broke (cleared when one is ready again) */
-  bool evicted;    /* lost for longer than the eviction time: no longer waited for */
-  uint64_t lost_ns;
-  uint64_t known_since_ns;
-  uint64_t next_connect_ns;
-  uint32_t backoff_ms;
-  unsigned addr_idx;
-  bool speed_answered; /* we sent it the bytes its probe asked for */
-};
 
 typedef enum round_state {
   ROUND_WAIT_PREV, /* needs the previous round's commit, or the rendezvous */
@@ -287,9 +266,7 @@ struct ded_node {
   /* The last plan our coordinator logged (coord_plan). */
   uint64_t plan_sig;
   ded_conns conns;
-  /* Peers, sorted by id. */
-  ded_peer **peers;
-  size_t npeers, peers_cap;
+  ded_peers peers;
   /* Our rounds, in submission order. */
   ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
   unsigned nrounds;
@@ -328,15 +305,18 @@ struct ded_node {
   node_state st;
   bool leaving;
   bool reap_needed;
-  bool probed; /* our link probe went out (settings.probe_bytes) */
-  bool filler_queued; /* link-probe filler (ours, or an answer) may wait in a DED_Q_BULK */
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };
 
 /* ---- not moved to their modules yet ---- */
-void ded_peers_drop_filler(ded_node *node);
-void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why);
 void ded_boot_conn_gone(ded_node *node, int idx);
+void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
+int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
+                     uint64_t now_ns, ded_peer **out);
+void node_send_table(ded_node *node, ded_conn *c);
+void coords_on_peer_up(ded_node *node, ded_peer *p);
+void rounds_advance(ded_node *node, uint64_t now_ns);
+void coord_evaluate_all(ded_node *node, uint64_t now_ns);
 
 /* ---- helpers every module uses (ded_node.c) ---- */
 
