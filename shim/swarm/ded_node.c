@@ -104,95 +104,9 @@ static void node_ref(void *ctx, void *owner, bool user) {
 
 static void node_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
 
-static uint32_t perf_kBps(double Bps) {
-  return Bps > 0.0 && Bps / 1000.0 < UINT32_MAX ? (uint32_t)(Bps / 1000.0 + 0.5) : 0;
-}
-
-/* Our rates as of now: declared, else measured. */
-static ded_perf node_perf_now(const ded_node *node) {
-  ded_perf p;
-  p.up_kBps = perf_kBps(node->s.up_Bps > 0.0 ? node->s.up_Bps : ded_meter_rate(&node->up));
-  p.down_kBps = perf_kBps(node->s.down_Bps > 0.0 ? node->s.down_Bps : ded_meter_rate(&node->down));
-  p.add_kBps = perf_kBps(node->s.add_Bps);
-  return p;
-}
-
 void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
-  *up_kBps = node->perf.up_kBps;
-  *down_kBps = node->perf.down_kBps;
-}
-
-/* A rate worth telling the swarm about: first known, or off by a fifth. */
-static bool perf_moved(uint32_t was, uint32_t now) {
-  return (was == 0) != (now == 0) || (double)now > 1.2 * was || (double)now < was / 1.2;
-}
-
-static int node_build_record(ded_node *node, uint64_t now_ns) {
-  ded_record *rec = &node->rec;
-  node->perf = node_perf_now(node);
-  node->perf_ns = now_ns;
-  ded_record_perf_set(rec, &node->perf);
-  if (node->s.has_invite) ded_record_invite_add(rec, node->s.invite_expires_ms, node->s.invite_sig);
-  if (node->progress_set) ded_record_progress_add(rec, &node->progress);
-  node->progress_new = false;
-  rec->mode = node->s.mode;
-  rec->flags = node->s.no_rounds ? DED_RECORD_F_NO_ROUNDS : 0;
-  memcpy(rec->run_id, node->run_id, DED_RUN_ID_BYTES);
-  uint64_t wall = node_wall_ms(node, now_ns);
-  rec->seq = DED_MAX(rec->seq + 1, wall);
-  rec->issued_ms = wall;
-  rec->ttl_ms = node->s.record_ttl_ms;
-  rec->naddr = (uint8_t)node->s.n_announce;
-  for (unsigned i = 0; i < node->s.n_announce; i++) rec->addr[i] = node->s.announce[i];
-  ded_record_sign(rec, &node->ident);
-  int n = ded_record_encode(rec, node->rec_bytes, sizeof node->rec_bytes);
-  if (n < 0) return n;
-  node->rec_len = (size_t)n;
-  int rv = ded_table_upsert(&node->table, rec);
-  node->rec_refresh_ns = now_ns + (uint64_t)node->s.record_ttl_ms * 1000000u / 3;
-  return rv < 0 ? rv : 0;
-}
-
-/* Sends one record to every ready connection but |except|. */
-static void node_flood_record(ded_node *node, const uint8_t *rec, size_t len, ded_conn *except) {
-  uint8_t frame[DED_FRAME_HDR_BYTES + 4 + DED_RECORD_BYTES_MAX];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_records_wr rw;
-  ded_msg_records_begin(&rw, &w);
-  if (ded_msg_records_add(&rw, rec, len) != 0) return;
-  ded_msg_records_end(&rw);
-  /* Once per peer, on its first connection; never back to the sender. */
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
-    ded_conn *c = ded_conns_at(&node->conns, s);
-    if (c && c->state == DED_CONN_READY && c->peer && c->peer->conn == c &&
-        !(except && except->peer == c->peer))
-      ded_conn_send_ctrl(node, c, frame, w.pos);
-  }
-}
-
-/* Sends our whole table to a connection that just became ready. */
-void node_send_table(ded_node *node, ded_conn *c) {
-  size_t cap = DED_MIN((size_t)DED_FRAME_MAX,
-                       DED_FRAME_HDR_BYTES + 2 + ded_table_count(&node->table) * (2 + DED_RECORD_BYTES_MAX));
-  uint8_t *frame = ded_mem_malloc(node->mem, cap);
-  if (!frame) return;
-  size_t i = 0;
-  while (i < ded_table_count(&node->table)) {
-    ded_wr w = ded_wr_init(frame, cap);
-    ded_msg_records_wr rw;
-    ded_msg_records_begin(&rw, &w);
-    for (; i < ded_table_count(&node->table); i++) {
-      const ded_table_entry *e = ded_table_at(&node->table, i);
-      if (c->peer && memcmp(e->id, c->peer->id, DED_ID_BYTES) == 0) continue;
-      uint8_t buf[DED_RECORD_BYTES_MAX];
-      int n = ded_record_encode(&e->rec, buf, sizeof buf);
-      if (n < 0) continue;
-      if (ded_msg_records_add(&rw, buf, (size_t)n) != 0) break;
-    }
-    ded_msg_records_end(&rw);
-    if (rw.n > 0) ded_conn_send_ctrl(node, c, frame, w.pos);
-  }
-  ded_mem_free(node->mem, frame);
+  *up_kBps = node->disc.perf.up_kBps;
+  *down_kBps = node->disc.perf.down_kBps;
 }
 
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
@@ -201,53 +115,6 @@ void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
 /* A bootstrap attempt's connection went. */
 void ded_boot_conn_gone(ded_node *node, int idx) { node->boot_slots[idx].connecting = false; }
-
-/* Verifies and stores a record that arrived on |from| (NULL: in a HELLO,
- * whose sender we are talking to already). */
-/* Whether the run's access control lets |rec|'s owner in: 0, or
- * DED_ERR_NOT_ADMITTED. */
-static int node_admits(const ded_node *node, const ded_record *rec, uint64_t now_ms) {
-  const ded_node_settings *s = &node->s;
-  if (!s->access) return 0;
-  if (s->has_owner && memcmp(rec->pk, s->owner, DED_PK_BYTES) == 0) return 0;
-  for (unsigned i = 0; i < s->nallow; i++)
-    if (memcmp(rec->pk, s->allow[i], DED_PK_BYTES) == 0) return 0;
-  uint64_t expires;
-  uint8_t sig[DED_SIG_BYTES];
-  if (s->has_owner && ded_record_invite(rec, &expires, sig) &&
-      ded_invite_check(s->owner, node->run_id, rec->pk, expires, sig, now_ms) == 0)
-    return 0;
-  return DED_ERR_NOT_ADMITTED;
-}
-
-int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
-                            uint64_t now_ns, ded_peer **out) {
-  ded_record rec;
-  int rv = ded_record_decode(bytes, len, &rec);
-  if (rv) return rv;
-  uint8_t id[DED_ID_BYTES];
-  ded_peer_id(rec.pk, id);
-  if (out) *out = NULL;
-  if (id_is_me(node, id)) return 0; /* our own, echoed back */
-  /* Flooding brings each record from every neighbour: only one that would
-   * replace what we hold is worth a signature check. */
-  const ded_table_entry *have = ded_table_find(&node->table, id);
-  if (have && have->rec.seq >= rec.seq && from) return 0;
-  rv = ded_record_verify(&rec, node->run_id, node_wall_ms(node, now_ns));
-  if (rv == 0) rv = node_admits(node, &rec, node_wall_ms(node, now_ns));
-  if (rv) return rv;
-  ded_peer *p = ded_peer_get_or_add(node, id, now_ns);
-  if (!p) return DED_ERR_LIMIT;
-  if (out) *out = p;
-  if (p->left) return 0;
-  rv = ded_table_upsert(&node->table, &rec);
-  if (rv < 0) return rv;
-  if (rv == 1) {
-    node_flood_record(node, bytes, len, from);
-    if (from) ded_peer_maybe_connect(node, p, now_ns);
-  }
-  return 0;
-}
 
 /* True while a member of round |no| - 1, still here and not in |cr|'s
  * joins (if given), is still finishing that round: it has not said it
@@ -383,11 +250,9 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
 #undef MS_SINCE
   }
   r->keep = with_result;
-  if (status == 0 && !alone && (!node->progress_set || r->no > node->progress.round)) {
+  if (status == 0 && !alone) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
-    node->progress = (ded_progress){r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
-                                    via_attempt ? r->ncontrib : 0};
-    node->progress_set = node->progress_new = true;
+    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX), via_attempt ? r->ncontrib : 0);
   }
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -1656,7 +1521,7 @@ static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_B
   ded_perf perf = {0, 0, 0};
   if (memcmp(id, node->ident.id, DED_ID_BYTES) == 0) {
     lp.mode = node->s.mode;
-    perf = node->perf;
+    perf = node->disc.perf;
   } else {
     const ded_peer *p = ded_peer_find(node, id);
     const ded_record *rec = p ? ded_peer_record((ded_node *)node, p) : NULL;
@@ -2301,22 +2166,6 @@ static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_g
 static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
                                uint64_t now_ns);
 
-static void conn_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_records_rd it;
-  int rv = ded_msg_records_begin_rd(&it, f->payload, f->len);
-  const uint8_t *rec;
-  size_t len;
-  while (rv == 0 && (rv = ded_msg_records_next(&it, &rec, &len)) == 1) {
-    rv = node_take_record(node, rec, len, c, now_ns, NULL);
-    /* A stale record is not an attack (it may have crossed a refresh), a
-     * full table is ours to bear, and a peer we do not admit may be
-     * admitted where the neighbour's invitation clock or list differs:
-     * none is the relaying neighbour's fault. */
-    if (rv == DED_ERR_EXPIRED || rv == DED_ERR_LIMIT || rv == DED_ERR_NOT_ADMITTED) rv = 0;
-  }
-  if (rv < 0) ded_conn_protocol_error(node, c, rv, "RECORDS");
-}
-
 /* A decision (COMMIT or DECIDE) is taken only from the coordinator we
  * reported to, for the view we reported to. Anything else about a round
  * we are in is moot (an older view, a coordinator we left behind); about
@@ -2494,7 +2343,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     return;
   }
   switch (f->type) {
-  case DED_MSG_RECORDS: conn_on_records(node, c, f, now_ns); break;
+  case DED_MSG_RECORDS: ded_disc_on_records(node, c, f, now_ns); break;
   case DED_MSG_JOIN: {
     ded_msg_join j;
     int rv = ded_msg_join_decode(f->payload, f->len, node->mem, &j);
@@ -3362,21 +3211,7 @@ static bool node_needs_fast_tick(const ded_node *node) {
 static void node_tick(ded_node *node, uint64_t now_ns) {
   node->tick_ns = now_ns + NODE_IDLE_TICK_NS;
   boot_tick(node, now_ns);
-  /* The record is refreshed before it expires, and sooner when our rates
-   * moved (at most every NODE_PERF_REPUBLISH_NS: records are flooded). */
-  ded_perf perf = node_perf_now(node);
-  bool moved = now_ns >= node->perf_ns + NODE_PERF_REPUBLISH_NS &&
-               (perf_moved(node->perf.up_kBps, perf.up_kBps) ||
-                perf_moved(node->perf.down_kBps, perf.down_kBps));
-  bool progressed = node->progress_new && now_ns >= node->perf_ns + NODE_PROGRESS_REPUBLISH_NS;
-  if (!node->leaving && (moved || progressed || now_ns >= node->rec_refresh_ns) &&
-      node_build_record(node, now_ns) == 0) {
-    if (moved)
-      node_log(node, DED_LOG_INFO, "measured links: up %.1f Mbit/s, down %.1f Mbit/s",
-               node->perf.up_kBps * 8e-3, node->perf.down_kBps * 8e-3);
-    node_flood_record(node, node->rec_bytes, node->rec_len, NULL);
-  }
-  ded_table_expire(&node->table, node_wall_ms(node, now_ns), node->ident.id);
+  ded_disc_tick(node, now_ns);
   ded_conns_tick(node, now_ns);
   ded_peers_tick(node, now_ns);
   for (unsigned i = 0; i < node->nrounds; i++) {
@@ -3444,8 +3279,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   rounds_advance(node, now_ns);
   state_tick(node, now_ns);
   if (node_needs_fast_tick(node)) node->wake_soon = true;
-  if (!node->leaving && node->rec_refresh_ns < node->tick_ns) /* a leaver refreshes nothing */
-    node->tick_ns = DED_MAX(node->rec_refresh_ns, now_ns + 1);
+  if (!node->leaving && node->disc.rec_refresh_ns < node->tick_ns) /* a leaver refreshes nothing */
+    node->tick_ns = DED_MAX(node->disc.rec_refresh_ns, now_ns + 1);
 }
 
 /*
@@ -3519,12 +3354,12 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   ded_ident_from_seed(&node->ident, settings->identity_seed);
   ded_id_short(node->ident.id, node->sid);
   ded_hash32(node->run, strlen(node->run), node->run_id);
-  ded_table_init(&node->table, node->mem, DED_PEERS_MAX);
+  ded_table_init(&node->disc.table, node->mem, DED_PEERS_MAX);
   for (unsigned i = 0; i < settings->n_bootstrap; i++) {
     node->boot_slots[i].addr = settings->bootstrap[i];
     node->boot_slots[i].backoff_ms = NODE_BACKOFF_MS_MIN;
   }
-  int rv = node_build_record(node, now_ns);
+  int rv = ded_disc_build_record(node, now_ns);
   if (rv) {
     ded_node_free(node);
     return rv;
@@ -3551,7 +3386,7 @@ void ded_node_free(ded_node *node) {
   ded_bufcache_free(&node->cache);
   ded_mem_free(node->mem, node->coords);
   ded_lineage_lose(&node->lin);
-  ded_table_free(&node->table);
+  ded_table_free(&node->disc.table);
   ded_ident_wipe(&node->ident);
   ded_mem_free(node->mem, node);
 }
@@ -3637,7 +3472,7 @@ int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *con
   *conn_id = c->id;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_hello_encode(&w, node->run_id, node->rec_bytes, node->rec_len);
+  ded_msg_hello_encode(&w, node->run_id, node->disc.rec_bytes, node->disc.rec_len);
   ded_conn_send_ctrl(node, c, frame, w.pos);
   return 0;
 }
@@ -3650,7 +3485,7 @@ void ded_node_conn_connected(ded_node *node, uint32_t conn_id, uint64_t now_ns) 
   c->opened_ns = now_ns;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_hello_encode(&w, node->run_id, node->rec_bytes, node->rec_len);
+  ded_msg_hello_encode(&w, node->run_id, node->disc.rec_bytes, node->disc.rec_len);
   ded_conn_send_ctrl(node, c, frame, w.pos);
 }
 
@@ -3795,8 +3630,8 @@ bool ded_node_flushed(const ded_node *node) {
 
 size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max) {
   size_t n = 0;
-  for (size_t i = 0; i < ded_table_count(&node->table) && n < max; i++) {
-    const ded_table_entry *e = ded_table_at(&node->table, i);
+  for (size_t i = 0; i < ded_table_count(&node->disc.table) && n < max; i++) {
+    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
     ded_status_peer *o = &out[n++];
     memset(o, 0, sizeof *o);
     memcpy(o->id, e->id, DED_ID_BYTES);

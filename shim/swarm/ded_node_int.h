@@ -22,6 +22,7 @@
 #include "core/ded_sendq.h"
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
+#include "dht/ded_disc.h"
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
 #include "net/ded_conn.h"
@@ -250,19 +251,10 @@ struct ded_node {
   ded_ident ident;
   char sid[9];
   uint8_t run_id[DED_RUN_ID_BYTES];
-  ded_table table;
-  ded_record rec;
-  uint8_t rec_bytes[DED_RECORD_BYTES_MAX];
-  size_t rec_len;
-  uint64_t rec_refresh_ns;
-  /* Our links, measured from our own traffic; what our record says of
-   * them, and when it last changed. */
+  /* Discovery: the run's records, ours among them (ded_disc.h). */
+  ded_disc disc;
+  /* Our links, measured from our own traffic. */
   ded_meter up, down;
-  ded_perf perf;
-  uint64_t perf_ns;
-  /* Our last completed round, and whether our record says so yet. */
-  ded_progress progress;
-  bool progress_set, progress_new;
   /* The last plan our coordinator logged (coord_plan). */
   uint64_t plan_sig;
   ded_conns conns;
@@ -311,9 +303,6 @@ struct ded_node {
 /* ---- not moved to their modules yet ---- */
 void ded_boot_conn_gone(ded_node *node, int idx);
 void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
-int node_take_record(ded_node *node, const uint8_t *bytes, size_t len, ded_conn *from,
-                     uint64_t now_ns, ded_peer **out);
-void node_send_table(ded_node *node, ded_conn *c);
 void coords_on_peer_up(ded_node *node, ded_peer *p);
 void rounds_advance(ded_node *node, uint64_t now_ns);
 void coord_evaluate_all(ded_node *node, uint64_t now_ns);

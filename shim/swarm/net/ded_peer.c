@@ -94,7 +94,7 @@ ded_peer *ded_peer_get_or_add(ded_node *node, const uint8_t id[DED_ID_BYTES], ui
 
 /* The record we hold for |p|, or NULL. */
 const ded_record *ded_peer_record(const ded_node *node, const ded_peer *p) {
-  const ded_table_entry *e = ded_table_find(&node->table, p->id);
+  const ded_table_entry *e = ded_table_find(&node->disc.table, p->id);
   return e ? &e->rec : NULL;
 }
 
@@ -268,7 +268,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
     }
   }
   ded_peer *p = NULL;
-  if (rv == 0) rv = node_take_record(node, h.rec, h.rec_len, NULL, now_ns, &p);
+  if (rv == 0) rv = ded_disc_take_record(node, h.rec, h.rec_len, NULL, now_ns, &p);
   if (rv == 0 && !p) rv = DED_ERR_PROTO;
   if (rv == 0 && c->peer && c->peer != p) rv = DED_ERR_PROTO; /* not who its record promised */
   if (rv == 0 && p->left) rv = DED_ERR_PEER_LOST;
@@ -298,7 +298,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
   p->lost = p->evicted = false;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
   /* The table once per peer coming up, and its lanes with it. */
-  if (was_down) node_send_table(node, c);
+  if (was_down) ded_disc_send_table(node, c);
   if (was_down && c->outbound) peer_open_lanes(node, p, c);
   /* Our links are measured on the first peer that comes up. */
   if (was_down && !node->peers.probed && node->s.probe_bytes > 0 && !node->leaving) {
@@ -342,7 +342,7 @@ void ded_peers_tick(ded_node *node, uint64_t now_ns) {
     /* Forget a peer once nothing refers to it: no connection, no attempt
      * in flight (inbound connections point at a peer only once ready), and
      * its record expired. */
-    if (!p->conn && !p->connecting && !ded_table_find(&node->table, p->id)) {
+    if (!p->conn && !p->connecting && !ded_table_find(&node->disc.table, p->id)) {
       ded_mem_free(node->mem, p);
       continue;
     }

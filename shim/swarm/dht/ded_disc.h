@@ -1,0 +1,74 @@
+/*
+ * ded_disc.h: discovery, the node's view of who is in the run.
+ *
+ * Owns: the table of the run's records (ded_table.h), our own signed
+ * record (addresses, mode, measured rates, last completed round,
+ * invitation) and when it is renewed, and the admission rule of a run
+ * with access control. Records arrive in a HELLO or in RECORDS frames;
+ * one that is new or newer than what the table holds is verified,
+ * admitted, stored and flooded to every other neighbour (once per peer,
+ * on its first connection; never back to the sender); a peer coming up
+ * gets the whole table.
+ *
+ * Invariants: the table holds only records that verified for this run
+ * and were admitted, and our own, which is renewed at a third of its
+ * lifetime, sooner when our rates moved by a fifth (at most every 2 s)
+ * or our progress did (at most every 5 s), never while leaving; the
+ * table is read only through ded_table.h's calls.
+ */
+#ifndef DED_DISC_H
+#define DED_DISC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_frame.h"
+#include "../ded_node.h"
+#include "ded_record.h"
+#include "ded_table.h"
+
+struct ded_conn;
+struct ded_peer;
+
+typedef struct ded_disc {
+  ded_table table;
+  ded_record rec; /* ours */
+  uint8_t rec_bytes[DED_RECORD_BYTES_MAX];
+  size_t rec_len;
+  uint64_t rec_refresh_ns;
+  /* What our record says of our links, and when it last changed. */
+  ded_perf perf;
+  uint64_t perf_ns;
+  /* Our last completed round, and whether our record says so yet. */
+  ded_progress progress;
+  bool progress_set, progress_new;
+} ded_disc;
+
+/* Signs our record anew (now's rates and progress) and stores it. */
+int ded_disc_build_record(ded_node *node, uint64_t now_ns);
+
+/* Sends one record to every ready connection but |except|'s peer. */
+void ded_disc_flood(ded_node *node, const uint8_t *rec, size_t len, struct ded_conn *except);
+
+/* Sends our whole table to a connection that just became ready. */
+void ded_disc_send_table(ded_node *node, struct ded_conn *c);
+
+/* Verifies and stores a record that arrived on |from| (NULL: in a HELLO,
+ * whose sender we are talking to already); |*out| (may be NULL) gets its
+ * peer. 0, or why it was refused (DED_ERR_EXPIRED, DED_ERR_NOT_ADMITTED,
+ * DED_ERR_LIMIT, a decoding or signature error). */
+int ded_disc_take_record(ded_node *node, const uint8_t *bytes, size_t len, struct ded_conn *from,
+                         uint64_t now_ns, struct ded_peer **out);
+
+/* A RECORDS frame on |c|. */
+void ded_disc_on_records(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
+
+/* Round |round| completed here after |ms| with |contributors|: our record
+ * tells of it at its next renewal. */
+void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors);
+
+/* Renews and floods our record when due; drops expired records. */
+void ded_disc_tick(ded_node *node, uint64_t now_ns);
+
+#endif /* DED_DISC_H */
