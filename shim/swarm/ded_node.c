@@ -113,9 +113,6 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
 void coord_evaluate_all(ded_node *node, uint64_t now_ns);
 void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
-/* A bootstrap attempt's connection went. */
-void ded_boot_conn_gone(ded_node *node, int idx) { node->boot_slots[idx].connecting = false; }
-
 /* True while a member of round |no| - 1, still here and not in |cr|'s
  * joins (if given), is still finishing that round: it has not said it
  * holds the result (its last chunks are on their way), or said so only
@@ -3122,7 +3119,7 @@ static void state_free(ded_node *node) {
 
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
-  bool busy = node->wake_soon || node->nrounds > 0 || node->boot == BOOT_RUNNING || node->leaving ||
+  bool busy = node->wake_soon || node->nrounds > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
               node->st.phase == STATE_ASKING || node->st.phase == STATE_FETCHING;
   for (size_t i = 0; i < node->ncoords && !busy; i++)
     busy = !node->coords[i]->decided && node->coords[i]->g.n > 0; /* nothing to decide on yet */
@@ -3149,51 +3146,6 @@ static void node_reap(ded_node *node) {
   node->nrounds = out;
 }
 
-static void boot_try(ded_node *node, unsigned i, uint64_t now_ns) {
-  boot_slot *b = &node->boot_slots[i];
-  if (b->self || b->reached || b->connecting || now_ns < b->next_try_ns) return;
-  ded_conn *c = ded_conn_open(node, true, &b->addr);
-  if (!c) return;
-  c->boot_idx = (int)i;
-  b->connecting = true;
-  b->next_try_ns = now_ns + (uint64_t)b->backoff_ms * 1000000u;
-  b->backoff_ms = DED_MIN(b->backoff_ms * 2, NODE_BACKOFF_MS_MAX);
-  if (node->cb.connect(node->user, c->id, &b->addr) != 0) ded_conn_close(node, c, DED_ERR_BOOTSTRAP, true);
-}
-
-/*
- * Every bootstrap address is tried until a peer answers there, even after
- * the first one did: two groups that came up through different addresses
- * would otherwise never meet. Past the bound with no answer at all, the
- * node reports failure and stops.
- */
-static void boot_tick(ded_node *node, uint64_t now_ns) {
-  if (node->boot == BOOT_DONE && !node->leaving) {
-    for (unsigned i = 0; i < node->s.n_bootstrap; i++) boot_try(node, i, now_ns);
-    return;
-  }
-  if (node->boot != BOOT_RUNNING) return;
-  bool all_self = true;
-  for (unsigned i = 0; i < node->s.n_bootstrap; i++) all_self &= node->boot_slots[i].self;
-  if (all_self) { /* every address was our own: we are the first peer */
-    node->boot = BOOT_DONE;
-    node_log(node, DED_LOG_INFO, "first peer of the run (every DEDMPI_JOIN address is this one)");
-    node_emit(node, DED_EVENT_BOOTSTRAP, 0, NULL);
-    return;
-  }
-  if (now_ns >= node->boot_deadline_ns) {
-    node->boot = BOOT_FAILED;
-    char a[64];
-    ded_addr_format(&node->boot_slots[0].addr, a, sizeof a);
-    node_log(node, DED_LOG_ERROR, "no peer answered at %s%s within %llu ms", a,
-             node->s.n_bootstrap > 1 ? " (or the other DEDMPI_JOIN addresses)" : "",
-             (unsigned long long)(node->s.bootstrap_timeout_ns / 1000000u));
-    node_emit(node, DED_EVENT_BOOTSTRAP, DED_ERR_BOOTSTRAP, NULL);
-    return;
-  }
-  for (unsigned i = 0; i < node->s.n_bootstrap; i++) boot_try(node, i, now_ns);
-}
-
 /* True while some peer, connection or bootstrap address will want a timer
  * soon: an attempt to make, a handshake to time out. */
 static bool node_needs_fast_tick(const ded_node *node) {
@@ -3202,15 +3154,12 @@ static bool node_needs_fast_tick(const ded_node *node) {
     const ded_conn *c = ded_conns_at(&node->conns, s);
     if (c && c->state != DED_CONN_READY) return true;
   }
-  for (unsigned i = 0; i < node->s.n_bootstrap; i++)
-    if (node->boot == BOOT_DONE && !node->boot_slots[i].self && !node->boot_slots[i].reached)
-      return true;
-  return false;
+  return ded_boot_need_tick(node);
 }
 
 static void node_tick(ded_node *node, uint64_t now_ns) {
   node->tick_ns = now_ns + NODE_IDLE_TICK_NS;
-  boot_tick(node, now_ns);
+  ded_boot_tick(node, now_ns);
   ded_disc_tick(node, now_ns);
   ded_conns_tick(node, now_ns);
   ded_peers_tick(node, now_ns);
@@ -3355,10 +3304,7 @@ int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb
   ded_id_short(node->ident.id, node->sid);
   ded_hash32(node->run, strlen(node->run), node->run_id);
   ded_table_init(&node->disc.table, node->mem, DED_PEERS_MAX);
-  for (unsigned i = 0; i < settings->n_bootstrap; i++) {
-    node->boot_slots[i].addr = settings->bootstrap[i];
-    node->boot_slots[i].backoff_ms = NODE_BACKOFF_MS_MIN;
-  }
+  ded_boot_init(&node->boot, settings->bootstrap, settings->n_bootstrap);
   int rv = ded_disc_build_record(node, now_ns);
   if (rv) {
     ded_node_free(node);
@@ -3393,16 +3339,9 @@ void ded_node_free(ded_node *node) {
 
 int ded_node_start(ded_node *node, uint64_t now_ns) {
   node_enter(node, now_ns);
-  if (node->boot != BOOT_IDLE) return DED_ERR_INVALID_ARG;
+  if (node->boot.state != DED_BOOT_IDLE) return DED_ERR_INVALID_ARG;
   node_log(node, DED_LOG_INFO, "peer %s starting in run '%s'", node->sid, node->run);
-  if (node->s.n_bootstrap == 0) {
-    node->boot = BOOT_DONE;
-    node_emit(node, DED_EVENT_BOOTSTRAP, 0, NULL);
-  } else {
-    node->boot = BOOT_RUNNING;
-    node->boot_deadline_ns = now_ns + node->s.bootstrap_timeout_ns;
-    boot_tick(node, now_ns);
-  }
+  ded_boot_start(node, now_ns);
   node_reap(node);
   return 0;
 }
@@ -3430,7 +3369,7 @@ void ded_node_conn_secured(ded_node *node, uint32_t conn_id, const uint8_t pk[DE
     /* We called ourselves (our own DEDMPI_JOIN address): known here,
      * before either side's HELLO, whichever end learns it first. */
     if (memcmp(pk, node->ident.pk, DED_PK_BYTES) == 0) {
-      if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
+      if (c->boot_idx >= 0) ded_boot_self(node, c->boot_idx);
       ded_conn_close(node, c, 0, true);
     }
   }

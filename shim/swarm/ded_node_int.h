@@ -25,6 +25,7 @@
 #include "dht/ded_disc.h"
 #include "match/ded_match.h"
 #include "match/ded_quorum.h"
+#include "net/ded_boot.h"
 #include "net/ded_conn.h"
 #include "net/ded_peer.h"
 #include "core/ded_bits.h"
@@ -177,17 +178,6 @@ typedef struct coord_round {
 
 #define NODE_SELF_DEPTH_MAX 3
 
-typedef struct boot_slot {
-  ded_addr addr;
-  uint64_t next_try_ns;
-  uint32_t backoff_ms;
-  bool self;       /* it was our own address */
-  bool reached;    /* a peer answered there once: from now on it is a peer like any */
-  bool connecting; /* an attempt is in flight */
-} boot_slot;
-
-enum boot_state { BOOT_IDLE, BOOT_RUNNING, BOOT_DONE, BOOT_FAILED };
-
 /* State transfer (section 9): a donor's snapshot, and a joiner's fetch. */
 #define STATE_ASK_MAX 8
 #define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
@@ -279,9 +269,7 @@ struct ded_node {
   coord_round **coords;
   size_t ncoords, coords_cap;
   /* Bootstrap. */
-  enum boot_state boot;
-  uint64_t boot_deadline_ns;
-  boot_slot boot_slots[DED_BOOTSTRAP_MAX];
+  ded_boot boot;
   /* Freed round buffers, for reuse; results of finished rounds. */
   ded_bufcache cache;
   ded_history hist;
@@ -301,7 +289,6 @@ struct ded_node {
 };
 
 /* ---- not moved to their modules yet ---- */
-void ded_boot_conn_gone(ded_node *node, int idx);
 void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 void coords_on_peer_up(ded_node *node, ded_peer *p);
 void rounds_advance(ded_node *node, uint64_t now_ns);

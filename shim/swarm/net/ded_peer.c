@@ -262,7 +262,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
   if (rv == 0) {
     ded_peer_id(rec.pk, id);
     if (id_is_me(node, id)) { /* we called ourselves (our own DEDMPI_JOIN address) */
-      if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].self = true;
+      if (c->boot_idx >= 0) ded_boot_self(node, c->boot_idx);
       ded_conn_close(node, c, 0, true);
       return;
     }
@@ -307,12 +307,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
     node_log(node, DED_LOG_INFO, "probing links with peer %s: %u bytes each way", p->sid, n);
     peer_send_speed(node, c, n, n);
   }
-  if (c->boot_idx >= 0) node->boot_slots[c->boot_idx].reached = true;
-  if (c->boot_idx >= 0 && node->boot == BOOT_RUNNING) {
-    node->boot = BOOT_DONE;
-    node_log(node, DED_LOG_INFO, "bootstrapped through peer %s", p->sid);
-    node_emit(node, DED_EVENT_BOOTSTRAP, 0, p->id);
-  }
+  if (c->boot_idx >= 0) ded_boot_reached(node, c->boot_idx, p);
   if (was_down) {
     node_log(node, DED_LOG_INFO, "peer %s up", p->sid);
     node_emit(node, DED_EVENT_PEER_UP, 0, p->id);
