@@ -2156,12 +2156,6 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
 /* 8. frame dispatch                                                   */
 /* ------------------------------------------------------------------ */
 
-static void node_on_state_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m);
-static void node_on_state_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m,
-                                uint64_t now_ns);
-static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_get *m);
-static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
-                               uint64_t now_ns);
 
 /* A decision (COMMIT or DECIDE) is taken only from the coordinator we
  * reported to, for the view we reported to. Anything else about a round
@@ -2365,7 +2359,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "STATE_ASK");
     else
-      node_on_state_ask(node, c, &m);
+      ded_xfer_on_ask(node, c, &m);
     break;
   }
   case DED_MSG_STATE_OFFER: {
@@ -2374,7 +2368,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "STATE_OFFER");
     else
-      node_on_state_offer(node, c, &m, now_ns);
+      ded_xfer_on_offer(node, c, &m, now_ns);
     break;
   }
   case DED_MSG_STATE_GET: {
@@ -2383,7 +2377,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "STATE_GET");
     else
-      node_on_state_get(node, c, &m);
+      ded_xfer_on_get(node, c, &m);
     break;
   }
   case DED_MSG_STATE_DATA: {
@@ -2392,7 +2386,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "STATE_DATA");
     else
-      node_on_state_data(node, c, &m, now_ns);
+      ded_xfer_on_data(node, c, &m, now_ns);
     break;
   }
   case DED_MSG_PROBE: {
@@ -2461,657 +2455,6 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 static void node_enter(ded_node *node, uint64_t now_ns);
 static void node_reap(ded_node *node);
 
-static uint64_t state_stall_ns(const ded_node *node) {
-  return DED_MAX(8 * node->s.deadline_floor_ns, 2000000000ull);
-}
-
-static void state_snap_drop(ded_node *node) {
-  node_state *st = &node->st;
-  ded_mem_free(node->mem, st->snap.bytes);
-  ded_mem_free(node->mem, st->snap_lin);
-  memset(&st->snap, 0, sizeof st->snap);
-  st->snap_lin = NULL;
-  st->snap_nlin = 0;
-  st->have_snap = false;
-}
-
-static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint64_t round,
-                             uint64_t digest) {
-  node_state *st = &node->st;
-  ded_msg_state_offer m;
-  memset(&m, 0, sizeof m);
-  m.status = status;
-  m.round = round;
-  m.digest = digest;
-  if (status == DED_STATE_OFFER) {
-    m.round = st->snap.round;
-    m.digest = st->snap.digest;
-    m.step_rounds = st->snap.step_rounds;
-    m.len = st->snap.len;
-    m.npieces = (uint16_t)st->snap.npieces;
-    memcpy(m.sizes, st->snap.sizes, sizeof m.sizes);
-    m.lin_attempt = st->snap_lin_attempt;
-    m.nlin = (uint16_t)st->snap_nlin;
-    m.lin = (const uint8_t *)st->snap_lin;
-    st->snap_used_ns = node->now_ns;
-  }
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m.npieces, m.nlin);
-  uint8_t *frame = ded_mem_malloc(node->mem, cap);
-  if (!frame || !to->conn) {
-    ded_mem_free(node->mem, frame);
-    return;
-  }
-  ded_wr w = ded_wr_init(frame, cap);
-  ded_msg_state_offer_encode(&w, &m);
-  DED_ASSERT(!w.err && w.pos == cap);
-  ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, cap);
-}
-
-/* A snapshot recent enough to offer: taken in the step the trainer is in. */
-static bool state_snap_fresh(const ded_node *node, uint64_t min_round) {
-  const node_state *st = &node->st;
-  return st->have_snap && st->snap.round >= min_round &&
-         st->snap.round + st->snap.step_rounds >= node->next_round;
-}
-
-static void node_on_state_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
-  node_state *st = &node->st;
-  ded_peer *p = c->peer;
-  if (node->s.no_rounds || node->leaving || st->phase == STATE_ASKING ||
-      st->phase == STATE_FETCHING || !node->cb.want_snapshot) {
-    state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    return;
-  }
-  if (!node->lin.ever_members) { /* not past the first round's rendezvous */
-    state_send_offer(node, p, DED_STATE_FRESH, 0, 0);
-    return;
-  }
-  /* A snapshot being fetched right now is offered too, even if the trainer
-   * moved on: replacing it would cut off the joiners fetching it. */
-  if (state_snap_fresh(node, m->min_round) ||
-      (st->have_snap && st->snap.round >= m->min_round &&
-       node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS)) {
-    state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
-    return;
-  }
-  /* Answered once the driver hands us a snapshot. */
-  state_asker *a = NULL;
-  for (size_t i = 0; i < st->naskers && !a; i++)
-    if (memcmp(st->askers[i].id, p->id, DED_ID_BYTES) == 0) a = &st->askers[i];
-  if (!a && st->naskers < DED_PEERS_MAX) {
-    if (st->naskers == st->askers_cap) {
-      size_t cap = st->askers_cap ? st->askers_cap * 2 : 8;
-      state_asker *v = ded_mem_realloc(node->mem, st->askers, cap * sizeof *v);
-      if (!v) return;
-      st->askers = v;
-      st->askers_cap = cap;
-    }
-    a = &st->askers[st->naskers++];
-    memcpy(a->id, p->id, DED_ID_BYTES);
-    a->min_round = 0;
-  }
-  if (a) a->min_round = DED_MAX(a->min_round, m->min_round);
-  state_send_offer(node, p, DED_STATE_PENDING, node->next_round, 0);
-  if (!st->snap_wanted) {
-    st->snap_wanted = true;
-    node_log(node, DED_LOG_INFO, "peer %s asks for the run's state: taking a snapshot at the "
-             "trainer's next step", p->sid);
-    node->cb.want_snapshot(node->user);
-  }
-}
-
-int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
-  node_enter(node, now_ns);
-  node_state *st = &node->st;
-  st->snap_wanted = false;
-  uint64_t sum = 0;
-  bool ok = snap->round > 0 && snap->step_rounds > 0 &&
-            snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX && snap->npieces <= DED_STATE_PIECES_MAX &&
-            snap->len <= DED_STATE_BYTES_MAX && (snap->bytes || snap->len == 0);
-  for (unsigned i = 0; ok && i < snap->npieces; i++) {
-    ok = snap->sizes[i] <= DED_STATE_BYTES_MAX;
-    sum += snap->sizes[i];
-  }
-  ok = ok && sum == snap->len;
-  /* The lineage the joiner's first round needs: round-1 must have ended
-   * here with the swarm's result, or this job cannot vouch for the state. */
-  ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
-  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0) {
-    node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
-             (unsigned long long)snap->round,
-             ok ? "this job did not finish the round before with the swarm" : "malformed");
-    ded_mem_free(node->mem, snap->bytes);
-    snap->bytes = NULL;
-    for (size_t i = 0; i < st->naskers; i++) {
-      ded_peer *p = ded_peer_find(node, st->askers[i].id);
-      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    }
-    st->naskers = 0;
-    node_reap(node);
-    return DED_ERR_INVALID_ARG;
-  }
-  uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(e->n));
-  if (!lin) {
-    ded_mem_free(node->mem, snap->bytes);
-    snap->bytes = NULL;
-    return DED_ERR_NOMEM;
-  }
-  state_snap_drop(node);
-  memcpy(lin, e->ids, DED_LIN_BYTES(e->n));
-  st->snap = *snap;
-  snap->bytes = NULL;
-  st->snap_lin = lin;
-  st->snap_nlin = e->n;
-  st->snap_lin_attempt = e->attempt;
-  st->have_snap = true;
-  st->snap_used_ns = now_ns;
-  st->snap_served_ns = 0;
-  /* Askers who want a later round wait for the next snapshot, if that
-   * will be late enough; a job that is itself behind the round asked for
-   * says so rather than copy the state every step until it gets there. */
-  size_t keep = 0, offered = 0;
-  for (size_t i = 0; i < st->naskers; i++) {
-    ded_peer *p = ded_peer_find(node, st->askers[i].id);
-    if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds) {
-      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    } else if (st->askers[i].min_round > st->snap.round) {
-      st->askers[keep++] = st->askers[i];
-    } else if (p && p->conn) {
-      state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
-      offered++;
-    }
-  }
-  st->naskers = keep;
-  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes in %u pieces) offered to %zu "
-           "peer%s%s", (unsigned long long)st->snap.round, (unsigned long long)st->snap.len,
-           st->snap.npieces, offered, offered == 1 ? "" : "s",
-           keep ? " (others want a later round)" : "");
-  if (keep && node->cb.want_snapshot) {
-    st->snap_wanted = true;
-    node->cb.want_snapshot(node->user);
-  }
-  node_reap(node);
-  return 0;
-}
-
-static void node_on_state_get(ded_node *node, ded_conn *c, const ded_msg_state_get *m) {
-  node_state *st = &node->st;
-  if (!st->have_snap || st->snap.round != m->round || st->snap.digest != m->digest) {
-    state_send_offer(node, c->peer, DED_STATE_GONE, m->round, m->digest);
-    return;
-  }
-  if (m->offset > st->snap.len || m->len > st->snap.len - m->offset) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_GET beyond the snapshot");
-    return;
-  }
-  st->snap_used_ns = st->snap_served_ns = node->now_ns;
-  size_t total = DED_STATE_DATA_HDR_BYTES + m->len;
-  uint8_t *frame = ded_mem_malloc(node->mem, total);
-  if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
-  ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
-  memcpy(frame + DED_STATE_DATA_HDR_BYTES, st->snap.bytes + m->offset, m->len);
-  ded_conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
-}
-
-/* ---- joiner side ---- */
-
-static void state_forget_donors(ded_node *node) {
-  node_state *st = &node->st;
-  for (unsigned i = 0; i < st->ndonors; i++) ded_mem_free(node->mem, st->donors[i].lin);
-  st->ndonors = 0;
-}
-
-static void state_done(ded_node *node, int status, ded_snapshot *snap) {
-  node_state *st = &node->st;
-  st->phase = STATE_FINISHED;
-  ded_mem_free(node->mem, st->chunk);
-  ded_mem_free(node->mem, st->lin);
-  st->chunk = NULL;
-  st->lin = NULL;
-  state_forget_donors(node);
-  if (!snap) {
-    ded_mem_free(node->mem, st->buf);
-    st->buf = NULL;
-  }
-  node->cb.state_done(node->user, status, snap);
-}
-
-static int state_send_ask(ded_node *node, ded_peer *p, uint64_t min_round) {
-  uint8_t frame[DED_STATE_ASK_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_state_ask m = {min_round};
-  ded_msg_state_ask_encode(&w, &m);
-  return p->conn ? ded_conn_send_ctrl(node, p->conn, frame, w.pos) : DED_ERR_PEER_LOST;
-}
-
-/* Asks the participating peers we can talk to and have not asked yet. */
-static void state_ask_more(ded_node *node) {
-  node_state *st = &node->st;
-  if (st->ndonors >= STATE_ASK_MAX || node->peers.n == 0) return;
-  /* Start at a place that depends on our id, so that joiners spread. */
-  size_t start = node->ident.id[0] % node->peers.n;
-  for (size_t k = 0; k < node->peers.n && st->ndonors < STATE_ASK_MAX; k++) {
-    ded_peer *p = node->peers.v[(start + k) % node->peers.n];
-    if (!ded_peer_participates(node, p)) continue;
-    bool asked = false;
-    for (unsigned i = 0; i < st->ndonors && !asked; i++)
-      asked = memcmp(st->donors[i].id, p->id, DED_ID_BYTES) == 0;
-    if (asked) continue;
-    if (state_send_ask(node, p, st->min_round) != 0) return;
-    state_donor *d = &st->donors[st->ndonors++];
-    memset(d, 0, sizeof *d);
-    memcpy(d->id, p->id, DED_ID_BYTES);
-    d->last_ns = node->now_ns;
-  }
-}
-
-static void state_begin_asking(ded_node *node, uint64_t now_ns) {
-  node_state *st = &node->st;
-  state_forget_donors(node);
-  st->phase = STATE_ASKING;
-  st->tries++;
-  st->asked_ns = now_ns;
-  st->first_offer_ns = 0;
-  st->realigned = false;
-  st->deadline_ns = now_ns + node->s.round_timeout_ns;
-  state_ask_more(node);
-}
-
-/* A known peer that takes part in rounds but that we cannot ask yet. */
-static bool state_peer_unasked(ded_node *node) {
-  node_state *st = &node->st;
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    const ded_record *rec = ded_peer_record(node, p);
-    if (p->left || !rec || (rec->flags & DED_RECORD_F_NO_ROUNDS)) continue;
-    bool asked = false;
-    for (unsigned k = 0; k < st->ndonors && !asked; k++)
-      asked = memcmp(st->donors[k].id, p->id, DED_ID_BYTES) == 0;
-    if (!asked) return true;
-  }
-  return false;
-}
-
-static void state_send_get(ded_node *node, unsigned di, uint64_t chunk) {
-  node_state *st = &node->st;
-  state_donor *d = &st->donors[di];
-  ded_peer *p = ded_peer_find(node, d->id);
-  uint64_t off = chunk * STATE_CHUNK_BYTES;
-  ded_msg_state_get m = {st->want.round, st->want.digest, off,
-                         (uint32_t)DED_MIN(STATE_CHUNK_BYTES, st->want.len - off)};
-  uint8_t frame[DED_STATE_GET_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_state_get_encode(&w, &m);
-  if (!p || !p->conn || ded_conn_send_ctrl(node, p->conn, frame, w.pos) != 0) return;
-  st->chunk[chunk] = (uint8_t)(1 + di);
-  if (d->inflight == 0) d->last_ns = node->now_ns;
-  d->inflight++;
-}
-
-static void state_fill(ded_node *node);
-static void state_finish(ded_node *node, uint64_t now_ns);
-
-/* |di| no longer serves the fetch: its ranges go to the others. */
-static void state_drop_donor(ded_node *node, unsigned di, const char *why) {
-  node_state *st = &node->st;
-  state_donor *d = &st->donors[di];
-  if (!d->in_group) return;
-  char sid[9];
-  ded_id_short(d->id, sid);
-  node_log(node, DED_LOG_INFO, "state fetch: peer %s dropped (%s)", sid, why);
-  d->in_group = false;
-  d->inflight = 0;
-  for (uint64_t i = 0; i < st->nchunks; i++)
-    if (st->chunk[i] == 1 + di) {
-      st->chunk[i] = 0;
-      if (i < st->next_todo) st->next_todo = i;
-    }
-}
-
-/* Two offers of the very same snapshot. */
-static bool state_offers_equal(const ded_msg_state_offer *a, const ded_msg_state_offer *b) {
-  return a->status == DED_STATE_OFFER && b->status == DED_STATE_OFFER && a->round == b->round &&
-         a->digest == b->digest && a->len == b->len && a->step_rounds == b->step_rounds &&
-         a->npieces == b->npieces &&
-         memcmp(a->sizes, b->sizes, a->npieces * sizeof a->sizes[0]) == 0 &&
-         a->lin_attempt == b->lin_attempt && a->nlin == b->nlin &&
-         memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0;
-}
-
-static void state_choose(ded_node *node, uint64_t now_ns) {
-  node_state *st = &node->st;
-  /* The snapshot most peers offer (the highest round among equals): the
-   * more that offer it, the more the fetch is spread. */
-  int best = -1;
-  unsigned best_n = 0;
-  for (unsigned i = 0; i < st->ndonors; i++) {
-    state_donor *a = &st->donors[i];
-    if (!a->answered || a->offer.status != DED_STATE_OFFER) continue;
-    unsigned n = 0;
-    for (unsigned k = 0; k < st->ndonors; k++)
-      n += st->donors[k].answered && state_offers_equal(&a->offer, &st->donors[k].offer);
-    if (best < 0 || n > best_n || (n == best_n && a->offer.round > st->donors[best].offer.round)) {
-      best = (int)i;
-      best_n = n;
-    }
-  }
-  state_donor *a = &st->donors[best];
-  for (unsigned k = 0; k < st->ndonors; k++) {
-    state_donor *b = &st->donors[k];
-    b->in_group = b->answered && state_offers_equal(&a->offer, &b->offer);
-    b->inflight = 0;
-    b->last_ns = now_ns;
-  }
-  ded_mem_free(node->mem, st->lin);
-  st->want = a->offer;
-  st->lin = a->lin; /* ours now; a->offer.lin still points at it, read-only */
-  a->lin = NULL;
-  st->nchunks = (st->want.len + STATE_CHUNK_BYTES - 1) / STATE_CHUNK_BYTES;
-  st->ndone = st->next_todo = 0;
-  ded_mem_free(node->mem, st->chunk);
-  ded_mem_free(node->mem, st->buf);
-  st->chunk = ded_mem_calloc(node->mem, st->nchunks ? st->nchunks : 1, 1);
-  st->buf = ded_mem_malloc(node->mem, st->want.len ? st->want.len : 1);
-  if (!st->chunk || !st->buf) {
-    state_done(node, DED_ERR_NOMEM, NULL);
-    return;
-  }
-  st->phase = STATE_FETCHING;
-  node_log(node, DED_LOG_INFO, "the run is at round %llu: loading its state (%llu bytes) from %u "
-           "peer%s", (unsigned long long)st->want.round, (unsigned long long)st->want.len, best_n,
-           best_n == 1 ? "" : "s");
-  state_fill(node);
-  if (st->phase == STATE_FETCHING && st->ndone == st->nchunks) state_finish(node, now_ns);
-}
-
-static int state_donor_of(const node_state *st, const uint8_t id[DED_ID_BYTES]) {
-  for (unsigned i = 0; i < st->ndonors; i++)
-    if (memcmp(st->donors[i].id, id, DED_ID_BYTES) == 0) return (int)i;
-  return -1;
-}
-
-static void node_on_state_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m,
-                                uint64_t now_ns) {
-  node_state *st = &node->st;
-  int di = state_donor_of(st, c->peer->id);
-  if (di < 0) return; /* not asked (or asked by an earlier try): moot */
-  state_donor *d = &st->donors[di];
-  if (st->phase == STATE_FETCHING) {
-    if (d->in_group && (m->status == DED_STATE_GONE || m->status == DED_STATE_NONE) &&
-        m->round == st->want.round)
-      state_drop_donor(node, (unsigned)di, "it no longer holds the snapshot");
-    state_fill(node);
-    return;
-  }
-  if (st->phase != STATE_ASKING || m->status == DED_STATE_GONE) return;
-  if (m->status == DED_STATE_OFFER && m->round < st->min_round) {
-    /* Asked for a newer one: this offer cannot bring us into step. (It
-     * may answer an ask of an earlier try that crossed ours: no fault.) */
-    node_log(node, DED_LOG_DEBUG, "state offer of round %llu from %s: older than round %llu",
-             (unsigned long long)m->round, c->peer->sid, (unsigned long long)st->min_round);
-    return;
-  }
-  uint8_t(*lin)[DED_ID_BYTES] = NULL;
-  if (m->nlin) {
-    lin = ded_mem_malloc(node->mem, DED_LIN_BYTES(m->nlin));
-    if (!lin) return;
-    memcpy(lin, m->lin, DED_LIN_BYTES(m->nlin));
-  }
-  ded_mem_free(node->mem, d->lin);
-  d->lin = lin;
-  d->offer = *m;
-  d->offer.lin = (const uint8_t *)lin;
-  d->answered = true;
-  d->last_ns = now_ns;
-  if (m->status == DED_STATE_OFFER && !st->first_offer_ns) st->first_offer_ns = now_ns;
-}
-
-/* Asks the group for every range not asked yet, a few at a time each. */
-static void state_fill(ded_node *node) {
-  node_state *st = &node->st;
-  if (st->phase != STATE_FETCHING) return;
-  bool progress = true;
-  while (progress && st->next_todo < st->nchunks) {
-    progress = false;
-    for (unsigned di = 0; di < st->ndonors && st->next_todo < st->nchunks; di++) {
-      state_donor *d = &st->donors[di];
-      if (!d->in_group || d->inflight >= STATE_WINDOW) continue;
-      while (st->next_todo < st->nchunks && st->chunk[st->next_todo] != 0) st->next_todo++;
-      if (st->next_todo == st->nchunks) break;
-      unsigned before = d->inflight;
-      state_send_get(node, di, st->next_todo);
-      progress |= d->inflight > before;
-    }
-  }
-}
-
-static void node_on_state_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
-                               uint64_t now_ns) {
-  node_state *st = &node->st;
-  if (st->phase != STATE_FETCHING || m->round != st->want.round || m->digest != st->want.digest)
-    return; /* a range of an earlier try: moot */
-  int di = state_donor_of(st, c->peer->id);
-  uint64_t i = m->offset / STATE_CHUNK_BYTES;
-  if (di < 0 || m->offset % STATE_CHUNK_BYTES != 0 || i >= st->nchunks ||
-      m->len != DED_MIN(STATE_CHUNK_BYTES, st->want.len - m->offset)) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_DATA not asked for");
-    return;
-  }
-  state_donor *d = &st->donors[di];
-  if (st->chunk[i] == 1 + di) { /* a duplicate, or a range moved away: ignored */
-    memcpy(st->buf + m->offset, m->bytes, m->len);
-    st->chunk[i] = 0xff;
-    st->ndone++;
-    if (d->inflight > 0) d->inflight--;
-  }
-  d->last_ns = now_ns;
-  state_fill(node);
-  if (st->ndone == st->nchunks) state_finish(node, now_ns);
-}
-
-/* The whole state is here: check it, take the lineage, resume. */
-static void state_finish(ded_node *node, uint64_t now_ns) {
-  node_state *st = &node->st;
-  const ded_msg_state_offer *w = &st->want;
-  if (ded_digest64(st->buf, w->len) != w->digest) {
-    node_log(node, DED_LOG_WARN, "state of round %llu: the bytes do not match their digest; asking "
-             "again", (unsigned long long)w->round);
-    if (st->tries >= STATE_TRIES) {
-      state_done(node, DED_ERR_PROTO, NULL);
-      return;
-    }
-    state_begin_asking(node, now_ns);
-    return;
-  }
-  uint64_t skipped = w->round - node->next_round;
-  if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
-  ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
-                      (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin);
-  st->lin = NULL;
-  node->next_round = w->round;
-  ded_snapshot snap;
-  memset(&snap, 0, sizeof snap);
-  snap.round = w->round;
-  snap.step_rounds = w->step_rounds;
-  snap.npieces = w->npieces;
-  memcpy(snap.sizes, w->sizes, sizeof snap.sizes);
-  snap.len = w->len;
-  snap.digest = w->digest;
-  snap.bytes = st->buf;
-  st->buf = NULL;
-  unsigned n = 0;
-  for (unsigned i = 0; i < st->ndonors; i++) n += st->donors[i].in_group;
-  if (st->reload)
-    node_log(node, DED_LOG_INFO, "back in step at round %llu, %llu rounds on: state of %llu bytes "
-             "reloaded in %llu ms (from %u peer%s)", (unsigned long long)w->round,
-             (unsigned long long)skipped, (unsigned long long)w->len,
-             (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
-  else
-    node_log(node, DED_LOG_INFO, "joined the run at round %llu: state of %llu bytes loaded in %llu "
-             "ms (from %u peer%s)", (unsigned long long)w->round, (unsigned long long)w->len,
-             (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
-  state_done(node, 0, &snap);
-  ded_mem_free(node->mem, snap.bytes); /* unless the callee took it */
-}
-
-/* Decides what the answers so far mean; drops donors that stall. */
-static void state_tick(ded_node *node, uint64_t now_ns) {
-  node_state *st = &node->st;
-  if (st->have_snap && !st->naskers && now_ns >= st->snap_used_ns + STATE_SNAP_IDLE_NS)
-    state_snap_drop(node);
-  if (st->phase == STATE_ASKING) {
-    state_ask_more(node);
-    unsigned offers = 0, pending = 0, fresh = 0, inrun = 0;
-    for (unsigned i = 0; i < st->ndonors; i++) {
-      state_donor *d = &st->donors[i];
-      ded_peer *p = d->answered ? NULL : ded_peer_find(node, d->id);
-      if (!d->answered && (!p || !p->conn || p->left)) {
-        /* Gone before it answered: it will not. */
-        d->answered = true;
-        d->offer.status = DED_STATE_NONE;
-      }
-      if (!d->answered)
-        pending++;
-      else if (d->offer.status == DED_STATE_OFFER)
-        offers++;
-      else if (d->offer.status == DED_STATE_PENDING)
-        pending++, inrun++;
-      else if (d->offer.status == DED_STATE_FRESH)
-        fresh++;
-    }
-    if (offers) {
-      /* Peers in step take their snapshots at the same round, unless an
-       * ask reached them on either side of a step's start: then, once,
-       * every peer that offered is asked for a snapshot a step past the
-       * newest offered, which they all reach from where they are, so
-       * that the fetch can be spread over all of them. */
-      uint64_t newest = 0, step = 1, oldest = UINT64_MAX;
-      for (unsigned i = 0; i < st->ndonors; i++) {
-        const state_donor *d = &st->donors[i];
-        if (!d->answered || d->offer.status != DED_STATE_OFFER) continue;
-        oldest = DED_MIN(oldest, d->offer.round);
-        if (d->offer.round > newest) {
-          newest = d->offer.round;
-          step = d->offer.step_rounds;
-        }
-      }
-      if (oldest < newest && !st->realigned) {
-        st->realigned = true;
-        for (unsigned i = 0; i < st->ndonors; i++) {
-          state_donor *d = &st->donors[i];
-          ded_peer *p = ded_peer_find(node, d->id);
-          if (!d->answered || d->offer.status != DED_STATE_OFFER || !p ||
-              state_send_ask(node, p, DED_MAX(newest + step, st->min_round)) != 0)
-            continue;
-          d->answered = false;
-          pending++;
-          offers--;
-        }
-        return;
-      }
-      /* Wait a little for the others that will offer: as long again as
-       * the first offer took, at least the deadline floor. */
-      uint64_t grace = DED_MAX(node->s.deadline_floor_ns, st->first_offer_ns - st->asked_ns);
-      if ((pending == 0 && !state_peer_unasked(node)) || now_ns >= st->first_offer_ns + grace ||
-          now_ns >= st->deadline_ns)
-        state_choose(node, now_ns);
-      return;
-    }
-    bool settled = pending == 0 && !state_peer_unasked(node);
-    if (st->reload) { /* a run is in progress: wait for an offer, within the bound */
-      if (now_ns >= st->deadline_ns || (settled && st->ndonors == 0)) {
-        node_log(node, DED_LOG_WARN, "no peer offered the run's state of round %llu or later "
-                 "within %llu ms: this job stays out of step", (unsigned long long)st->min_round,
-                 (unsigned long long)(node->s.round_timeout_ns / 1000000u));
-        state_done(node, DED_ERR_TIMEOUT, NULL);
-      }
-      return;
-    }
-    /* No run in progress: everyone we know has not started, or we know no
-     * one who takes part in rounds. A peer that has not connected yet is
-     * waited for a little (four deadline floors), not for the whole bound. */
-    if (settled || (pending == 0 && now_ns >= st->asked_ns + 4 * node->s.deadline_floor_ns) ||
-        (fresh && !inrun && now_ns >= st->deadline_ns)) {
-      node_log(node, DED_LOG_INFO, "no run in progress (%u peer%s asked): starting from this job's "
-               "own state", st->ndonors, st->ndonors == 1 ? "" : "s");
-      state_done(node, 0, NULL);
-      return;
-    }
-    if (now_ns >= st->deadline_ns) {
-      node_log(node, DED_LOG_ERROR, "no peer offered the run's state within %llu ms",
-               (unsigned long long)(node->s.round_timeout_ns / 1000000u));
-      state_done(node, DED_ERR_TIMEOUT, NULL);
-    }
-    return;
-  }
-  if (st->phase != STATE_FETCHING) return;
-  unsigned left = 0;
-  for (unsigned i = 0; i < st->ndonors; i++) {
-    state_donor *d = &st->donors[i];
-    if (!d->in_group) continue;
-    ded_peer *p = ded_peer_find(node, d->id);
-    if (!p || !p->conn)
-      state_drop_donor(node, i, "connection lost");
-    else if (d->inflight > 0 && now_ns >= d->last_ns + state_stall_ns(node))
-      state_drop_donor(node, i, "no data in time");
-    left += d->in_group;
-  }
-  if (left == 0) {
-    if (st->tries >= STATE_TRIES) {
-      node_log(node, DED_LOG_ERROR, "state fetch failed: every peer that offered it went away");
-      state_done(node, DED_ERR_PEER_LOST, NULL);
-      return;
-    }
-    state_begin_asking(node, now_ns);
-    return;
-  }
-  state_fill(node);
-}
-
-int ded_node_state_fetch(ded_node *node, uint64_t now_ns) {
-  node_enter(node, now_ns);
-  if (node->leaving) return DED_ERR_CLOSING;
-  if (!node->cb.state_done || node->next_round != 0 || node->st.phase != STATE_IDLE ||
-      node->s.no_rounds)
-    return DED_ERR_INVALID_ARG;
-  node->st.reload = false;
-  node->st.min_round = 0;
-  node->st.tries = 0;
-  state_begin_asking(node, now_ns);
-  state_tick(node, now_ns);
-  node_reap(node);
-  return 0;
-}
-
-int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
-  node_enter(node, now_ns);
-  if (node->leaving) return DED_ERR_CLOSING;
-  node_state *st = &node->st;
-  bool busy = st->phase == STATE_ASKING || st->phase == STATE_FETCHING;
-  for (unsigned i = 0; i < node->nrounds && !busy; i++)
-    busy = !node->rounds[i]->reported && node->rounds[i]->state != ROUND_DEAD;
-  if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->next_round)
-    return DED_ERR_INVALID_ARG;
-  node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
-           (unsigned long long)(min_round - node->next_round), (unsigned long long)min_round);
-  st->reload = true;
-  st->min_round = min_round;
-  st->tries = 0;
-  state_begin_asking(node, now_ns);
-  state_tick(node, now_ns);
-  node_reap(node);
-  return 0;
-}
-
-static void state_free(ded_node *node) {
-  node_state *st = &node->st;
-  state_snap_drop(node);
-  ded_mem_free(node->mem, st->askers);
-  for (unsigned i = 0; i < st->ndonors; i++) ded_mem_free(node->mem, st->donors[i].lin);
-  ded_mem_free(node->mem, st->lin);
-  ded_mem_free(node->mem, st->buf);
-  ded_mem_free(node->mem, st->chunk);
-}
 
 /* ------------------------------------------------------------------ */
 /* 10. timers, bootstrap, leave, public entry points                   */
@@ -3120,7 +2463,7 @@ static void state_free(ded_node *node) {
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->nrounds > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
-              node->st.phase == STATE_ASKING || node->st.phase == STATE_FETCHING;
+              ded_xfer_busy(node);
   for (size_t i = 0; i < node->ncoords && !busy; i++)
     busy = !node->coords[i]->decided && node->coords[i]->g.n > 0; /* nothing to decide on yet */
   node->wake_soon = false;
@@ -3226,7 +2569,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   coord_evaluate_all(node, now_ns);
   coord_prune(node);
   rounds_advance(node, now_ns);
-  state_tick(node, now_ns);
+  ded_xfer_tick(node, now_ns);
   if (node_needs_fast_tick(node)) node->wake_soon = true;
   if (!node->leaving && node->disc.rec_refresh_ns < node->tick_ns) /* a leaver refreshes nothing */
     node->tick_ns = DED_MAX(node->disc.rec_refresh_ns, now_ns + 1);
@@ -3328,7 +2671,7 @@ void ded_node_free(ded_node *node) {
   for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
   ded_peers_free(node);
   ded_history_free(&node->hist);
-  state_free(node);
+  ded_xfer_free(node);
   ded_bufcache_free(&node->cache);
   ded_mem_free(node->mem, node->coords);
   ded_lineage_lose(&node->lin);
@@ -3502,6 +2845,27 @@ void ded_node_handle_expiry(ded_node *node, uint64_t now_ns) {
   node_reap(node);
 }
 
+int ded_node_state_fetch(ded_node *node, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_xfer_fetch(node, now_ns);
+  if (rv == 0) node_reap(node);
+  return rv;
+}
+
+int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_xfer_reload(node, min_round, now_ns);
+  if (rv == 0) node_reap(node);
+  return rv;
+}
+
+int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_xfer_snapshot_set(node, snap, now_ns);
+  if (rv != DED_ERR_NOMEM) node_reap(node); /* out of memory, nothing changed */
+  return rv;
+}
+
 int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
   node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
@@ -3511,7 +2875,7 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
       args->n_local == 0)
     return DED_ERR_INVALID_ARG;
   /* A reload decides which round comes next. */
-  if (node->st.reload && (node->st.phase == STATE_ASKING || node->st.phase == STATE_FETCHING))
+  if (node->xfer.reload && ded_xfer_busy(node))
     return DED_ERR_INVALID_ARG;
   if (node->nrounds >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
   ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);

@@ -33,6 +33,7 @@
 #include "round/ded_intents.h"
 #include "round/ded_lineage.h"
 #include "round/ded_timing.h"
+#include "state/ded_xfer.h"
 
 /* ------------------------------------------------------------------ */
 /* 1. types                                                            */
@@ -179,59 +180,6 @@ typedef struct coord_round {
 #define NODE_SELF_DEPTH_MAX 3
 
 /* State transfer (section 9): a donor's snapshot, and a joiner's fetch. */
-#define STATE_ASK_MAX 8
-#define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
-#define STATE_WINDOW 16  /* ranges asked of one donor at once: 4 MiB in flight */
-#define STATE_TRIES 3    /* asks before a fetch gives up */
-#define STATE_SNAP_IDLE_NS (60ull * 1000 * 1000 * 1000)
-#define STATE_SNAP_BUSY_NS (1000ull * 1000 * 1000) /* served this recently: in use */
-
-typedef struct state_asker {
-  uint8_t id[DED_ID_BYTES];
-  uint64_t min_round;
-} state_asker;
-
-/* A peer a joiner asked, and what it answered. */
-typedef struct state_donor {
-  uint8_t id[DED_ID_BYTES];
-  bool answered;
-  ded_msg_state_offer offer; /* offer.lin points into |lin| */
-  uint8_t (*lin)[DED_ID_BYTES];
-  unsigned inflight;
-  uint64_t last_ns; /* last answer or range from it */
-  bool in_group;    /* offers the snapshot being fetched */
-} state_donor;
-
-enum state_phase { STATE_IDLE, STATE_ASKING, STATE_FETCHING, STATE_FINISHED };
-
-typedef struct node_state {
-  /* Donor side. */
-  bool have_snap;
-  ded_snapshot snap;
-  uint8_t (*snap_lin)[DED_ID_BYTES];
-  unsigned snap_nlin;
-  uint64_t snap_lin_attempt;
-  uint64_t snap_used_ns;   /* last offered or served: idle after STATE_SNAP_IDLE_NS */
-  uint64_t snap_served_ns; /* last range served */
-  bool snap_wanted; /* asked the driver for one */
-  state_asker *askers; /* waiting for a snapshot */
-  size_t naskers, askers_cap;
-  /* Joiner side. */
-  enum state_phase phase;
-  bool reload;        /* a job out of step, not a new one */
-  uint64_t min_round; /* offers of older snapshots are no use */
-  unsigned tries;
-  bool realigned; /* asked the offering peers again for one round */
-  state_donor donors[STATE_ASK_MAX];
-  unsigned ndonors;
-  uint64_t asked_ns, first_offer_ns, deadline_ns;
-  ded_msg_state_offer want; /* the snapshot chosen (want.lin points into |lin|) */
-  uint8_t (*lin)[DED_ID_BYTES];
-  uint8_t *buf;
-  uint8_t *chunk; /* per range: 0 to ask, 1 + donor index asked, 0xff done */
-  uint64_t nchunks, ndone, next_todo;
-} node_state;
-
 struct ded_node {
   ded_node_settings s;
   char run[DED_RUN_NAME_MAX + 1];
@@ -282,7 +230,7 @@ struct ded_node {
   unsigned self_depth; /* nested joins to ourselves (round_send_join) */
   uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
   bool reporting, report_again; /* rounds_report_ready is running; run it again */
-  node_state st;
+  ded_xfer xfer; /* state transfer, both sides (ded_xfer.h) */
   bool leaving;
   bool reap_needed;
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */

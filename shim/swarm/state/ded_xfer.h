@@ -1,0 +1,119 @@
+/*
+ * ded_xfer.h: state transfer, a joiner loading the run's state from its peers.
+ *
+ * Owns: both sides of it. As a donor: the snapshot of the trainer's state
+ * this job offers (taken when asked, at the start of the trainer's next
+ * step, and dropped after a minute unused), the lineage that comes with
+ * it, and the joiners waiting for one. As a joiner: the peers asked
+ * (STATE_ASK, up to DED_XFER_ASK_MAX of them), what each answered, the
+ * snapshot chosen (the one most of them offer, byte for byte), and its
+ * 256 KiB ranges, fetched striped over every peer that offers it
+ * (STATE_GET/STATE_DATA, a window of ranges per peer), moving the ranges of
+ * a peer that stalls or goes away to the others.
+ *
+ * The joiner's machine: IDLE -> ASKING (offers come in; once the offers
+ * settle, choose) -> FETCHING (ranges) -> FINISHED (state_done called:
+ * the snapshot's bytes, "no run in progress", or an error). A digest that
+ * does not match, or a fetch whose peers all went, asks again, at most
+ * DED_XFER_TRIES times. A reload (a job out of step) is the same with a
+ * minimum round, and "no run in progress" is not an answer it can get.
+ * The wire side is described in ded_msg.h, the rest in
+ * docs/architecture.md ("Joining a run in progress", "Falling out of step").
+ *
+ * Invariants: a donor offers only a snapshot of a round whose previous
+ * round ended here with the swarm's result (it can vouch for the state);
+ * a joiner takes a snapshot only whole and matching its digest; ranges in
+ * flight are counted per donor, and a range is asked of one donor at once.
+ */
+#ifndef DED_XFER_H
+#define DED_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_msg.h"
+#include "../ded_node.h"
+
+struct ded_conn;
+
+#define DED_XFER_ASK_MAX 8
+
+typedef struct ded_xfer_asker {
+  uint8_t id[DED_ID_BYTES];
+  uint64_t min_round;
+} ded_xfer_asker;
+
+/* A peer a joiner asked, and what it answered. */
+typedef struct ded_xfer_donor {
+  uint8_t id[DED_ID_BYTES];
+  bool answered;
+  ded_msg_state_offer offer; /* offer.lin points into |lin| */
+  uint8_t (*lin)[DED_ID_BYTES];
+  unsigned inflight;
+  uint64_t last_ns; /* last answer or range from it */
+  bool in_group;    /* offers the snapshot being fetched */
+} ded_xfer_donor;
+
+typedef enum ded_xfer_phase {
+  DED_XFER_IDLE,
+  DED_XFER_ASKING,
+  DED_XFER_FETCHING,
+  DED_XFER_FINISHED
+} ded_xfer_phase;
+
+typedef struct ded_xfer {
+  /* Donor side. */
+  bool have_snap;
+  ded_snapshot snap;
+  uint8_t (*snap_lin)[DED_ID_BYTES];
+  unsigned snap_nlin;
+  uint64_t snap_lin_attempt;
+  uint64_t snap_used_ns;   /* last offered or served: idle after a minute */
+  uint64_t snap_served_ns; /* last range served */
+  bool snap_wanted;        /* asked the driver for one */
+  ded_xfer_asker *askers;  /* waiting for a snapshot */
+  size_t naskers, askers_cap;
+  /* Joiner side. */
+  ded_xfer_phase phase;
+  bool reload;        /* a job out of step, not a new one */
+  uint64_t min_round; /* offers of older snapshots are no use */
+  unsigned tries;
+  bool realigned; /* asked the offering peers again for one round */
+  ded_xfer_donor donors[DED_XFER_ASK_MAX];
+  unsigned ndonors;
+  uint64_t asked_ns, first_offer_ns, deadline_ns;
+  ded_msg_state_offer want; /* the snapshot chosen (want.lin points into |lin|) */
+  uint8_t (*lin)[DED_ID_BYTES];
+  uint8_t *buf;
+  uint8_t *chunk; /* per range: 0 to ask, 1 + donor index asked, 0xff done */
+  uint64_t nchunks, ndone, next_todo;
+} ded_xfer;
+
+/* ded_node_state_fetch, without entering the node: 0 or an error. */
+int ded_xfer_fetch(ded_node *node, uint64_t now_ns);
+
+/* ded_node_state_reload, likewise. */
+int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
+
+/* ded_node_snapshot_set, likewise (DED_ERR_NOMEM: nothing happened). */
+int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+
+/* The frames of state transfer, from |c|'s peer. */
+void ded_xfer_on_ask(ded_node *node, struct ded_conn *c, const ded_msg_state_ask *m);
+void ded_xfer_on_offer(ded_node *node, struct ded_conn *c, const ded_msg_state_offer *m,
+                       uint64_t now_ns);
+void ded_xfer_on_get(ded_node *node, struct ded_conn *c, const ded_msg_state_get *m);
+void ded_xfer_on_data(ded_node *node, struct ded_conn *c, const ded_msg_state_data *m,
+                      uint64_t now_ns);
+
+/* Decides what the answers so far mean; drops donors that stall; drops a
+ * snapshot unused for a minute. */
+void ded_xfer_tick(ded_node *node, uint64_t now_ns);
+
+/* True while a fetch or reload is asking or fetching. */
+bool ded_xfer_busy(const ded_node *node);
+
+void ded_xfer_free(ded_node *node);
+
+#endif /* DED_XFER_H */
