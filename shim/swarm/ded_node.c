@@ -755,7 +755,6 @@ static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const u
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
                              uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
-static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan);
 
 /* Takes |plan| as the round's current attempt. Frames of other attempts
  * still queued are dropped; the caller's buffer is untouched. */
@@ -768,7 +767,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   r->has_plan = true;
   r->acc_view = view;
   r->started_ns = now_ns;
-  r->est_ns = plan_estimate_ns(node, plan);
+  r->est_ns = ded_plan_estimate_ns(node, plan);
   r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
   unsigned k = plan->k;
   r->me = k;
@@ -1511,115 +1510,6 @@ static bool attempt_full(const struct coord_attempt *a) {
   return true;
 }
 
-
-/* What the planner knows of joiner |id|: its mode and published rates. */
-static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
-  ded_lp_peer lp = {0.0, 0.0, 0.0, DED_MODE_NODE};
-  ded_perf perf = {0, 0, 0};
-  if (memcmp(id, node->ident.id, DED_ID_BYTES) == 0) {
-    lp.mode = node->s.mode;
-    perf = node->disc.perf;
-  } else {
-    const ded_peer *p = ded_peer_find(node, id);
-    const ded_record *rec = p ? ded_peer_record((ded_node *)node, p) : NULL;
-    if (rec) {
-      lp.mode = rec->mode;
-      ded_record_perf(rec, &perf);
-    }
-  }
-  lp.up_Bps = perf.up_kBps * 1000.0;
-  lp.down_Bps = perf.down_kBps * 1000.0;
-  lp.add_Bps = perf.add_kBps * 1000.0;
-  /* A download is measured only as fast as the senders send: a fast peer
-   * among slow ones reads as slow, and the plan would then starve it. An
-   * upload shows its link far more often (a sender's own link is what
-   * fills first). So a download is taken to be at least the upload, as
-   * on nearly every access link (DSL, cable, fibre, mobile). */
-  if (lp.down_Bps < lp.up_Bps) lp.down_Bps = lp.up_Bps;
-  return lp;
-}
-
-/* A plan member's mode, from its flags. */
-static uint8_t member_mode(uint8_t flags) {
-  return flags & DED_MEMBER_F_CLIENT ? DED_MODE_CLIENT
-         : flags & DED_MEMBER_F_AUX  ? DED_MODE_AUX
-                                     : DED_MODE_NODE;
-}
-
-/* What a round of |plan| should take, by the model of ded_lp.h, at the
- * members' published rates, a rate not measured yet taken as a slow home
- * link's (DED_RATE_UNKNOWN_BPS); 0 if that cannot be told. */
-static uint64_t plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
-  unsigned k = plan->k;
-  ded_lp_peer *lp = ded_mem_calloc(node->mem, k, sizeof *lp);
-  double *frac = ded_mem_calloc(node->mem, k, sizeof *frac);
-  uint64_t est = 0;
-  if (lp && frac && plan->count > 0) {
-    for (unsigned i = 0; i < k; i++) {
-      const ded_msg_member *m = &plan->members[i];
-      lp[i] = coord_lp_peer(node, m->id);
-      lp[i].mode = member_mode(m->flags);
-      if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = DED_RATE_UNKNOWN_BPS;
-      if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = DED_RATE_UNKNOWN_BPS;
-      uint64_t end = i + 1 < k ? plan->members[i + 1].shard_off : plan->count;
-      frac[i] = (double)(end - m->shard_off) / (double)plan->count;
-    }
-    double s = ded_lp_time(lp, k, frac) * (double)plan->count * (double)ded_dtype_size(plan->dtype);
-    if (isfinite(s) && s > 0.0) est = s < 1e9 ? (uint64_t)(s * 1e9) : UINT64_MAX / 4;
-  }
-  ded_mem_free(node->mem, lp);
-  ded_mem_free(node->mem, frac);
-  return est;
-}
-
-/* Fixes |cr|'s membership and shares into |cm| (DESIGN §4, adaptive
- * averaging): the DeDLOC program over the joiners' published rates, or
- * equal shares if that is our setting. The plan is logged when it
- * changes. */
-static int coord_plan(ded_node *node, coord_round *cr, ded_msg_commit *cm) {
-  ded_lp_peer *lp = ded_mem_calloc(node->mem, cr->g.n, sizeof *lp);
-  if (!lp) return DED_ERR_NOMEM;
-  for (size_t i = 0; i < cr->g.n; i++) lp[i] = coord_lp_peer(node, cr->g.v[i].id);
-  ded_lp_result res;
-  int rv = ded_gather_commit_planned(&cr->g, node->mem, node->s.chunk_bytes, lp,
-                                     node->s.plan == DED_PLAN_EQUAL, &res, cm);
-  ded_mem_free(node->mem, lp);
-  if (rv != 0) return rv;
-  if (res.fallback != DED_LP_E_NONE)
-    node_log(node, DED_LOG_WARN, "round %llu: equal shares: %s", (unsigned long long)cr->round,
-             ded_lp_fallback_str(res.fallback));
-  /* One line per change of plan: who reduces what share, at what rates. */
-  uint64_t sig = cm->k;
-  for (unsigned i = 0; i < cm->k; i++) sig = sig * 1000003u ^ (cm->members[i].shard_off * 1000 / (cm->count ? cm->count : 1));
-  if (sig != node->plan_sig && node->s.log_level >= DED_LOG_INFO) {
-    node->plan_sig = sig;
-    char line[1024];
-    size_t pos = 0;
-    for (unsigned i = 0; i < cm->k && i < 16 && pos < sizeof line; i++) {
-      uint64_t end = i + 1 < cm->k ? cm->members[i + 1].shard_off : cm->count;
-      ded_lp_peer p = coord_lp_peer(node, cm->members[i].id);
-      char sid[9];
-      ded_id_short(cm->members[i].id, sid);
-      int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f/%.0fMbit)", sid,
-                       100.0 * (double)(end - cm->members[i].shard_off) / (double)cm->count,
-                       ded_mode_str(member_mode(cm->members[i].flags)),
-                       p.up_Bps * 8e-6, p.down_Bps * 8e-6);
-      if (n < 0) break;
-      pos += (size_t)n;
-    }
-    double est = res.t_per_byte * (double)cm->count * (double)ded_dtype_size(cm->dtype);
-    char est_s[32] = "?"; /* rates not known yet */
-    if (isfinite(est) && est < 1e6) snprintf(est_s, sizeof est_s, "%.3f", est);
-    node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %s s:%s%s", (unsigned long long)cr->round,
-             node->s.plan == DED_PLAN_EQUAL ? "equal"
-             : res.equal_kept               ? "lp (equal shares: links alike, or the program gains < 10 %)"
-                                            : "lp",
-             est_s,
-             pos < sizeof line ? line : "", cm->k > 16 ? " ..." : "");
-  }
-  return 0;
-}
-
 /*
  * Decides the view. In order: an attempt someone completed is the round's
  * result; with a quorum of reports, the attempt accepted in the highest
@@ -1705,7 +1595,7 @@ static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t 
   cr->g.n = out;
   if (cr->g.n == 0) return;
   ded_msg_commit cm;
-  if (coord_plan(node, cr, &cm) != 0) return;
+  if (ded_plan_make(node, &cr->g, cr->round, &cm) != 0) return;
   if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
     node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
              (unsigned long long)cr->round, cr->view);
@@ -1863,7 +1753,6 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
 
 /* ---- announced late members ---- */
 
-static ded_lp_peer coord_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]);
 
 /* Until when an announced member is still waited for in |round| (0: none
  * is): one that announced this round or an earlier one, is here, and has
@@ -1911,7 +1800,7 @@ static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j
   ded_round *r = round_find(node, j->round);
   if (j->round < node->next_round && (!r || r->reported))
     coord_send_stale_or_ahead(node, from, j->round, true);
-  uint64_t hold = ded_intents_hold_ns(&node->timing, coord_lp_peer(node, from->id).down_Bps,
+  uint64_t hold = ded_intents_hold_ns(&node->timing, ded_plan_lp_peer(node, from->id).down_Bps,
                                       j->count, ded_dtype_size(j->dtype));
   if (hold == UINT64_MAX) {
     node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on, but fetches too slowly to "

@@ -24,6 +24,7 @@
 #include "dht/ded_table.h"
 #include "dht/ded_disc.h"
 #include "match/ded_match.h"
+#include "match/ded_plan.h"
 #include "match/ded_quorum.h"
 #include "net/ded_boot.h"
 #include "net/ded_conn.h"
@@ -193,8 +194,8 @@ struct ded_node {
   ded_disc disc;
   /* Our links, measured from our own traffic. */
   ded_meter up, down;
-  /* The last plan our coordinator logged (coord_plan). */
-  uint64_t plan_sig;
+  /* The last plan our coordinator logged (ded_plan.h). */
+  ded_planner planner;
   ded_conns conns;
   ded_peers peers;
   /* Our rounds, in submission order. */
