@@ -87,11 +87,6 @@ static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   return false;
 }
 
-/* Whether gather |ctx| holds |id|'s join (ded_intents_pred). */
-static bool gather_has(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  return ded_gather_find(ctx, id) != NULL;
-}
-
 /* The queues take and let go of references into a round's memory. */
 static void node_ref(void *ctx, void *owner, bool user) {
   ded_round *r = owner;
@@ -110,20 +105,8 @@ void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps
 }
 
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
-void coord_evaluate_all(ded_node *node, uint64_t now_ns);
-void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
-/* True while a member of round |no| - 1, still here and not in |cr|'s
- * joins (if given), is still finishing that round: it has not said it
- * holds the result (its last chunks are on their way), or said so only
- * a learned join spread ago (its trainer's step comes between), and its
- * JOIN of |no| will follow. A member whose link is slower than the others'
- * finishes every round last: taken for late, it would be left out of every
- * other round. Only a member of that round (as we were, to coordinate this
- * one) hears every HAVE; anyone else tells nothing from their absence. */
-static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns);
-
-static ded_round *round_find(ded_node *node, uint64_t no) {
+ded_round *ded_round_find(ded_node *node, uint64_t no) {
   for (unsigned i = 0; i < node->nrounds; i++)
     if (node->rounds[i]->no == no && node->rounds[i]->state != ROUND_DEAD) return node->rounds[i];
   return NULL;
@@ -279,7 +262,7 @@ static void round_report(ded_node *node, ded_round *r, int status, bool alone, b
   ded_mem_free(node->mem, ids);
 }
 
-static void round_fail(ded_node *node, ded_round *r, int status) {
+void ded_round_fail(ded_node *node, ded_round *r, int status) {
   if (r->reported) return;
   node_log(node, DED_LOG_ERROR, "round %llu failed: %s", (unsigned long long)r->no,
            ded_strerror(status));
@@ -310,11 +293,6 @@ static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_
   return 0;
 }
 
-static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
-                          uint64_t now_ns);
-static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round);
-static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
-                                  uint64_t now_ns);
 
 /* The shards whose result we hold in full, as a bitmap. */
 static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
@@ -328,7 +306,7 @@ static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
  * coordinator holds the round for an announced member, until |until|: as
  * long as the hold, then the usual wait; the hold is bounded as the
  * coordinator bounds it (coord_evaluate). */
-static uint64_t round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
+uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
   until = DED_MIN(until, r->joined_ns + ded_timing_cap(&node->timing));
   return until + ded_timing_join_wait(&node->timing, r->view);
 }
@@ -351,13 +329,13 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->joined_ns = now_ns;
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : ded_timing_join_wait(&node->timing, r->view));
   /* The coordinator waits for members that announced themselves: so do we. */
-  uint64_t held = r->genesis || r->view ? 0 : node_intent_until(node, r->no, NULL, now_ns);
-  if (held) r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, held));
+  uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
+  if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
   uint8_t *have = NULL;
   if (r->has_plan) {
     have = round_have_bits(node, r);
     if (!have) {
-      round_fail(node, r, DED_ERR_NOMEM);
+      ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     j.flags |= DED_JOIN_F_STATUS;
@@ -375,7 +353,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       return;
     }
     node->self_depth++;
-    coord_on_join(node, NULL, NULL, &j, now_ns);
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
     node->self_depth--;
     ded_mem_free(node->mem, have);
     return;
@@ -403,7 +381,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   }
   ded_mem_free(node->mem, frame);
   ded_mem_free(node->mem, have);
-  if (rv) round_fail(node, r, rv);
+  if (rv) ded_round_fail(node, r, rv);
 }
 
 /* Chooses the coordinator of |r| once we can, and asks it in. */
@@ -429,7 +407,7 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
   if (r->no > 0 && prev) {
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
-      round_fail(node, r, DED_ERR_NOMEM);
+      ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     r->genesis = false;
@@ -438,12 +416,12 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     /* The previous round's commit is still on its way, unless that round
      * ended here without one: then this job is out of step, and the
      * newest membership it knows is its best guess. */
-    ded_round *o = round_find(node, r->no - 1);
+    ded_round *o = ded_round_find(node, r->no - 1);
     if (o && !o->reported) return;
     ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
     if (!best) return;
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
-      round_fail(node, r, DED_ERR_NOMEM);
+      ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     r->genesis = false;
@@ -467,13 +445,13 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 /* Tries every round that waits on lineage or a connection. */
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 
-void rounds_advance(ded_node *node, uint64_t now_ns) {
+void ded_rounds_advance(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
     if (r->state == ROUND_FETCHING && !r->frozen && !r->reported) {
       int rv = round_fetch_missing(node, r, now_ns);
-      if (rv) round_fail(node, r, rv);
+      if (rv) ded_round_fail(node, r, rv);
     }
   }
 }
@@ -509,7 +487,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
     /* A first round that has an attempt: its members are the lineage. */
     uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->plan);
     if (!ids) {
-      round_fail(node, r, DED_ERR_NOMEM);
+      ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     ded_mem_free(node->mem, r->lin);
@@ -522,7 +500,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   if (prev && prev->attempt != r->lin_attempt &&
       round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
-    round_fail(node, r, DED_ERR_NOMEM);
+    ded_round_fail(node, r, DED_ERR_NOMEM);
     return;
   }
   round_freeze(node, r);
@@ -568,7 +546,7 @@ static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
     round_failover(node, r, why, now_ns);
   else
-    round_fail(node, r, DED_ERR_NOMEM);
+    ded_round_fail(node, r, DED_ERR_NOMEM);
 }
 
 static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
@@ -797,7 +775,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   int rv2 = ded_lineage_set(&node->lin, r->no, plan);
   if (rv2) return rv2;
   /* A next round that joined on another attempt's membership joins again. */
-  ded_round *nx = round_find(node, r->no + 1);
+  ded_round *nx = ded_round_find(node, r->no + 1);
   if (nx && !nx->reported && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) &&
       !nx->genesis && nx->lin_attempt != plan->attempt && !nx->has_plan) {
     nx->state = ROUND_WAIT_PREV;
@@ -879,7 +857,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 /* Asks the holders for every shard we lack (those we are still connecting
- * to once the connection is up: rounds_advance calls again). */
+ * to once the connection is up: ded_rounds_advance calls again). */
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->state = ROUND_FETCHING;
   if (!r->fetch_sent) r->fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
@@ -928,7 +906,7 @@ static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_com
 /* A COMMIT (new attempt) for our round |r|, from the coordinator of its
  * view (or from ourselves). Returns DED_ERR_PROTO if the commit lies about
  * us; the caller drops the sender. */
-static int round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
+int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
                            uint64_t now_ns) {
   if (round_check_signature(node, r, cm)) return 0;
   int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
@@ -968,7 +946,7 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
   uint64_t target = r->no + 1;
   if (target == node->intent_round && now_ns < node->intent_ns + node->s.deadline_floor_ns)
     return; /* announced just now */
-  ded_round *nx = round_find(node, target);
+  ded_round *nx = ded_round_find(node, target);
   if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
   node->intent_round = target;
   node->intent_ns = now_ns;
@@ -990,7 +968,7 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 /* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
-static int round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
+int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
   if (round_check_signature(node, r, &d->plan)) return 0;
   if (!r->has_plan || r->plan.attempt != d->plan.attempt) {
     int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
@@ -1102,7 +1080,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
   if (r->frozen) return;
   rv = round_on_data(node, r, from, type, &d);
   if (rv == DED_ERR_NOMEM) {
-    round_fail(node, r, rv);
+    ded_round_fail(node, r, rv);
     return;
   }
   if (rv) {
@@ -1130,7 +1108,7 @@ static bool round_needs_member(const ded_round *r, unsigned m) {
 /* A peer went away: rounds that still need something from it fail over,
  * and coordinators stop waiting for it. A member that already gave us
  * everything may go: it finished the round first. */
-void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
+void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
   for (unsigned i = 0; i < node->nrounds; i++) {
     ded_round *r = node->rounds[i];
     if (r->reported || r->state == ROUND_DEAD) continue;
@@ -1149,13 +1127,13 @@ void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
         }
     }
   }
-  coord_evaluate_all(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
 }
 
 /* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
  * hold it, as it is reduced if it is our own shard in progress. */
 static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
-  ded_round *r = round_find(node, f->round);
+  ded_round *r = ded_round_find(node, f->round);
   if (r && r->has_plan && r->plan.attempt == f->attempt && f->shard < r->plan.k &&
       (!r->frozen || round_shard_done(r, f->shard))) {
     unsigned s = f->shard;
@@ -1197,777 +1175,13 @@ static void node_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *
   }
   node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
            (unsigned long long)f->round, to->sid);
-  if (f->round < node->next_round && !r) coord_send_stale(node, to, f->round);
+  if (f->round < node->next_round && !r) ded_coord_send_stale(node, to, f->round);
 }
 
-/* ------------------------------------------------------------------ */
-/* 7. coordinator side of a round                                      */
-/* ------------------------------------------------------------------ */
-
-static coord_round *coord_find(ded_node *node, uint64_t no) {
-  for (size_t i = 0; i < node->ncoords; i++)
-    if (node->coords[i]->round == no) return node->coords[i];
-  return NULL;
-}
-
-/* Forgets everything of the view |cr| coordinated. */
-static void coord_clear(ded_node *node, coord_round *cr) {
-  ded_gather_free(&cr->g, node->mem);
-  for (unsigned i = 0; i < cr->natt; i++) {
-    ded_msg_commit_free(&cr->att[i].plan, node->mem);
-    ded_mem_free(node->mem, cr->att[i].have);
-    ded_mem_free(node->mem, cr->att[i].holder);
-  }
-  cr->natt = 0;
-  ded_mem_free(node->mem, cr->commit_frame);
-  ded_mem_free(node->mem, cr->late_frame);
-  cr->commit_frame = cr->late_frame = NULL;
-  cr->commit_len = cr->late_len = 0;
-  cr->decided = false;
-  cr->clock = cr->held = false;
-  cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
-}
-
-static void coord_free(ded_node *node, coord_round *cr) {
-  coord_clear(node, cr);
-  ded_mem_free(node->mem, cr->expect);
-  ded_mem_free(node->mem, cr);
-}
-
-static void coord_expect_add(ded_node *node, coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
-  for (unsigned i = 0; i < cr->nexpect; i++)
-    if (memcmp(cr->expect[i], id, DED_ID_BYTES) == 0) return;
-  if (cr->nexpect == cr->expect_cap) {
-    unsigned cap = cr->expect_cap ? cr->expect_cap * 2 : 16;
-    if (cap > 4 * DED_ROUND_MEMBERS_MAX) return;
-    uint8_t(*v)[DED_ID_BYTES] = ded_mem_realloc(node->mem, cr->expect, (size_t)cap * DED_ID_BYTES);
-    if (!v) return;
-    cr->expect = v;
-    cr->expect_cap = cap;
-  }
-  memcpy(cr->expect[cr->nexpect++], id, DED_ID_BYTES);
-}
-
-/* The lineage is waited for: round-1's members, and round-2's (a member
- * that missed one round is waited for again in the next). */
-static void coord_expect_lineage(ded_node *node, coord_round *cr) {
-  for (uint64_t back = 1; back <= 2 && back <= cr->round; back++) {
-    ded_lin_entry *e = ded_lineage_get(&node->lin, cr->round - back);
-    for (unsigned i = 0; e && i < e->n; i++) coord_expect_add(node, cr, e->ids[i]);
-  }
-}
-
-typedef struct coord_expect_ctx {
-  ded_node *node;
-  coord_round *cr;
-} coord_expect_ctx;
-
-static void coord_expect_one(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  coord_expect_ctx *e = ctx;
-  coord_expect_add(e->node, e->cr, id);
-}
-
-static coord_round *coord_new(ded_node *node, uint64_t no, uint32_t view, bool genesis) {
-  if (node->ncoords == node->coords_cap) {
-    size_t cap = node->coords_cap ? node->coords_cap * 2 : 8;
-    coord_round **v = ded_mem_realloc(node->mem, node->coords, cap * sizeof *v);
-    if (!v) return NULL;
-    node->coords = v;
-    node->coords_cap = cap;
-  }
-  coord_round *cr = ded_mem_calloc(node->mem, 1, sizeof *cr);
-  if (!cr) return NULL;
-  cr->round = no;
-  cr->view = view;
-  cr->genesis = genesis;
-  ded_gather_init(&cr->g, no, genesis);
-  coord_expect_lineage(node, cr);
-  coord_expect_ctx ec = {node, cr};
-  ded_intents_each(&node->intents, no, node->now_ns, coord_expect_one, &ec); /* announced late members */
-  node->coords[node->ncoords++] = cr;
-  return cr;
-}
-
-/* Forgets rounds too old to matter for late members. */
-static void coord_prune(ded_node *node) {
-  uint64_t now_round = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
-  size_t out = 0;
-  for (size_t i = 0; i < node->ncoords; i++) {
-    coord_round *cr = node->coords[i];
-    if (cr->round + DED_ROUNDS_AHEAD_MAX < now_round) {
-      coord_free(node, cr);
-      continue;
-    }
-    node->coords[out++] = cr;
-  }
-  node->ncoords = out;
-}
-
-/* True if |id| may still report to a round we coordinate, so we wait for it. */
-static bool coord_alive(ded_node *node, const coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
-  if (id_is_me(node, id)) {
-    if (node->leaving || node->s.no_rounds) return false;
-    /* In a failover, our own trainer is waited for only if it is in the round. */
-    return cr->view == 0 || round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
-  }
-  ded_peer *p = ded_peer_find(node, id);
-  return p && ded_peer_participates(node, p);
-}
-
-/* STALE (or, |ahead|, AHEAD) for |round|: where we are. */
-static void coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t round, bool ahead) {
-  if (!to->conn) return;
-  uint8_t frame[DED_STALE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  uint64_t next = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
-  ded_msg_stale m = {round, next > round ? next : round + 1};
-  if (ahead)
-    ded_msg_ahead_encode(&w, &m);
-  else
-    ded_msg_stale_encode(&w, &m);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-static void coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
-  coord_send_stale_or_ahead(node, to, round, false);
-}
-
-/* What a reporter holds of an attempt: its plan, and the shards it has. */
-static void coord_take_status(ded_node *node, coord_round *cr, const uint8_t id[DED_ID_BYTES],
-                              const ded_msg_join *j) {
-  const ded_msg_commit *plan = &j->plan;
-  const uint8_t *have = j->have;
-  struct coord_attempt *a = NULL;
-  for (unsigned i = 0; i < cr->natt && !a; i++)
-    if (cr->att[i].plan.attempt == plan->attempt) a = &cr->att[i];
-  if (!a) {
-    if (cr->natt == sizeof cr->att / sizeof cr->att[0]) return;
-    a = &cr->att[cr->natt];
-    memset(a, 0, sizeof *a);
-    a->have = ded_mem_calloc(node->mem, ((size_t)plan->k + 7) / 8, 1);
-    a->holder = ded_mem_malloc(node->mem, (size_t)plan->k * sizeof *a->holder);
-    if (!a->have || !a->holder || ded_msg_commit_copy(&a->plan, plan, node->mem)) {
-      ded_mem_free(node->mem, a->have);
-      ded_mem_free(node->mem, a->holder);
-      return;
-    }
-    for (unsigned s = 0; s < plan->k; s++) a->holder[s] = UINT16_MAX;
-    a->acc_view = DED_VIEW_NONE;
-    cr->natt++;
-  } else if (a->plan.k != plan->k || a->plan.count != plan->count) {
-    return; /* the same attempt told differently: believe the first */
-  }
-  for (unsigned i = 0; i < plan->k; i++) coord_expect_add(node, cr, plan->members[i].id);
-  if (j->flags & DED_JOIN_F_DONE) a->done = true;
-  if (j->acc_view != DED_VIEW_NONE && (a->acc_view == DED_VIEW_NONE || j->acc_view > a->acc_view))
-    a->acc_view = j->acc_view;
-  unsigned idx = plan->k;
-  for (unsigned i = 0; i < plan->k; i++)
-    if (memcmp(plan->members[i].id, id, DED_ID_BYTES) == 0) idx = i;
-  if (idx == plan->k) return; /* a late member: it holds nothing it can serve */
-  for (unsigned s = 0; s < plan->k; s++) {
-    if (!ded_bit_get(have, s)) continue;
-    ded_bit_set(a->have, s);
-    /* The shard's reducer, else anyone but a client (whom other clients
-     * cannot reach). */
-    if (a->holder[s] == UINT16_MAX || idx == s ||
-        (plan->members[a->holder[s]].flags & DED_MEMBER_F_CLIENT &&
-         !(plan->members[idx].flags & DED_MEMBER_F_CLIENT)))
-      a->holder[s] = (uint16_t)idx;
-  }
-}
-
-static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns);
-
-/* Hands a decision to our own round, if we reported to this view. */
-static void coord_deliver_self(ded_node *node, coord_round *cr, const ded_msg_commit *commit,
-                               const ded_msg_decide *decide, uint64_t now_ns) {
-  ded_round *r = round_find(node, cr->round);
-  if (!r || r->reported || r->state != ROUND_JOINED || r->view != cr->view ||
-      !id_is_me(node, r->coord))
-    return;
-  int rv = commit ? round_on_commit(node, r, commit, now_ns) : round_on_decide(node, r, decide, now_ns);
-  if (rv) round_fail(node, r, rv);
-  rounds_advance(node, now_ns);
-}
-
-static void coord_send_to_joiners(ded_node *node, coord_round *cr, const uint8_t *frame, size_t len) {
-  for (size_t i = 0; i < cr->g.n; i++) {
-    const uint8_t *id = cr->g.v[i].id;
-    if (id_is_me(node, id)) continue;
-    ded_peer *p = ded_peer_find(node, id);
-    if (p && p->conn) ded_conn_send_ctrl(node, p->conn, frame, len);
-  }
-}
-
-static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
-                              const ded_msg_commit *plan, const uint16_t *holders, size_t *len) {
-  size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
-  uint8_t *f = ded_mem_malloc(node->mem, cap);
-  if (!f) return NULL;
-  ded_wr w = ded_wr_init(f, cap);
-  ded_msg_decide_encode(&w, view, flags, plan, holders);
-  DED_ASSERT(!w.err && w.pos == cap);
-  *len = cap;
-  return f;
-}
-
-/* The round's acceptors as the coordinator of |cr| sees them. */
-typedef struct acc_set {
-  uint8_t (*ids)[DED_ID_BYTES]; /* owned */
-  unsigned n;                   /* listed */
-  unsigned total;               /* counted: an attempt's acceptors need not all be listed */
-  unsigned primary;             /* index into ids, or n: none */
-} acc_set;
-
-/* True if |id| still counts among the acceptors: it reported to |cr|, or
- * it is not known to be gone for good (left, or evicted). */
-static bool coord_counts(ded_node *node, const coord_round *cr, const uint8_t id[DED_ID_BYTES]) {
-  if (ded_gather_find(&cr->g, id)) return true;
-  if (id_is_me(node, id)) return !node->leaving && !node->s.no_rounds;
-  ded_peer *p = ded_peer_find(node, id);
-  return p && !p->left && !p->evicted;
-}
-
-/*
- * The previous round's members that still count; without that round here
- * (the first round), the acceptors of the newest attempt reported; failing
- * that, those waited for. The primary is the smallest id listed (the
- * attempt's own, for an attempt).
- */
-static int coord_acceptors(ded_node *node, const coord_round *cr, acc_set *a) {
-  memset(a, 0, sizeof *a);
-  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
-  const struct coord_attempt *att = NULL;
-  for (unsigned i = 0; !prev && i < cr->natt; i++)
-    if (!att || cr->att[i].plan.attempt > att->plan.attempt) att = &cr->att[i];
-  unsigned cap = prev ? prev->n : att ? att->plan.k : cr->nexpect;
-  a->ids = ded_mem_malloc(node->mem, (size_t)(cap ? cap : 1) * DED_ID_BYTES);
-  if (!a->ids) return DED_ERR_NOMEM;
-  a->primary = UINT_MAX;
-  for (unsigned i = 0; i < cap; i++) {
-    const uint8_t *id = prev ? prev->ids[i] : att ? att->plan.members[i].id : cr->expect[i];
-    if (att ? !(att->plan.members[i].flags & DED_MEMBER_F_ACCEPTOR) : !coord_counts(node, cr, id))
-      continue;
-    if (att && att->plan.members[i].flags & DED_MEMBER_F_PRIMARY) a->primary = a->n;
-    memcpy(a->ids[a->n++], id, DED_ID_BYTES);
-  }
-  a->total = att ? att->plan.nacc : a->n;
-  if (!att) {
-    a->primary = 0;
-    for (unsigned i = 1; i < a->n; i++)
-      if (memcmp(a->ids[i], a->ids[a->primary], DED_ID_BYTES) < 0) a->primary = i;
-  } else if (a->primary == UINT_MAX) {
-    a->primary = a->n; /* the attempt names none */
-  }
-  return 0;
-}
-
-/* True if the reports to |cr| are a quorum of the round's acceptors: then
- * no attempt of the round can have completed without one of them knowing
- * (HAVE quorums intersect it), and none of them takes part in an earlier
- * view any more. */
-static bool coord_quorum(ded_node *node, const coord_round *cr) {
-  acc_set a;
-  if (coord_acceptors(node, cr, &a)) return false;
-  unsigned in = 0;
-  bool primary_in = false;
-  for (unsigned i = 0; i < a.n; i++)
-    if (ded_gather_find(&cr->g, a.ids[i])) {
-      in++;
-      primary_in |= i == a.primary;
-    }
-  bool ok = a.total == 0 || ded_quorum_of(in, a.total, primary_in);
-  ded_mem_free(node->mem, a.ids);
-  return ok;
-}
-
-/* Marks the acceptors among a new attempt's members. False unless they
- * are a quorum of the acceptors: an attempt without one could never
- * complete (a joiner that went away since the coordinator counted its
- * report can leave it short), and its round would be lost. */
-static bool coord_flag_acceptors(ded_node *node, const coord_round *cr, ded_msg_commit *cm) {
-  acc_set a;
-  if (coord_acceptors(node, cr, &a)) return false;
-  bool ok = true;
-  if (a.total > 0) { /* else: nobody left to count; the members start afresh */
-    for (unsigned m = 0; m < cm->k; m++) {
-      cm->members[m].flags &= DED_MEMBER_F_CLIENT | DED_MEMBER_F_AUX; /* what it is stays */
-      for (unsigned i = 0; i < a.n; i++)
-        if (memcmp(cm->members[m].id, a.ids[i], DED_ID_BYTES) == 0)
-          cm->members[m].flags |= DED_MEMBER_F_ACCEPTOR | (i == a.primary ? DED_MEMBER_F_PRIMARY : 0);
-    }
-    cm->nacc = (uint16_t)a.total;
-    ok = ded_quorum_can_complete(cm);
-  }
-  ded_mem_free(node->mem, a.ids);
-  return ok;
-}
-
-static bool attempt_full(const struct coord_attempt *a) {
-  for (unsigned s = 0; s < a->plan.k; s++)
-    if (!ded_bit_get(a->have, s) || a->holder[s] == UINT16_MAX) return false;
-  return true;
-}
-
-/*
- * Decides the view. In order: an attempt someone completed is the round's
- * result; with a quorum of reports, the attempt accepted in the highest
- * view (it may have completed somewhere), else any attempt whose shards
- * all exist, else a new attempt among those here.
- */
-static void coord_decide(ded_node *node, coord_round *cr, bool all_in, uint64_t now_ns) {
-  cr->decided = true;
-  ded_intents_spent(&node->intents, cr->round, gather_has, &cr->g);
-  /* (A held round says nothing of the spread.) */
-  if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
-    ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
-  struct coord_attempt *best = NULL;
-  bool chosen = false;
-  ded_lin_entry *prev_lin = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
-  for (unsigned i = 0; i < cr->natt && !best; i++)
-    if (cr->att[i].done) best = &cr->att[i];
-  if (best && best->plan.base != 0 && prev_lin && prev_lin->final &&
-      prev_lin->final_attempt != 0 && prev_lin->final_attempt != best->plan.base) {
-    /* Completed on another result of the previous round than ours: one of
-     * us is out of step, and nothing we decide can mend that. */
-    node_log(node, DED_LOG_WARN, "round %llu: attempt %llx completed on a previous round this peer "
-             "does not share; not deciding", (unsigned long long)cr->round,
-             (unsigned long long)best->plan.attempt);
-    cr->decided = false;
-    return;
-  }
-  if (best) {
-    chosen = true;
-    if (!attempt_full(best)) { /* reported by a late member only: wait for a holder */
-      cr->decided = false;
-      return;
-    }
-  } else {
-    /* Anything else needs the round's acceptors, the members of the
-     * previous round's result: only a coordinator that completed that
-     * round knows them for sure. */
-    if (!cr->genesis && cr->round > 0 &&
-        !(prev_lin && prev_lin->final && prev_lin->final_attempt == prev_lin->attempt)) {
-      cr->decided = false;
-      return;
-    }
-    /* And a quorum of them: a minority cut off by a partition waits
-     * rather than average on its own. */
-    if (!cr->genesis && !coord_quorum(node, cr)) {
-      cr->decided = false;
-      return;
-    }
-    for (int pass = 0; pass < 2 && !best; pass++)
-      for (unsigned i = 0; i < cr->natt; i++) {
-        struct coord_attempt *a = &cr->att[i];
-        /* An attempt planned on a membership the previous round did not
-         * end with is void, however complete. */
-        if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
-            prev_lin->final_attempt != a->plan.base)
-          continue;
-        /* So is one whose members are too few acceptors to complete it:
-         * it cannot have completed anywhere, and never will. */
-        if (!attempt_full(a) || !ded_quorum_can_complete(&a->plan)) continue;
-        if (pass == 0 ? a->acc_view != DED_VIEW_NONE &&
-                            (!best || best->acc_view == DED_VIEW_NONE || a->acc_view > best->acc_view)
-                      : !best || a->plan.attempt > best->plan.attempt)
-          best = a;
-      }
-  }
-  if (best) {
-    cr->late_frame = encode_decide(node, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, &best->plan,
-                                   best->holder, &cr->late_len);
-    if (!cr->late_frame) return;
-    node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands%s, %u members; %zu fetch",
-             (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
-             chosen ? " (completed)" : "", best->plan.k, cr->g.n);
-    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
-    ded_msg_decide d = {cr->round, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, best->plan,
-                        best->holder};
-    coord_deliver_self(node, cr, NULL, &d, now_ns);
-    return;
-  }
-  /* Joiners that went away before the decision are not members. */
-  size_t out = 0;
-  for (size_t i = 0; i < cr->g.n; i++)
-    if (coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
-  cr->g.n = out;
-  if (cr->g.n == 0) return;
-  ded_msg_commit cm;
-  if (ded_plan_make(node, &cr->g, cr->round, &cm) != 0) return;
-  if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
-    node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
-             (unsigned long long)cr->round, cr->view);
-    ded_msg_commit_free(&cm, node->mem);
-    cr->decided = false;
-    return;
-  }
-  const uint8_t *id = node->ident.id;
-  cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
-               (uint64_t)id[2] << 8 | id[3];
-  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
-  cm.base = prev ? prev->attempt : 0;
-  size_t cap = DED_COMMIT_FRAME_BYTES(cm.k);
-  uint16_t *ident = ded_mem_malloc(node->mem, (size_t)cm.k * sizeof *ident);
-  cr->commit_frame = ded_mem_malloc(node->mem, cap);
-  if (ident && cr->commit_frame) {
-    for (unsigned s = 0; s < cm.k; s++) ident[s] = (uint16_t)s;
-    ded_wr w = ded_wr_init(cr->commit_frame, cap);
-    ded_msg_commit_encode(&w, &cm);
-    DED_ASSERT(!w.err && w.pos == cap);
-    cr->commit_len = w.pos;
-    cr->late_frame = encode_decide(node, cr->view, 0, &cm, ident, &cr->late_len);
-    node_log(node, cr->view ? DED_LOG_INFO : DED_LOG_DEBUG,
-             "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
-             cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
-    coord_send_to_joiners(node, cr, cr->commit_frame, cr->commit_len);
-    coord_deliver_self(node, cr, &cm, NULL, now_ns);
-  } else {
-    ded_mem_free(node->mem, cr->commit_frame);
-    cr->commit_frame = NULL;
-  }
-  ded_mem_free(node->mem, ident);
-  ded_msg_commit_free(&cm, node->mem);
-}
-
-/* Decides |cr| once everyone it waits for has reported, or its time is up. */
-static void coord_evaluate(ded_node *node, coord_round *cr, uint64_t now_ns) {
-  if (cr->decided || cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
-  if (now_ns >= cr->first_ns + node->s.round_timeout_ns) {
-    /* No decision possible within the bound (no quorum, or no lineage of
-     * ours): every member's call has returned by now. Later reports get
-     * STALE. */
-    node_log(node, DED_LOG_INFO, "round %llu: view %u: no decision within the bound; giving up",
-             (unsigned long long)cr->round, cr->view);
-    cr->decided = true;
-    return;
-  }
-  bool all = true;
-  if (cr->genesis) {
-    if (cr->g.n < node->s.min_peers) all = false;
-    if (!node->s.no_rounds && !node->leaving && !ded_gather_find(&cr->g, node->ident.id)) all = false;
-    for (size_t i = 0; i < node->peers.n && all; i++) {
-      ded_peer *p = node->peers.v[i];
-      if (ded_peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) all = false;
-    }
-  } else {
-    /* Without the previous round's membership we cannot tell whom to
-     * wait for (our own commit of it is on its way). */
-    if (cr->view == 0 && cr->round > 0 && !ded_lineage_get(&node->lin, cr->round - 1) && now_ns < cr->deadline_ns)
-      return;
-    coord_expect_lineage(node, cr);
-    unsigned alive = 0, in = 0;
-    for (unsigned i = 0; i < cr->nexpect; i++) {
-      if (!coord_alive(node, cr, cr->expect[i])) continue;
-      alive++;
-      in += ded_gather_find(&cr->g, cr->expect[i]) != NULL;
-    }
-    all = in == alive;
-    /* The learned deadline runs once half of those waited for are in (one
-     * early bird, a member out of step, must not start the clock on
-     * everyone else); in a failover, from the first report. */
-    if (!cr->clock && (cr->view > 0 || 2 * in >= alive)) {
-      cr->clock = true;
-      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + ded_timing_coord_wait(&node->timing, cr->view));
-    }
-  }
-  if (!all && now_ns < cr->deadline_ns) return;
-  /* A member that announced itself is on its way (it is fetching the round
-   * before): waited for as long as that should take it, but, however often
-   * it announces itself again, never past a quarter of the bound. A member
-   * of the round before that is still finishing it is waited for a member's
-   * wait for a decision (ded_timing_join_wait) from the first JOIN: long enough
-   * for its last chunks, short enough that one stopped in the middle
-   * (SIGSTOP, a closed lid) costs the swarm little. */
-  if (!all && !cr->genesis && cr->view == 0 &&
-      ((now_ns < cr->first_ns + ded_timing_cap(&node->timing) &&
-        node_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
-       (now_ns < cr->first_ns + ded_timing_join_wait(&node->timing, 0) &&
-        lin_finishing(node, cr->round, cr, now_ns)))) {
-    cr->held = true;
-    return;
-  }
-  if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
-  coord_decide(node, cr, all, now_ns);
-}
-
-void coord_evaluate_all(ded_node *node, uint64_t now_ns) {
-  for (size_t i = 0; i < node->ncoords; i++) coord_evaluate(node, node->coords[i], now_ns);
-}
-
-static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round, uint32_t view,
-                                const uint8_t id[DED_ID_BYTES]) {
-  uint8_t frame[DED_REDIRECT_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_redirect m;
-  m.round = round;
-  m.view = view;
-  memcpy(m.id, id, DED_ID_BYTES);
-  ded_msg_redirect_encode(&w, &m);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
-  if (!to->conn) return;
-  uint8_t frame[DED_PROBE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_probe m = {round, view};
-  ded_msg_probe_encode(&w, &m);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-/* A peer came up: views we coordinate that still wait for it probe it
- * again (a probe may have died with its old connection). */
-void coords_on_peer_up(ded_node *node, ded_peer *p) {
-  for (size_t i = 0; i < node->ncoords; i++) {
-    coord_round *cr = node->coords[i];
-    if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
-    for (unsigned e = 0; e < cr->nexpect; e++)
-      if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
-  }
-}
-
-/* Answers |to|'s JOIN for |round| with a DECIDE if we finished the round
- * (it is in our history, or reported and still draining). */
-static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
-  ded_round *r = round_find(node, round);
-  const ded_msg_commit *plan = NULL;
-  if (r && r->reported && r->keep && r->has_plan) plan = &r->plan;
-  ded_hist_entry *h = plan ? NULL : ded_history_find(&node->hist, round);
-  if (h) plan = &h->plan;
-  if (!plan || !to->conn) return false;
-  uint16_t *holders = ded_mem_malloc(node->mem, (size_t)plan->k * sizeof *holders);
-  if (!holders) return false;
-  unsigned me = plan->k;
-  for (unsigned i = 0; i < plan->k; i++)
-    if (id_is_me(node, plan->members[i].id)) me = i;
-  for (unsigned s = 0; s < plan->k; s++) holders[s] = (uint16_t)(me < plan->k ? me : s);
-  size_t len;
-  uint8_t *f = encode_decide(node, view, DED_DECIDE_F_CHOSEN, plan, holders, &len);
-  if (f) ded_conn_send_ctrl(node, to->conn, f, len);
-  ded_mem_free(node->mem, f);
-  ded_mem_free(node->mem, holders);
-  return f != NULL;
-}
-
-/* ---- announced late members ---- */
-
-
-/* Until when an announced member is still waited for in |round| (0: none
- * is): one that announced this round or an earlier one, is here, and has
- * not joined |cr| (if given) yet. */
-typedef struct intent_wait {
-  ded_node *node;
-  const coord_round *cr;
-} intent_wait;
-
-static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  const intent_wait *w = ctx;
-  ded_peer *p = ded_peer_find(w->node, id);
-  return p && ded_peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
-}
-
-static uint64_t node_intent_until(ded_node *node, uint64_t round, const coord_round *cr,
-                                  uint64_t now_ns) {
-  intent_wait w = {node, cr};
-  return ded_intents_until(&node->intents, round, now_ns, intent_waited, &w);
-}
-
-static bool lin_finishing(ded_node *node, uint64_t no, const coord_round *cr, uint64_t now_ns) {
-  ded_lin_entry *prev = no > 0 ? ded_lineage_get(&node->lin, no - 1) : NULL;
-  bool member = false;
-  for (unsigned i = 0; prev && i < prev->n && !member; i++) member = id_is_me(node, prev->ids[i]);
-  if (!member) return false;
-  bool recent = now_ns < prev->have_ns + ded_timing_coord_wait(&node->timing, 0);
-  for (unsigned i = 0; i < prev->n; i++) {
-    const uint8_t *id = prev->ids[i];
-    if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
-    if (prev->have && ded_bit_get(prev->have, i) && !recent) continue;
-    ded_peer *p = ded_peer_find(node, id);
-    if (p && ded_peer_participates(node, p)) return true;
-  }
-  return false;
-}
-
-/* |from| will join round |j->round| (DED_JOIN_F_INTENT), or a later one:
- * it came late for an earlier round and is fetching its result. Whoever
- * coordinates one of those rounds in view 0 waits for it (coord_evaluate),
- * and so does our own JOIN of such a round: the coordinator is not lost
- * for waiting. If we finished the round, AHEAD also says where we are. */
-static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j,
-                           uint64_t now_ns) {
-  ded_round *r = round_find(node, j->round);
-  if (j->round < node->next_round && (!r || r->reported))
-    coord_send_stale_or_ahead(node, from, j->round, true);
-  uint64_t hold = ded_intents_hold_ns(&node->timing, ded_plan_lp_peer(node, from->id).down_Bps,
-                                      j->count, ded_dtype_size(j->dtype));
-  if (hold == UINT64_MAX) {
-    node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on, but fetches too slowly to "
-             "be waited for", from->sid, (unsigned long long)j->round);
-    return;
-  }
-  uint64_t until = now_ns + hold;
-  ded_intents_add(&node->intents, from->id, j->round, until);
-  node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
-           from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    r = node->rounds[i];
-    if (r->no >= j->round && r->view == 0 && !r->genesis &&
-        (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
-        node_intent_until(node, r->no, NULL, now_ns) == until)
-      r->wait_ns = DED_MAX(r->wait_ns, round_held_wait(node, r, until));
-  }
-  for (size_t i = 0; i < node->ncoords; i++) {
-    coord_round *cr = node->coords[i];
-    if (cr->round >= j->round && !cr->decided) coord_expect_add(node, cr, from->id);
-  }
-}
-
-/* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
-static void coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
-                          uint64_t now_ns) {
-  const uint8_t *id = from ? from->id : node->ident.id;
-  bool genesis = j->flags & DED_JOIN_F_GENESIS;
-  uint64_t horizon = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round : 0);
-  if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
-    ded_conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
-    return;
-  }
-  if (j->flags & DED_JOIN_F_INTENT) {
-    if (from) node_on_intent(node, from, j, now_ns);
-    return;
-  }
-  /* A round finished here is settled, whatever view the joiner is in: it
-   * fetches the result (from us: we hold all of it). */
-  if (from && coord_answer_finished(node, from, j->round, j->view))
-    return;
-  coord_round *cr = coord_find(node, j->round);
-  if (genesis) {
-    if (node->lin.have_members || (cr && !cr->genesis)) { /* we are past the first round */
-      if (from) coord_send_stale(node, from, j->round);
-      return;
-    }
-    const uint8_t *min_id;
-    ded_peers_genesis_view(node, &min_id);
-    if (from && !(j->flags & DED_JOIN_F_CLIENT) &&
-        (!min_id || memcmp(from->id, min_id, DED_ID_BYTES) < 0))
-      min_id = from->id;
-    /* No one here can coordinate (we are a client or a backbone and know
-     * no node): the joiner asks elsewhere. */
-    if (from && (!min_id || !id_is_me(node, min_id))) {
-      if (min_id) coord_send_redirect(node, from, j->round, j->view, min_id);
-      return;
-    }
-  } else if (j->round > 0) {
-    /* Only the view's candidate in our lineage coordinates it. */
-    ded_lin_entry *prev = ded_lineage_get(&node->lin, j->round - 1);
-    if (prev && !id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view))) {
-      node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
-               (unsigned long long)j->round, j->view);
-      return;
-    }
-    bool past = j->round < node->next_round && !round_find(node, j->round);
-    if (!prev && !cr && past && !(j->flags & DED_JOIN_F_STATUS)) {
-      /* A round long past: its result, if we still have it, else STALE. */
-      ded_hist_entry *h = ded_history_find(&node->hist, j->round);
-      uint16_t *ident = h ? ded_mem_malloc(node->mem, (size_t)h->plan.k * sizeof *ident) : NULL;
-      if (ident && from) {
-        for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
-        size_t len;
-        uint8_t *f = encode_decide(node, j->view, DED_DECIDE_F_CHOSEN, &h->plan, ident, &len);
-        if (f) ded_conn_send_ctrl(node, from->conn, f, len);
-        ded_mem_free(node->mem, f);
-      } else if (from) {
-        coord_send_stale(node, from, j->round);
-      }
-      ded_mem_free(node->mem, ident);
-      return;
-    }
-  }
-  if (cr && j->view < cr->view) { /* the round has moved on: come along */
-    if (from) {
-      coord_send_probe(node, from, j->round, cr->view);
-    } else {
-      ded_msg_probe m = {j->round, cr->view};
-      node_on_probe(node, NULL, &m, now_ns);
-    }
-    return;
-  }
-  bool new_view = false;
-  if (!cr) {
-    cr = coord_new(node, j->round, j->view, genesis);
-    if (!cr) return;
-    new_view = true;
-  } else if (j->view > cr->view || (cr->genesis && !genesis)) {
-    coord_clear(node, cr);
-    ded_gather_init(&cr->g, j->round, genesis);
-    cr->view = j->view;
-    cr->genesis = genesis;
-    new_view = true;
-  }
-  if (cr->decided) { /* late: how the round went */
-    if (from && cr->late_frame) {
-      ded_conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
-    } else if (!from && cr->late_frame) {
-      ded_msg_decide d;
-      if (ded_msg_decide_decode(cr->late_frame + DED_FRAME_HDR_BYTES,
-                                cr->late_len - DED_FRAME_HDR_BYTES, node->mem, &d) == 0) {
-        coord_deliver_self(node, cr, NULL, &d, now_ns);
-        ded_msg_decide_free(&d, node->mem);
-      }
-    } else if (from) {
-      coord_send_stale(node, from, j->round);
-    }
-    return;
-  }
-  if (ded_gather_find(&cr->g, id)) {
-    /* Again in the same view (a member that completed while it waited
-     * answers a probe, a report crossed a probe): what it holds may have
-     * grown; its join stands as it was. */
-    if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
-    coord_evaluate(node, cr, now_ns);
-    return;
-  }
-  ded_msg_join plain = *j;
-  plain.flags &= (uint8_t)~(DED_JOIN_F_STATUS | DED_JOIN_F_DONE);
-  memset(&plain.plan, 0, sizeof plain.plan);
-  plain.have = NULL;
-  int rv = ded_gather_add(&cr->g, node->mem, id, &plain);
-  if (rv) {
-    if (via) ded_conn_protocol_error(node, via, rv, "JOIN");
-    return;
-  }
-  if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
-  ded_intents_done(&node->intents, id, j->round);
-  if (cr->first_ns == 0) {
-    cr->first_ns = now_ns;
-    /* At the latest a quarter of the bound after the first join; sooner
-     * once half of those waited for are in (one early bird, a member out
-     * of step, must not start the clock on everyone else). */
-    cr->deadline_ns = now_ns + (genesis ? node->s.rendezvous_timeout_ns : ded_timing_cap(&node->timing));
-  }
-  cr->last_ns = now_ns;
-  if (new_view && cr->view > 0) {
-    /* A failover: everyone waited for reports to this view. */
-    node_log(node, DED_LOG_INFO, "round %llu: coordinating view %u (asked by %s)",
-             (unsigned long long)cr->round, cr->view, from ? from->sid : "this peer");
-    for (unsigned i = 0; i < cr->nexpect; i++) {
-      if (id_is_me(node, cr->expect[i]) || ded_gather_find(&cr->g, cr->expect[i])) continue;
-      ded_peer *p = ded_peer_find(node, cr->expect[i]);
-      if (p) coord_send_probe(node, p, cr->round, cr->view);
-    }
-    if (from) {
-      ded_msg_probe m = {cr->round, cr->view};
-      node_on_probe(node, NULL, &m, now_ns);
-    }
-  }
-  coord_evaluate(node, cr, now_ns);
-}
 
 /* The attempt round |no| completed with here, if we still know it. */
-static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
-  ded_round *r = round_find(node, no);
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = ded_round_find(node, no);
   if (r && r->has_plan && r->chosen == r->plan.attempt &&
       (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
     return &r->plan;
@@ -1977,9 +1191,9 @@ static const ded_msg_commit *node_result_plan(ded_node *node, uint64_t no) {
 
 /* A PROBE: the round moved to a new view; report there. |from| NULL: our
  * own coordinator side. */
-static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
+void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
   if (node->s.no_rounds) return;
-  ded_round *r = round_find(node, m->round);
+  ded_round *r = ded_round_find(node, m->round);
   if (r && !r->reported) {
     if (r->state == ROUND_WAIT_PREV) {
       ded_lineage_set_view_hint(&node->lin, m->round, m->view);
@@ -1999,7 +1213,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
     return;
   }
   /* A round we finished: say so, or the new view might decide without us. */
-  const ded_msg_commit *plan = node_result_plan(node, m->round);
+  const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
   if (!plan) {
     if (!r && m->round >= node->next_round) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
     return;
@@ -2026,7 +1240,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
   j.plan = *plan;
   j.have = have;
   if (!from) {
-    coord_on_join(node, NULL, NULL, &j, now_ns);
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
   } else if (from->conn) {
     size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
     uint8_t *f = ded_mem_malloc(node->mem, cap);
@@ -2052,7 +1266,7 @@ static void node_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m
  * a round we never started, it is a lie. */
 static ded_round *conn_decision_round(ded_node *node, ded_conn *c, uint64_t round, uint32_t view,
                                       bool *lie) {
-  ded_round *r = round_find(node, round);
+  ded_round *r = ded_round_find(node, round);
   *lie = !r && round >= node->next_round;
   if (!r || r->reported || r->state != ROUND_JOINED || r->view != view ||
       memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
@@ -2070,16 +1284,16 @@ static void conn_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint
   bool lie;
   ded_round *r = conn_decision_round(node, c, cm.round, (uint32_t)(cm.attempt >> 32), &lie);
   if (r) {
-    rv = round_on_commit(node, r, &cm, now_ns);
-    if (rv) round_fail(node, r, rv);
+    rv = ded_round_on_commit(node, r, &cm, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
   }
   ded_msg_commit_free(&cm, node->mem);
   if (lie || rv == DED_ERR_PROTO) {
     ded_conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
     return;
   }
-  rounds_advance(node, now_ns);
-  coord_evaluate_all(node, now_ns);
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
 }
 
 static void conn_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
@@ -2092,22 +1306,22 @@ static void conn_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint
   bool lie;
   ded_round *r = conn_decision_round(node, c, d.round, d.view, &lie);
   if (r) {
-    rv = round_on_decide(node, r, &d, now_ns);
-    if (rv) round_fail(node, r, rv);
+    rv = ded_round_on_decide(node, r, &d, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
   }
   ded_msg_decide_free(&d, node->mem);
   if (lie) {
     ded_conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
     return;
   }
-  rounds_advance(node, now_ns);
-  coord_evaluate_all(node, now_ns);
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
 }
 
 static void conn_on_redirect(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   ded_msg_redirect m;
   int rv = ded_msg_redirect_decode(f->payload, f->len, &m);
-  ded_round *r = rv ? NULL : round_find(node, m.round);
+  ded_round *r = rv ? NULL : ded_round_find(node, m.round);
   if (rv || (r && r->state == ROUND_JOINED && r->genesis &&
              memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0 &&
              memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0)) {
@@ -2130,7 +1344,7 @@ static void conn_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
     ded_conn_protocol_error(node, c, rv, "STALE");
     return;
   }
-  ded_round *r = round_find(node, m.round);
+  ded_round *r = ded_round_find(node, m.round);
   if (!r || r->reported) return;
   bool asked = (r->state == ROUND_JOINED && memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0) ||
                r->state == ROUND_FETCHING;
@@ -2169,13 +1383,13 @@ static void conn_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     return;
   }
   ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
-  const ded_msg_commit *done = node_result_plan(node, h.round);
+  const ded_msg_commit *done = ded_round_result_plan(node, h.round);
   if (done) { /* finished here: if with that attempt, say so */
     if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
       node_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
     return;
   }
-  ded_round *r = round_find(node, h.round);
+  ded_round *r = ded_round_find(node, h.round);
   if (!r) {
     if (h.round >= node->next_round + DED_ROUNDS_AHEAD_MAX)
       ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
@@ -2204,7 +1418,7 @@ static void conn_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64
   }
   ded_rd rd = ded_rd_init(f->payload, 8);
   uint64_t no = ded_rd_u64(&rd);
-  ded_round *r = round_find(node, no);
+  ded_round *r = ded_round_find(node, no);
   if (!r) {
     /* A round that already finished here (or failed): late data is moot. A
      * round we never started is a lie. */
@@ -2232,7 +1446,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     else if (node->s.no_rounds && !(j.flags & DED_JOIN_F_GENESIS))
       ded_conn_protocol_error(node, c, DED_ERR_PROTO, "JOIN to a peer outside rounds");
     else
-      coord_on_join(node, c->peer, c, &j, now_ns);
+      ded_coord_on_join(node, c->peer, c, &j, now_ns);
     ded_msg_join_free(&j, node->mem);
     break;
   }
@@ -2284,7 +1498,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "PROBE");
     else
-      node_on_probe(node, c->peer, &m, now_ns);
+      ded_round_on_probe(node, c->peer, &m, now_ns);
     break;
   }
   case DED_MSG_SPEED: {
@@ -2353,8 +1567,8 @@ static void node_reap(ded_node *node);
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->nrounds > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
               ded_xfer_busy(node);
-  for (size_t i = 0; i < node->ncoords && !busy; i++)
-    busy = !node->coords[i]->decided && node->coords[i]->g.n > 0; /* nothing to decide on yet */
+  for (size_t i = 0; i < node->coords.n && !busy; i++)
+    busy = !node->coords.v[i]->decided && node->coords.v[i]->g.n > 0; /* nothing to decide on yet */
   node->wake_soon = false;
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
 }
@@ -2404,7 +1618,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
         now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
       node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
                ded_peers_genesis_view(node, NULL), node->s.min_peers);
-      round_fail(node, r, DED_ERR_RENDEZVOUS);
+      ded_round_fail(node, r, DED_ERR_RENDEZVOUS);
       continue;
     }
     /* Waiting for the first round's rendezvous has its own bound. */
@@ -2424,12 +1638,12 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
     if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
     /* Our own coordinator side decides when it can (it may lack a
      * majority: then the bound ends the round). */
-    coord_round *own = id_is_me(node, r->coord) ? coord_find(node, r->no) : NULL;
+    ded_coord *own = id_is_me(node, r->coord) ? ded_coord_find(node, r->no) : NULL;
     if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
       /* The coordinator waits for a member still finishing the round
        * before (coord_evaluate): so do we, a wait longer. */
       if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0) &&
-          lin_finishing(node, r->no, NULL, now_ns)) {
+          ded_coord_lin_finishing(node, r->no, NULL, now_ns)) {
         /* Not at once when it is done either: its JOIN, then the COMMIT,
          * are on their way. */
         r->wait_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
@@ -2455,9 +1669,9 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
       round_failover(node, r, why, now_ns);
     }
   }
-  coord_evaluate_all(node, now_ns);
-  coord_prune(node);
-  rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
+  ded_coords_prune(node);
+  ded_rounds_advance(node, now_ns);
   ded_xfer_tick(node, now_ns);
   if (node_needs_fast_tick(node)) node->wake_soon = true;
   if (!node->leaving && node->disc.rec_refresh_ns < node->tick_ns) /* a leaver refreshes nothing */
@@ -2557,12 +1771,11 @@ void ded_node_free(ded_node *node) {
     node->rounds[i]->keep = false;
     round_free(node, node->rounds[i]);
   }
-  for (size_t i = 0; i < node->ncoords; i++) coord_free(node, node->coords[i]);
+  ded_coords_free(node);
   ded_peers_free(node);
   ded_history_free(&node->hist);
   ded_xfer_free(node);
   ded_bufcache_free(&node->cache);
-  ded_mem_free(node->mem, node->coords);
   ded_lineage_lose(&node->lin);
   ded_table_free(&node->disc.table);
   ded_ident_wipe(&node->ident);
@@ -2788,11 +2001,11 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   node_enter(node, now_ns);
   node->leaving = true;
   node_log(node, DED_LOG_INFO, "leaving the swarm");
-  for (unsigned i = 0; i < node->nrounds; i++) round_fail(node, node->rounds[i], DED_ERR_CLOSING);
+  for (unsigned i = 0; i < node->nrounds; i++) ded_round_fail(node, node->rounds[i], DED_ERR_CLOSING);
   /* Rounds we coordinate go ahead without us rather than stall. */
-  for (size_t i = 0; i < node->ncoords; i++)
-    if (!node->coords[i]->decided && node->coords[i]->g.n > 0)
-      coord_decide(node, node->coords[i], false, now_ns);
+  for (size_t i = 0; i < node->coords.n; i++)
+    if (!node->coords.v[i]->decided && node->coords.v[i]->g.n > 0)
+      ded_coord_decide(node, node->coords.v[i], false, now_ns);
   /* LEAVE goes last on every connection to a peer, behind the results
    * still queued for peers that finish a round we already finished: the
    * peer reads each connection to its LEAVE, and is done with us when the

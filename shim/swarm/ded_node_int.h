@@ -23,6 +23,7 @@
 #include "dht/ded_record.h"
 #include "dht/ded_table.h"
 #include "dht/ded_disc.h"
+#include "match/ded_coord.h"
 #include "match/ded_match.h"
 #include "match/ded_plan.h"
 #include "match/ded_quorum.h"
@@ -149,35 +150,6 @@ struct ded_round {
   bool reported;
 };
 
-/* A round we coordinate, in one view. */
-typedef struct coord_round {
-  uint64_t round;
-  uint32_t view;
-  bool genesis;
-  ded_gather g; /* this view's joins */
-  /* Peers waited for: the lineage, announced intents, and the members of
-   * every attempt reported. */
-  uint8_t (*expect)[DED_ID_BYTES];
-  unsigned nexpect, expect_cap;
-  /* Attempts reported in this view, with what their members hold. */
-  struct coord_attempt {
-    ded_msg_commit plan;
-    uint8_t *have; /* union of the reporters' shard bits */
-    uint16_t *holder;
-    uint32_t acc_view; /* the highest view a reporter accepted it in, or DED_VIEW_NONE */
-    bool done;         /* a reporter completed the round with it */
-  } att[4];
-  unsigned natt;
-  uint64_t first_ns, last_ns, deadline_ns;
-  bool clock; /* the learned deadline runs */
-  bool held;  /* waited for an announced member, or one still finishing the last round */
-  bool decided;
-  uint8_t *commit_frame; /* a new attempt, for the joiners */
-  size_t commit_len;
-  uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
-  size_t late_len;
-} coord_round;
-
 #define NODE_SELF_DEPTH_MAX 3
 
 /* State transfer (section 9): a donor's snapshot, and a joiner's fetch. */
@@ -215,8 +187,7 @@ struct ded_node {
    * the attempt each of our reported rounds ended with. */
   ded_lineage lin;
   /* Rounds we coordinate (open or recently committed). */
-  coord_round **coords;
-  size_t ncoords, coords_cap;
+  ded_coords coords;
   /* Bootstrap. */
   ded_boot boot;
   /* Freed round buffers, for reuse; results of finished rounds. */
@@ -238,10 +209,15 @@ struct ded_node {
 };
 
 /* ---- not moved to their modules yet ---- */
-void rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
-void coords_on_peer_up(ded_node *node, ded_peer *p);
-void rounds_advance(ded_node *node, uint64_t now_ns);
-void coord_evaluate_all(ded_node *node, uint64_t now_ns);
+ded_round *ded_round_find(ded_node *node, uint64_t no);
+int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm, uint64_t now_ns);
+int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns);
+void ded_round_fail(ded_node *node, ded_round *r, int status);
+void ded_rounds_advance(ded_node *node, uint64_t now_ns);
+void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns);
+uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until);
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no);
+void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
 /* ---- helpers every module uses (ded_node.c) ---- */
 

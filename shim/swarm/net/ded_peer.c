@@ -165,7 +165,7 @@ void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   else
     node_log(node, DED_LOG_WARN, "peer %s lost (%s)", p->sid, ded_strerror(why));
   node_emit(node, DED_EVENT_PEER_DOWN, why, p->id);
-  rounds_on_peer_down(node, p, node->now_ns);
+  ded_rounds_on_peer_down(node, p, node->now_ns);
 }
 
 /* Peers we could see as members of a genesis round, us included. */
@@ -316,10 +316,10 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
      * tell it so (it may be waiting on an older view that can no longer
      * decide: its own, as the coordinator cut off when the others failed
      * over). */
-    coords_on_peer_up(node, p);
+    ded_coords_on_peer_up(node, p);
   }
-  rounds_advance(node, now_ns);
-  coord_evaluate_all(node, now_ns);
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
 }
 
 void ded_peers_tick(ded_node *node, uint64_t now_ns) {

@@ -1,0 +1,120 @@
+/*
+ * ded_coord.h: the coordinator side of a round.
+ *
+ * Owns: the rounds this peer coordinates, one view each (struct
+ * ded_coord): the JOINs gathered (ded_match.h), whom it waits for (the
+ * lineage, announced late members, the members of every attempt
+ * reported), the attempts reported with what their members hold, its
+ * deadlines, and its decision (a COMMIT of a new attempt, or a DECIDE
+ * naming the attempt that stands and a holder per shard), kept to answer
+ * whoever reports after it; and the announcements of late members it
+ * heard (ded_intents.h), which hold the rounds it coordinates.
+ *
+ * Rules (docs/architecture.md, "Attempts, views and failover" and
+ * "Completing is a quorum decision"): only the view's candidate in our
+ * lineage coordinates it; a view decides once everyone it waits for
+ * reported, or at its learned deadline, holding for announced members and
+ * members still finishing the round before; with reports from a quorum of
+ * the round's acceptors, and only once it completed the round before
+ * itself; it keeps an attempt someone completed, else the one accepted in
+ * the highest view, else any attempt whose shards all still exist, else
+ * starts a new one among the reporters; a view that cannot decide within
+ * the round bound gives up, and later reports get STALE.
+ *
+ * Invariants: one struct ded_coord per round, in its newest view (a JOIN
+ * of a higher view resets it); a decided view never decides again; its
+ * late_frame, once set, is what every later reporter of that view gets.
+ */
+#ifndef DED_COORD_H
+#define DED_COORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_msg.h"
+#include "../ded_node.h"
+#include "ded_match.h"
+
+struct ded_peer;
+struct ded_conn;
+
+/* A round we coordinate, in one view. */
+typedef struct ded_coord {
+  uint64_t round;
+  uint32_t view;
+  bool genesis;
+  ded_gather g; /* this view's joins */
+  /* Peers waited for: the lineage, announced intents, and the members of
+   * every attempt reported. */
+  uint8_t (*expect)[DED_ID_BYTES];
+  unsigned nexpect, expect_cap;
+  /* Attempts reported in this view, with what their members hold. */
+  struct ded_coord_attempt {
+    ded_msg_commit plan;
+    uint8_t *have; /* union of the reporters' shard bits */
+    uint16_t *holder;
+    uint32_t acc_view; /* the highest view a reporter accepted it in, or DED_VIEW_NONE */
+    bool done;         /* a reporter completed the round with it */
+  } att[4];
+  unsigned natt;
+  uint64_t first_ns, last_ns, deadline_ns;
+  bool clock; /* the learned deadline runs */
+  bool held;  /* waited for an announced member, or one still finishing the last round */
+  bool decided;
+  uint8_t *commit_frame; /* a new attempt, for the joiners */
+  size_t commit_len;
+  uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
+  size_t late_len;
+} ded_coord;
+
+typedef struct ded_coords {
+  ded_coord **v;
+  size_t n, cap;
+} ded_coords;
+
+/* The round |no| we coordinate, or NULL. */
+ded_coord *ded_coord_find(ded_node *node, uint64_t no);
+
+/* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
+void ded_coord_on_join(ded_node *node, struct ded_peer *from, struct ded_conn *via,
+                       const ded_msg_join *j, uint64_t now_ns);
+
+/* Decides |cr| (leaving: the rounds we coordinate go ahead without us). */
+void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_ns);
+
+/* Decides every view that can decide now. */
+void ded_coords_evaluate(ded_node *node, uint64_t now_ns);
+
+/* A peer came up: views that still wait for it probe it again. */
+void ded_coords_on_peer_up(ded_node *node, struct ded_peer *p);
+
+/* Forgets rounds too old to matter for late members. */
+void ded_coords_prune(ded_node *node);
+
+void ded_coords_free(ded_node *node);
+
+/* STALE for |round|: the swarm is past it, at the round we say. */
+void ded_coord_send_stale(ded_node *node, struct ded_peer *to, uint64_t round);
+
+/* STALE (or, |ahead|, AHEAD) for |round|: where we are. */
+void ded_coord_send_stale_or_ahead(ded_node *node, struct ded_peer *to, uint64_t round, bool ahead);
+
+/* Until when an announced member is still waited for in |round| (0: none
+ * is): one that is here and has not joined |cr| (if given) yet. */
+uint64_t ded_coord_intent_until(ded_node *node, uint64_t round, const ded_coord *cr,
+                                uint64_t now_ns);
+
+/*
+ * True while a member of round |no| - 1, still here and not in |cr|'s
+ * joins (if given), is still finishing that round: it has not said it
+ * holds the result (its last chunks are on their way), or said so only
+ * a learned join spread ago (its trainer's step comes between), and its
+ * JOIN of |no| will follow. A member whose link is slower than the others'
+ * finishes every round last: taken for late, it would be left out of every
+ * other round. Only a member of that round (as we were, to coordinate this
+ * one) hears every HAVE; anyone else tells nothing from their absence.
+ */
+bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, uint64_t now_ns);
+
+#endif /* DED_COORD_H */
