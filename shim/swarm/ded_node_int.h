@@ -34,6 +34,7 @@
 #include "round/ded_history.h"
 #include "round/ded_intents.h"
 #include "round/ded_lineage.h"
+#include "round/ded_round.h"
 #include "round/ded_timing.h"
 #include "state/ded_xfer.h"
 
@@ -63,96 +64,7 @@
  * round the coordinator is about to commit. */
 #define NODE_MEMBER_TIMEOUT_FACTOR 2
 
-typedef struct ded_round ded_round;
 
-typedef enum round_state {
-  ROUND_WAIT_PREV, /* needs the previous round's commit, or the rendezvous */
-  ROUND_JOINING,   /* coordinator chosen; its connection is not ready yet */
-  ROUND_JOINED,    /* JOIN (or a failover report) sent; waiting for a decision */
-  ROUND_RUNNING,   /* an attempt: reduce-scatter and all-gather */
-  ROUND_FETCHING,  /* the attempt that stands is fetched from its holders */
-  ROUND_DONE_WAIT, /* the whole result is here; earlier rounds report first */
-  ROUND_DRAINING,  /* reported; results to others still queued */
-  ROUND_DEAD,      /* reaped at the end of the entry point */
-} round_state;
-
-/* A data frame that overtook the COMMIT of its attempt. */
-typedef struct early_frame {
-  struct early_frame *next;
-  uint8_t type;
-  uint8_t from[DED_ID_BYTES];
-  size_t len;
-  uint8_t payload[];
-} early_frame;
-
-/* A FETCH of a shard we are still reducing: answered chunk by chunk. */
-typedef struct pending_fetch {
-  struct pending_fetch *next;
-  uint8_t id[DED_ID_BYTES];
-} pending_fetch;
-
-struct ded_round {
-  uint64_t no;
-  round_state state;
-  bool genesis;
-  ded_round_args a;
-  size_t es; /* element size */
-  /* Who coordinates: view |view| of the lineage |lin| (round no-1's
-   * members, as this peer knows them), or the genesis coordinator. */
-  uint32_t view;
-  uint8_t coord[DED_ID_BYTES];
-  uint8_t (*lin)[DED_ID_BYTES];
-  unsigned nlin;
-  uint64_t lin_attempt; /* the attempt of round no-1 |lin| comes from */
-  uint64_t bound_ns;    /* the call returns by then, whatever happens */
-  uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
-  uint64_t est_ns;      /* what the attempt should take (plan_estimate_ns) */
-  uint64_t submit_ns, joined_ns, started_ns;
-  uint64_t reduced_ns, got_ns; /* our shard reduced; the whole result here */
-  /* The current attempt (has_plan). */
-  bool has_plan;
-  ded_msg_commit plan;
-  unsigned me; /* our index in plan, or plan.k when we only fetch */
-  double total_w;
-  unsigned ncontrib;  /* members without DED_MEMBER_F_AUX */
-  unsigned first_contrib; /* the first of them, in commit order */
-  uint64_t chunk; /* elements per chunk */
-  bool frozen;    /* reported to a newer view: this attempt sends nothing more */
-  /* Reducer of our own shard: the accumulator is res + my_off. */
-  uint64_t my_off, my_len, my_nchunks;
-  uint16_t *next_m;   /* per chunk: next member to add, in commit order */
-  uint8_t *recv_bits; /* (member, chunk) contributions received */
-  uint8_t **staging;  /* per member: out-of-order contributions */
-  uint64_t reduced;
-  pending_fetch *fetchers; /* of our own shard, while it is being reduced */
-  /* The weighted mean g, every shard; res_bits marks the chunks held. */
-  uint8_t *res;
-  uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
-  uint8_t *res_bits;
-  uint64_t res_got;
-  uint16_t *holders;   /* ROUND_FETCHING: who serves each shard */
-  uint8_t *fetch_sent; /* ... and which shards we asked for */
-  /* Data that arrived before the commit of its attempt. */
-  early_frame *early_head, *early_tail;
-  size_t early_bytes;
-  /* Queued frames pointing into our memory. */
-  unsigned refs_user, refs_res;
-  /* Completion (the COMMIT comment in ded_msg.h): the view in which we
-   * took the current attempt, whether we sent HAVE for it, the HAVEs heard
-   * (any attempt, any view), and an attempt known to be the round's result. */
-  uint32_t acc_view;
-  bool accepted;
-  uint64_t chosen;
-  ded_votes votes;
-  uint32_t recoveries; /* failovers so far */
-  uint64_t behind;     /* a STALE said the swarm is at this round */
-  bool keep;           /* reported with the round's result: it goes to the history */
-  bool reported;
-};
-
-#define NODE_SELF_DEPTH_MAX 3
-
-/* State transfer (section 9): a donor's snapshot, and a joiner's fetch. */
 struct ded_node {
   ded_node_settings s;
   char run[DED_RUN_NAME_MAX + 1];
@@ -207,17 +119,6 @@ struct ded_node {
   bool reap_needed;
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };
-
-/* ---- not moved to their modules yet ---- */
-ded_round *ded_round_find(ded_node *node, uint64_t no);
-int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm, uint64_t now_ns);
-int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns);
-void ded_round_fail(ded_node *node, ded_round *r, int status);
-void ded_rounds_advance(ded_node *node, uint64_t now_ns);
-void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns);
-uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until);
-const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no);
-void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns);
 
 /* ---- helpers every module uses (ded_node.c) ---- */
 

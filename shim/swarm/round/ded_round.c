@@ -1,0 +1,1434 @@
+#include "ded_round.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../avg/ded_partition.h"
+#include "../avg/ded_reduce.h"
+#include "../core/ded_assert.h"
+#include "../core/ded_err.h"
+#include "../core/ded_limits.h"
+#include "../ded_node_int.h"
+
+/* Joins to ourselves nested at most this deep (round_send_join). */
+#define NODE_SELF_DEPTH_MAX 3
+
+static void round_unref(ded_node *node, ded_round *r, bool user);
+static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
+static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
+static void rounds_report_ready(ded_node *node, uint64_t now_ns);
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns);
+static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
+                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
+
+/* Whether |plan| lists |id| (ded_intents_pred). */
+static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  const ded_msg_commit *plan = ctx;
+  for (unsigned m = 0; m < plan->k; m++)
+    if (memcmp(plan->members[m].id, id, DED_ID_BYTES) == 0) return true;
+  return false;
+}
+
+/* The queues take and let go of references into a round's memory. */
+void ded_round_lend_ref(void *ctx, void *owner, bool user) {
+  ded_round *r = owner;
+  (void)ctx;
+  if (user)
+    r->refs_user++;
+  else
+    r->refs_res++;
+}
+
+void ded_round_lend_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
+
+ded_round *ded_round_find(ded_node *node, uint64_t no) {
+  for (unsigned i = 0; i < node->nrounds; i++)
+    if (node->rounds[i]->no == no && node->rounds[i]->state != ROUND_DEAD) return node->rounds[i];
+  return NULL;
+}
+
+static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
+
+/* ---- attempt state ---- */
+
+static void round_free_attempt(ded_node *node, ded_round *r) {
+  ded_mem_free(node->mem, r->next_m);
+  ded_mem_free(node->mem, r->recv_bits);
+  if (r->staging)
+    for (unsigned i = 0; i < r->plan.k; i++) ded_bufcache_put(&node->cache, r->staging[i], r->my_len * r->es);
+  ded_mem_free(node->mem, r->staging);
+  ded_mem_free(node->mem, r->res_base);
+  ded_mem_free(node->mem, r->res_bits);
+  ded_mem_free(node->mem, r->holders);
+  ded_mem_free(node->mem, r->fetch_sent);
+  r->fetch_sent = NULL;
+  pending_fetch *f = r->fetchers;
+  while (f) {
+    pending_fetch *next = f->next;
+    ded_mem_free(node->mem, f);
+    f = next;
+  }
+  ded_msg_commit_free(&r->plan, node->mem);
+  r->next_m = NULL;
+  r->recv_bits = NULL;
+  r->staging = NULL;
+  r->res_base = NULL;
+  r->res_bits = NULL;
+  r->holders = NULL;
+  r->fetchers = NULL;
+  r->has_plan = false;
+  r->frozen = false;
+  r->accepted = false;
+  r->reduced = r->res_got = 0;
+  r->reduced_ns = r->got_ns = 0;
+  r->my_off = r->my_len = r->my_nchunks = 0;
+  r->me = 0;
+}
+
+static void early_free_list(ded_node *node, early_frame *e) {
+  while (e) {
+    early_frame *next = e->next;
+    ded_mem_free(node->mem, e);
+    e = next;
+  }
+}
+
+void ded_round_free(ded_node *node, ded_round *r) {
+  if (r->keep) ded_history_add(&node->hist, r->no, &r->plan, &r->res, round_bytes(r));
+  round_free_attempt(node, r);
+  ded_bufcache_put(&node->cache, r->res, round_bytes(r));
+  ded_mem_free(node->mem, r->lin);
+  ded_votes_free(&r->votes, node->mem);
+  early_free_list(node, r->early_head);
+  ded_mem_free(node->mem, r);
+}
+
+static void round_maybe_dead(ded_node *node, ded_round *r) {
+  if (r->reported && r->refs_user == 0 && r->refs_res == 0) {
+    r->state = ROUND_DEAD;
+    node->reap_needed = true;
+  }
+}
+
+static void round_unref(ded_node *node, ded_round *r, bool user) {
+  if (user) {
+    DED_ASSERT(r->refs_user > 0);
+    r->refs_user--;
+  } else {
+    DED_ASSERT(r->refs_res > 0);
+    r->refs_res--;
+  }
+  round_maybe_dead(node, r);
+}
+
+static bool round_shard_done(const ded_round *r, unsigned s) {
+  for (uint64_t b = r->res_base[s]; b < r->res_base[s + 1]; b++)
+    if (!ded_bit_get(r->res_bits, b)) return false;
+  return true;
+}
+
+static uint64_t round_chunks_total(const ded_round *r) { return r->res_base[r->plan.k]; }
+
+/* Hands the round back to the caller, exactly once. After this, the
+ * caller's buffer is never touched again. */
+void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
+  DED_ASSERT(!r->reported);
+  bool via_attempt = status == 0 && !alone && r->has_plan;
+  /* The round's result (not an attempt that was still short of a quorum
+   * when the bound hit): kept, to serve others. */
+  bool with_result = status == 0 && r->has_plan && r->res_bits &&
+                     r->res_got == round_chunks_total(r) && r->chosen == r->plan.attempt;
+  ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
+  if (e) {
+    e->final = true;
+    e->final_attempt = with_result ? r->plan.attempt : 0;
+  }
+  /* Reported first: detaching can close a connection, whose peer-down
+   * handling must see this round as finished. */
+  r->reported = true;
+  r->state = ROUND_DRAINING;
+  ded_conns_detach(node, r, with_result);
+  DED_ASSERT(r->refs_user == 0);
+  /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
+  if (via_attempt)
+    ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
+  if (via_attempt && node->s.log_level >= DED_LOG_DEBUG) {
+    /* Where the round's time went, in ms from its submission. */
+    uint64_t t0 = r->submit_ns;
+#define MS_SINCE(t) ((t) >= t0 ? (double)((t) - t0) / 1e6 : -1.0)
+    node_log(node, DED_LOG_DEBUG,
+             "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
+             "chosen %.1f (%u members, %llu bytes)",
+             (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
+             MS_SINCE(r->reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns), r->plan.k,
+             (unsigned long long)round_bytes(r));
+#undef MS_SINCE
+  }
+  r->keep = with_result;
+  if (status == 0 && !alone) {
+    uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
+    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX), via_attempt ? r->ncontrib : 0);
+  }
+  ded_round_result res;
+  memset(&res, 0, sizeof res);
+  res.status = status;
+  res.round = r->no;
+  res.alone = alone;
+  res.late = late;
+  res.recoveries = r->recoveries;
+  res.behind = r->behind;
+  if (late && !alone && node->catch_up > r->no) res.swarm_round = node->catch_up;
+  uint8_t *ids = NULL;
+  if (via_attempt) {
+    res.contributors = r->ncontrib;
+    res.total_weight = r->total_w;
+    ids = ded_mem_malloc(node->mem, (size_t)r->ncontrib * DED_ID_BYTES + 1);
+    for (unsigned i = 0, n = 0; ids && i < r->plan.k; i++)
+      if (!(r->plan.members[i].flags & DED_MEMBER_F_AUX))
+        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->plan.members[i].id, DED_ID_BYTES);
+    res.members = ids;
+  } else {
+    res.contributors = 1;
+    res.total_weight = r->a.weight;
+  }
+  res.peers = ded_node_round_peer_count(node);
+  round_maybe_dead(node, r);
+  node->cb.round_done(node->user, r->a.ctx, &res);
+  ded_mem_free(node->mem, ids);
+}
+
+void ded_round_fail(ded_node *node, ded_round *r, int status) {
+  if (r->reported) return;
+  node_log(node, DED_LOG_ERROR, "round %llu failed: %s", (unsigned long long)r->no,
+           ded_strerror(status));
+  ded_round_report(node, r, status, false, false);
+}
+
+static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
+  return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
+}
+
+/* Moves |r| to the first view from |v| on whose coordinator is not known
+ * to be gone. */
+static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
+  for (unsigned i = 0; i + 1 < r->nlin && ded_peer_gone(node, round_cand(r, v)); i++) v++;
+  r->view = v;
+  memcpy(r->coord, round_cand(r, v), DED_ID_BYTES);
+}
+
+static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
+                         unsigned n, uint64_t attempt) {
+  uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(n));
+  if (!copy) return DED_ERR_NOMEM;
+  memcpy(copy, ids, DED_LIN_BYTES(n));
+  ded_mem_free(node->mem, r->lin);
+  r->lin = copy;
+  r->nlin = n;
+  r->lin_attempt = attempt;
+  return 0;
+}
+
+
+/* The shards whose result we hold in full, as a bitmap. */
+static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
+  uint8_t *have = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
+  for (unsigned s = 0; have && s < r->plan.k; s++)
+    if (round_shard_done(r, s)) ded_bit_set(have, s);
+  return have;
+}
+
+/* How long a member that joined |r| waits for a decision while its
+ * coordinator holds the round for an announced member, until |until|: as
+ * long as the hold, then the usual wait; the hold is bounded as the
+ * coordinator bounds it (coord_evaluate). */
+uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
+  until = DED_MIN(until, r->joined_ns + ded_timing_cap(&node->timing));
+  return until + ded_timing_join_wait(&node->timing, r->view);
+}
+
+/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
+ * coordinator of the round's view. */
+static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = r->no;
+  j.view = r->view;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
+                      (node->s.mode == DED_MODE_CLIENT ? DED_JOIN_F_CLIENT : 0) |
+                      (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
+  r->state = ROUND_JOINED;
+  r->joined_ns = now_ns;
+  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : ded_timing_join_wait(&node->timing, r->view));
+  /* The coordinator waits for members that announced themselves: so do we. */
+  uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
+  if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
+  uint8_t *have = NULL;
+  if (r->has_plan) {
+    have = round_have_bits(node, r);
+    if (!have) {
+      ded_round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    j.flags |= DED_JOIN_F_STATUS;
+    j.acc_view = r->accepted ? r->acc_view : DED_VIEW_NONE;
+    j.plan = r->plan;
+    j.have = have;
+  }
+  if (id_is_me(node, r->coord)) {
+    /* Joining ourselves can decide, deliver, refuse and fail over again
+     * inside this call: past a few levels, the next tick goes on. */
+    if (node->self_depth >= NODE_SELF_DEPTH_MAX) {
+      r->state = ROUND_JOINING;
+      node->wake_soon = true;
+      ded_mem_free(node->mem, have);
+      return;
+    }
+    node->self_depth++;
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
+    node->self_depth--;
+    ded_mem_free(node->mem, have);
+    return;
+  }
+  ded_peer *p = ded_peer_find(node, r->coord);
+  if (!p || !p->conn || p->left) {
+    r->state = ROUND_JOINING;
+    if (p) ded_peer_maybe_connect(node, p, now_ns);
+    ded_mem_free(node->mem, have);
+    return;
+  }
+  size_t cap = have ? DED_JOIN_STATUS_FRAME_BYTES(r->plan.k) : DED_JOIN_FRAME_BYTES;
+  uint8_t *frame = ded_mem_malloc(node->mem, cap);
+  int rv = DED_ERR_NOMEM;
+  if (frame) {
+    ded_wr w = ded_wr_init(frame, cap);
+    if (have)
+      ded_msg_join_status_encode(&w, &j, &r->plan, have);
+    else
+      ded_msg_join_encode(&w, &j);
+    DED_ASSERT(!w.err && w.pos == cap);
+    node_log(node, DED_LOG_DEBUG, "round %llu: join view %u -> %s", (unsigned long long)r->no,
+             r->view, p->sid);
+    rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
+  ded_mem_free(node->mem, frame);
+  ded_mem_free(node->mem, have);
+  if (rv) ded_round_fail(node, r, rv);
+}
+
+/* Chooses the coordinator of |r| once we can, and asks it in. */
+static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if (r->state == ROUND_JOINING) {
+    ded_peer *p = ded_peer_find(node, r->coord);
+    if (id_is_me(node, r->coord) || (p && p->conn))
+      round_send_join(node, r, now_ns);
+    else if (p)
+      ded_peer_maybe_connect(node, p, now_ns);
+    return;
+  }
+  if (r->state != ROUND_WAIT_PREV) return;
+  if (r->no < node->stale_round) {
+    /* The swarm has moved past this round for good: no one would answer
+     * but with STALE (or, a coordinator we guess, not at all). */
+    node_log(node, DED_LOG_DEBUG, "round %llu: out of step (the swarm is at %llu): own values",
+             (unsigned long long)r->no, (unsigned long long)node->stale_round);
+    r->behind = node->stale_round;
+    ded_round_report(node, r, 0, true, true);
+    return;
+  }
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  if (r->no > 0 && prev) {
+    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+      ded_round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    r->genesis = false;
+    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
+  } else if (node->lin.have_members) {
+    /* The previous round's commit is still on its way, unless that round
+     * ended here without one: then this job is out of step, and the
+     * newest membership it knows is its best guess. */
+    ded_round *o = ded_round_find(node, r->no - 1);
+    if (o && !o->reported) return;
+    ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
+    if (!best) return;
+    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
+      ded_round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    r->genesis = false;
+    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
+  } else {
+    /* No lineage: this is the swarm's first round as far as we know. The
+     * rounds before it must be decided first, so only the oldest waits. */
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *o = node->rounds[i];
+      if (o->no < r->no && !o->reported && o->state != ROUND_DEAD) return;
+    }
+    const uint8_t *min_id;
+    /* Rendezvous; and a client waits until it sees a peer that is not one. */
+    if (ded_peers_genesis_view(node, &min_id) < node->s.min_peers || !min_id) return;
+    r->genesis = true;
+    memcpy(r->coord, min_id, DED_ID_BYTES);
+  }
+  round_send_join(node, r, now_ns);
+}
+
+void ded_rounds_advance(ded_node *node, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->nrounds; i++) {
+    ded_round *r = node->rounds[i];
+    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
+    if (r->state == ROUND_FETCHING && !r->frozen && !r->reported) {
+      int rv = round_fetch_missing(node, r, now_ns);
+      if (rv) ded_round_fail(node, r, rv);
+    }
+  }
+}
+
+/* Stops the attempt |r| runs: nothing more is sent for it, nothing more
+ * is added, and it completes only if a coordinator says it stands. */
+static void round_freeze(ded_node *node, ded_round *r) {
+  if (!r->has_plan || r->frozen) return;
+  r->frozen = true;
+  ded_conns_detach(node, r, false);
+  pending_fetch *f = r->fetchers;
+  while (f) {
+    pending_fetch *next = f->next;
+    ded_mem_free(node->mem, f);
+    f = next;
+  }
+  r->fetchers = NULL;
+}
+
+/* Gives up on the current coordinator or attempt: report to the next view. */
+static void round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
+  if (r->reported) return;
+  if (r->genesis && !r->has_plan) {
+    /* The first round's coordinator went before committing: choose again
+     * among those still here. */
+    node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
+             (unsigned long long)r->no, why);
+    r->state = ROUND_WAIT_PREV;
+    round_try_join(node, r, now_ns);
+    return;
+  }
+  if (r->genesis || r->nlin == 0) {
+    /* A first round that has an attempt: its members are the lineage. */
+    uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->plan);
+    if (!ids) {
+      ded_round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    ded_mem_free(node->mem, r->lin);
+    r->lin = ids;
+    r->nlin = r->plan.k;
+    r->genesis = false;
+  }
+  /* The membership may have moved on since we joined (the previous
+   * round went through another attempt): fail over along the current one. */
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  if (prev && prev->attempt != r->lin_attempt &&
+      round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+    ded_round_fail(node, r, DED_ERR_NOMEM);
+    return;
+  }
+  round_freeze(node, r);
+  r->recoveries++;
+  round_pick_view(node, r, r->view + 1);
+  ded_peer *p = ded_peer_find(node, r->coord);
+  node_log(node, DED_LOG_INFO, "round %llu: %s; recovering through %s (view %u)",
+           (unsigned long long)r->no, why, id_is_me(node, r->coord) ? "this peer" : p ? p->sid : "?",
+           r->view);
+  round_send_join(node, r, now_ns);
+}
+
+static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
+  return ded_peer_find(node, r->plan.members[m].id);
+}
+
+/* ---- completion: HAVE quorums ---- */
+
+/* True if |r|'s attempt was planned on another result of the previous
+ * round than the one that round ended with here. */
+static bool round_void_base(ded_node *node, const ded_round *r) {
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  return r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+         prev->final_attempt != r->plan.base;
+}
+
+/* Drops such an attempt (it never completes here) and fails over along
+ * the previous round's real membership. */
+static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  char why[128];
+  snprintf(why, sizeof why,
+           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
+           "%llx here",
+           (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
+           (unsigned long long)prev->final_attempt);
+  ded_conns_detach(node, r, false);
+  round_free_attempt(node, r);
+  r->state = ROUND_RUNNING;
+  if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
+    round_failover(node, r, why, now_ns);
+  else
+    ded_round_fail(node, r, DED_ERR_NOMEM);
+}
+
+static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
+                           uint32_t view, uint8_t flags) {
+  if (!to || !to->conn) return;
+  uint8_t frame[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_have h = {round, attempt, view, flags};
+  ded_msg_have_encode(&w, &h);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* True once the current attempt is the round's result: someone completed
+ * it, or a quorum of its acceptors accepted it in one view. */
+static bool round_is_chosen(const ded_round *r) {
+  if (!r->has_plan) return false;
+  if (r->chosen) return r->chosen == r->plan.attempt; /* another attempt completed */
+  return ded_votes_quorum(&r->votes, &r->plan);
+}
+
+/* The whole result is here: accept it (HAVE to the attempt's members),
+ * and once it is the round's result, report it when every earlier round
+ * has. */
+static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if (r->reported || !r->has_plan || !r->res_bits) return;
+  if (r->state != ROUND_RUNNING && r->state != ROUND_FETCHING && r->state != ROUND_JOINED &&
+      r->state != ROUND_JOINING)
+    return;
+  if (r->res_got < round_chunks_total(r)) return;
+  if (!r->got_ns) r->got_ns = now_ns;
+  if (!r->accepted && !r->frozen && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+    /* Never for a view below one we joined (a failover froze the attempt),
+     * nor for an attempt planned on another result of the previous round
+     * than ours: we wait until that round has ended here. */
+    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+    if (r->plan.base != 0 && prev && !prev->final) return;
+    if (round_void_base(node, r)) {
+      round_drop_void(node, r, now_ns);
+      return;
+    }
+    r->accepted = true;
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->plan.attempt, r->acc_view);
+    for (unsigned m = 0; m < r->plan.k; m++)
+      if (m != r->me)
+        node_send_have(node, round_member_peer(node, r, m), r->no, r->plan.attempt, r->acc_view, 0);
+  }
+  if (!round_is_chosen(r)) return;
+  r->chosen = r->plan.attempt;
+  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
+    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
+  /* Those who are not acceptors (late members) and asked: it is done. So
+   * are clients, which hear no HAVE from one another and may lack a
+   * quorum of their own. */
+  for (unsigned i = 0; i < r->votes.n; i++) {
+    const ded_vote *v = &r->votes.v[i];
+    if (v->attempt != r->plan.attempt || id_is_me(node, v->id)) continue;
+    unsigned m = ded_plan_index(&r->plan, v->id);
+    if (m == r->plan.k ||
+        (r->plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
+            DED_MEMBER_F_ACCEPTOR)
+      node_send_have(node, ded_peer_find(node, v->id), r->no, r->plan.attempt, v->view,
+                     DED_HAVE_F_DONE);
+  }
+  r->state = ROUND_DONE_WAIT;
+  rounds_report_ready(node, now_ns);
+}
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
+  if (node->reporting) { /* called back from below: the loop goes round again */
+    node->report_again = true;
+    return;
+  }
+  node->reporting = true;
+  do {
+    node->report_again = false;
+    rounds_report_ready_once(node, now_ns);
+    /* Rounds whose acceptance waited for an earlier round to end. */
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *r = node->rounds[i];
+      if (!r->reported && r->has_plan && !r->accepted) round_check_complete(node, r, now_ns);
+    }
+  } while (node->report_again);
+  node->reporting = false;
+}
+
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (unsigned i = 0; i < node->nrounds; i++) {
+      ded_round *r = node->rounds[i];
+      if (r->state != ROUND_DONE_WAIT || r->reported) continue;
+      bool earlier = false;
+      for (unsigned k = 0; k < node->nrounds && !earlier; k++) {
+        ded_round *o = node->rounds[k];
+        earlier = o->no < r->no && !o->reported && o->state != ROUND_DEAD;
+      }
+      if (earlier) continue;
+      /* The attempt was planned on the previous round's membership; if that
+       * round ended here with another attempt, the plan came from a
+       * coordinator the swarm did not choose. */
+      if (round_void_base(node, r)) {
+        round_drop_void(node, r, now_ns);
+        again = true;
+        break;
+      }
+      /* Alone: the only contributor (aux members may have helped): our
+       * buffer stays S_j, bit for bit. */
+      bool alone = r->ncontrib == 1 && r->me == r->first_contrib;
+      bool late = r->me == r->plan.k;
+      if (late)
+        node_log(node, DED_LOG_INFO, "round %llu: fetched the result of %u members (this job came late)",
+                 (unsigned long long)r->no, r->plan.k);
+      if (r->recoveries)
+        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->ncontrib);
+      ded_round_report(node, r, 0, alone, late);
+      again = true;
+      break;
+    }
+  }
+}
+
+/* Sends chunk |c| of our own shard (finished) to |p|. */
+static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, uint64_t c) {
+  uint64_t first = c * r->chunk;
+  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
+  if (!p || !p->conn) return 0;
+  return ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_RESULT, r->no, r->plan.attempt, r->my_off + first,
+                        r->res + (r->my_off + first) * r->es, n * r->es, false);
+}
+
+/* All contributions to chunk |c| are in: finish it and send it out. */
+static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
+  uint64_t first = c * r->chunk;
+  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
+  ded_reduce_div(r->a.dtype, r->res + (r->my_off + first) * r->es, n, r->total_w);
+  ded_bit_set(r->res_bits, r->res_base[r->me] + c);
+  r->res_got++;
+  if (++r->reduced == r->my_nchunks) r->reduced_ns = node->now_ns;
+  for (unsigned m = 0; m < r->plan.k; m++) {
+    if (m == r->me) continue;
+    /* A member that is gone cannot use the result; our round goes on. */
+    int rv = round_send_result_chunk(node, r, round_member_peer(node, r, m), c);
+    if (rv) return rv;
+  }
+  for (pending_fetch *f = r->fetchers; f; f = f->next) {
+    int rv = round_send_result_chunk(node, r, ded_peer_find(node, f->id), c);
+    if (rv) return rv;
+  }
+  return 0;
+}
+
+/* Adds, in commit order, every contribution to chunk |c| that is ready.
+ * |direct| is member |direct_m|'s data for |c| straight off the wire. */
+static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const uint8_t *direct,
+                               unsigned direct_m) {
+  uint64_t first = c * r->chunk;
+  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
+  uint8_t *acc = r->res + (r->my_off + first) * r->es;
+  unsigned k = r->plan.k;
+  while (r->next_m[c] < k) {
+    unsigned m = r->next_m[c];
+    const uint8_t *src;
+    if (r->plan.members[m].flags & DED_MEMBER_F_AUX) { /* brings no vector */
+      r->next_m[c]++;
+      continue;
+    }
+    if (m == r->me)
+      src = (const uint8_t *)r->a.buf + (r->my_off + first) * r->es;
+    else if (direct && m == direct_m)
+      src = direct;
+    else if (ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c))
+      src = r->staging[m] + first * r->es;
+    else
+      break;
+    double a = r->plan.members[m].weight / (double)r->plan.members[m].n_local;
+    ded_reduce_axpy(r->a.dtype, acc, src, n, a, m == r->first_contrib);
+    r->next_m[c]++;
+  }
+  return r->next_m[c] == k ? round_finish_chunk(node, r, c) : 0;
+}
+
+
+/* Takes |plan| as the round's current attempt. Frames of other attempts
+ * still queued are dropped; the caller's buffer is untouched. */
+static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint32_t view,
+                       uint64_t now_ns) {
+  ded_conns_detach(node, r, false);
+  round_free_attempt(node, r);
+  int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
+  if (rv) return rv;
+  r->has_plan = true;
+  r->acc_view = view;
+  r->started_ns = now_ns;
+  r->est_ns = ded_plan_estimate_ns(node, plan);
+  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
+  unsigned k = plan->k;
+  r->me = k;
+  for (unsigned i = 0; i < k; i++) {
+    if (id_is_me(node, plan->members[i].id)) r->me = i;
+    ded_intents_done(&node->intents, plan->members[i].id, plan->round); /* it is in */
+  }
+  ded_intents_spent(&node->intents, plan->round, plan_lists, (void *)plan); /* the others missed it */
+  r->total_w = 0.0;
+  r->ncontrib = 0;
+  r->first_contrib = k;
+  for (unsigned i = 0; i < k; i++) {
+    r->total_w += plan->members[i].weight;
+    if (plan->members[i].flags & DED_MEMBER_F_AUX) continue;
+    if (r->ncontrib++ == 0) r->first_contrib = i;
+  }
+  r->chunk = plan->chunk_elems;
+  r->res_base = ded_mem_calloc(node->mem, k + 1, sizeof *r->res_base);
+  if (!r->res_base) return DED_ERR_NOMEM;
+  for (unsigned m = 0; m < k; m++) {
+    uint64_t hi = m + 1 < k ? plan->members[m + 1].shard_off : plan->count;
+    r->res_base[m + 1] = r->res_base[m] + ded_chunks(hi - plan->members[m].shard_off, r->chunk);
+  }
+  r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
+  if (!r->res) r->res = ded_bufcache_get(&node->cache, round_bytes(r));
+  if (!r->res_bits || !r->res) return DED_ERR_NOMEM;
+  int rv2 = ded_lineage_set(&node->lin, r->no, plan);
+  if (rv2) return rv2;
+  /* A next round that joined on another attempt's membership joins again. */
+  ded_round *nx = ded_round_find(node, r->no + 1);
+  if (nx && !nx->reported && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) &&
+      !nx->genesis && nx->lin_attempt != plan->attempt && !nx->has_plan) {
+    nx->state = ROUND_WAIT_PREV;
+    round_try_join(node, nx, now_ns);
+  }
+  return 0;
+}
+
+/* Replays the frames of |r|'s current attempt that overtook its commit and
+ * drops those of attempts that are now moot. */
+static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
+  early_frame *e = r->early_head;
+  r->early_head = r->early_tail = NULL;
+  r->early_bytes = 0;
+  while (e) {
+    early_frame *next = e->next;
+    ded_peer *from = ded_peer_find(node, e->from);
+    ded_rd rd = ded_rd_init(e->payload + 8, 8);
+    uint64_t attempt = ded_rd_u64(&rd);
+    if (attempt > r->plan.attempt) {
+      e->next = NULL; /* a later attempt still: keep it */
+      if (r->early_tail)
+        r->early_tail->next = e;
+      else
+        r->early_head = e;
+      r->early_tail = e;
+      r->early_bytes += e->len;
+    } else {
+      if (from && !r->reported && attempt == r->plan.attempt)
+        round_take_frame(node, r, from, NULL, e->type, e->payload, e->len, now_ns);
+      ded_mem_free(node->mem, e);
+    }
+    e = next;
+  }
+}
+
+/* Sets up the reduce-scatter and all-gather of an attempt we are part of. */
+static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
+  const ded_msg_commit *cm = &r->plan;
+  unsigned k = cm->k;
+  r->my_off = cm->members[r->me].shard_off;
+  r->my_len = (r->me + 1 < k ? cm->members[r->me + 1].shard_off : cm->count) - r->my_off;
+  r->my_nchunks = ded_chunks(r->my_len, r->chunk);
+  r->next_m = ded_mem_calloc(node->mem, r->my_nchunks ? r->my_nchunks : 1, sizeof *r->next_m);
+  r->recv_bits = ded_mem_calloc(node->mem, ((uint64_t)k * r->my_nchunks + 7) / 8 + 1, 1);
+  r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
+  if (!r->next_m || !r->recv_bits || !r->staging) return DED_ERR_NOMEM;
+  r->state = ROUND_RUNNING;
+  /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer
+   * (an aux member brings none). A member with an empty shard (a client)
+   * is not ours to reach: it gets its result from the reducers. */
+  bool aux = cm->members[r->me].flags & DED_MEMBER_F_AUX;
+  for (unsigned m = 0; m < k; m++) {
+    if (m == r->me) continue;
+    uint64_t lo = cm->members[m].shard_off;
+    uint64_t len = (m + 1 < k ? cm->members[m + 1].shard_off : cm->count) - lo;
+    if (len == 0) continue;
+    ded_peer *p = round_member_peer(node, r, m);
+    if (!p || !p->conn) {
+      round_failover(node, r, "a member of the attempt is not connected", now_ns);
+      return 0;
+    }
+    if (aux) continue;
+    for (uint64_t e = 0; e < len; e += r->chunk) {
+      uint64_t n = DED_MIN(r->chunk, len - e);
+      const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
+      int rv = ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_DATA, r->no, r->plan.attempt, lo + e, src, n * r->es, true);
+      if (rv) return rv;
+    }
+  }
+  /* Our own contribution is always ready. */
+  for (uint64_t c = 0; c < r->my_nchunks; c++) {
+    int rv = round_advance_chunk(node, r, c, NULL, 0);
+    if (rv) return rv;
+  }
+  round_replay_early(node, r, now_ns);
+  round_check_complete(node, r, now_ns);
+  return 0;
+}
+
+/* Asks the holders for every shard we lack (those we are still connecting
+ * to once the connection is up: ded_rounds_advance calls again). */
+static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
+  r->state = ROUND_FETCHING;
+  if (!r->fetch_sent) r->fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
+  if (!r->fetch_sent) return DED_ERR_NOMEM;
+  for (unsigned s = 0; s < r->plan.k; s++) {
+    if (round_shard_done(r, s) || ded_bit_get(r->fetch_sent, s)) continue;
+    const uint8_t *hid = r->plan.members[r->holders[s]].id;
+    if (id_is_me(node, hid)) {
+      round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
+      return 0;
+    }
+    ded_peer *p = ded_peer_find(node, hid);
+    if (!p || p->left || p->evicted) {
+      round_failover(node, r, "the holder of a shard is gone", now_ns);
+      return 0;
+    }
+    if (!p->conn) {
+      ded_peer_maybe_connect(node, p, now_ns);
+      continue;
+    }
+    ded_bit_set(r->fetch_sent, s);
+    uint8_t frame[DED_FETCH_FRAME_BYTES];
+    ded_wr w = ded_wr_init(frame, sizeof frame);
+    ded_msg_fetch f = {r->no, r->plan.attempt, (uint16_t)s};
+    ded_msg_fetch_encode(&w, &f);
+    int rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+    if (rv) return rv;
+  }
+  round_replay_early(node, r, now_ns);
+  round_check_complete(node, r, now_ns);
+  return 0;
+}
+
+static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_commit *cm) {
+  if (cm->dtype == r->a.dtype && cm->count == r->a.count) return 0;
+  node_log(node, DED_LOG_ERROR,
+           "round %llu: this job reduces %llu elements of type %u but the swarm's round has "
+           "%llu of type %u; check that every job runs the same model",
+           (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
+           (unsigned long long)cm->count, cm->dtype);
+  ded_lineage_set(&node->lin, r->no, cm);
+  ded_round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+  return 1;
+}
+
+/* A COMMIT (new attempt) for our round |r|, from the coordinator of its
+ * view (or from ourselves). Returns DED_ERR_PROTO if the commit lies about
+ * us; the caller drops the sender. */
+int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
+                           uint64_t now_ns) {
+  if (round_check_signature(node, r, cm)) return 0;
+  int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
+  if (rv) return rv;
+  if (r->me < cm->k && cm->members[r->me].n_local != r->a.n_local) return DED_ERR_PROTO;
+  node_log(node, DED_LOG_DEBUG, "round %llu: attempt %llx, %u members, I am %u",
+           (unsigned long long)r->no, (unsigned long long)cm->attempt, cm->k, r->me);
+  if (r->me == cm->k) {
+    /* Not listed though our buffer matches: fetch from the reducers. */
+    r->holders = ded_mem_malloc(node->mem, (size_t)cm->k * sizeof *r->holders);
+    if (!r->holders) return DED_ERR_NOMEM;
+    for (unsigned s = 0; s < cm->k; s++) r->holders[s] = (uint16_t)s;
+    return round_fetch_missing(node, r, now_ns);
+  }
+  /* Alone (k = 1), the result is computed all the same, for members that
+   * come late, but our own buffer stays as it is. */
+  return round_start_reduce(node, r, now_ns);
+}
+
+/* We came late for |r|: tell the swarm that we will join the rounds
+ * after it, so that it waits for us instead of leaving us late round after
+ * round. The announcement goes to every peer of the run we are connected
+ * to: any of them may coordinate a round, and the others wait for that
+ * coordinator's decision. The coordinator of each round from |r| + 1 on
+ * holds it in view 0 for as long as fetching one result should take us
+ * (node_intent_hold), each round at most once (node_intents_spent). We
+ * announce again every deadline floor while we
+ * fetch (the round we fetch may itself still be running, and take far
+ * longer than a fetch), and each late round on the way announces the
+ * next, so the swarm waits as long as we keep coming, however many rounds
+ * behind we are. A member that finished |r| + 1 already answers AHEAD,
+ * saying where the swarm is (for the trainer: far behind, it reloads). A
+ * trainer late by a few steps goes at the swarm's pace and would never
+ * catch up on its own, nor would one whose link fetches a result more
+ * slowly than the swarm completes a round. */
+static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
+  uint64_t target = r->no + 1;
+  if (target == node->intent_round && now_ns < node->intent_ns + node->s.deadline_floor_ns)
+    return; /* announced just now */
+  ded_round *nx = ded_round_find(node, target);
+  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
+  node->intent_round = target;
+  node->intent_ns = now_ns;
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = target;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = DED_JOIN_F_INTENT;
+  uint8_t frame[DED_JOIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_join_encode(&w, &j);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
+}
+
+/* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
+int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
+  if (round_check_signature(node, r, &d->plan)) return 0;
+  if (!r->has_plan || r->plan.attempt != d->plan.attempt) {
+    int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
+    if (rv) return rv;
+  } else {
+    ded_conns_detach(node, r, false);
+    r->started_ns = now_ns;
+    r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
+    r->acc_view = d->view; /* accepted again, in this view */
+    r->accepted = false;
+  }
+  if (d->flags & DED_DECIDE_F_CHOSEN) r->chosen = d->plan.attempt;
+  r->frozen = false;
+  ded_mem_free(node->mem, r->holders);
+  ded_mem_free(node->mem, r->fetch_sent);
+  r->fetch_sent = NULL;
+  r->holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->holders);
+  if (!r->holders) return DED_ERR_NOMEM;
+  memcpy(r->holders, d->holders, (size_t)d->plan.k * sizeof *r->holders);
+  if (r->me == d->plan.k) round_send_intent(node, r, now_ns);
+  return round_fetch_missing(node, r, now_ns);
+}
+
+/* A DATA or RESULT frame for |r|'s current attempt. A violation is the
+ * sender's fault: the caller drops it. */
+static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
+                         const ded_msg_data *d) {
+  unsigned k = r->plan.k, m = k;
+  for (unsigned i = 0; i < k; i++)
+    if (memcmp(r->plan.members[i].id, from->id, DED_ID_BYTES) == 0) m = i;
+  if (d->len % r->es != 0) return DED_ERR_PROTO;
+  uint64_t n = d->len / r->es;
+  if (type == DED_MSG_DATA) {
+    if (m == k || m == r->me || r->me == k || r->state != ROUND_RUNNING) return DED_ERR_PROTO;
+    if (d->offset < r->my_off || d->offset - r->my_off >= r->my_len) return DED_ERR_PROTO;
+    uint64_t first = d->offset - r->my_off;
+    uint64_t c = first / r->chunk;
+    if (first % r->chunk != 0 || n != DED_MIN(r->chunk, r->my_len - first)) return DED_ERR_PROTO;
+    uint64_t bit = (uint64_t)m * r->my_nchunks + c;
+    if (ded_bit_get(r->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
+    ded_bit_set(r->recv_bits, bit);
+    if (r->next_m[c] == m) return round_advance_chunk(node, r, c, d->elems, m);
+    if (!r->staging[m]) {
+      r->staging[m] = ded_bufcache_get(&node->cache, r->my_len * r->es);
+      if (!r->staging[m]) return DED_ERR_NOMEM;
+    }
+    memcpy(r->staging[m] + first * r->es, d->elems, d->len);
+    return 0;
+  }
+  /* RESULT: a finished chunk of some shard. From its reducer while the
+   * attempt runs; from the holder we asked while fetching. */
+  unsigned s;
+  for (s = 0; s + 1 < k && r->plan.members[s + 1].shard_off <= d->offset; s++) {
+  }
+  uint64_t lo = r->plan.members[s].shard_off;
+  uint64_t len = (s + 1 < k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
+  if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
+  uint64_t first = d->offset - lo;
+  if (first % r->chunk != 0 || n != DED_MIN(r->chunk, len - first)) return DED_ERR_PROTO;
+  if (m == k || m == r->me || (m != s && !(r->holders && m == r->holders[s])))
+    return DED_ERR_PROTO;
+  uint64_t bit = r->res_base[s] + first / r->chunk;
+  if (ded_bit_get(r->res_bits, bit)) return r->state == ROUND_FETCHING ? 0 : DED_ERR_PROTO;
+  ded_bit_set(r->res_bits, bit);
+  memcpy(r->res + d->offset * r->es, d->elems, d->len);
+  r->res_got++;
+  return 0;
+}
+
+/* Routes a data frame to |r|: now, later (it overtook its attempt's
+ * commit), or nowhere (a moot attempt). A violation drops the connection
+ * it came on (|via|; NULL for a frame kept from earlier: then the peer's
+ * own). */
+static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
+                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns) {
+  if (!via) via = from->conn;
+  ded_msg_data d;
+  int rv = ded_msg_data_decode(payload, len, &d);
+  if (rv) {
+    if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
+    return;
+  }
+  bool current = r->has_plan && d.attempt == r->plan.attempt &&
+                 (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING);
+  if (!current) {
+    if (r->has_plan && d.attempt <= r->plan.attempt) return; /* moot */
+    if (r->reported || r->state == ROUND_DONE_WAIT) return;
+    /* A later attempt whose commit is still on its way: keep it. */
+    size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
+    early_frame *e = NULL;
+    if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
+    if (!e) {
+      if (via) ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
+      return;
+    }
+    e->next = NULL;
+    e->type = type;
+    memcpy(e->from, from->id, DED_ID_BYTES);
+    e->len = len;
+    memcpy(e->payload, payload, len);
+    if (r->early_tail)
+      r->early_tail->next = e;
+    else
+      r->early_head = e;
+    r->early_tail = e;
+    r->early_bytes += len;
+    return;
+  }
+  if (r->frozen) return;
+  rv = round_on_data(node, r, from, type, &d);
+  if (rv == DED_ERR_NOMEM) {
+    ded_round_fail(node, r, rv);
+    return;
+  }
+  if (rv) {
+    if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
+    return;
+  }
+  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
+  round_check_complete(node, r, now_ns);
+}
+
+/* True if attempt |r| still waits for anything from member |m|: a
+ * contribution to our shard, or a chunk of its shard's result. */
+static bool round_needs_member(const ded_round *r, unsigned m) {
+  if (r->state == ROUND_FETCHING) {
+    for (unsigned s = 0; s < r->plan.k; s++)
+      if (r->holders[s] == m && !round_shard_done(r, s)) return true;
+    return false;
+  }
+  if (r->me < r->plan.k)
+    for (uint64_t c = 0; c < r->my_nchunks; c++)
+      if (!ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
+  return !round_shard_done(r, m);
+}
+
+/* A peer went away: rounds that still need something from it fail over,
+ * and coordinators stop waiting for it. A member that already gave us
+ * everything may go: it finished the round first. */
+void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->nrounds; i++) {
+    ded_round *r = node->rounds[i];
+    if (r->reported || r->state == ROUND_DEAD) continue;
+    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
+        memcmp(r->coord, p->id, DED_ID_BYTES) == 0) {
+      round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
+    } else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
+      for (unsigned m = 0; m < r->plan.k; m++)
+        if (m != r->me && memcmp(r->plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
+          if (round_needs_member(r, m)) {
+            char why[64];
+            snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
+            round_failover(node, r, why, now_ns);
+          }
+          break;
+        }
+    }
+  }
+  ded_coords_evaluate(node, now_ns);
+}
+
+/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
+ * hold it, as it is reduced if it is our own shard in progress. */
+void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
+  ded_round *r = ded_round_find(node, f->round);
+  if (r && r->has_plan && r->plan.attempt == f->attempt && f->shard < r->plan.k &&
+      (!r->frozen || round_shard_done(r, f->shard))) {
+    unsigned s = f->shard;
+    uint64_t lo = r->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < r->plan.k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
+    bool own = s == r->me;
+    for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
+      if (!ded_bit_get(r->res_bits, r->res_base[s] + c)) continue;
+      uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
+      if (ded_conn_send_data(node, ded_peer_data_conn(to), r, DED_MSG_RESULT, r->no, r->plan.attempt, lo + c * r->chunk,
+                         r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
+        return;
+    }
+    if (!round_shard_done(r, s) && own && !r->frozen && !r->reported) {
+      pending_fetch *pf = ded_mem_calloc(node->mem, 1, sizeof *pf);
+      if (!pf) return;
+      memcpy(pf->id, to->id, DED_ID_BYTES);
+      pf->next = r->fetchers;
+      r->fetchers = pf;
+    }
+    return;
+  }
+  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
+  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
+    size_t es = ded_dtype_size(h->plan.dtype);
+    unsigned s = f->shard;
+    uint64_t lo = h->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
+    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
+      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
+      size_t bytes = DED_DATA_HDR_BYTES + n * es;
+      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
+      if (!frame) return;
+      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
+      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
+      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
+    }
+    return;
+  }
+  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
+           (unsigned long long)f->round, to->sid);
+  if (f->round < node->next_round && !r) ded_coord_send_stale(node, to, f->round);
+}
+
+
+/* The attempt round |no| completed with here, if we still know it. */
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = ded_round_find(node, no);
+  if (r && r->has_plan && r->chosen == r->plan.attempt &&
+      (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
+    return &r->plan;
+  ded_hist_entry *h = ded_history_find(&node->hist, no);
+  return h ? &h->plan : NULL;
+}
+
+/* A PROBE: the round moved to a new view; report there. |from| NULL: our
+ * own coordinator side. */
+void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
+  if (node->s.no_rounds) return;
+  ded_round *r = ded_round_find(node, m->round);
+  if (r && !r->reported) {
+    if (r->state == ROUND_WAIT_PREV) {
+      ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+      return;
+    }
+    if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
+    if (r->genesis || r->nlin == 0) {
+      if (!r->has_plan) return;
+      round_failover(node, r, "probed", now_ns); /* sets the lineage up */
+      if (r->reported || r->view >= m->view) return;
+    }
+    round_freeze(node, r);
+    r->view = m->view;
+    memcpy(r->coord, from ? from->id : node->ident.id, DED_ID_BYTES);
+    node_log(node, DED_LOG_DEBUG, "round %llu: probed into view %u", (unsigned long long)r->no, m->view);
+    round_send_join(node, r, now_ns);
+    return;
+  }
+  /* A round we finished: say so, or the new view might decide without us. */
+  const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
+  if (!plan) {
+    if (!r && m->round >= node->next_round) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+    return;
+  }
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = m->round;
+  j.view = m->view;
+  j.dtype = plan->dtype;
+  j.count = plan->count;
+  j.weight = 0.0;
+  j.n_local = 1;
+  for (unsigned i = 0; i < plan->k; i++)
+    if (id_is_me(node, plan->members[i].id)) {
+      j.weight = plan->members[i].weight;
+      j.n_local = plan->members[i].n_local;
+    }
+  uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
+  if (!have) return;
+  memset(have, 0xff, ((size_t)plan->k + 7) / 8);
+  if (plan->k % 8) have[plan->k / 8] = (uint8_t)((1u << (plan->k % 8)) - 1);
+  j.flags = DED_JOIN_F_STATUS | DED_JOIN_F_DONE; /* kept only once it was the result */
+  j.acc_view = m->view;
+  j.plan = *plan;
+  j.have = have;
+  if (!from) {
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
+  } else if (from->conn) {
+    size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+    uint8_t *f = ded_mem_malloc(node->mem, cap);
+    if (f) {
+      ded_wr w = ded_wr_init(f, cap);
+      ded_msg_join_status_encode(&w, &j, plan, have);
+      DED_ASSERT(!w.err);
+      ded_conn_send_ctrl(node, from->conn, f, w.pos);
+    }
+    ded_mem_free(node->mem, f);
+  }
+  ded_mem_free(node->mem, have);
+}
+
+/* ------------------------------------------------------------------ */
+/* 8. frame dispatch                                                   */
+/* ------------------------------------------------------------------ */
+
+
+/* A decision (COMMIT or DECIDE) is taken only from the coordinator we
+ * reported to, for the view we reported to. Anything else about a round
+ * we are in is moot (an older view, a coordinator we left behind); about
+ * a round we never started, it is a lie. */
+static ded_round *conn_decision_round(ded_node *node, ded_conn *c, uint64_t round, uint32_t view,
+                                      bool *lie) {
+  ded_round *r = ded_round_find(node, round);
+  *lie = !r && round >= node->next_round;
+  if (!r || r->reported || r->state != ROUND_JOINED || r->view != view ||
+      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
+    return NULL;
+  return r;
+}
+
+void ded_round_frame_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_commit cm;
+  int rv = ded_msg_commit_decode(f->payload, f->len, node->mem, &cm);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "COMMIT");
+    return;
+  }
+  bool lie;
+  ded_round *r = conn_decision_round(node, c, cm.round, (uint32_t)(cm.attempt >> 32), &lie);
+  if (r) {
+    rv = ded_round_on_commit(node, r, &cm, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
+  }
+  ded_msg_commit_free(&cm, node->mem);
+  if (lie || rv == DED_ERR_PROTO) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
+    return;
+  }
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
+}
+
+void ded_round_frame_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_decide d;
+  int rv = ded_msg_decide_decode(f->payload, f->len, node->mem, &d);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "DECIDE");
+    return;
+  }
+  bool lie;
+  ded_round *r = conn_decision_round(node, c, d.round, d.view, &lie);
+  if (r) {
+    rv = ded_round_on_decide(node, r, &d, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
+  }
+  ded_msg_decide_free(&d, node->mem);
+  if (lie) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
+    return;
+  }
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
+}
+
+void ded_round_frame_redirect(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_redirect m;
+  int rv = ded_msg_redirect_decode(f->payload, f->len, &m);
+  ded_round *r = rv ? NULL : ded_round_find(node, m.round);
+  if (rv || (r && r->state == ROUND_JOINED && r->genesis &&
+             memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0 &&
+             memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0)) {
+    ded_conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "REDIRECT");
+    return;
+  }
+  if (!r || r->state != ROUND_JOINED || !r->genesis ||
+      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
+    return; /* moot: we moved on */
+  /* The new coordinator may be someone we are not connected to yet: the
+   * join then waits in JOINING for its connection. */
+  memcpy(r->coord, m.id, DED_ID_BYTES);
+  round_send_join(node, r, now_ns);
+}
+
+void ded_round_frame_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
+  ded_msg_stale m;
+  int rv = ded_msg_stale_decode(f->payload, f->len, &m);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "STALE");
+    return;
+  }
+  ded_round *r = ded_round_find(node, m.round);
+  if (!r || r->reported) return;
+  bool asked = (r->state == ROUND_JOINED && memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0) ||
+               r->state == ROUND_FETCHING;
+  if (!asked) return;
+  node_log(node, DED_LOG_WARN,
+           "round %llu: the swarm is already at round %llu and no longer has this one; this job is "
+           "out of step and keeps its own values",
+           (unsigned long long)m.round, (unsigned long long)m.next_round);
+  if (r->genesis) ded_lineage_lose(&node->lin);
+  r->behind = m.next_round;
+  node->stale_round = DED_MAX(node->stale_round, m.next_round);
+  ded_round_report(node, r, 0, true, true);
+}
+
+/* An AHEAD: the swarm is past the round we announced (round_send_intent). */
+void ded_round_frame_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
+  ded_msg_stale m;
+  int rv = ded_msg_ahead_decode(f->payload, f->len, &m);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "AHEAD");
+    return;
+  }
+  if (m.round != node->intent_round || m.next_round <= node->catch_up)
+    return; /* not the answer to our latest announcement */
+  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
+           (unsigned long long)m.round, (unsigned long long)m.next_round);
+  node->catch_up = m.next_round;
+}
+
+/* A HAVE: a member holds an attempt's result and accepts it. */
+void ded_round_frame_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_have h;
+  int rv = ded_msg_have_decode(f->payload, f->len, &h);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "HAVE");
+    return;
+  }
+  ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
+  const ded_msg_commit *done = ded_round_result_plan(node, h.round);
+  if (done) { /* finished here: if with that attempt, say so */
+    if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
+      node_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
+    return;
+  }
+  ded_round *r = ded_round_find(node, h.round);
+  if (!r) {
+    if (h.round >= node->next_round + DED_ROUNDS_AHEAD_MAX)
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
+    return;
+  }
+  if (r->reported) return;
+  if (h.flags & DED_HAVE_F_DONE) {
+    if (r->chosen && r->chosen != h.attempt) {
+      /* Two peers contradict each other; we cannot tell which one lies. */
+      node_log(node, DED_LOG_ERROR, "round %llu: %s says attempt %llx completed, another said %llx",
+               (unsigned long long)r->no, c->peer->sid, (unsigned long long)h.attempt,
+               (unsigned long long)r->chosen);
+      return;
+    }
+    r->chosen = h.attempt;
+  } else {
+    ded_votes_add(&r->votes, node->mem, c->peer->id, h.attempt, h.view);
+  }
+  if (r->has_plan && r->plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
+}
+
+void ded_round_frame_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  if (f->len < 24) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
+    return;
+  }
+  ded_rd rd = ded_rd_init(f->payload, 8);
+  uint64_t no = ded_rd_u64(&rd);
+  ded_round *r = ded_round_find(node, no);
+  if (!r) {
+    /* A round that already finished here (or failed): late data is moot. A
+     * round we never started is a lie. */
+    if (no >= node->next_round) ded_conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
+    return;
+  }
+  round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len, now_ns);
+}
+
+void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->nrounds; i++) {
+    ded_round *r = node->rounds[i];
+    if (r->reported || r->state == ROUND_DEAD) continue;
+    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
+    if (r->reported) continue;
+    if (r->state == ROUND_WAIT_PREV && !node->lin.have_members &&
+        now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
+      node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
+               ded_peers_genesis_view(node, NULL), node->s.min_peers);
+      ded_round_fail(node, r, DED_ERR_RENDEZVOUS);
+      continue;
+    }
+    /* Waiting for the first round's rendezvous has its own bound. */
+    if (r->state == ROUND_WAIT_PREV && !node->lin.ever_members)
+      r->bound_ns = now_ns + node->s.round_timeout_ns;
+    if (now_ns >= r->bound_ns) {
+      node_log(node, DED_LOG_WARN,
+               "round %llu: no result within the bound (%llu ms); this job keeps its own values "
+               "and is out of step",
+               (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+      ded_round_report(node, r, 0, true, true);
+      continue;
+    }
+    /* Late, still fetching: the swarm keeps holding the next round. */
+    if (r->state == ROUND_FETCHING && r->has_plan && r->me == r->plan.k && !r->frozen)
+      round_send_intent(node, r, now_ns);
+    if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
+    /* Our own coordinator side decides when it can (it may lack a
+     * majority: then the bound ends the round). */
+    ded_coord *own = id_is_me(node, r->coord) ? ded_coord_find(node, r->no) : NULL;
+    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
+      /* The coordinator waits for a member still finishing the round
+       * before (coord_evaluate): so do we, a wait longer. */
+      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0) &&
+          ded_coord_lin_finishing(node, r->no, NULL, now_ns)) {
+        /* Not at once when it is done either: its JOIN, then the COMMIT,
+         * are on their way. */
+        r->wait_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
+        continue;
+      }
+      round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    }
+    else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
+      /* Say whom we were waiting for: the log is where a stall is read
+       * (nothing: only for the others' HAVEs). */
+      char why[128] = "no progress in time (waiting for";
+      unsigned shown = 0;
+      for (unsigned m = 0; m < r->plan.k; m++) {
+        if (m == r->me || !round_needs_member(r, m)) continue;
+        char sid[9];
+        ded_id_short(r->plan.members[m].id, sid);
+        size_t pos = strlen(why);
+        snprintf(why + pos, sizeof why - pos, " %s", shown < 4 ? sid : "...");
+        if (++shown > 4) break;
+      }
+      size_t pos = strlen(why);
+      snprintf(why + pos, sizeof why - pos, "%s)", shown ? "" : " nothing but HAVEs");
+      round_failover(node, r, why, now_ns);
+    }
+  }
+}
+
+int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
+  ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);
+  if (!r) return DED_ERR_NOMEM;
+  r->no = node->next_round++;
+  r->a = *args;
+  r->es = ded_dtype_size(args->dtype);
+  r->state = ROUND_WAIT_PREV;
+  r->submit_ns = now_ns;
+  r->bound_ns = now_ns + node->s.round_timeout_ns;
+  node->rounds[node->nrounds++] = r;
+  int64_t no = (int64_t)r->no;
+  round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
+  return no;
+}
