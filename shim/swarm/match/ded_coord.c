@@ -544,7 +544,7 @@ void ded_coords_on_peer_up(ded_node *node, ded_peer *p) {
 static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
   ded_round *r = ded_round_find(node, round);
   const ded_msg_commit *plan = NULL;
-  if (r && r->reported && r->keep && r->has_plan) plan = &r->plan;
+  if (r && r->reported && r->keep && r->has_plan) plan = &r->att.plan;
   ded_hist_entry *h = plan ? NULL : ded_history_find(&node->hist, round);
   if (h) plan = &h->plan;
   if (!plan || !to->conn) return false;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../avg/ded_attempt.h"
 #include "../avg/ded_partition.h"
 #include "../avg/ded_reduce.h"
 #include "../core/ded_assert.h"
@@ -50,40 +51,41 @@ ded_round *ded_round_find(ded_node *node, uint64_t no) {
 
 static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
 
+/* The attempt's data plane sends through the round: to a peer that is
+ * gone or not connected, nothing (a member that is gone cannot use it;
+ * our round goes on). */
+typedef struct round_io {
+  ded_node *node;
+  ded_round *r;
+} round_io;
+
+static int round_send(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off,
+                      const uint8_t *elems, size_t len, bool user) {
+  ded_node *node = ((round_io *)ctx)->node;
+  ded_round *r = ((round_io *)ctx)->r;
+  ded_peer *p = ded_peer_find(node, id);
+  if (!p || !p->conn) return 0;
+  return ded_conn_send_data(node, ded_peer_data_conn(p), r, type, r->no, r->att.plan.attempt, off,
+                            elems, len, user);
+}
+
+/* The attempt's env; |io| must outlive its use. */
+static ded_attempt_env round_env(round_io *io) {
+  ded_node *node = io->node;
+  ded_round *r = io->r;
+  ded_attempt_env env = {node->mem, &node->cache, r->a.dtype, r->es, (const uint8_t *)r->a.buf,
+                         r->res, node->now_ns, round_send, io};
+  return env;
+}
+
 /* ---- attempt state ---- */
 
 static void round_free_attempt(ded_node *node, ded_round *r) {
-  ded_mem_free(node->mem, r->next_m);
-  ded_mem_free(node->mem, r->recv_bits);
-  if (r->staging)
-    for (unsigned i = 0; i < r->plan.k; i++) ded_bufcache_put(&node->cache, r->staging[i], r->my_len * r->es);
-  ded_mem_free(node->mem, r->staging);
-  ded_mem_free(node->mem, r->res_base);
-  ded_mem_free(node->mem, r->res_bits);
-  ded_mem_free(node->mem, r->holders);
-  ded_mem_free(node->mem, r->fetch_sent);
-  r->fetch_sent = NULL;
-  pending_fetch *f = r->fetchers;
-  while (f) {
-    pending_fetch *next = f->next;
-    ded_mem_free(node->mem, f);
-    f = next;
-  }
-  ded_msg_commit_free(&r->plan, node->mem);
-  r->next_m = NULL;
-  r->recv_bits = NULL;
-  r->staging = NULL;
-  r->res_base = NULL;
-  r->res_bits = NULL;
-  r->holders = NULL;
-  r->fetchers = NULL;
+  ded_attempt_clear(&r->att, node->mem, &node->cache, r->es);
   r->has_plan = false;
   r->frozen = false;
   r->accepted = false;
-  r->reduced = r->res_got = 0;
-  r->reduced_ns = r->got_ns = 0;
-  r->my_off = r->my_len = r->my_nchunks = 0;
-  r->me = 0;
+  r->got_ns = 0;
 }
 
 static void early_free_list(ded_node *node, early_frame *e) {
@@ -95,7 +97,7 @@ static void early_free_list(ded_node *node, early_frame *e) {
 }
 
 void ded_round_free(ded_node *node, ded_round *r) {
-  if (r->keep) ded_history_add(&node->hist, r->no, &r->plan, &r->res, round_bytes(r));
+  if (r->keep) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, round_bytes(r));
   round_free_attempt(node, r);
   ded_bufcache_put(&node->cache, r->res, round_bytes(r));
   ded_mem_free(node->mem, r->lin);
@@ -122,14 +124,6 @@ static void round_unref(ded_node *node, ded_round *r, bool user) {
   round_maybe_dead(node, r);
 }
 
-static bool round_shard_done(const ded_round *r, unsigned s) {
-  for (uint64_t b = r->res_base[s]; b < r->res_base[s + 1]; b++)
-    if (!ded_bit_get(r->res_bits, b)) return false;
-  return true;
-}
-
-static uint64_t round_chunks_total(const ded_round *r) { return r->res_base[r->plan.k]; }
-
 /* Hands the round back to the caller, exactly once. After this, the
  * caller's buffer is never touched again. */
 void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
@@ -137,12 +131,12 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   bool via_attempt = status == 0 && !alone && r->has_plan;
   /* The round's result (not an attempt that was still short of a quorum
    * when the bound hit): kept, to serve others. */
-  bool with_result = status == 0 && r->has_plan && r->res_bits &&
-                     r->res_got == round_chunks_total(r) && r->chosen == r->plan.attempt;
+  bool with_result = status == 0 && r->has_plan && r->att.res_bits &&
+                     ded_attempt_whole(&r->att) && r->chosen == r->att.plan.attempt;
   ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
   if (e) {
     e->final = true;
-    e->final_attempt = with_result ? r->plan.attempt : 0;
+    e->final_attempt = with_result ? r->att.plan.attempt : 0;
   }
   /* Reported first: detaching can close a connection, whose peer-down
    * handling must see this round as finished. */
@@ -161,14 +155,14 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
              "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
              "chosen %.1f (%u members, %llu bytes)",
              (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
-             MS_SINCE(r->reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns), r->plan.k,
+             MS_SINCE(r->att.reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns), r->att.plan.k,
              (unsigned long long)round_bytes(r));
 #undef MS_SINCE
   }
   r->keep = with_result;
   if (status == 0 && !alone) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
-    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX), via_attempt ? r->ncontrib : 0);
+    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX), via_attempt ? r->att.ncontrib : 0);
   }
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -181,12 +175,12 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   if (late && !alone && node->catch_up > r->no) res.swarm_round = node->catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
-    res.contributors = r->ncontrib;
-    res.total_weight = r->total_w;
-    ids = ded_mem_malloc(node->mem, (size_t)r->ncontrib * DED_ID_BYTES + 1);
-    for (unsigned i = 0, n = 0; ids && i < r->plan.k; i++)
-      if (!(r->plan.members[i].flags & DED_MEMBER_F_AUX))
-        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->plan.members[i].id, DED_ID_BYTES);
+    res.contributors = r->att.ncontrib;
+    res.total_weight = r->att.total_w;
+    ids = ded_mem_malloc(node->mem, (size_t)r->att.ncontrib * DED_ID_BYTES + 1);
+    for (unsigned i = 0, n = 0; ids && i < r->att.plan.k; i++)
+      if (!(r->att.plan.members[i].flags & DED_MEMBER_F_AUX))
+        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->att.plan.members[i].id, DED_ID_BYTES);
     res.members = ids;
   } else {
     res.contributors = 1;
@@ -229,15 +223,6 @@ static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_
   return 0;
 }
 
-
-/* The shards whose result we hold in full, as a bitmap. */
-static uint8_t *round_have_bits(ded_node *node, const ded_round *r) {
-  uint8_t *have = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
-  for (unsigned s = 0; have && s < r->plan.k; s++)
-    if (round_shard_done(r, s)) ded_bit_set(have, s);
-  return have;
-}
-
 /* How long a member that joined |r| waits for a decision while its
  * coordinator holds the round for an announced member, until |until|: as
  * long as the hold, then the usual wait; the hold is bounded as the
@@ -269,14 +254,14 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
   uint8_t *have = NULL;
   if (r->has_plan) {
-    have = round_have_bits(node, r);
+    have = ded_attempt_have_bits(&r->att, node->mem);
     if (!have) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     j.flags |= DED_JOIN_F_STATUS;
     j.acc_view = r->accepted ? r->acc_view : DED_VIEW_NONE;
-    j.plan = r->plan;
+    j.plan = r->att.plan;
     j.have = have;
   }
   if (id_is_me(node, r->coord)) {
@@ -301,13 +286,13 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     ded_mem_free(node->mem, have);
     return;
   }
-  size_t cap = have ? DED_JOIN_STATUS_FRAME_BYTES(r->plan.k) : DED_JOIN_FRAME_BYTES;
+  size_t cap = have ? DED_JOIN_STATUS_FRAME_BYTES(r->att.plan.k) : DED_JOIN_FRAME_BYTES;
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   int rv = DED_ERR_NOMEM;
   if (frame) {
     ded_wr w = ded_wr_init(frame, cap);
     if (have)
-      ded_msg_join_status_encode(&w, &j, &r->plan, have);
+      ded_msg_join_status_encode(&w, &j, &r->att.plan, have);
     else
       ded_msg_join_encode(&w, &j);
     DED_ASSERT(!w.err && w.pos == cap);
@@ -395,13 +380,7 @@ static void round_freeze(ded_node *node, ded_round *r) {
   if (!r->has_plan || r->frozen) return;
   r->frozen = true;
   ded_conns_detach(node, r, false);
-  pending_fetch *f = r->fetchers;
-  while (f) {
-    pending_fetch *next = f->next;
-    ded_mem_free(node->mem, f);
-    f = next;
-  }
-  r->fetchers = NULL;
+  ded_attempt_drop_fetchers(&r->att, node->mem);
 }
 
 /* Gives up on the current coordinator or attempt: report to the next view. */
@@ -418,14 +397,14 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   }
   if (r->genesis || r->nlin == 0) {
     /* A first round that has an attempt: its members are the lineage. */
-    uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->plan);
+    uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->att.plan);
     if (!ids) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
     ded_mem_free(node->mem, r->lin);
     r->lin = ids;
-    r->nlin = r->plan.k;
+    r->nlin = r->att.plan.k;
     r->genesis = false;
   }
   /* The membership may have moved on since we joined (the previous
@@ -447,7 +426,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
 }
 
 static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
-  return ded_peer_find(node, r->plan.members[m].id);
+  return ded_peer_find(node, r->att.plan.members[m].id);
 }
 
 /* ---- completion: HAVE quorums ---- */
@@ -456,8 +435,8 @@ static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned 
  * round than the one that round ended with here. */
 static bool round_void_base(ded_node *node, const ded_round *r) {
   ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  return r->plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
-         prev->final_attempt != r->plan.base;
+  return r->att.plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+         prev->final_attempt != r->att.plan.base;
 }
 
 /* Drops such an attempt (it never completes here) and fails over along
@@ -468,7 +447,7 @@ static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
   snprintf(why, sizeof why,
            "attempt %llx was planned on attempt %llx of the previous round, which ended with "
            "%llx here",
-           (unsigned long long)r->plan.attempt, (unsigned long long)r->plan.base,
+           (unsigned long long)r->att.plan.attempt, (unsigned long long)r->att.plan.base,
            (unsigned long long)prev->final_attempt);
   ded_conns_detach(node, r, false);
   round_free_attempt(node, r);
@@ -493,38 +472,38 @@ static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_
  * it, or a quorum of its acceptors accepted it in one view. */
 static bool round_is_chosen(const ded_round *r) {
   if (!r->has_plan) return false;
-  if (r->chosen) return r->chosen == r->plan.attempt; /* another attempt completed */
-  return ded_votes_quorum(&r->votes, &r->plan);
+  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
+  return ded_votes_quorum(&r->votes, &r->att.plan);
 }
 
 /* The whole result is here: accept it (HAVE to the attempt's members),
  * and once it is the round's result, report it when every earlier round
  * has. */
 static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
-  if (r->reported || !r->has_plan || !r->res_bits) return;
+  if (r->reported || !r->has_plan || !r->att.res_bits) return;
   if (r->state != ROUND_RUNNING && r->state != ROUND_FETCHING && r->state != ROUND_JOINED &&
       r->state != ROUND_JOINING)
     return;
-  if (r->res_got < round_chunks_total(r)) return;
+  if (!ded_attempt_whole(&r->att)) return;
   if (!r->got_ns) r->got_ns = now_ns;
   if (!r->accepted && !r->frozen && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
     /* Never for a view below one we joined (a failover froze the attempt),
      * nor for an attempt planned on another result of the previous round
      * than ours: we wait until that round has ended here. */
     ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-    if (r->plan.base != 0 && prev && !prev->final) return;
+    if (r->att.plan.base != 0 && prev && !prev->final) return;
     if (round_void_base(node, r)) {
       round_drop_void(node, r, now_ns);
       return;
     }
     r->accepted = true;
-    ded_votes_add(&r->votes, node->mem, node->ident.id, r->plan.attempt, r->acc_view);
-    for (unsigned m = 0; m < r->plan.k; m++)
-      if (m != r->me)
-        node_send_have(node, round_member_peer(node, r, m), r->no, r->plan.attempt, r->acc_view, 0);
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
+    for (unsigned m = 0; m < r->att.plan.k; m++)
+      if (m != r->att.me)
+        node_send_have(node, round_member_peer(node, r, m), r->no, r->att.plan.attempt, r->acc_view, 0);
   }
   if (!round_is_chosen(r)) return;
-  r->chosen = r->plan.attempt;
+  r->chosen = r->att.plan.attempt;
   if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
     ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
   /* Those who are not acceptors (late members) and asked: it is done. So
@@ -532,12 +511,12 @@ static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
    * quorum of their own. */
   for (unsigned i = 0; i < r->votes.n; i++) {
     const ded_vote *v = &r->votes.v[i];
-    if (v->attempt != r->plan.attempt || id_is_me(node, v->id)) continue;
-    unsigned m = ded_plan_index(&r->plan, v->id);
-    if (m == r->plan.k ||
-        (r->plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
+    if (v->attempt != r->att.plan.attempt || id_is_me(node, v->id)) continue;
+    unsigned m = ded_plan_index(&r->att.plan, v->id);
+    if (m == r->att.plan.k ||
+        (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
             DED_MEMBER_F_ACCEPTOR)
-      node_send_have(node, ded_peer_find(node, v->id), r->no, r->plan.attempt, v->view,
+      node_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
                      DED_HAVE_F_DONE);
   }
   r->state = ROUND_DONE_WAIT;
@@ -585,79 +564,19 @@ static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
       }
       /* Alone: the only contributor (aux members may have helped): our
        * buffer stays S_j, bit for bit. */
-      bool alone = r->ncontrib == 1 && r->me == r->first_contrib;
-      bool late = r->me == r->plan.k;
+      bool alone = r->att.ncontrib == 1 && r->att.me == r->att.first_contrib;
+      bool late = r->att.me == r->att.plan.k;
       if (late)
         node_log(node, DED_LOG_INFO, "round %llu: fetched the result of %u members (this job came late)",
-                 (unsigned long long)r->no, r->plan.k);
+                 (unsigned long long)r->no, r->att.plan.k);
       if (r->recoveries)
         node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
-                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->ncontrib);
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->att.ncontrib);
       ded_round_report(node, r, 0, alone, late);
       again = true;
       break;
     }
   }
-}
-
-/* Sends chunk |c| of our own shard (finished) to |p|. */
-static int round_send_result_chunk(ded_node *node, ded_round *r, ded_peer *p, uint64_t c) {
-  uint64_t first = c * r->chunk;
-  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
-  if (!p || !p->conn) return 0;
-  return ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_RESULT, r->no, r->plan.attempt, r->my_off + first,
-                        r->res + (r->my_off + first) * r->es, n * r->es, false);
-}
-
-/* All contributions to chunk |c| are in: finish it and send it out. */
-static int round_finish_chunk(ded_node *node, ded_round *r, uint64_t c) {
-  uint64_t first = c * r->chunk;
-  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
-  ded_reduce_div(r->a.dtype, r->res + (r->my_off + first) * r->es, n, r->total_w);
-  ded_bit_set(r->res_bits, r->res_base[r->me] + c);
-  r->res_got++;
-  if (++r->reduced == r->my_nchunks) r->reduced_ns = node->now_ns;
-  for (unsigned m = 0; m < r->plan.k; m++) {
-    if (m == r->me) continue;
-    /* A member that is gone cannot use the result; our round goes on. */
-    int rv = round_send_result_chunk(node, r, round_member_peer(node, r, m), c);
-    if (rv) return rv;
-  }
-  for (pending_fetch *f = r->fetchers; f; f = f->next) {
-    int rv = round_send_result_chunk(node, r, ded_peer_find(node, f->id), c);
-    if (rv) return rv;
-  }
-  return 0;
-}
-
-/* Adds, in commit order, every contribution to chunk |c| that is ready.
- * |direct| is member |direct_m|'s data for |c| straight off the wire. */
-static int round_advance_chunk(ded_node *node, ded_round *r, uint64_t c, const uint8_t *direct,
-                               unsigned direct_m) {
-  uint64_t first = c * r->chunk;
-  uint64_t n = DED_MIN(r->chunk, r->my_len - first);
-  uint8_t *acc = r->res + (r->my_off + first) * r->es;
-  unsigned k = r->plan.k;
-  while (r->next_m[c] < k) {
-    unsigned m = r->next_m[c];
-    const uint8_t *src;
-    if (r->plan.members[m].flags & DED_MEMBER_F_AUX) { /* brings no vector */
-      r->next_m[c]++;
-      continue;
-    }
-    if (m == r->me)
-      src = (const uint8_t *)r->a.buf + (r->my_off + first) * r->es;
-    else if (direct && m == direct_m)
-      src = direct;
-    else if (ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c))
-      src = r->staging[m] + first * r->es;
-    else
-      break;
-    double a = r->plan.members[m].weight / (double)r->plan.members[m].n_local;
-    ded_reduce_axpy(r->a.dtype, acc, src, n, a, m == r->first_contrib);
-    r->next_m[c]++;
-  }
-  return r->next_m[c] == k ? round_finish_chunk(node, r, c) : 0;
 }
 
 
@@ -667,38 +586,18 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
                        uint64_t now_ns) {
   ded_conns_detach(node, r, false);
   round_free_attempt(node, r);
-  int rv = ded_msg_commit_copy(&r->plan, plan, node->mem);
+  int rv = ded_attempt_layout(&r->att, node->mem, plan, node->ident.id);
   if (rv) return rv;
   r->has_plan = true;
   r->acc_view = view;
   r->started_ns = now_ns;
   r->est_ns = ded_plan_estimate_ns(node, plan);
   r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
-  unsigned k = plan->k;
-  r->me = k;
-  for (unsigned i = 0; i < k; i++) {
-    if (id_is_me(node, plan->members[i].id)) r->me = i;
-    ded_intents_done(&node->intents, plan->members[i].id, plan->round); /* it is in */
-  }
+  for (unsigned i = 0; i < plan->k; i++) /* it is in */
+    ded_intents_done(&node->intents, plan->members[i].id, plan->round);
   ded_intents_spent(&node->intents, plan->round, plan_lists, (void *)plan); /* the others missed it */
-  r->total_w = 0.0;
-  r->ncontrib = 0;
-  r->first_contrib = k;
-  for (unsigned i = 0; i < k; i++) {
-    r->total_w += plan->members[i].weight;
-    if (plan->members[i].flags & DED_MEMBER_F_AUX) continue;
-    if (r->ncontrib++ == 0) r->first_contrib = i;
-  }
-  r->chunk = plan->chunk_elems;
-  r->res_base = ded_mem_calloc(node->mem, k + 1, sizeof *r->res_base);
-  if (!r->res_base) return DED_ERR_NOMEM;
-  for (unsigned m = 0; m < k; m++) {
-    uint64_t hi = m + 1 < k ? plan->members[m + 1].shard_off : plan->count;
-    r->res_base[m + 1] = r->res_base[m] + ded_chunks(hi - plan->members[m].shard_off, r->chunk);
-  }
-  r->res_bits = ded_mem_calloc(node->mem, (r->res_base[k] + 7) / 8, 1);
   if (!r->res) r->res = ded_bufcache_get(&node->cache, round_bytes(r));
-  if (!r->res_bits || !r->res) return DED_ERR_NOMEM;
+  if (!r->res) return DED_ERR_NOMEM;
   int rv2 = ded_lineage_set(&node->lin, r->no, plan);
   if (rv2) return rv2;
   /* A next round that joined on another attempt's membership joins again. */
@@ -722,7 +621,7 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
     ded_peer *from = ded_peer_find(node, e->from);
     ded_rd rd = ded_rd_init(e->payload + 8, 8);
     uint64_t attempt = ded_rd_u64(&rd);
-    if (attempt > r->plan.attempt) {
+    if (attempt > r->att.plan.attempt) {
       e->next = NULL; /* a later attempt still: keep it */
       if (r->early_tail)
         r->early_tail->next = e;
@@ -731,7 +630,7 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->early_tail = e;
       r->early_bytes += e->len;
     } else {
-      if (from && !r->reported && attempt == r->plan.attempt)
+      if (from && !r->reported && attempt == r->att.plan.attempt)
         round_take_frame(node, r, from, NULL, e->type, e->payload, e->len, now_ns);
       ded_mem_free(node->mem, e);
     }
@@ -741,43 +640,30 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
 
 /* Sets up the reduce-scatter and all-gather of an attempt we are part of. */
 static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
-  const ded_msg_commit *cm = &r->plan;
-  unsigned k = cm->k;
-  r->my_off = cm->members[r->me].shard_off;
-  r->my_len = (r->me + 1 < k ? cm->members[r->me + 1].shard_off : cm->count) - r->my_off;
-  r->my_nchunks = ded_chunks(r->my_len, r->chunk);
-  r->next_m = ded_mem_calloc(node->mem, r->my_nchunks ? r->my_nchunks : 1, sizeof *r->next_m);
-  r->recv_bits = ded_mem_calloc(node->mem, ((uint64_t)k * r->my_nchunks + 7) / 8 + 1, 1);
-  r->staging = ded_mem_calloc(node->mem, k, sizeof *r->staging);
-  if (!r->next_m || !r->recv_bits || !r->staging) return DED_ERR_NOMEM;
+  const ded_msg_commit *cm = &r->att.plan;
+  round_io io = {node, r};
+  ded_attempt_env env = round_env(&io);
+  int rv = ded_attempt_start(&r->att, &env);
+  if (rv) return rv;
   r->state = ROUND_RUNNING;
   /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer
    * (an aux member brings none). A member with an empty shard (a client)
    * is not ours to reach: it gets its result from the reducers. */
-  bool aux = cm->members[r->me].flags & DED_MEMBER_F_AUX;
-  for (unsigned m = 0; m < k; m++) {
-    if (m == r->me) continue;
-    uint64_t lo = cm->members[m].shard_off;
-    uint64_t len = (m + 1 < k ? cm->members[m + 1].shard_off : cm->count) - lo;
-    if (len == 0) continue;
+  bool aux = cm->members[r->att.me].flags & DED_MEMBER_F_AUX;
+  for (unsigned m = 0; m < cm->k; m++) {
+    if (m == r->att.me || ded_attempt_shard_len(&r->att, m) == 0) continue;
     ded_peer *p = round_member_peer(node, r, m);
     if (!p || !p->conn) {
       round_failover(node, r, "a member of the attempt is not connected", now_ns);
       return 0;
     }
     if (aux) continue;
-    for (uint64_t e = 0; e < len; e += r->chunk) {
-      uint64_t n = DED_MIN(r->chunk, len - e);
-      const uint8_t *src = (const uint8_t *)r->a.buf + (lo + e) * r->es;
-      int rv = ded_conn_send_data(node, ded_peer_data_conn(p), r, DED_MSG_DATA, r->no, r->plan.attempt, lo + e, src, n * r->es, true);
-      if (rv) return rv;
-    }
-  }
-  /* Our own contribution is always ready. */
-  for (uint64_t c = 0; c < r->my_nchunks; c++) {
-    int rv = round_advance_chunk(node, r, c, NULL, 0);
+    rv = ded_attempt_send_contrib(&r->att, &env, m);
     if (rv) return rv;
   }
+  /* Our own contribution is always ready. */
+  rv = ded_attempt_reduce_own(&r->att, &env);
+  if (rv) return rv;
   round_replay_early(node, r, now_ns);
   round_check_complete(node, r, now_ns);
   return 0;
@@ -787,11 +673,11 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
  * to once the connection is up: ded_rounds_advance calls again). */
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->state = ROUND_FETCHING;
-  if (!r->fetch_sent) r->fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->plan.k + 7) / 8, 1);
-  if (!r->fetch_sent) return DED_ERR_NOMEM;
-  for (unsigned s = 0; s < r->plan.k; s++) {
-    if (round_shard_done(r, s) || ded_bit_get(r->fetch_sent, s)) continue;
-    const uint8_t *hid = r->plan.members[r->holders[s]].id;
+  if (!r->att.fetch_sent) r->att.fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->att.plan.k + 7) / 8, 1);
+  if (!r->att.fetch_sent) return DED_ERR_NOMEM;
+  for (unsigned s = 0; s < r->att.plan.k; s++) {
+    if (ded_attempt_shard_done(&r->att, s) || ded_bit_get(r->att.fetch_sent, s)) continue;
+    const uint8_t *hid = r->att.plan.members[r->att.holders[s]].id;
     if (id_is_me(node, hid)) {
       round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
       return 0;
@@ -805,10 +691,10 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
       ded_peer_maybe_connect(node, p, now_ns);
       continue;
     }
-    ded_bit_set(r->fetch_sent, s);
+    ded_bit_set(r->att.fetch_sent, s);
     uint8_t frame[DED_FETCH_FRAME_BYTES];
     ded_wr w = ded_wr_init(frame, sizeof frame);
-    ded_msg_fetch f = {r->no, r->plan.attempt, (uint16_t)s};
+    ded_msg_fetch f = {r->no, r->att.plan.attempt, (uint16_t)s};
     ded_msg_fetch_encode(&w, &f);
     int rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
     if (rv) return rv;
@@ -838,14 +724,14 @@ int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
   if (round_check_signature(node, r, cm)) return 0;
   int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
   if (rv) return rv;
-  if (r->me < cm->k && cm->members[r->me].n_local != r->a.n_local) return DED_ERR_PROTO;
+  if (r->att.me < cm->k && cm->members[r->att.me].n_local != r->a.n_local) return DED_ERR_PROTO;
   node_log(node, DED_LOG_DEBUG, "round %llu: attempt %llx, %u members, I am %u",
-           (unsigned long long)r->no, (unsigned long long)cm->attempt, cm->k, r->me);
-  if (r->me == cm->k) {
+           (unsigned long long)r->no, (unsigned long long)cm->attempt, cm->k, r->att.me);
+  if (r->att.me == cm->k) {
     /* Not listed though our buffer matches: fetch from the reducers. */
-    r->holders = ded_mem_malloc(node->mem, (size_t)cm->k * sizeof *r->holders);
-    if (!r->holders) return DED_ERR_NOMEM;
-    for (unsigned s = 0; s < cm->k; s++) r->holders[s] = (uint16_t)s;
+    r->att.holders = ded_mem_malloc(node->mem, (size_t)cm->k * sizeof *r->att.holders);
+    if (!r->att.holders) return DED_ERR_NOMEM;
+    for (unsigned s = 0; s < cm->k; s++) r->att.holders[s] = (uint16_t)s;
     return round_fetch_missing(node, r, now_ns);
   }
   /* Alone (k = 1), the result is computed all the same, for members that
@@ -897,7 +783,7 @@ static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
 /* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
 int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
   if (round_check_signature(node, r, &d->plan)) return 0;
-  if (!r->has_plan || r->plan.attempt != d->plan.attempt) {
+  if (!r->has_plan || r->att.plan.attempt != d->plan.attempt) {
     int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
     if (rv) return rv;
   } else {
@@ -909,13 +795,13 @@ int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, u
   }
   if (d->flags & DED_DECIDE_F_CHOSEN) r->chosen = d->plan.attempt;
   r->frozen = false;
-  ded_mem_free(node->mem, r->holders);
-  ded_mem_free(node->mem, r->fetch_sent);
-  r->fetch_sent = NULL;
-  r->holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->holders);
-  if (!r->holders) return DED_ERR_NOMEM;
-  memcpy(r->holders, d->holders, (size_t)d->plan.k * sizeof *r->holders);
-  if (r->me == d->plan.k) round_send_intent(node, r, now_ns);
+  ded_mem_free(node->mem, r->att.holders);
+  ded_mem_free(node->mem, r->att.fetch_sent);
+  r->att.fetch_sent = NULL;
+  r->att.holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->att.holders);
+  if (!r->att.holders) return DED_ERR_NOMEM;
+  memcpy(r->att.holders, d->holders, (size_t)d->plan.k * sizeof *r->att.holders);
+  if (r->att.me == d->plan.k) round_send_intent(node, r, now_ns);
   return round_fetch_missing(node, r, now_ns);
 }
 
@@ -923,46 +809,10 @@ int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, u
  * sender's fault: the caller drops it. */
 static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
                          const ded_msg_data *d) {
-  unsigned k = r->plan.k, m = k;
-  for (unsigned i = 0; i < k; i++)
-    if (memcmp(r->plan.members[i].id, from->id, DED_ID_BYTES) == 0) m = i;
-  if (d->len % r->es != 0) return DED_ERR_PROTO;
-  uint64_t n = d->len / r->es;
-  if (type == DED_MSG_DATA) {
-    if (m == k || m == r->me || r->me == k || r->state != ROUND_RUNNING) return DED_ERR_PROTO;
-    if (d->offset < r->my_off || d->offset - r->my_off >= r->my_len) return DED_ERR_PROTO;
-    uint64_t first = d->offset - r->my_off;
-    uint64_t c = first / r->chunk;
-    if (first % r->chunk != 0 || n != DED_MIN(r->chunk, r->my_len - first)) return DED_ERR_PROTO;
-    uint64_t bit = (uint64_t)m * r->my_nchunks + c;
-    if (ded_bit_get(r->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
-    ded_bit_set(r->recv_bits, bit);
-    if (r->next_m[c] == m) return round_advance_chunk(node, r, c, d->elems, m);
-    if (!r->staging[m]) {
-      r->staging[m] = ded_bufcache_get(&node->cache, r->my_len * r->es);
-      if (!r->staging[m]) return DED_ERR_NOMEM;
-    }
-    memcpy(r->staging[m] + first * r->es, d->elems, d->len);
-    return 0;
-  }
-  /* RESULT: a finished chunk of some shard. From its reducer while the
-   * attempt runs; from the holder we asked while fetching. */
-  unsigned s;
-  for (s = 0; s + 1 < k && r->plan.members[s + 1].shard_off <= d->offset; s++) {
-  }
-  uint64_t lo = r->plan.members[s].shard_off;
-  uint64_t len = (s + 1 < k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
-  if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
-  uint64_t first = d->offset - lo;
-  if (first % r->chunk != 0 || n != DED_MIN(r->chunk, len - first)) return DED_ERR_PROTO;
-  if (m == k || m == r->me || (m != s && !(r->holders && m == r->holders[s])))
-    return DED_ERR_PROTO;
-  uint64_t bit = r->res_base[s] + first / r->chunk;
-  if (ded_bit_get(r->res_bits, bit)) return r->state == ROUND_FETCHING ? 0 : DED_ERR_PROTO;
-  ded_bit_set(r->res_bits, bit);
-  memcpy(r->res + d->offset * r->es, d->elems, d->len);
-  r->res_got++;
-  return 0;
+  round_io io = {node, r};
+  ded_attempt_env env = round_env(&io);
+  return ded_attempt_take(&r->att, &env, from->id, type, d, r->state == ROUND_RUNNING,
+                          r->state == ROUND_FETCHING);
 }
 
 /* Routes a data frame to |r|: now, later (it overtook its attempt's
@@ -978,10 +828,10 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  bool current = r->has_plan && d.attempt == r->plan.attempt &&
+  bool current = r->has_plan && d.attempt == r->att.plan.attempt &&
                  (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING);
   if (!current) {
-    if (r->has_plan && d.attempt <= r->plan.attempt) return; /* moot */
+    if (r->has_plan && d.attempt <= r->att.plan.attempt) return; /* moot */
     if (r->reported || r->state == ROUND_DONE_WAIT) return;
     /* A later attempt whose commit is still on its way: keep it. */
     size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
@@ -1018,20 +868,6 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
   round_check_complete(node, r, now_ns);
 }
 
-/* True if attempt |r| still waits for anything from member |m|: a
- * contribution to our shard, or a chunk of its shard's result. */
-static bool round_needs_member(const ded_round *r, unsigned m) {
-  if (r->state == ROUND_FETCHING) {
-    for (unsigned s = 0; s < r->plan.k; s++)
-      if (r->holders[s] == m && !round_shard_done(r, s)) return true;
-    return false;
-  }
-  if (r->me < r->plan.k)
-    for (uint64_t c = 0; c < r->my_nchunks; c++)
-      if (!ded_bit_get(r->recv_bits, (uint64_t)m * r->my_nchunks + c)) return true;
-  return !round_shard_done(r, m);
-}
-
 /* A peer went away: rounds that still need something from it fail over,
  * and coordinators stop waiting for it. A member that already gave us
  * everything may go: it finished the round first. */
@@ -1043,9 +879,9 @@ void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
         memcmp(r->coord, p->id, DED_ID_BYTES) == 0) {
       round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
     } else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
-      for (unsigned m = 0; m < r->plan.k; m++)
-        if (m != r->me && memcmp(r->plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
-          if (round_needs_member(r, m)) {
+      for (unsigned m = 0; m < r->att.plan.k; m++)
+        if (m != r->att.me && memcmp(r->att.plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
+          if (ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) {
             char why[64];
             snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
             round_failover(node, r, why, now_ns);
@@ -1061,26 +897,11 @@ void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
  * hold it, as it is reduced if it is our own shard in progress. */
 void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
   ded_round *r = ded_round_find(node, f->round);
-  if (r && r->has_plan && r->plan.attempt == f->attempt && f->shard < r->plan.k &&
-      (!r->frozen || round_shard_done(r, f->shard))) {
-    unsigned s = f->shard;
-    uint64_t lo = r->plan.members[s].shard_off;
-    uint64_t len = (s + 1 < r->plan.k ? r->plan.members[s + 1].shard_off : r->plan.count) - lo;
-    bool own = s == r->me;
-    for (uint64_t c = 0; lo + c * r->chunk < lo + len; c++) {
-      if (!ded_bit_get(r->res_bits, r->res_base[s] + c)) continue;
-      uint64_t n = DED_MIN(r->chunk, len - c * r->chunk);
-      if (ded_conn_send_data(node, ded_peer_data_conn(to), r, DED_MSG_RESULT, r->no, r->plan.attempt, lo + c * r->chunk,
-                         r->res + (lo + c * r->chunk) * r->es, n * r->es, false))
-        return;
-    }
-    if (!round_shard_done(r, s) && own && !r->frozen && !r->reported) {
-      pending_fetch *pf = ded_mem_calloc(node->mem, 1, sizeof *pf);
-      if (!pf) return;
-      memcpy(pf->id, to->id, DED_ID_BYTES);
-      pf->next = r->fetchers;
-      r->fetchers = pf;
-    }
+  if (r && r->has_plan && r->att.plan.attempt == f->attempt && f->shard < r->att.plan.k &&
+      (!r->frozen || ded_attempt_shard_done(&r->att, f->shard))) {
+    round_io io = {node, r};
+    ded_attempt_env env = round_env(&io);
+    ded_attempt_serve(&r->att, &env, f->shard, to->id, !r->frozen && !r->reported);
     return;
   }
   ded_hist_entry *h = ded_history_find(&node->hist, f->round);
@@ -1109,9 +930,9 @@ void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f)
 /* The attempt round |no| completed with here, if we still know it. */
 const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
   ded_round *r = ded_round_find(node, no);
-  if (r && r->has_plan && r->chosen == r->plan.attempt &&
+  if (r && r->has_plan && r->chosen == r->att.plan.attempt &&
       (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
-    return &r->plan;
+    return &r->att.plan;
   ded_hist_entry *h = ded_history_find(&node->hist, no);
   return h ? &h->plan : NULL;
 }
@@ -1335,7 +1156,7 @@ void ded_round_frame_have(ded_node *node, ded_conn *c, const ded_frame *f, uint6
   } else {
     ded_votes_add(&r->votes, node->mem, c->peer->id, h.attempt, h.view);
   }
-  if (r->has_plan && r->plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
+  if (r->has_plan && r->att.plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
 }
 
 void ded_round_frame_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
@@ -1380,7 +1201,7 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
       continue;
     }
     /* Late, still fetching: the swarm keeps holding the next round. */
-    if (r->state == ROUND_FETCHING && r->has_plan && r->me == r->plan.k && !r->frozen)
+    if (r->state == ROUND_FETCHING && r->has_plan && r->att.me == r->att.plan.k && !r->frozen)
       round_send_intent(node, r, now_ns);
     if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
     /* Our own coordinator side decides when it can (it may lack a
@@ -1403,10 +1224,10 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
        * (nothing: only for the others' HAVEs). */
       char why[128] = "no progress in time (waiting for";
       unsigned shown = 0;
-      for (unsigned m = 0; m < r->plan.k; m++) {
-        if (m == r->me || !round_needs_member(r, m)) continue;
+      for (unsigned m = 0; m < r->att.plan.k; m++) {
+        if (m == r->att.me || !ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) continue;
         char sid[9];
-        ded_id_short(r->plan.members[m].id, sid);
+        ded_id_short(r->att.plan.members[m].id, sid);
         size_t pos = strlen(why);
         snprintf(why + pos, sizeof why - pos, " %s", shown < 4 ? sid : "...");
         if (++shown > 4) break;

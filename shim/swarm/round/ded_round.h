@@ -32,6 +32,7 @@
 #include "../core/ded_frame.h"
 #include "../core/ded_msg.h"
 #include "../ded_node.h"
+#include "../avg/ded_attempt.h"
 #include "../match/ded_quorum.h"
 
 struct ded_peer;
@@ -57,12 +58,6 @@ typedef struct early_frame {
   uint8_t payload[];
 } early_frame;
 
-/* A FETCH of a shard we are still reducing: answered chunk by chunk. */
-typedef struct pending_fetch {
-  struct pending_fetch *next;
-  uint8_t id[DED_ID_BYTES];
-} pending_fetch;
-
 typedef struct ded_round {
   uint64_t no;
   round_state state;
@@ -80,30 +75,13 @@ typedef struct ded_round {
   uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
   uint64_t est_ns;      /* what the attempt should take (plan_estimate_ns) */
   uint64_t submit_ns, joined_ns, started_ns;
-  uint64_t reduced_ns, got_ns; /* our shard reduced; the whole result here */
-  /* The current attempt (has_plan). */
+  uint64_t got_ns; /* the whole result here */
+  /* The current attempt (has_plan), and the result (every shard; the
+   * attempt's chunks of it are marked in att.res_bits). */
   bool has_plan;
-  ded_msg_commit plan;
-  unsigned me; /* our index in plan, or plan.k when we only fetch */
-  double total_w;
-  unsigned ncontrib;  /* members without DED_MEMBER_F_AUX */
-  unsigned first_contrib; /* the first of them, in commit order */
-  uint64_t chunk; /* elements per chunk */
-  bool frozen;    /* reported to a newer view: this attempt sends nothing more */
-  /* Reducer of our own shard: the accumulator is res + my_off. */
-  uint64_t my_off, my_len, my_nchunks;
-  uint16_t *next_m;   /* per chunk: next member to add, in commit order */
-  uint8_t *recv_bits; /* (member, chunk) contributions received */
-  uint8_t **staging;  /* per member: out-of-order contributions */
-  uint64_t reduced;
-  pending_fetch *fetchers; /* of our own shard, while it is being reduced */
-  /* The weighted mean g, every shard; res_bits marks the chunks held. */
+  bool frozen; /* reported to a newer view: this attempt sends nothing more */
+  ded_attempt att;
   uint8_t *res;
-  uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
-  uint8_t *res_bits;
-  uint64_t res_got;
-  uint16_t *holders;   /* ROUND_FETCHING: who serves each shard */
-  uint8_t *fetch_sent; /* ... and which shards we asked for */
   /* Data that arrived before the commit of its attempt. */
   early_frame *early_head, *early_tail;
   size_t early_bytes;

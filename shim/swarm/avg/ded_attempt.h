@@ -1,0 +1,141 @@
+/*
+ * ded_attempt.h: one attempt's data plane, as one member runs it.
+ *
+ * Owns: the layout a COMMIT fixes (members in summation order, shards,
+ * chunks, which member we are), our own shard's reduction (per chunk, the
+ * next member to add in commit order; contributions that came out of
+ * order, staged), which chunks of every shard's result we hold, who serves
+ * each shard when we fetch (a DECIDE's holders) and which we asked for,
+ * and the peers that fetched our shard while we still reduce it.
+ *
+ * It knows no peer, connection or clock: data and results come in
+ * (ded_attempt_take), and "send these bytes to member m" goes out through
+ * the env's |send|, in the order the frames must go. The round that holds
+ * the attempt decides what to do when a member is unreachable.
+ *
+ * Reduce-scatter plus all-gather: member i reduces shard i (possibly
+ * empty). Contributions are added strictly in commit order, in the
+ * element type, without fused multiply-add (ded_reduce.h), so the same
+ * inputs give the same bits on every machine; a chunk whose contributions
+ * are all in is divided by the total weight and sent to every other
+ * member, and to those that fetched it.
+ *
+ * Invariants: res_bits marks exactly the chunks of the result the round's
+ * buffer holds (res_got of them); a chunk of our shard is marked only once
+ * every contribution to it was added; a (member, chunk) contribution is
+ * taken at most once, and a second one is a protocol violation; the
+ * caller's buffer (env.input) is only read.
+ */
+#ifndef DED_ATTEMPT_H
+#define DED_ATTEMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ded_mem.h"
+#include "../core/ded_msg.h"
+#include "../round/ded_history.h"
+
+/* A FETCH of our shard while we still reduce it: answered chunk by chunk. */
+typedef struct ded_attempt_fetcher {
+  struct ded_attempt_fetcher *next;
+  uint8_t id[DED_ID_BYTES];
+} ded_attempt_fetcher;
+
+typedef struct ded_attempt {
+  ded_msg_commit plan;
+  unsigned me;            /* our index in plan, or plan.k when we only fetch */
+  double total_w;         /* the members' weights, summed */
+  unsigned ncontrib;      /* members without DED_MEMBER_F_AUX */
+  unsigned first_contrib; /* the first of them, in commit order */
+  uint64_t chunk;         /* elements per chunk */
+  /* Reducer of our own shard: the accumulator is the result at my_off. */
+  uint64_t my_off, my_len, my_nchunks;
+  uint16_t *next_m;   /* per chunk: next member to add, in commit order */
+  uint8_t *recv_bits; /* (member, chunk) contributions received */
+  uint8_t **staging;  /* per member: out-of-order contributions */
+  uint64_t reduced;   /* chunks of our shard finished */
+  uint64_t reduced_ns; /* when the last of them was */
+  ded_attempt_fetcher *fetchers;
+  /* Every shard of the result: res_bits marks the chunks held. */
+  uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
+  uint8_t *res_bits;
+  uint64_t res_got;
+  uint16_t *holders;   /* fetching: who serves each shard */
+  uint8_t *fetch_sent; /* ... and which shards we asked for */
+} ded_attempt;
+
+/* What an attempt needs from the round that runs it. */
+typedef struct ded_attempt_env {
+  const ded_mem *mem;
+  ded_bufcache *cache;
+  uint8_t dtype;
+  size_t es;
+  const uint8_t *input; /* our contribution: the caller's buffer */
+  uint8_t *res;         /* the result, every shard: the round's buffer */
+  uint64_t now_ns;
+  /* Queue |len| bytes at |elems| (element offset |off|) as a |type| frame
+   * (DED_MSG_DATA or DED_MSG_RESULT) to peer |id|, the bytes staying where
+   * they are (|user|: in the caller's buffer); nonzero: an error to pass on. */
+  int (*send)(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off,
+              const uint8_t *elems, size_t len, bool user);
+  void *ctx;
+} ded_attempt_env;
+
+/* Frees everything the attempt holds and zeroes it. */
+void ded_attempt_clear(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache, size_t es);
+
+/* Takes |plan| (copied), with |self| as our id: members, shards, chunks,
+ * which of them we are. 0 or DED_ERR_NOMEM (then the attempt holds what
+ * it got: clear it). */
+int ded_attempt_layout(ded_attempt *a, const ded_mem *mem, const ded_msg_commit *plan,
+                       const uint8_t self[DED_ID_BYTES]);
+
+/* Shard |s|'s [offset, end) in elements. */
+uint64_t ded_attempt_shard_lo(const ded_attempt *a, unsigned s);
+uint64_t ded_attempt_shard_len(const ded_attempt *a, unsigned s);
+
+/* True if we hold every chunk of shard |s|'s result. */
+bool ded_attempt_shard_done(const ded_attempt *a, unsigned s);
+
+/* True once we hold every chunk of the result. */
+bool ded_attempt_whole(const ded_attempt *a);
+
+/* The shards we hold in full, as a bitmap (NULL: out of memory). */
+uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem);
+
+/* Our shard's reduction begins (we are a member, me < plan.k). 0 or
+ * DED_ERR_NOMEM. */
+int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env);
+
+/* Our contribution to member |m|'s shard, chunk by chunk (DED_MSG_DATA). */
+int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m);
+
+/* Adds our own contribution to every chunk of our shard (always ready). */
+int ded_attempt_reduce_own(ded_attempt *a, const ded_attempt_env *env);
+
+/*
+ * A DATA or RESULT frame |d| from peer |from| for this attempt, |running|
+ * (reduce-scatter) or |fetching| (a DECIDE's holders serve). 0, or
+ * DED_ERR_PROTO (the sender broke the protocol: drop it), or an error of
+ * env->send or DED_ERR_NOMEM (the round fails).
+ */
+int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t from[DED_ID_BYTES],
+                     uint8_t type, const ded_msg_data *d, bool running, bool fetching);
+
+/* True if the attempt still waits for anything from member |m|: a
+ * contribution to our shard, or a chunk of its shard's result (|fetching|:
+ * of a shard |m| was named to serve). */
+bool ded_attempt_needs(const ded_attempt *a, unsigned m, bool fetching);
+
+/* Serves shard |s| to peer |to|: the chunks we hold now, and, if it is our
+ * own shard and still being reduced and |pending| allows, the others as
+ * they are finished. */
+void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
+                       const uint8_t to[DED_ID_BYTES], bool pending);
+
+/* Forgets the peers waiting for our shard (a frozen attempt sends nothing). */
+void ded_attempt_drop_fetchers(ded_attempt *a, const ded_mem *mem);
+
+#endif /* DED_ATTEMPT_H */
