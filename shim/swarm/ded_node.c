@@ -88,6 +88,123 @@ void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps
 
 
 
+/* ---- the round's frames: decoded here, handed to the round's events ---- */
+
+/* A decision about a round we never started is a lie. */
+static bool node_lie_round(ded_node *node, uint64_t round) {
+  return !ded_round_find(node, round) && round >= node->rounds.next;
+}
+
+static void node_on_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_commit cm;
+  int rv = ded_msg_commit_decode(f->payload, f->len, node->mem, &cm);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "COMMIT");
+    return;
+  }
+  bool lie = node_lie_round(node, cm.round);
+  ded_round *r = ded_round_find(node, cm.round);
+  if (r) rv = ded_round_on_commit(node, r, c->peer->id, &cm, now_ns);
+  ded_msg_commit_free(&cm, node->mem);
+  if (lie || rv == DED_ERR_PROTO) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
+    return;
+  }
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
+}
+
+static void node_on_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_decide d;
+  int rv = ded_msg_decide_decode(f->payload, f->len, node->mem, &d);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "DECIDE");
+    return;
+  }
+  bool lie = node_lie_round(node, d.round);
+  ded_round *r = ded_round_find(node, d.round);
+  if (r) ded_round_on_decide(node, r, c->peer->id, &d, now_ns);
+  ded_msg_decide_free(&d, node->mem);
+  if (lie) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
+    return;
+  }
+  ded_rounds_advance(node, now_ns);
+  ded_coords_evaluate(node, now_ns);
+}
+
+static void node_on_redirect(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_redirect m;
+  int rv = ded_msg_redirect_decode(f->payload, f->len, &m);
+  ded_round *r = rv ? NULL : ded_round_find(node, m.round);
+  if (r) rv = ded_round_on_redirect(node, r, c->peer->id, &m, now_ns);
+  if (rv) ded_conn_protocol_error(node, c, rv, "REDIRECT");
+}
+
+static void node_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
+  ded_msg_stale m;
+  int rv = ded_msg_stale_decode(f->payload, f->len, &m);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "STALE");
+    return;
+  }
+  ded_round *r = ded_round_find(node, m.round);
+  if (r) ded_round_on_stale(node, r, c->peer->id, &m);
+}
+
+/* An AHEAD: the swarm is past the round we announced. */
+static void node_on_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
+  ded_msg_stale m;
+  int rv = ded_msg_ahead_decode(f->payload, f->len, &m);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "AHEAD");
+    return;
+  }
+  ded_round_on_ahead(node, &m);
+}
+
+/* A HAVE: a member holds an attempt's result and accepts it. */
+static void node_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  ded_msg_have h;
+  int rv = ded_msg_have_decode(f->payload, f->len, &h);
+  if (rv) {
+    ded_conn_protocol_error(node, c, rv, "HAVE");
+    return;
+  }
+  ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
+  const ded_msg_commit *done = ded_round_result_plan(node, h.round);
+  if (done) { /* finished here: if with that attempt, say so */
+    if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
+      ded_round_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
+    return;
+  }
+  ded_round *r = ded_round_find(node, h.round);
+  if (!r) {
+    if (h.round >= node->rounds.next + DED_ROUNDS_AHEAD_MAX)
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
+    return;
+  }
+  ded_round_on_have(node, r, c->peer->id, c->peer->sid, &h, now_ns);
+}
+
+static void node_on_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
+  if (f->len < 24) {
+    ded_conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
+    return;
+  }
+  ded_rd rd = ded_rd_init(f->payload, 8);
+  uint64_t no = ded_rd_u64(&rd);
+  ded_round *r = ded_round_find(node, no);
+  if (!r) {
+    /* A round that already finished here (or failed): late data is moot. A
+     * round we never started is a lie. */
+    if (no >= node->rounds.next)
+      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
+    return;
+  }
+  ded_round_on_data(node, r, c->peer, c, f->type, f->payload, f->len, now_ns);
+}
+
 static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   if (c->state == DED_CONN_AWAIT_HELLO) {
     if (f->type != DED_MSG_HELLO)
@@ -110,12 +227,12 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     ded_msg_join_free(&j, node->mem);
     break;
   }
-  case DED_MSG_COMMIT: ded_round_frame_commit(node, c, f, now_ns); break;
-  case DED_MSG_DECIDE: ded_round_frame_decide(node, c, f, now_ns); break;
-  case DED_MSG_HAVE: ded_round_frame_have(node, c, f, now_ns); break;
-  case DED_MSG_REDIRECT: ded_round_frame_redirect(node, c, f, now_ns); break;
-  case DED_MSG_STALE: ded_round_frame_stale(node, c, f); break;
-  case DED_MSG_AHEAD: ded_round_frame_ahead(node, c, f); break;
+  case DED_MSG_COMMIT: node_on_commit(node, c, f, now_ns); break;
+  case DED_MSG_DECIDE: node_on_decide(node, c, f, now_ns); break;
+  case DED_MSG_HAVE: node_on_have(node, c, f, now_ns); break;
+  case DED_MSG_REDIRECT: node_on_redirect(node, c, f, now_ns); break;
+  case DED_MSG_STALE: node_on_stale(node, c, f); break;
+  case DED_MSG_AHEAD: node_on_ahead(node, c, f); break;
   case DED_MSG_STATE_ASK: {
     ded_msg_state_ask m;
     int rv = ded_msg_state_ask_decode(f->payload, f->len, &m);
@@ -158,7 +275,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     if (rv)
       ded_conn_protocol_error(node, c, rv, "PROBE");
     else
-      ded_round_on_probe(node, c->peer, &m, now_ns);
+      ded_round_probe(node, c->peer, &m, now_ns);
     break;
   }
   case DED_MSG_SPEED: {
@@ -180,7 +297,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
     break;
   }
   case DED_MSG_DATA:
-  case DED_MSG_RESULT: ded_round_frame_data(node, c, f, now_ns); break;
+  case DED_MSG_RESULT: node_on_data(node, c, f, now_ns); break;
   case DED_MSG_LEAVE: {
     uint8_t reason;
     if (ded_msg_leave_decode(f->payload, f->len, &reason) != 0) {
@@ -225,7 +342,7 @@ static void node_reap(ded_node *node);
 
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
-  bool busy = node->wake_soon || node->nrounds > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
+  bool busy = node->wake_soon || node->rounds.n > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
               ded_xfer_busy(node);
   for (size_t i = 0; i < node->coords.n && !busy; i++)
     busy = !node->coords.v[i]->decided && node->coords.v[i]->g.n > 0; /* nothing to decide on yet */
@@ -242,14 +359,14 @@ static void node_reap(ded_node *node) {
     if (c && c->state == DED_CONN_DEAD) ded_conns_release(&node->conns, c, &node->qenv);
   }
   unsigned out = 0;
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    ded_round *r = node->rounds[i];
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
     if (r->state == ROUND_DEAD)
       ded_round_free(node, r);
     else
-      node->rounds[out++] = r;
+      node->rounds.v[out++] = r;
   }
-  node->nrounds = out;
+  node->rounds.n = out;
 }
 
 /* True while some peer, connection or bootstrap address will want a timer
@@ -367,10 +484,10 @@ void ded_node_free(ded_node *node) {
   if (!node) return;
   ded_mem_free(node->mem, (void *)node->s.allow);
   ded_conns_free(&node->conns, &node->qenv);
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    node->rounds[i]->refs_user = node->rounds[i]->refs_res = 0;
-    node->rounds[i]->keep = false;
-    ded_round_free(node, node->rounds[i]);
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    node->rounds.v[i]->refs_user = node->rounds.v[i]->refs_res = 0;
+    node->rounds.v[i]->with_result = false;
+    ded_round_free(node, node->rounds.v[i]);
   }
   ded_coords_free(node);
   ded_peers_free(node);
@@ -516,7 +633,7 @@ int ded_node_conn_pending(ded_node *node, uint32_t conn_id, ded_iov *iov, int ma
 static void node_sent_round_bytes(void *ctx, void *owner) {
   ded_node *node = ctx;
   ded_round *r = owner;
-  if (r && !r->reported && !r->frozen && r->wait_ns &&
+  if (r && r->att_state == ROUND_ATT_LIVE && r->wait_ns &&
       (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
     uint64_t pw = ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
     uint64_t limit = r->started_ns + DED_MAX(2 * r->est_ns, 4 * pw);
@@ -580,7 +697,7 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
   /* A reload decides which round comes next. */
   if (node->xfer.reload && ded_xfer_busy(node))
     return DED_ERR_INVALID_ARG;
-  if (node->nrounds >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
+  if (node->rounds.n >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
   int64_t no = ded_round_submit(node, args, now_ns);
   if (no >= 0) node_reap(node);
   return no;
@@ -592,7 +709,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   node_enter(node, now_ns);
   node->leaving = true;
   node_log(node, DED_LOG_INFO, "leaving the swarm");
-  for (unsigned i = 0; i < node->nrounds; i++) ded_round_fail(node, node->rounds[i], DED_ERR_CLOSING);
+  for (unsigned i = 0; i < node->rounds.n; i++) ded_round_fail(node, node->rounds.v[i], DED_ERR_CLOSING);
   /* Rounds we coordinate go ahead without us rather than stall. */
   for (size_t i = 0; i < node->coords.n; i++)
     if (!node->coords.v[i]->decided && node->coords.v[i]->g.n > 0)

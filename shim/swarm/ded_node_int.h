@@ -82,18 +82,10 @@ struct ded_node {
   ded_planner planner;
   ded_conns conns;
   ded_peers peers;
-  /* Our rounds, in submission order. */
-  ded_round *rounds[DED_ROUNDS_ACTIVE_MAX];
-  unsigned nrounds;
-  uint64_t next_round;
-  /* Catching up, late: the round we last announced we will join, when,
-   * and where the swarm said it was when that round had passed there. */
-  uint64_t intent_round, intent_ns, catch_up;
+  /* Our rounds, and where we stand in the swarm (ded_round.h). */
+  ded_rounds rounds;
   /* Others' announcements (one per peer, the latest). */
   ded_intents intents;
-  /* Out of step: a STALE said the swarm is at this round. Our rounds
-   * below it are over before they start (until a reload). */
-  uint64_t stale_round;
   /* The lineage: per recent round, the members of the latest attempt we
    * adopted (a round's coordinators come from the previous round's), and
    * the attempt each of our reported rounds ended with. */
@@ -111,9 +103,7 @@ struct ded_node {
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
   bool wake_soon;  /* something needs the fast tick: set where work appears */
-  unsigned self_depth; /* nested joins to ourselves (round_send_join) */
   uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
-  bool reporting, report_again; /* rounds_report_ready is running; run it again */
   ded_xfer xfer; /* state transfer, both sides (ded_xfer.h) */
   bool leaving;
   bool reap_needed;

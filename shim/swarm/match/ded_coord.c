@@ -103,7 +103,7 @@ static ded_coord *coord_new(ded_node *node, uint64_t no, uint32_t view, bool gen
 
 /* Forgets rounds too old to matter for late members. */
 void ded_coords_prune(ded_node *node) {
-  uint64_t now_round = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
+  uint64_t now_round = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round + 1 : 0);
   size_t out = 0;
   for (size_t i = 0; i < node->coords.n; i++) {
     ded_coord *cr = node->coords.v[i];
@@ -132,7 +132,7 @@ void ded_coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t round,
   if (!to->conn) return;
   uint8_t frame[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  uint64_t next = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round + 1 : 0);
+  uint64_t next = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round + 1 : 0);
   ded_msg_stale m = {round, next > round ? next : round + 1};
   if (ahead)
     ded_msg_ahead_encode(&w, &m);
@@ -194,12 +194,10 @@ static void coord_take_status(ded_node *node, ded_coord *cr, const uint8_t id[DE
 static void coord_deliver_self(ded_node *node, ded_coord *cr, const ded_msg_commit *commit,
                                const ded_msg_decide *decide, uint64_t now_ns) {
   ded_round *r = ded_round_find(node, cr->round);
-  if (!r || r->reported || r->state != ROUND_JOINED || r->view != cr->view ||
-      !id_is_me(node, r->coord))
-    return;
-  int rv = commit ? ded_round_on_commit(node, r, commit, now_ns) : ded_round_on_decide(node, r, decide, now_ns);
-  if (rv) ded_round_fail(node, r, rv);
-  ded_rounds_advance(node, now_ns);
+  if (!r) return;
+  int taken = commit ? ded_round_on_commit(node, r, node->ident.id, commit, now_ns)
+                     : ded_round_on_decide(node, r, node->ident.id, decide, now_ns);
+  if (taken) ded_rounds_advance(node, now_ns);
 }
 
 static void coord_send_to_joiners(ded_node *node, ded_coord *cr, const uint8_t *frame, size_t len) {
@@ -544,7 +542,7 @@ void ded_coords_on_peer_up(ded_node *node, ded_peer *p) {
 static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
   ded_round *r = ded_round_find(node, round);
   const ded_msg_commit *plan = NULL;
-  if (r && r->reported && r->keep && r->has_plan) plan = &r->att.plan;
+  if (r && ded_round_over(r) && r->with_result && r->att_state != ROUND_ATT_NONE) plan = &r->att.plan;
   ded_hist_entry *h = plan ? NULL : ded_history_find(&node->hist, round);
   if (h) plan = &h->plan;
   if (!plan || !to->conn) return false;
@@ -609,7 +607,7 @@ bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, u
 static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j,
                            uint64_t now_ns) {
   ded_round *r = ded_round_find(node, j->round);
-  if (j->round < node->next_round && (!r || r->reported))
+  if (j->round < node->rounds.next && (!r || ded_round_over(r)))
     ded_coord_send_stale_or_ahead(node, from, j->round, true);
   uint64_t hold = ded_intents_hold_ns(&node->timing, ded_plan_lp_peer(node, from->id).down_Bps,
                                       j->count, ded_dtype_size(j->dtype));
@@ -622,8 +620,8 @@ static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j
   ded_intents_add(&node->intents, from->id, j->round, until);
   node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
            from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    r = node->rounds[i];
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    r = node->rounds.v[i];
     if (r->no >= j->round && r->view == 0 && !r->genesis &&
         (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
         ded_coord_intent_until(node, r->no, NULL, now_ns) == until)
@@ -640,7 +638,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
                           uint64_t now_ns) {
   const uint8_t *id = from ? from->id : node->ident.id;
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
-  uint64_t horizon = DED_MAX(node->next_round, node->lin.have_members ? node->lin.members_round : 0);
+  uint64_t horizon = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round : 0);
   if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
     ded_conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
     return;
@@ -678,7 +676,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
                (unsigned long long)j->round, j->view);
       return;
     }
-    bool past = j->round < node->next_round && !ded_round_find(node, j->round);
+    bool past = j->round < node->rounds.next && !ded_round_find(node, j->round);
     if (!prev && !cr && past && !(j->flags & DED_JOIN_F_STATUS)) {
       /* A round long past: its result, if we still have it, else STALE. */
       ded_hist_entry *h = ded_history_find(&node->hist, j->round);
@@ -701,7 +699,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       coord_send_probe(node, from, j->round, cr->view);
     } else {
       ded_msg_probe m = {j->round, cr->view};
-      ded_round_on_probe(node, NULL, &m, now_ns);
+      ded_round_probe(node, NULL, &m, now_ns);
     }
     return;
   }
@@ -770,7 +768,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     }
     if (from) {
       ded_msg_probe m = {cr->round, cr->view};
-      ded_round_on_probe(node, NULL, &m, now_ns);
+      ded_round_probe(node, NULL, &m, now_ns);
     }
   }
   coord_evaluate(node, cr, now_ns);

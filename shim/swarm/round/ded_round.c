@@ -4,52 +4,27 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../avg/ded_attempt.h"
 #include "../avg/ded_partition.h"
 #include "../avg/ded_reduce.h"
 #include "../core/ded_assert.h"
 #include "../core/ded_err.h"
-#include "../core/ded_limits.h"
 #include "../ded_node_int.h"
 
 /* Joins to ourselves nested at most this deep (round_send_join). */
 #define NODE_SELF_DEPTH_MAX 3
 
-static void round_unref(ded_node *node, ded_round *r, bool user);
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
+static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
 static void rounds_report_ready(ded_node *node, uint64_t now_ns);
-static void rounds_report_ready_once(ded_node *node, uint64_t now_ns);
-static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
-                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
-/* Whether |plan| lists |id| (ded_intents_pred). */
-static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  const ded_msg_commit *plan = ctx;
-  for (unsigned m = 0; m < plan->k; m++)
-    if (memcmp(plan->members[m].id, id, DED_ID_BYTES) == 0) return true;
-  return false;
-}
-
-/* The queues take and let go of references into a round's memory. */
-void ded_round_lend_ref(void *ctx, void *owner, bool user) {
-  ded_round *r = owner;
-  (void)ctx;
-  if (user)
-    r->refs_user++;
-  else
-    r->refs_res++;
-}
-
-void ded_round_lend_unref(void *ctx, void *owner, bool user) { round_unref(ctx, owner, user); }
-
-ded_round *ded_round_find(ded_node *node, uint64_t no) {
-  for (unsigned i = 0; i < node->nrounds; i++)
-    if (node->rounds[i]->no == no && node->rounds[i]->state != ROUND_DEAD) return node->rounds[i];
-  return NULL;
-}
+/* ------------------------------------------------------------------ */
+/* the round's memory                                                   */
+/* ------------------------------------------------------------------ */
 
 static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
+
+static bool round_holds(const ded_round *r) { return r->att_state != ROUND_ATT_NONE; }
 
 /* The attempt's data plane sends through the round: to a peer that is
  * gone or not connected, nothing (a member that is gone cannot use it;
@@ -78,12 +53,24 @@ static ded_attempt_env round_env(round_io *io) {
   return env;
 }
 
-/* ---- attempt state ---- */
+/* Whether |plan| lists |id| (ded_intents_pred). */
+static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
+  const ded_msg_commit *plan = ctx;
+  for (unsigned m = 0; m < plan->k; m++)
+    if (memcmp(plan->members[m].id, id, DED_ID_BYTES) == 0) return true;
+  return false;
+}
+
+ded_round *ded_round_find(ded_node *node, uint64_t no) {
+  for (unsigned i = 0; i < node->rounds.n; i++)
+    if (node->rounds.v[i]->no == no && node->rounds.v[i]->state != ROUND_DEAD)
+      return node->rounds.v[i];
+  return NULL;
+}
 
 static void round_free_attempt(ded_node *node, ded_round *r) {
   ded_attempt_clear(&r->att, node->mem, &node->cache, r->es);
-  r->has_plan = false;
-  r->frozen = false;
+  r->att_state = ROUND_ATT_NONE;
   r->accepted = false;
   r->got_ns = 0;
 }
@@ -97,7 +84,7 @@ static void early_free_list(ded_node *node, early_frame *e) {
 }
 
 void ded_round_free(ded_node *node, ded_round *r) {
-  if (r->keep) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, round_bytes(r));
+  if (r->with_result) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, round_bytes(r));
   round_free_attempt(node, r);
   ded_bufcache_put(&node->cache, r->res, round_bytes(r));
   ded_mem_free(node->mem, r->lin);
@@ -106,14 +93,25 @@ void ded_round_free(ded_node *node, ded_round *r) {
   ded_mem_free(node->mem, r);
 }
 
+/* DRAINING -> DEAD once nothing queued refers to the round's memory. */
 static void round_maybe_dead(ded_node *node, ded_round *r) {
-  if (r->reported && r->refs_user == 0 && r->refs_res == 0) {
+  if (r->state == ROUND_DRAINING && r->refs_user == 0 && r->refs_res == 0) {
     r->state = ROUND_DEAD;
     node->reap_needed = true;
   }
 }
 
-static void round_unref(ded_node *node, ded_round *r, bool user) {
+void ded_round_lend_ref(void *ctx, void *owner, bool user) {
+  ded_round *r = owner;
+  (void)ctx;
+  if (user)
+    r->refs_user++;
+  else
+    r->refs_res++;
+}
+
+void ded_round_lend_unref(void *ctx, void *owner, bool user) {
+  ded_round *r = owner;
   if (user) {
     DED_ASSERT(r->refs_user > 0);
     r->refs_user--;
@@ -121,26 +119,29 @@ static void round_unref(ded_node *node, ded_round *r, bool user) {
     DED_ASSERT(r->refs_res > 0);
     r->refs_res--;
   }
-  round_maybe_dead(node, r);
+  round_maybe_dead(ctx, r);
 }
 
-/* Hands the round back to the caller, exactly once. After this, the
- * caller's buffer is never touched again. */
-void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
-  DED_ASSERT(!r->reported);
-  bool via_attempt = status == 0 && !alone && r->has_plan;
+/* ------------------------------------------------------------------ */
+/* the report                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Hands the round back to the caller, exactly once: -> DRAINING. After
+ * this, the caller's buffer is never touched again. */
+static void round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
+  DED_ASSERT(!ded_round_over(r));
+  bool via_attempt = status == 0 && !alone && round_holds(r);
   /* The round's result (not an attempt that was still short of a quorum
    * when the bound hit): kept, to serve others. */
-  bool with_result = status == 0 && r->has_plan && r->att.res_bits &&
-                     ded_attempt_whole(&r->att) && r->chosen == r->att.plan.attempt;
+  bool with_result = status == 0 && round_holds(r) && ded_attempt_whole(&r->att) &&
+                     r->chosen == r->att.plan.attempt;
   ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
   if (e) {
     e->final = true;
     e->final_attempt = with_result ? r->att.plan.attempt : 0;
   }
-  /* Reported first: detaching can close a connection, whose peer-down
+  /* Over first: detaching can close a connection, whose peer-down
    * handling must see this round as finished. */
-  r->reported = true;
   r->state = ROUND_DRAINING;
   ded_conns_detach(node, r, with_result);
   DED_ASSERT(r->refs_user == 0);
@@ -155,14 +156,15 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
              "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
              "chosen %.1f (%u members, %llu bytes)",
              (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
-             MS_SINCE(r->att.reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns), r->att.plan.k,
-             (unsigned long long)round_bytes(r));
+             MS_SINCE(r->att.reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns),
+             r->att.plan.k, (unsigned long long)round_bytes(r));
 #undef MS_SINCE
   }
-  r->keep = with_result;
+  r->with_result = with_result;
   if (status == 0 && !alone) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
-    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX), via_attempt ? r->att.ncontrib : 0);
+    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
+                      via_attempt ? r->att.ncontrib : 0);
   }
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -172,7 +174,7 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.late = late;
   res.recoveries = r->recoveries;
   res.behind = r->behind;
-  if (late && !alone && node->catch_up > r->no) res.swarm_round = node->catch_up;
+  if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
     res.contributors = r->att.ncontrib;
@@ -193,11 +195,15 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
 }
 
 void ded_round_fail(ded_node *node, ded_round *r, int status) {
-  if (r->reported) return;
+  if (ded_round_over(r)) return;
   node_log(node, DED_LOG_ERROR, "round %llu failed: %s", (unsigned long long)r->no,
            ded_strerror(status));
-  ded_round_report(node, r, status, false, false);
+  round_report(node, r, status, false, false);
 }
+
+/* ------------------------------------------------------------------ */
+/* joining: WAIT_PREV -> JOINING -> JOINED                              */
+/* ------------------------------------------------------------------ */
 
 static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
   return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
@@ -226,14 +232,15 @@ static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_
 /* How long a member that joined |r| waits for a decision while its
  * coordinator holds the round for an announced member, until |until|: as
  * long as the hold, then the usual wait; the hold is bounded as the
- * coordinator bounds it (coord_evaluate). */
+ * coordinator bounds it. */
 uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
   until = DED_MIN(until, r->joined_ns + ded_timing_cap(&node->timing));
   return until + ded_timing_join_wait(&node->timing, r->view);
 }
 
 /* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
- * coordinator of the round's view. */
+ * coordinator of the round's view: -> JOINED, or JOINING while its
+ * connection is not ready. */
 static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_msg_join j;
   memset(&j, 0, sizeof j);
@@ -248,12 +255,13 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
                       (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
-  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns : ded_timing_join_wait(&node->timing, r->view));
+  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns
+                                    : ded_timing_join_wait(&node->timing, r->view));
   /* The coordinator waits for members that announced themselves: so do we. */
   uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
   if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
   uint8_t *have = NULL;
-  if (r->has_plan) {
+  if (round_holds(r)) {
     have = ded_attempt_have_bits(&r->att, node->mem);
     if (!have) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
@@ -267,15 +275,15 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (id_is_me(node, r->coord)) {
     /* Joining ourselves can decide, deliver, refuse and fail over again
      * inside this call: past a few levels, the next tick goes on. */
-    if (node->self_depth >= NODE_SELF_DEPTH_MAX) {
+    if (node->rounds.self_depth >= NODE_SELF_DEPTH_MAX) {
       r->state = ROUND_JOINING;
       node->wake_soon = true;
       ded_mem_free(node->mem, have);
       return;
     }
-    node->self_depth++;
+    node->rounds.self_depth++;
     ded_coord_on_join(node, NULL, NULL, &j, now_ns);
-    node->self_depth--;
+    node->rounds.self_depth--;
     ded_mem_free(node->mem, have);
     return;
   }
@@ -305,9 +313,11 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (rv) ded_round_fail(node, r, rv);
 }
 
-/* Chooses the coordinator of |r| once we can, and asks it in. */
+/* Chooses the coordinator of |r| once we can (WAIT_PREV), and asks it in
+ * once its connection is ready (JOINING). */
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
-  if (r->state == ROUND_JOINING) {
+  switch (r->state) {
+  case ROUND_JOINING: {
     ded_peer *p = ded_peer_find(node, r->coord);
     if (id_is_me(node, r->coord) || (p && p->conn))
       round_send_join(node, r, now_ns);
@@ -315,14 +325,18 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       ded_peer_maybe_connect(node, p, now_ns);
     return;
   }
-  if (r->state != ROUND_WAIT_PREV) return;
-  if (r->no < node->stale_round) {
+  case ROUND_WAIT_PREV:
+    break;
+  default:
+    return;
+  }
+  if (r->no < node->rounds.stale) {
     /* The swarm has moved past this round for good: no one would answer
      * but with STALE (or, a coordinator we guess, not at all). */
     node_log(node, DED_LOG_DEBUG, "round %llu: out of step (the swarm is at %llu): own values",
-             (unsigned long long)r->no, (unsigned long long)node->stale_round);
-    r->behind = node->stale_round;
-    ded_round_report(node, r, 0, true, true);
+             (unsigned long long)r->no, (unsigned long long)node->rounds.stale);
+    r->behind = node->rounds.stale;
+    round_report(node, r, 0, true, true);
     return;
   }
   ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
@@ -338,7 +352,7 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
      * ended here without one: then this job is out of step, and the
      * newest membership it knows is its best guess. */
     ded_round *o = ded_round_find(node, r->no - 1);
-    if (o && !o->reported) return;
+    if (o && !ded_round_over(o)) return;
     ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
     if (!best) return;
     if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
@@ -350,9 +364,9 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   } else {
     /* No lineage: this is the swarm's first round as far as we know. The
      * rounds before it must be decided first, so only the oldest waits. */
-    for (unsigned i = 0; i < node->nrounds; i++) {
-      ded_round *o = node->rounds[i];
-      if (o->no < r->no && !o->reported && o->state != ROUND_DEAD) return;
+    for (unsigned i = 0; i < node->rounds.n; i++) {
+      ded_round *o = node->rounds.v[i];
+      if (o->no < r->no && !ded_round_over(o)) return;
     }
     const uint8_t *min_id;
     /* Rendezvous; and a client waits until it sees a peer that is not one. */
@@ -363,30 +377,38 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   round_send_join(node, r, now_ns);
 }
 
-void ded_rounds_advance(ded_node *node, uint64_t now_ns) {
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    ded_round *r = node->rounds[i];
-    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
-    if (r->state == ROUND_FETCHING && !r->frozen && !r->reported) {
-      int rv = round_fetch_missing(node, r, now_ns);
-      if (rv) ded_round_fail(node, r, rv);
-    }
-  }
+int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
+  ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);
+  if (!r) return DED_ERR_NOMEM;
+  r->no = node->rounds.next++;
+  r->a = *args;
+  r->es = ded_dtype_size(args->dtype);
+  r->state = ROUND_WAIT_PREV;
+  r->submit_ns = now_ns;
+  r->bound_ns = now_ns + node->s.round_timeout_ns;
+  node->rounds.v[node->rounds.n++] = r;
+  int64_t no = (int64_t)r->no;
+  round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
+  return no;
 }
+
+/* ------------------------------------------------------------------ */
+/* failover: an attempt is frozen, the next view gets our report        */
+/* ------------------------------------------------------------------ */
 
 /* Stops the attempt |r| runs: nothing more is sent for it, nothing more
  * is added, and it completes only if a coordinator says it stands. */
 static void round_freeze(ded_node *node, ded_round *r) {
-  if (!r->has_plan || r->frozen) return;
-  r->frozen = true;
+  if (r->att_state != ROUND_ATT_LIVE) return;
+  r->att_state = ROUND_ATT_FROZEN;
   ded_conns_detach(node, r, false);
   ded_attempt_drop_fetchers(&r->att, node->mem);
 }
 
 /* Gives up on the current coordinator or attempt: report to the next view. */
 static void round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
-  if (r->reported) return;
-  if (r->genesis && !r->has_plan) {
+  if (ded_round_over(r)) return;
+  if (r->genesis && !round_holds(r)) {
     /* The first round's coordinator went before committing: choose again
      * among those still here. */
     node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
@@ -429,156 +451,9 @@ static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned 
   return ded_peer_find(node, r->att.plan.members[m].id);
 }
 
-/* ---- completion: HAVE quorums ---- */
-
-/* True if |r|'s attempt was planned on another result of the previous
- * round than the one that round ended with here. */
-static bool round_void_base(ded_node *node, const ded_round *r) {
-  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  return r->att.plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
-         prev->final_attempt != r->att.plan.base;
-}
-
-/* Drops such an attempt (it never completes here) and fails over along
- * the previous round's real membership. */
-static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
-  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
-  char why[128];
-  snprintf(why, sizeof why,
-           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
-           "%llx here",
-           (unsigned long long)r->att.plan.attempt, (unsigned long long)r->att.plan.base,
-           (unsigned long long)prev->final_attempt);
-  ded_conns_detach(node, r, false);
-  round_free_attempt(node, r);
-  r->state = ROUND_RUNNING;
-  if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
-    round_failover(node, r, why, now_ns);
-  else
-    ded_round_fail(node, r, DED_ERR_NOMEM);
-}
-
-static void node_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
-                           uint32_t view, uint8_t flags) {
-  if (!to || !to->conn) return;
-  uint8_t frame[DED_HAVE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_have h = {round, attempt, view, flags};
-  ded_msg_have_encode(&w, &h);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-/* True once the current attempt is the round's result: someone completed
- * it, or a quorum of its acceptors accepted it in one view. */
-static bool round_is_chosen(const ded_round *r) {
-  if (!r->has_plan) return false;
-  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
-  return ded_votes_quorum(&r->votes, &r->att.plan);
-}
-
-/* The whole result is here: accept it (HAVE to the attempt's members),
- * and once it is the round's result, report it when every earlier round
- * has. */
-static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
-  if (r->reported || !r->has_plan || !r->att.res_bits) return;
-  if (r->state != ROUND_RUNNING && r->state != ROUND_FETCHING && r->state != ROUND_JOINED &&
-      r->state != ROUND_JOINING)
-    return;
-  if (!ded_attempt_whole(&r->att)) return;
-  if (!r->got_ns) r->got_ns = now_ns;
-  if (!r->accepted && !r->frozen && (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
-    /* Never for a view below one we joined (a failover froze the attempt),
-     * nor for an attempt planned on another result of the previous round
-     * than ours: we wait until that round has ended here. */
-    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-    if (r->att.plan.base != 0 && prev && !prev->final) return;
-    if (round_void_base(node, r)) {
-      round_drop_void(node, r, now_ns);
-      return;
-    }
-    r->accepted = true;
-    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
-    for (unsigned m = 0; m < r->att.plan.k; m++)
-      if (m != r->att.me)
-        node_send_have(node, round_member_peer(node, r, m), r->no, r->att.plan.attempt, r->acc_view, 0);
-  }
-  if (!round_is_chosen(r)) return;
-  r->chosen = r->att.plan.attempt;
-  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
-    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
-  /* Those who are not acceptors (late members) and asked: it is done. So
-   * are clients, which hear no HAVE from one another and may lack a
-   * quorum of their own. */
-  for (unsigned i = 0; i < r->votes.n; i++) {
-    const ded_vote *v = &r->votes.v[i];
-    if (v->attempt != r->att.plan.attempt || id_is_me(node, v->id)) continue;
-    unsigned m = ded_plan_index(&r->att.plan, v->id);
-    if (m == r->att.plan.k ||
-        (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
-            DED_MEMBER_F_ACCEPTOR)
-      node_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
-                     DED_HAVE_F_DONE);
-  }
-  r->state = ROUND_DONE_WAIT;
-  rounds_report_ready(node, now_ns);
-}
-
-static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
-  if (node->reporting) { /* called back from below: the loop goes round again */
-    node->report_again = true;
-    return;
-  }
-  node->reporting = true;
-  do {
-    node->report_again = false;
-    rounds_report_ready_once(node, now_ns);
-    /* Rounds whose acceptance waited for an earlier round to end. */
-    for (unsigned i = 0; i < node->nrounds; i++) {
-      ded_round *r = node->rounds[i];
-      if (!r->reported && r->has_plan && !r->accepted) round_check_complete(node, r, now_ns);
-    }
-  } while (node->report_again);
-  node->reporting = false;
-}
-
-static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
-  bool again = true;
-  while (again) {
-    again = false;
-    for (unsigned i = 0; i < node->nrounds; i++) {
-      ded_round *r = node->rounds[i];
-      if (r->state != ROUND_DONE_WAIT || r->reported) continue;
-      bool earlier = false;
-      for (unsigned k = 0; k < node->nrounds && !earlier; k++) {
-        ded_round *o = node->rounds[k];
-        earlier = o->no < r->no && !o->reported && o->state != ROUND_DEAD;
-      }
-      if (earlier) continue;
-      /* The attempt was planned on the previous round's membership; if that
-       * round ended here with another attempt, the plan came from a
-       * coordinator the swarm did not choose. */
-      if (round_void_base(node, r)) {
-        round_drop_void(node, r, now_ns);
-        again = true;
-        break;
-      }
-      /* Alone: the only contributor (aux members may have helped): our
-       * buffer stays S_j, bit for bit. */
-      bool alone = r->att.ncontrib == 1 && r->att.me == r->att.first_contrib;
-      bool late = r->att.me == r->att.plan.k;
-      if (late)
-        node_log(node, DED_LOG_INFO, "round %llu: fetched the result of %u members (this job came late)",
-                 (unsigned long long)r->no, r->att.plan.k);
-      if (r->recoveries)
-        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
-                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "", r->att.ncontrib);
-      ded_round_report(node, r, 0, alone, late);
-      again = true;
-      break;
-    }
-  }
-}
-
+/* ------------------------------------------------------------------ */
+/* an attempt: -> RUNNING or FETCHING                                   */
+/* ------------------------------------------------------------------ */
 
 /* Takes |plan| as the round's current attempt. Frames of other attempts
  * still queued are dropped; the caller's buffer is untouched. */
@@ -588,7 +463,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   round_free_attempt(node, r);
   int rv = ded_attempt_layout(&r->att, node->mem, plan, node->ident.id);
   if (rv) return rv;
-  r->has_plan = true;
+  r->att_state = ROUND_ATT_LIVE;
   r->acc_view = view;
   r->started_ns = now_ns;
   r->est_ns = ded_plan_estimate_ns(node, plan);
@@ -602,13 +477,16 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   if (rv2) return rv2;
   /* A next round that joined on another attempt's membership joins again. */
   ded_round *nx = ded_round_find(node, r->no + 1);
-  if (nx && !nx->reported && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) &&
-      !nx->genesis && nx->lin_attempt != plan->attempt && !nx->has_plan) {
+  if (nx && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) && !nx->genesis &&
+      nx->lin_attempt != plan->attempt && !round_holds(nx)) {
     nx->state = ROUND_WAIT_PREV;
     round_try_join(node, nx, now_ns);
   }
   return 0;
 }
+
+static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
+                             uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
 /* Replays the frames of |r|'s current attempt that overtook its commit and
  * drops those of attempts that are now moot. */
@@ -630,7 +508,7 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->early_tail = e;
       r->early_bytes += e->len;
     } else {
-      if (from && !r->reported && attempt == r->att.plan.attempt)
+      if (from && !ded_round_over(r) && attempt == r->att.plan.attempt)
         round_take_frame(node, r, from, NULL, e->type, e->payload, e->len, now_ns);
       ded_mem_free(node->mem, e);
     }
@@ -638,7 +516,8 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
   }
 }
 
-/* Sets up the reduce-scatter and all-gather of an attempt we are part of. */
+/* Sets up the reduce-scatter and all-gather of an attempt we are part
+ * of: -> RUNNING. */
 static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   const ded_msg_commit *cm = &r->att.plan;
   round_io io = {node, r};
@@ -670,14 +549,15 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 /* Asks the holders for every shard we lack (those we are still connecting
- * to once the connection is up: ded_rounds_advance calls again). */
+ * to once the connection is up: advance calls again): -> FETCHING. */
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_attempt *a = &r->att;
   r->state = ROUND_FETCHING;
-  if (!r->att.fetch_sent) r->att.fetch_sent = ded_mem_calloc(node->mem, ((size_t)r->att.plan.k + 7) / 8, 1);
-  if (!r->att.fetch_sent) return DED_ERR_NOMEM;
-  for (unsigned s = 0; s < r->att.plan.k; s++) {
-    if (ded_attempt_shard_done(&r->att, s) || ded_bit_get(r->att.fetch_sent, s)) continue;
-    const uint8_t *hid = r->att.plan.members[r->att.holders[s]].id;
+  if (!a->fetch_sent) a->fetch_sent = ded_mem_calloc(node->mem, ((size_t)a->plan.k + 7) / 8, 1);
+  if (!a->fetch_sent) return DED_ERR_NOMEM;
+  for (unsigned s = 0; s < a->plan.k; s++) {
+    if (ded_attempt_shard_done(a, s) || ded_bit_get(a->fetch_sent, s)) continue;
+    const uint8_t *hid = a->plan.members[a->holders[s]].id;
     if (id_is_me(node, hid)) {
       round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
       return 0;
@@ -691,10 +571,10 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
       ded_peer_maybe_connect(node, p, now_ns);
       continue;
     }
-    ded_bit_set(r->att.fetch_sent, s);
+    ded_bit_set(a->fetch_sent, s);
     uint8_t frame[DED_FETCH_FRAME_BYTES];
     ded_wr w = ded_wr_init(frame, sizeof frame);
-    ded_msg_fetch f = {r->no, r->att.plan.attempt, (uint16_t)s};
+    ded_msg_fetch f = {r->no, a->plan.attempt, (uint16_t)s};
     ded_msg_fetch_encode(&w, &f);
     int rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
     if (rv) return rv;
@@ -704,24 +584,24 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   return 0;
 }
 
-static int round_check_signature(ded_node *node, ded_round *r, const ded_msg_commit *cm) {
-  if (cm->dtype == r->a.dtype && cm->count == r->a.count) return 0;
+/* A decision for a buffer of another type or length: this job runs
+ * another model. Reports the round (true). */
+static bool round_wrong_signature(ded_node *node, ded_round *r, const ded_msg_commit *cm) {
+  if (cm->dtype == r->a.dtype && cm->count == r->a.count) return false;
   node_log(node, DED_LOG_ERROR,
            "round %llu: this job reduces %llu elements of type %u but the swarm's round has "
            "%llu of type %u; check that every job runs the same model",
            (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
            (unsigned long long)cm->count, cm->dtype);
   ded_lineage_set(&node->lin, r->no, cm);
-  ded_round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
-  return 1;
+  round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+  return true;
 }
 
-/* A COMMIT (new attempt) for our round |r|, from the coordinator of its
- * view (or from ourselves). Returns DED_ERR_PROTO if the commit lies about
- * us; the caller drops the sender. */
-int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
-                           uint64_t now_ns) {
-  if (round_check_signature(node, r, cm)) return 0;
+/* A COMMIT (new attempt) for |r|. DED_ERR_PROTO if it lies about us. */
+static int round_take_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
+                             uint64_t now_ns) {
+  if (round_wrong_signature(node, r, cm)) return 0;
   int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
   if (rv) return rv;
   if (r->att.me < cm->k && cm->members[r->att.me].n_local != r->a.n_local) return DED_ERR_PROTO;
@@ -739,51 +619,13 @@ int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
   return round_start_reduce(node, r, now_ns);
 }
 
-/* We came late for |r|: tell the swarm that we will join the rounds
- * after it, so that it waits for us instead of leaving us late round after
- * round. The announcement goes to every peer of the run we are connected
- * to: any of them may coordinate a round, and the others wait for that
- * coordinator's decision. The coordinator of each round from |r| + 1 on
- * holds it in view 0 for as long as fetching one result should take us
- * (node_intent_hold), each round at most once (node_intents_spent). We
- * announce again every deadline floor while we
- * fetch (the round we fetch may itself still be running, and take far
- * longer than a fetch), and each late round on the way announces the
- * next, so the swarm waits as long as we keep coming, however many rounds
- * behind we are. A member that finished |r| + 1 already answers AHEAD,
- * saying where the swarm is (for the trainer: far behind, it reloads). A
- * trainer late by a few steps goes at the swarm's pace and would never
- * catch up on its own, nor would one whose link fetches a result more
- * slowly than the swarm completes a round. */
-static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
-  uint64_t target = r->no + 1;
-  if (target == node->intent_round && now_ns < node->intent_ns + node->s.deadline_floor_ns)
-    return; /* announced just now */
-  ded_round *nx = ded_round_find(node, target);
-  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
-  node->intent_round = target;
-  node->intent_ns = now_ns;
-  ded_msg_join j;
-  memset(&j, 0, sizeof j);
-  j.round = target;
-  j.dtype = r->a.dtype;
-  j.count = r->a.count;
-  j.weight = r->a.weight;
-  j.n_local = r->a.n_local;
-  j.flags = DED_JOIN_F_INTENT;
-  uint8_t frame[DED_JOIN_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_join_encode(&w, &j);
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
-  }
-}
+static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns);
 
 /* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
-int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns) {
-  if (round_check_signature(node, r, &d->plan)) return 0;
-  if (!r->has_plan || r->att.plan.attempt != d->plan.attempt) {
+static int round_take_decide(ded_node *node, ded_round *r, const ded_msg_decide *d,
+                             uint64_t now_ns) {
+  if (round_wrong_signature(node, r, &d->plan)) return 0;
+  if (!round_holds(r) || r->att.plan.attempt != d->plan.attempt) {
     int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
     if (rv) return rv;
   } else {
@@ -794,7 +636,7 @@ int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, u
     r->accepted = false;
   }
   if (d->flags & DED_DECIDE_F_CHOSEN) r->chosen = d->plan.attempt;
-  r->frozen = false;
+  r->att_state = ROUND_ATT_LIVE;
   ded_mem_free(node->mem, r->att.holders);
   ded_mem_free(node->mem, r->att.fetch_sent);
   r->att.fetch_sent = NULL;
@@ -805,20 +647,252 @@ int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, u
   return round_fetch_missing(node, r, now_ns);
 }
 
-/* A DATA or RESULT frame for |r|'s current attempt. A violation is the
- * sender's fault: the caller drops it. */
-static int round_on_data(ded_node *node, ded_round *r, ded_peer *from, uint8_t type,
-                         const ded_msg_data *d) {
-  round_io io = {node, r};
-  ded_attempt_env env = round_env(&io);
-  return ded_attempt_take(&r->att, &env, from->id, type, d, r->state == ROUND_RUNNING,
-                          r->state == ROUND_FETCHING);
+/* ------------------------------------------------------------------ */
+/* completion: -> DONE_WAIT -> DRAINING                                 */
+/* ------------------------------------------------------------------ */
+
+/* True if |r|'s attempt was planned on another result of the previous
+ * round than the one that round ended with here. */
+static bool round_void_base(ded_node *node, const ded_round *r) {
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  return r->att.plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+         prev->final_attempt != r->att.plan.base;
 }
 
-/* Routes a data frame to |r|: now, later (it overtook its attempt's
- * commit), or nowhere (a moot attempt). A violation drops the connection
- * it came on (|via|; NULL for a frame kept from earlier: then the peer's
- * own). */
+/* Drops such an attempt (it never completes here) and fails over along
+ * the previous round's real membership. */
+static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  char why[128];
+  snprintf(why, sizeof why,
+           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
+           "%llx here",
+           (unsigned long long)r->att.plan.attempt, (unsigned long long)r->att.plan.base,
+           (unsigned long long)prev->final_attempt);
+  ded_conns_detach(node, r, false);
+  round_free_attempt(node, r);
+  r->state = ROUND_RUNNING;
+  if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
+    round_failover(node, r, why, now_ns);
+  else
+    ded_round_fail(node, r, DED_ERR_NOMEM);
+}
+
+void ded_round_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
+                         uint32_t view, uint8_t flags) {
+  if (!to || !to->conn) return;
+  uint8_t frame[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_have h = {round, attempt, view, flags};
+  ded_msg_have_encode(&w, &h);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* True once the current attempt is the round's result: someone completed
+ * it, or a quorum of its acceptors accepted it in one view. */
+static bool round_is_chosen(const ded_round *r) {
+  if (!round_holds(r)) return false;
+  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
+  return ded_votes_quorum(&r->votes, &r->att.plan);
+}
+
+/* The whole result is here: accept it (HAVE to the attempt's members),
+ * and once it is the round's result, -> DONE_WAIT, and report it when
+ * every earlier round has. */
+static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+    break;
+  default:
+    return;
+  }
+  if (!round_holds(r) || !ded_attempt_whole(&r->att)) return;
+  if (!r->got_ns) r->got_ns = now_ns;
+  if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&
+      (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+    /* Never for a view below one we joined (a failover froze the attempt),
+     * nor for an attempt planned on another result of the previous round
+     * than ours: we wait until that round has ended here. */
+    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+    if (r->att.plan.base != 0 && prev && !prev->final) return;
+    if (round_void_base(node, r)) {
+      round_drop_void(node, r, now_ns);
+      return;
+    }
+    r->accepted = true;
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
+    for (unsigned m = 0; m < r->att.plan.k; m++)
+      if (m != r->att.me)
+        ded_round_send_have(node, round_member_peer(node, r, m), r->no, r->att.plan.attempt,
+                            r->acc_view, 0);
+  }
+  if (!round_is_chosen(r)) return;
+  r->chosen = r->att.plan.attempt;
+  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
+    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
+  /* Those who are not acceptors (late members) and asked: it is done. So
+   * are clients, which hear no HAVE from one another and may lack a
+   * quorum of their own. */
+  for (unsigned i = 0; i < r->votes.n; i++) {
+    const ded_vote *v = &r->votes.v[i];
+    if (v->attempt != r->att.plan.attempt || id_is_me(node, v->id)) continue;
+    unsigned m = ded_plan_index(&r->att.plan, v->id);
+    if (m == r->att.plan.k ||
+        (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
+            DED_MEMBER_F_ACCEPTOR)
+      ded_round_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
+                          DED_HAVE_F_DONE);
+  }
+  r->state = ROUND_DONE_WAIT;
+  rounds_report_ready(node, now_ns);
+}
+
+/* Reports the DONE_WAIT rounds that no earlier round holds up. */
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (unsigned i = 0; i < node->rounds.n; i++) {
+      ded_round *r = node->rounds.v[i];
+      if (r->state != ROUND_DONE_WAIT) continue;
+      bool earlier = false;
+      for (unsigned k = 0; k < node->rounds.n && !earlier; k++) {
+        ded_round *o = node->rounds.v[k];
+        earlier = o->no < r->no && !ded_round_over(o);
+      }
+      if (earlier) continue;
+      /* The attempt was planned on the previous round's membership; if that
+       * round ended here with another attempt, the plan came from a
+       * coordinator the swarm did not choose. */
+      if (round_void_base(node, r)) {
+        round_drop_void(node, r, now_ns);
+        again = true;
+        break;
+      }
+      /* Alone: the only contributor (aux members may have helped): our
+       * buffer stays S_j, bit for bit. */
+      bool alone = r->att.ncontrib == 1 && r->att.me == r->att.first_contrib;
+      bool late = r->att.me == r->att.plan.k;
+      if (late)
+        node_log(node, DED_LOG_INFO,
+                 "round %llu: fetched the result of %u members (this job came late)",
+                 (unsigned long long)r->no, r->att.plan.k);
+      if (r->recoveries)
+        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "",
+                 r->att.ncontrib);
+      round_report(node, r, 0, alone, late);
+      again = true;
+      break;
+    }
+  }
+}
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
+  if (node->rounds.reporting) { /* called back from below: the loop goes round again */
+    node->rounds.report_again = true;
+    return;
+  }
+  node->rounds.reporting = true;
+  do {
+    node->rounds.report_again = false;
+    rounds_report_ready_once(node, now_ns);
+    /* Rounds whose acceptance waited for an earlier round to end. */
+    for (unsigned i = 0; i < node->rounds.n; i++) {
+      ded_round *r = node->rounds.v[i];
+      if (!ded_round_over(r) && round_holds(r) && !r->accepted) round_check_complete(node, r, now_ns);
+    }
+  } while (node->rounds.report_again);
+  node->rounds.reporting = false;
+}
+
+/* ------------------------------------------------------------------ */
+/* events                                                               */
+/* ------------------------------------------------------------------ */
+
+/* advance: a lineage, a connection or a peer may be there now. */
+static void round_on_advance(ded_node *node, ded_round *r, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+    round_try_join(node, r, now_ns);
+    if (r->state != ROUND_FETCHING) break;
+    /* Our own coordinator side decided at once: fetch as below. */
+    /* fall through */
+  case ROUND_FETCHING:
+    if (r->att_state == ROUND_ATT_LIVE) {
+      int rv = round_fetch_missing(node, r, now_ns);
+      if (rv) ded_round_fail(node, r, rv);
+    }
+    break;
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    break;
+  }
+}
+
+void ded_rounds_advance(ded_node *node, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++) round_on_advance(node, node->rounds.v[i], now_ns);
+}
+
+/* commit, decide: only from the coordinator we reported to, for the view
+ * we reported to; anything else about a round we are in is moot (an
+ * older view, a coordinator we left behind). */
+static bool round_awaits(const ded_round *r, const uint8_t from[DED_ID_BYTES], uint32_t view) {
+  return r->view == view && memcmp(r->coord, from, DED_ID_BYTES) == 0;
+}
+
+int ded_round_on_commit(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_commit *cm, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINED: {
+    if (!round_awaits(r, from, (uint32_t)(cm->attempt >> 32))) return 0;
+    int rv = round_take_commit(node, r, cm, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
+    return rv == DED_ERR_PROTO ? rv : 1;
+  }
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    break;
+  }
+  return 0;
+}
+
+int ded_round_on_decide(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_decide *d, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINED: {
+    if (!round_awaits(r, from, d->view)) return 0;
+    int rv = round_take_decide(node, r, d, now_ns);
+    if (rv) ded_round_fail(node, r, rv);
+    return rv == DED_ERR_PROTO ? rv : 1;
+  }
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    break;
+  }
+  return 0;
+}
+
+/* data: now (the attempt it belongs to runs), later (it overtook its
+ * attempt's commit), or never (a moot attempt, a finished round). A
+ * violation drops the connection it came on. */
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
                              uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns) {
   if (!via) via = from->conn;
@@ -828,142 +902,168 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
     return;
   }
-  bool current = r->has_plan && d.attempt == r->att.plan.attempt &&
-                 (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING);
-  if (!current) {
-    if (r->has_plan && d.attempt <= r->att.plan.attempt) return; /* moot */
-    if (r->reported || r->state == ROUND_DONE_WAIT) return;
-    /* A later attempt whose commit is still on its way: keep it. */
-    size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
-    early_frame *e = NULL;
-    if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
-    if (!e) {
-      if (via) ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
+  switch (r->state) {
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    return; /* moot */
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+    if (round_holds(r) && d.attempt == r->att.plan.attempt) {
+      if (r->att_state == ROUND_ATT_FROZEN) return;
+      round_io io = {node, r};
+      ded_attempt_env env = round_env(&io);
+      rv = ded_attempt_take(&r->att, &env, from->id, type, &d, r->state == ROUND_RUNNING,
+                            r->state == ROUND_FETCHING);
+      if (rv == DED_ERR_NOMEM) {
+        ded_round_fail(node, r, rv);
+        return;
+      }
+      if (rv) {
+        if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
+        return;
+      }
+      r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
+      round_check_complete(node, r, now_ns);
       return;
     }
-    e->next = NULL;
-    e->type = type;
-    memcpy(e->from, from->id, DED_ID_BYTES);
-    e->len = len;
-    memcpy(e->payload, payload, len);
-    if (r->early_tail)
-      r->early_tail->next = e;
-    else
-      r->early_head = e;
-    r->early_tail = e;
-    r->early_bytes += len;
+    /* Another attempt's: */
+    /* fall through */
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+    break;
+  }
+  if (round_holds(r) && d.attempt <= r->att.plan.attempt) return; /* moot */
+  /* A later attempt whose commit is still on its way: keep it. */
+  size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
+  early_frame *e = NULL;
+  if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
+  if (!e) {
+    if (via) ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
     return;
   }
-  if (r->frozen) return;
-  rv = round_on_data(node, r, from, type, &d);
-  if (rv == DED_ERR_NOMEM) {
-    ded_round_fail(node, r, rv);
-    return;
-  }
-  if (rv) {
-    if (via) ded_conn_protocol_error(node, via, rv, ded_msg_name(type));
-    return;
-  }
-  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
-  round_check_complete(node, r, now_ns);
+  e->next = NULL;
+  e->type = type;
+  memcpy(e->from, from->id, DED_ID_BYTES);
+  e->len = len;
+  memcpy(e->payload, payload, len);
+  if (r->early_tail)
+    r->early_tail->next = e;
+  else
+    r->early_head = e;
+  r->early_tail = e;
+  r->early_bytes += len;
 }
 
-/* A peer went away: rounds that still need something from it fail over,
- * and coordinators stop waiting for it. A member that already gave us
- * everything may go: it finished the round first. */
-void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    ded_round *r = node->rounds[i];
-    if (r->reported || r->state == ROUND_DEAD) continue;
-    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
-        memcmp(r->coord, p->id, DED_ID_BYTES) == 0) {
+void ded_round_on_data(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via, uint8_t type,
+                       const uint8_t *payload, size_t len, uint64_t now_ns) {
+  round_take_frame(node, r, from, via, type, payload, len, now_ns);
+}
+
+void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                       const char *from_sid, const ded_msg_have *h, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    return;
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+    break;
+  }
+  if (h->flags & DED_HAVE_F_DONE) {
+    if (r->chosen && r->chosen != h->attempt) {
+      /* Two peers contradict each other; we cannot tell which one lies. */
+      node_log(node, DED_LOG_ERROR, "round %llu: %s says attempt %llx completed, another said %llx",
+               (unsigned long long)r->no, from_sid, (unsigned long long)h->attempt,
+               (unsigned long long)r->chosen);
+      return;
+    }
+    r->chosen = h->attempt;
+  } else {
+    ded_votes_add(&r->votes, node->mem, from, h->attempt, h->view);
+  }
+  if (round_holds(r) && r->att.plan.attempt == h->attempt) round_check_complete(node, r, now_ns);
+}
+
+/* peer down: a round that still needs something from |p| fails over. A
+ * member that already gave us everything may go: it finished the round
+ * first. */
+static void round_on_peer_down(ded_node *node, ded_round *r, ded_peer *p, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+    if (memcmp(r->coord, p->id, DED_ID_BYTES) == 0)
       round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
-    } else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
-      for (unsigned m = 0; m < r->att.plan.k; m++)
-        if (m != r->att.me && memcmp(r->att.plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
-          if (ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) {
-            char why[64];
-            snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
-            round_failover(node, r, why, now_ns);
-          }
-          break;
+    break;
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+    if (r->att_state != ROUND_ATT_LIVE) break;
+    for (unsigned m = 0; m < r->att.plan.k; m++)
+      if (m != r->att.me && memcmp(r->att.plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
+        if (ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) {
+          char why[64];
+          snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
+          round_failover(node, r, why, now_ns);
         }
-    }
+        break;
+      }
+    break;
+  case ROUND_WAIT_PREV:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    break;
   }
-  ded_coords_evaluate(node, now_ns);
 }
 
-/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
- * hold it, as it is reduced if it is our own shard in progress. */
-void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
-  ded_round *r = ded_round_find(node, f->round);
-  if (r && r->has_plan && r->att.plan.attempt == f->attempt && f->shard < r->att.plan.k &&
-      (!r->frozen || ded_attempt_shard_done(&r->att, f->shard))) {
-    round_io io = {node, r};
-    ded_attempt_env env = round_env(&io);
-    ded_attempt_serve(&r->att, &env, f->shard, to->id, !r->frozen && !r->reported);
-    return;
-  }
-  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
-  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
-    size_t es = ded_dtype_size(h->plan.dtype);
-    unsigned s = f->shard;
-    uint64_t lo = h->plan.members[s].shard_off;
-    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
-    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
-      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
-      size_t bytes = DED_DATA_HDR_BYTES + n * es;
-      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
-      if (!frame) return;
-      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
-      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
-    }
-    return;
-  }
-  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
-           (unsigned long long)f->round, to->sid);
-  if (f->round < node->next_round && !r) ded_coord_send_stale(node, to, f->round);
+void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++) round_on_peer_down(node, node->rounds.v[i], p, now_ns);
 }
 
-
-/* The attempt round |no| completed with here, if we still know it. */
-const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
-  ded_round *r = ded_round_find(node, no);
-  if (r && r->has_plan && r->chosen == r->att.plan.attempt &&
-      (r->state == ROUND_DONE_WAIT || (r->reported && r->keep)))
-    return &r->att.plan;
-  ded_hist_entry *h = ded_history_find(&node->hist, no);
-  return h ? &h->plan : NULL;
-}
-
-/* A PROBE: the round moved to a new view; report there. |from| NULL: our
+/* probe: the round moved to a new view; report there. |from| NULL: our
  * own coordinator side. */
-void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
-  if (node->s.no_rounds) return;
-  ded_round *r = ded_round_find(node, m->round);
-  if (r && !r->reported) {
-    if (r->state == ROUND_WAIT_PREV) {
-      ded_lineage_set_view_hint(&node->lin, m->round, m->view);
-      return;
-    }
-    if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
-    if (r->genesis || r->nlin == 0) {
-      if (!r->has_plan) return;
-      round_failover(node, r, "probed", now_ns); /* sets the lineage up */
-      if (r->reported || r->view >= m->view) return;
-    }
-    round_freeze(node, r);
-    r->view = m->view;
-    memcpy(r->coord, from ? from->id : node->ident.id, DED_ID_BYTES);
-    node_log(node, DED_LOG_DEBUG, "round %llu: probed into view %u", (unsigned long long)r->no, m->view);
-    round_send_join(node, r, now_ns);
+static void round_on_probe(ded_node *node, ded_round *r, ded_peer *from, const ded_msg_probe *m,
+                           uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_WAIT_PREV:
+    ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+    return;
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+    break;
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
     return;
   }
-  /* A round we finished: say so, or the new view might decide without us. */
+  if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
+  if (r->genesis || r->nlin == 0) {
+    if (!round_holds(r)) return;
+    round_failover(node, r, "probed", now_ns); /* sets the lineage up */
+    if (ded_round_over(r) || r->view >= m->view) return;
+  }
+  round_freeze(node, r);
+  r->view = m->view;
+  memcpy(r->coord, from ? from->id : node->ident.id, DED_ID_BYTES);
+  node_log(node, DED_LOG_DEBUG, "round %llu: probed into view %u", (unsigned long long)r->no,
+           m->view);
+  round_send_join(node, r, now_ns);
+}
+
+/* A round we finished, probed: say so, or the new view might decide
+ * without us. */
+static void round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
+                                  const ded_msg_probe *m, uint64_t now_ns) {
   const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
   if (!plan) {
-    if (!r && m->round >= node->next_round) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+    if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
     return;
   }
   ded_msg_join j;
@@ -1003,253 +1103,259 @@ void ded_round_on_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, 
   ded_mem_free(node->mem, have);
 }
 
-/* ------------------------------------------------------------------ */
-/* 8. frame dispatch                                                   */
-/* ------------------------------------------------------------------ */
-
-
-/* A decision (COMMIT or DECIDE) is taken only from the coordinator we
- * reported to, for the view we reported to. Anything else about a round
- * we are in is moot (an older view, a coordinator we left behind); about
- * a round we never started, it is a lie. */
-static ded_round *conn_decision_round(ded_node *node, ded_conn *c, uint64_t round, uint32_t view,
-                                      bool *lie) {
-  ded_round *r = ded_round_find(node, round);
-  *lie = !r && round >= node->next_round;
-  if (!r || r->reported || r->state != ROUND_JOINED || r->view != view ||
-      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
-    return NULL;
-  return r;
+void ded_round_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
+  if (node->s.no_rounds) return;
+  ded_round *r = ded_round_find(node, m->round);
+  if (r && !ded_round_over(r))
+    round_on_probe(node, r, from, m, now_ns);
+  else
+    round_probed_finished(node, r, from, m, now_ns);
 }
 
-void ded_round_frame_commit(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_commit cm;
-  int rv = ded_msg_commit_decode(f->payload, f->len, node->mem, &cm);
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "COMMIT");
+/* stale: asked of the coordinator we joined, or of a holder we fetch from. */
+void ded_round_on_stale(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_stale *m) {
+  switch (r->state) {
+  case ROUND_JOINED:
+    if (memcmp(r->coord, from, DED_ID_BYTES) != 0) return;
+    break;
+  case ROUND_FETCHING:
+    break;
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_RUNNING:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
     return;
   }
-  bool lie;
-  ded_round *r = conn_decision_round(node, c, cm.round, (uint32_t)(cm.attempt >> 32), &lie);
-  if (r) {
-    rv = ded_round_on_commit(node, r, &cm, now_ns);
-    if (rv) ded_round_fail(node, r, rv);
-  }
-  ded_msg_commit_free(&cm, node->mem);
-  if (lie || rv == DED_ERR_PROTO) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "COMMIT");
-    return;
-  }
-  ded_rounds_advance(node, now_ns);
-  ded_coords_evaluate(node, now_ns);
-}
-
-void ded_round_frame_decide(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_decide d;
-  int rv = ded_msg_decide_decode(f->payload, f->len, node->mem, &d);
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "DECIDE");
-    return;
-  }
-  bool lie;
-  ded_round *r = conn_decision_round(node, c, d.round, d.view, &lie);
-  if (r) {
-    rv = ded_round_on_decide(node, r, &d, now_ns);
-    if (rv) ded_round_fail(node, r, rv);
-  }
-  ded_msg_decide_free(&d, node->mem);
-  if (lie) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "DECIDE");
-    return;
-  }
-  ded_rounds_advance(node, now_ns);
-  ded_coords_evaluate(node, now_ns);
-}
-
-void ded_round_frame_redirect(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_redirect m;
-  int rv = ded_msg_redirect_decode(f->payload, f->len, &m);
-  ded_round *r = rv ? NULL : ded_round_find(node, m.round);
-  if (rv || (r && r->state == ROUND_JOINED && r->genesis &&
-             memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0 &&
-             memcmp(m.id, c->peer->id, DED_ID_BYTES) >= 0)) {
-    ded_conn_protocol_error(node, c, rv ? rv : DED_ERR_PROTO, "REDIRECT");
-    return;
-  }
-  if (!r || r->state != ROUND_JOINED || !r->genesis ||
-      memcmp(r->coord, c->peer->id, DED_ID_BYTES) != 0)
-    return; /* moot: we moved on */
-  /* The new coordinator may be someone we are not connected to yet: the
-   * join then waits in JOINING for its connection. */
-  memcpy(r->coord, m.id, DED_ID_BYTES);
-  round_send_join(node, r, now_ns);
-}
-
-void ded_round_frame_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
-  ded_msg_stale m;
-  int rv = ded_msg_stale_decode(f->payload, f->len, &m);
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "STALE");
-    return;
-  }
-  ded_round *r = ded_round_find(node, m.round);
-  if (!r || r->reported) return;
-  bool asked = (r->state == ROUND_JOINED && memcmp(r->coord, c->peer->id, DED_ID_BYTES) == 0) ||
-               r->state == ROUND_FETCHING;
-  if (!asked) return;
   node_log(node, DED_LOG_WARN,
            "round %llu: the swarm is already at round %llu and no longer has this one; this job is "
            "out of step and keeps its own values",
-           (unsigned long long)m.round, (unsigned long long)m.next_round);
+           (unsigned long long)m->round, (unsigned long long)m->next_round);
   if (r->genesis) ded_lineage_lose(&node->lin);
-  r->behind = m.next_round;
-  node->stale_round = DED_MAX(node->stale_round, m.next_round);
-  ded_round_report(node, r, 0, true, true);
+  r->behind = m->next_round;
+  node->rounds.stale = DED_MAX(node->rounds.stale, m->next_round);
+  round_report(node, r, 0, true, true);
 }
 
-/* An AHEAD: the swarm is past the round we announced (round_send_intent). */
-void ded_round_frame_ahead(ded_node *node, ded_conn *c, const ded_frame *f) {
-  ded_msg_stale m;
-  int rv = ded_msg_ahead_decode(f->payload, f->len, &m);
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "AHEAD");
-    return;
+/* redirect: in a genesis JOINED, from the coordinator we asked. The new
+ * coordinator may be someone we are not connected to yet: the join then
+ * waits in JOINING for its connection. */
+int ded_round_on_redirect(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                          const ded_msg_redirect *m, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINED:
+    if (!r->genesis || memcmp(r->coord, from, DED_ID_BYTES) != 0) return 0; /* moot */
+    if (memcmp(m->id, from, DED_ID_BYTES) >= 0) return DED_ERR_PROTO; /* names no smaller id */
+    memcpy(r->coord, m->id, DED_ID_BYTES);
+    round_send_join(node, r, now_ns);
+    return 0;
+  case ROUND_WAIT_PREV:
+  case ROUND_JOINING:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    break;
   }
-  if (m.round != node->intent_round || m.next_round <= node->catch_up)
-    return; /* not the answer to our latest announcement */
-  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
-           (unsigned long long)m.round, (unsigned long long)m.next_round);
-  node->catch_up = m.next_round;
+  return 0; /* moot: we moved on */
 }
 
-/* A HAVE: a member holds an attempt's result and accepts it. */
-void ded_round_frame_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  ded_msg_have h;
-  int rv = ded_msg_have_decode(f->payload, f->len, &h);
-  if (rv) {
-    ded_conn_protocol_error(node, c, rv, "HAVE");
-    return;
-  }
-  ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
-  const ded_msg_commit *done = ded_round_result_plan(node, h.round);
-  if (done) { /* finished here: if with that attempt, say so */
-    if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
-      node_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
-    return;
-  }
-  ded_round *r = ded_round_find(node, h.round);
-  if (!r) {
-    if (h.round >= node->next_round + DED_ROUNDS_AHEAD_MAX)
-      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
-    return;
-  }
-  if (r->reported) return;
-  if (h.flags & DED_HAVE_F_DONE) {
-    if (r->chosen && r->chosen != h.attempt) {
-      /* Two peers contradict each other; we cannot tell which one lies. */
-      node_log(node, DED_LOG_ERROR, "round %llu: %s says attempt %llx completed, another said %llx",
-               (unsigned long long)r->no, c->peer->sid, (unsigned long long)h.attempt,
-               (unsigned long long)r->chosen);
-      return;
-    }
-    r->chosen = h.attempt;
-  } else {
-    ded_votes_add(&r->votes, node->mem, c->peer->id, h.attempt, h.view);
-  }
-  if (r->has_plan && r->att.plan.attempt == h.attempt) round_check_complete(node, r, now_ns);
-}
-
-void ded_round_frame_data(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
-  if (f->len < 24) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, ded_msg_name(f->type));
-    return;
-  }
-  ded_rd rd = ded_rd_init(f->payload, 8);
-  uint64_t no = ded_rd_u64(&rd);
-  ded_round *r = ded_round_find(node, no);
-  if (!r) {
-    /* A round that already finished here (or failed): late data is moot. A
-     * round we never started is a lie. */
-    if (no >= node->next_round) ded_conn_protocol_error(node, c, DED_ERR_PROTO, "data for unknown round");
-    return;
-  }
-  round_take_frame(node, r, c->peer, c, f->type, f->payload, f->len, now_ns);
-}
-
-void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
-  for (unsigned i = 0; i < node->nrounds; i++) {
-    ded_round *r = node->rounds[i];
-    if (r->reported || r->state == ROUND_DEAD) continue;
-    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
-    if (r->reported) continue;
-    if (r->state == ROUND_WAIT_PREV && !node->lin.have_members &&
-        now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
+/* bound: the rendezvous of a first round, then the round's own bound: the
+ * call returns, alone and late. True if the round reported. */
+static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_WAIT_PREV:
+    if (!node->lin.have_members && now_ns >= r->submit_ns + node->s.rendezvous_timeout_ns) {
       node_log(node, DED_LOG_ERROR, "only %u of DEDMPI_MIN_PEERS=%u peers arrived",
                ded_peers_genesis_view(node, NULL), node->s.min_peers);
       ded_round_fail(node, r, DED_ERR_RENDEZVOUS);
-      continue;
+      return true;
     }
     /* Waiting for the first round's rendezvous has its own bound. */
-    if (r->state == ROUND_WAIT_PREV && !node->lin.ever_members)
-      r->bound_ns = now_ns + node->s.round_timeout_ns;
-    if (now_ns >= r->bound_ns) {
-      node_log(node, DED_LOG_WARN,
-               "round %llu: no result within the bound (%llu ms); this job keeps its own values "
-               "and is out of step",
-               (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
-      ded_round_report(node, r, 0, true, true);
-      continue;
-    }
-    /* Late, still fetching: the swarm keeps holding the next round. */
-    if (r->state == ROUND_FETCHING && r->has_plan && r->att.me == r->att.plan.k && !r->frozen)
-      round_send_intent(node, r, now_ns);
-    if (r->wait_ns == 0 || now_ns < r->wait_ns) continue;
+    if (!node->lin.ever_members) r->bound_ns = now_ns + node->s.round_timeout_ns;
+    break;
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+  case ROUND_DONE_WAIT:
+    break;
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    return false;
+  }
+  if (now_ns < r->bound_ns) return false;
+  node_log(node, DED_LOG_WARN,
+           "round %llu: no result within the bound (%llu ms); this job keeps its own values "
+           "and is out of step",
+           (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+  round_report(node, r, 0, true, true);
+  return true;
+}
+
+/* deadline: the soft wait ran out. Waiting for a decision, fail over
+ * (unless our own coordinator side decides, or a member of the round
+ * before is still finishing it); waiting for progress, fail over, saying
+ * whom we waited for. */
+static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINING:
+  case ROUND_JOINED: {
     /* Our own coordinator side decides when it can (it may lack a
      * majority: then the bound ends the round). */
     ded_coord *own = id_is_me(node, r->coord) ? ded_coord_find(node, r->no) : NULL;
-    if ((r->state == ROUND_JOINED || r->state == ROUND_JOINING) && !(own && own->view == r->view)) {
-      /* The coordinator waits for a member still finishing the round
-       * before (coord_evaluate): so do we, a wait longer. */
-      if (r->view == 0 && !r->genesis && now_ns < r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0) &&
-          ded_coord_lin_finishing(node, r->no, NULL, now_ns)) {
-        /* Not at once when it is done either: its JOIN, then the COMMIT,
-         * are on their way. */
-        r->wait_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
-        continue;
-      }
-      round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    if (own && own->view == r->view) return;
+    /* The coordinator waits for a member still finishing the round
+     * before: so do we, a wait longer. */
+    uint64_t finish_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
+    if (r->view == 0 && !r->genesis && now_ns < finish_ns &&
+        ded_coord_lin_finishing(node, r->no, NULL, now_ns)) {
+      /* Not at once when it is done either: its JOIN, then the COMMIT,
+       * are on their way. */
+      r->wait_ns = finish_ns;
+      return;
     }
-    else if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && !r->frozen) {
-      /* Say whom we were waiting for: the log is where a stall is read
-       * (nothing: only for the others' HAVEs). */
-      char why[128] = "no progress in time (waiting for";
-      unsigned shown = 0;
-      for (unsigned m = 0; m < r->att.plan.k; m++) {
-        if (m == r->att.me || !ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) continue;
-        char sid[9];
-        ded_id_short(r->att.plan.members[m].id, sid);
-        size_t pos = strlen(why);
-        snprintf(why + pos, sizeof why - pos, " %s", shown < 4 ? sid : "...");
-        if (++shown > 4) break;
-      }
+    round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    return;
+  }
+  case ROUND_RUNNING:
+  case ROUND_FETCHING: {
+    if (r->att_state != ROUND_ATT_LIVE) return;
+    /* Say whom we were waiting for: the log is where a stall is read
+     * (nothing: only for the others' HAVEs). */
+    char why[128] = "no progress in time (waiting for";
+    unsigned shown = 0;
+    for (unsigned m = 0; m < r->att.plan.k; m++) {
+      if (m == r->att.me || !ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) continue;
+      char sid[9];
+      ded_id_short(r->att.plan.members[m].id, sid);
       size_t pos = strlen(why);
-      snprintf(why + pos, sizeof why - pos, "%s)", shown ? "" : " nothing but HAVEs");
-      round_failover(node, r, why, now_ns);
+      snprintf(why + pos, sizeof why - pos, " %s", shown < 4 ? sid : "...");
+      if (++shown > 4) break;
     }
+    size_t pos = strlen(why);
+    snprintf(why + pos, sizeof why - pos, "%s)", shown ? "" : " nothing but HAVEs");
+    round_failover(node, r, why, now_ns);
+    return;
+  }
+  case ROUND_WAIT_PREV:
+  case ROUND_DONE_WAIT:
+  case ROUND_DRAINING:
+  case ROUND_DEAD:
+    return;
   }
 }
 
-int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
-  ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);
-  if (!r) return DED_ERR_NOMEM;
-  r->no = node->next_round++;
-  r->a = *args;
-  r->es = ded_dtype_size(args->dtype);
-  r->state = ROUND_WAIT_PREV;
-  r->submit_ns = now_ns;
-  r->bound_ns = now_ns + node->s.round_timeout_ns;
-  node->rounds[node->nrounds++] = r;
-  int64_t no = (int64_t)r->no;
-  round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
-  return no;
+void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
+    if (ded_round_over(r)) continue;
+    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
+    if (ded_round_over(r) || round_on_bound(node, r, now_ns)) continue;
+    /* Late, still fetching: the swarm keeps holding the next round. */
+    if (r->state == ROUND_FETCHING && round_holds(r) && r->att.me == r->att.plan.k &&
+        r->att_state == ROUND_ATT_LIVE)
+      round_send_intent(node, r, now_ns);
+    if (r->wait_ns != 0 && now_ns >= r->wait_ns) round_on_deadline(node, r, now_ns);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* serving others from rounds we finished; catching up                  */
+/* ------------------------------------------------------------------ */
+
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = ded_round_find(node, no);
+  if (r && round_holds(r) && r->chosen == r->att.plan.attempt &&
+      (r->state == ROUND_DONE_WAIT || (ded_round_over(r) && r->with_result)))
+    return &r->att.plan;
+  ded_hist_entry *h = ded_history_find(&node->hist, no);
+  return h ? &h->plan : NULL;
+}
+
+/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
+ * hold it, as it is reduced if it is our own shard in progress. */
+void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
+  ded_round *r = ded_round_find(node, f->round);
+  if (r && round_holds(r) && r->att.plan.attempt == f->attempt && f->shard < r->att.plan.k &&
+      (r->att_state == ROUND_ATT_LIVE || ded_attempt_shard_done(&r->att, f->shard))) {
+    round_io io = {node, r};
+    ded_attempt_env env = round_env(&io);
+    ded_attempt_serve(&r->att, &env, f->shard, to->id,
+                      r->att_state == ROUND_ATT_LIVE && !ded_round_over(r));
+    return;
+  }
+  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
+  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
+    size_t es = ded_dtype_size(h->plan.dtype);
+    unsigned s = f->shard;
+    uint64_t lo = h->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
+    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
+      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
+      size_t bytes = DED_DATA_HDR_BYTES + n * es;
+      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
+      if (!frame) return;
+      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
+      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
+      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
+    }
+    return;
+  }
+  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
+           (unsigned long long)f->round, to->sid);
+  if (f->round < node->rounds.next && !r) ded_coord_send_stale(node, to, f->round);
+}
+
+/* We came late for |r|: tell the swarm that we will join the rounds
+ * after it, so that it waits for us instead of leaving us late round after
+ * round. The announcement goes to every peer of the run we are connected
+ * to: any of them may coordinate a round, and the others wait for that
+ * coordinator's decision. The coordinator of each round from |r| + 1 on
+ * holds it in view 0 for as long as fetching one result should take us
+ * (ded_intents_hold_ns), each round at most once (ded_intents_spent). We
+ * announce again every deadline floor while we fetch (the round we fetch
+ * may itself still be running, and take far longer than a fetch), and
+ * each late round on the way announces the next, so the swarm waits as
+ * long as we keep coming, however many rounds behind we are. A member
+ * that finished |r| + 1 already answers AHEAD, saying where the swarm is
+ * (for the trainer: far behind, it reloads). A trainer late by a few
+ * steps goes at the swarm's pace and would never catch up on its own,
+ * nor would one whose link fetches a result more slowly than the swarm
+ * completes a round. */
+static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
+  uint64_t target = r->no + 1;
+  if (target == node->rounds.intent_round &&
+      now_ns < node->rounds.intent_ns + node->s.deadline_floor_ns)
+    return; /* announced just now */
+  ded_round *nx = ded_round_find(node, target);
+  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
+  node->rounds.intent_round = target;
+  node->rounds.intent_ns = now_ns;
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = target;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = DED_JOIN_F_INTENT;
+  uint8_t frame[DED_JOIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_join_encode(&w, &j);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
+}
+
+void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m) {
+  if (m->round != node->rounds.intent_round || m->next_round <= node->rounds.catch_up)
+    return; /* not the answer to our latest announcement */
+  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
+           (unsigned long long)m->round, (unsigned long long)m->next_round);
+  node->rounds.catch_up = m->next_round;
 }

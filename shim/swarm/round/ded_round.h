@@ -1,26 +1,45 @@
 /*
- * ded_round.h: the member side of a round.
+ * ded_round.h: the member side of a round, as a state machine.
  *
  * Owns: this job's rounds in flight (struct ded_round, one per submitted
- * all-reduce), from submission to the report: who coordinates it (view v
- * of the lineage, or the genesis rendezvous), its JOIN or failover report,
- * the attempt it runs or fetches, the HAVE votes heard, and the report
- * itself; and this job's own catching up (its announcements of the next
- * round it joins, and where the swarm said it is).
+ * all-reduce, in struct ded_rounds), from submission to the report: who
+ * coordinates it (view v of the lineage, or the genesis rendezvous), its
+ * JOIN or failover report, the attempt it holds (ded_attempt.h), the HAVE
+ * votes it heard, and the report itself; and this job's own catching up
+ * (its announcements of the next round it will join, where the swarm said
+ * it is, and the round a STALE said the swarm is at).
  *
- * docs/architecture.md draws the state machine; in short: WAIT_PREV (the
- * previous round's lineage, or the rendezvous) -> JOINING (the
- * coordinator's connection) -> JOINED (a decision) -> RUNNING (an attempt)
- * or FETCHING (an attempt that stands) -> DONE_WAIT (the result, chosen:
- * earlier rounds report first) -> DRAINING (reported; frames into its
- * memory still queued) -> DEAD (reaped). A failover goes back to JOINED in
- * the next view, reporting what it holds.
+ * The states (docs/architecture.md draws them with every transition):
+ *
+ *   WAIT_PREV  the previous round's lineage (its COMMIT), or the
+ *              rendezvous of the swarm's first round, is not here yet
+ *   JOINING    the coordinator is chosen; its connection is not ready
+ *   JOINED     our JOIN (or failover report) is sent; a decision is awaited
+ *   RUNNING    an attempt we are a member of: reduce-scatter, all-gather
+ *   FETCHING   an attempt that stands (DECIDE), or one we are not in: its
+ *              shards are fetched from their holders
+ *   DONE_WAIT  the whole result, chosen; earlier rounds report first
+ *   DRAINING   reported; frames into its memory are still queued
+ *   DEAD       reaped at the end of the entry point
+ *
+ * The events, one function each, each a switch on the state: advance (a
+ * lineage, a connection or a peer may be there now), commit, decide,
+ * data, have, peer down, probe, stale, redirect, deadline (the soft wait
+ * ran out) and bound (the hard bound, or the rendezvous's). Completion
+ * (the whole result, then a quorum of HAVEs for it) is a transition every
+ * event may lead to, never an event of its own.
+ *
+ * Beside the state, a round holds an attempt or not (|att_state|): NONE,
+ * LIVE (ours to run, in RUNNING or FETCHING), or FROZEN (we reported to a
+ * newer view: it sends and adds nothing more, and completes only if a
+ * coordinator says it stands, or someone completed it).
  *
  * Invariants: the caller's buffer is untouched until the report, which
- * happens exactly once, in round order; a round completes only an attempt
- * a quorum of its acceptors voted for (or someone completed), planned on
- * the attempt the previous round ended with here; a DRAINING round is
- * freed only once no queued frame refers to its memory.
+ * happens exactly once, in round order, with the state going to DRAINING;
+ * a round completes only an attempt that a quorum of its acceptors voted
+ * for in one view (or that someone completed), planned on the attempt the
+ * previous round ended with here; a round is freed only once no queued
+ * frame refers to its memory (refs_user, refs_res).
  */
 #ifndef DED_ROUND_H
 #define DED_ROUND_H
@@ -29,25 +48,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/ded_frame.h"
+#include "../avg/ded_attempt.h"
+#include "../core/ded_limits.h"
 #include "../core/ded_msg.h"
 #include "../ded_node.h"
-#include "../avg/ded_attempt.h"
 #include "../match/ded_quorum.h"
 
 struct ded_peer;
 struct ded_conn;
 
 typedef enum round_state {
-  ROUND_WAIT_PREV, /* needs the previous round's commit, or the rendezvous */
-  ROUND_JOINING,   /* coordinator chosen; its connection is not ready yet */
-  ROUND_JOINED,    /* JOIN (or a failover report) sent; waiting for a decision */
-  ROUND_RUNNING,   /* an attempt: reduce-scatter and all-gather */
-  ROUND_FETCHING,  /* the attempt that stands is fetched from its holders */
-  ROUND_DONE_WAIT, /* the whole result is here; earlier rounds report first */
-  ROUND_DRAINING,  /* reported; results to others still queued */
-  ROUND_DEAD,      /* reaped at the end of the entry point */
+  ROUND_WAIT_PREV,
+  ROUND_JOINING,
+  ROUND_JOINED,
+  ROUND_RUNNING,
+  ROUND_FETCHING,
+  ROUND_DONE_WAIT,
+  ROUND_DRAINING,
+  ROUND_DEAD,
 } round_state;
+
+/* The attempt a round holds. */
+typedef enum round_att {
+  ROUND_ATT_NONE,
+  ROUND_ATT_LIVE,
+  ROUND_ATT_FROZEN,
+} round_att;
 
 /* A data frame that overtook the COMMIT of its attempt. */
 typedef struct early_frame {
@@ -61,7 +87,7 @@ typedef struct early_frame {
 typedef struct ded_round {
   uint64_t no;
   round_state state;
-  bool genesis;
+  bool genesis; /* coordinated by the smallest id in sight, not by the lineage */
   ded_round_args a;
   size_t es; /* element size */
   /* Who coordinates: view |view| of the lineage |lin| (round no-1's
@@ -73,13 +99,12 @@ typedef struct ded_round {
   uint64_t lin_attempt; /* the attempt of round no-1 |lin| comes from */
   uint64_t bound_ns;    /* the call returns by then, whatever happens */
   uint64_t wait_ns;     /* the current soft deadline: a decision, or progress */
-  uint64_t est_ns;      /* what the attempt should take (plan_estimate_ns) */
+  uint64_t est_ns;      /* what the attempt should take (ded_plan_estimate_ns) */
   uint64_t submit_ns, joined_ns, started_ns;
   uint64_t got_ns; /* the whole result here */
-  /* The current attempt (has_plan), and the result (every shard; the
-   * attempt's chunks of it are marked in att.res_bits). */
-  bool has_plan;
-  bool frozen; /* reported to a newer view: this attempt sends nothing more */
+  /* The attempt, and the result (every shard; the attempt marks the
+   * chunks of it held in att.res_bits). */
+  round_att att_state;
   ded_attempt att;
   uint8_t *res;
   /* Data that arrived before the commit of its attempt. */
@@ -96,9 +121,23 @@ typedef struct ded_round {
   ded_votes votes;
   uint32_t recoveries; /* failovers so far */
   uint64_t behind;     /* a STALE said the swarm is at this round */
-  bool keep;           /* reported with the round's result: it goes to the history */
-  bool reported;
+  bool with_result;    /* reported with the round's result: it goes to the history */
 } ded_round;
+
+/* This job's rounds, and where it stands in the swarm. */
+typedef struct ded_rounds {
+  ded_round *v[DED_ROUNDS_ACTIVE_MAX]; /* in submission order */
+  unsigned n;
+  uint64_t next; /* the number the next submission gets */
+  /* Catching up, late: the round we last announced we will join, when,
+   * and where the swarm said it was when that round had passed there. */
+  uint64_t intent_round, intent_ns, catch_up;
+  /* Out of step: a STALE said the swarm is at this round. Our rounds
+   * below it are over before they start (until a reload). */
+  uint64_t stale;
+  unsigned self_depth;          /* nested joins to ourselves (round_send_join) */
+  bool reporting, report_again; /* rounds_report_ready is running; run it again */
+} ded_rounds;
 
 /* A new round (the next number) for |args|, validated by the caller, and
  * its first step; returns its number or DED_ERR_NOMEM. */
@@ -107,10 +146,15 @@ int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t no
 /* The live round |no|, or NULL. */
 ded_round *ded_round_find(ded_node *node, uint64_t no);
 
-/* Hands the round back with |status| (alone: its own values; late: the
- * swarm went on without it), exactly once. */
-void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late);
+/* True once the round reported (DRAINING or DEAD). */
+static inline bool ded_round_over(const ded_round *r) {
+  return r->state == ROUND_DRAINING || r->state == ROUND_DEAD;
+}
+
+/* Fails |r| with |status| (once; nothing if it reported already). */
 void ded_round_fail(ded_node *node, ded_round *r, int status);
+
+/* Frees a DEAD round (its result goes to the history if it ended with it). */
 void ded_round_free(ded_node *node, ded_round *r);
 
 /* The send queues' references into a round's memory (ded_sendq_env). */
@@ -121,40 +165,62 @@ void ded_round_lend_unref(void *ctx, void *owner, bool user);
  * the round for an announced member, until |until|. */
 uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until);
 
-/* Timers: the rendezvous, the bound, the soft deadlines, announcing
- * ourselves while late. */
-void ded_rounds_tick(ded_node *node, uint64_t now_ns);
+/* ---- events ---- */
 
-/* Tries every round that waits on lineage or a connection. */
+/* advance: every round (a lineage, a connection or a peer may be there). */
 void ded_rounds_advance(ded_node *node, uint64_t now_ns);
 
-/* A decision for our round |r| from the coordinator of its view (or from
- * ourselves). DED_ERR_PROTO if it lies about us: the caller drops the
- * sender. */
-int ded_round_on_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm, uint64_t now_ns);
-int ded_round_on_decide(ded_node *node, ded_round *r, const ded_msg_decide *d, uint64_t now_ns);
+/* commit, decide: a decision for round |r| from |from| (the coordinator's
+ * id; ours for our own coordinator side). Taken in JOINED, from the view's
+ * coordinator; moot otherwise. Returns DED_ERR_PROTO if the decision lies
+ * about us (the round failed; the caller drops the sender). */
+int ded_round_on_commit(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_commit *cm, uint64_t now_ns);
+int ded_round_on_decide(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_decide *d, uint64_t now_ns);
 
-/* A PROBE: the round moved to a new view (|from| NULL: our own coordinator side). */
-void ded_round_on_probe(ded_node *node, struct ded_peer *from, const ded_msg_probe *m,
-                        uint64_t now_ns);
+/* data: a DATA or RESULT frame (|payload|, as on the wire) from |from| on
+ * |via| (NULL: kept from earlier, the peer's own connection then). */
+void ded_round_on_data(ded_node *node, ded_round *r, struct ded_peer *from, struct ded_conn *via,
+                       uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
-/* A peer went away. */
+/* have: |from| holds |h|'s attempt and accepts it (or completed with it). */
+void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                       const char *from_sid, const ded_msg_have *h, uint64_t now_ns);
+
+/* peer down: every round; |p| went away. */
 void ded_rounds_on_peer_down(ded_node *node, struct ded_peer *p, uint64_t now_ns);
+
+/* probe: round |m->round| moved to view |m->view| (|from| NULL: our own
+ * coordinator side); a round we finished says so there. */
+void ded_round_probe(ded_node *node, struct ded_peer *from, const ded_msg_probe *m,
+                     uint64_t now_ns);
+
+/* stale: the swarm is past round |r| for good (|m|), says the peer |from| asked. */
+void ded_round_on_stale(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                        const ded_msg_stale *m);
+
+/* redirect: the genesis coordinator |from| names a smaller id. DED_ERR_PROTO
+ * if it names no smaller one. */
+int ded_round_on_redirect(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                          const ded_msg_redirect *m, uint64_t now_ns);
+
+/* deadline, bound: the timers of every round. */
+void ded_rounds_tick(ded_node *node, uint64_t now_ns);
+
+/* ---- what this peer serves of rounds it finished ---- */
 
 /* The attempt round |no| completed with here, if we still know it. */
 const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no);
 
-/* A FETCH from |to|. */
+/* A FETCH from |to|: what we hold of the shard, now or as it is reduced. */
 void ded_round_serve_fetch(ded_node *node, struct ded_peer *to, const ded_msg_fetch *f);
 
-/* The frames of a round, from |c|'s peer. */
-void ded_round_frame_commit(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
-void ded_round_frame_decide(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
-void ded_round_frame_redirect(ded_node *node, struct ded_conn *c, const ded_frame *f,
-                              uint64_t now_ns);
-void ded_round_frame_stale(ded_node *node, struct ded_conn *c, const ded_frame *f);
-void ded_round_frame_ahead(ded_node *node, struct ded_conn *c, const ded_frame *f);
-void ded_round_frame_have(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
-void ded_round_frame_data(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
+/* HAVE to |to| (nothing if it is not connected). */
+void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, uint64_t attempt,
+                         uint32_t view, uint8_t flags);
+
+/* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
+void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);
 
 #endif /* DED_ROUND_H */

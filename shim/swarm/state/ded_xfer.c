@@ -66,7 +66,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
 static bool state_snap_fresh(const ded_node *node, uint64_t min_round) {
   const ded_xfer *st = &node->xfer;
   return st->have_snap && st->snap.round >= min_round &&
-         st->snap.round + st->snap.step_rounds >= node->next_round;
+         st->snap.round + st->snap.step_rounds >= node->rounds.next;
 }
 
 void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
@@ -106,7 +106,7 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
     a->min_round = 0;
   }
   if (a) a->min_round = DED_MAX(a->min_round, m->min_round);
-  state_send_offer(node, p, DED_STATE_PENDING, node->next_round, 0);
+  state_send_offer(node, p, DED_STATE_PENDING, node->rounds.next, 0);
   if (!st->snap_wanted) {
     st->snap_wanted = true;
     node_log(node, DED_LOG_INFO, "peer %s asks for the run's state: taking a snapshot at the "
@@ -472,12 +472,12 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     state_begin_asking(node, now_ns);
     return;
   }
-  uint64_t skipped = w->round - node->next_round;
+  uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
   ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                       (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin);
   st->lin = NULL;
-  node->next_round = w->round;
+  node->rounds.next = w->round;
   ded_snapshot snap;
   memset(&snap, 0, sizeof snap);
   snap.round = w->round;
@@ -619,7 +619,7 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
 
 int ded_xfer_fetch(ded_node *node, uint64_t now_ns) {
   if (node->leaving) return DED_ERR_CLOSING;
-  if (!node->cb.state_done || node->next_round != 0 || node->xfer.phase != DED_XFER_IDLE ||
+  if (!node->cb.state_done || node->rounds.next != 0 || node->xfer.phase != DED_XFER_IDLE ||
       node->s.no_rounds)
     return DED_ERR_INVALID_ARG;
   node->xfer.reload = false;
@@ -634,12 +634,12 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   if (node->leaving) return DED_ERR_CLOSING;
   ded_xfer *st = &node->xfer;
   bool busy = st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING;
-  for (unsigned i = 0; i < node->nrounds && !busy; i++)
-    busy = !node->rounds[i]->reported && node->rounds[i]->state != ROUND_DEAD;
-  if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->next_round)
+  for (unsigned i = 0; i < node->rounds.n && !busy; i++)
+    busy = !ded_round_over(node->rounds.v[i]);
+  if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->rounds.next)
     return DED_ERR_INVALID_ARG;
   node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
-           (unsigned long long)(min_round - node->next_round), (unsigned long long)min_round);
+           (unsigned long long)(min_round - node->rounds.next), (unsigned long long)min_round);
   st->reload = true;
   st->min_round = min_round;
   st->tries = 0;
