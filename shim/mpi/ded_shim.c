@@ -2,9 +2,10 @@
  * ded_shim.c: the MPI face of dedmpi, by PMPI interposition.
  *
  * Preloaded into an Open MPI job, this file's MPI_Allreduce and
- * MPI_Iallreduce take the calls DESIGN §3 routes to the swarm (MPI_SUM of
- * MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_BYTES, on a communicator
- * congruent to MPI_COMM_WORLD) and pass every other call to PMPI as is.
+ * MPI_Iallreduce take the calls that go to the swarm (docs/architecture.md,
+ * "Routing": MPI_SUM of MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_BYTES,
+ * on a communicator congruent to MPI_COMM_WORLD) and pass every other call
+ * to PMPI as is.
  *
  * A routed call ("op") goes through three steps:
  *
@@ -314,7 +315,8 @@ static bool comm_is_world(MPI_Comm comm) {
 
 /*
  * A job that starts while a run is in progress loads the run's state
- * before its first round (DESIGN §3, "Stragglers and joiners"). The state
+ * before its first round (docs/architecture.md, "Joining a run in
+ * progress"). The state
  * is what the trainer broadcasts from rank 0 at start-up (large
  * MPI_Bcasts before the first routed all-reduce: the model) and what it
  * registers with dedmpi_register_state (optimizer moments, the step
@@ -431,9 +433,9 @@ DED_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, 
 
 /* ---------------------------------------------------------------- routing */
 
-/* DESIGN §3: what goes to the swarm. Anything unusual (null buffers,
- * aliasing, intercommunicators) stays with PMPI, which reports the error
- * exactly as without the shim. */
+/* What goes to the swarm (docs/architecture.md, "Routing"). Anything
+ * unusual (null buffers, aliasing, intercommunicators) stays with PMPI,
+ * which reports the error exactly as without the shim. */
 static bool shim_routes(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                         MPI_Comm comm, uint8_t *dtype, size_t *es) {
   if (!S.active || op != MPI_SUM || count <= 0) return false;
