@@ -147,9 +147,6 @@ static void shim_log(int level, const char *fmt, ...) {
   fprintf(stderr, "%s %s: %s\n", S.prefix[0] ? S.prefix : "dedmpi", names[level], line);
 }
 
-/* The log of S.step. */
-static void shim_log_line(int level, const char *line) { shim_log(level, "%s", line); }
-
 static int err_to_mpi(int ded_err) {
   switch (ded_err) {
   case 0: return MPI_SUCCESS;
@@ -752,7 +749,7 @@ static int shim_init(int *argc, char ***argv, int required, int *provided) {
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_bcast);
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_state);
   }
-  ded_step_init(&S.step, S.size, S.comm_state, S.cfg.step_rounds, shim_log_line);
+  ded_step_init(&S.step, S.size, S.comm_state, S.cfg.step_rounds, shim_log);
   int status = 0;
   char err[512] = "";
   if (S.rank == 0) status = shim_start_driver(err, sizeof err);

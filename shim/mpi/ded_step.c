@@ -5,22 +5,8 @@
 #define _GNU_SOURCE
 #include "ded_step.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "core/ded_assert.h"
-
-DED_PRINTF(3, 4)
-static void step_log(const ded_step *st, int level, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  st->log(level, line);
-}
 
 void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_rounds,
                    ded_step_log_fn log) {
@@ -43,8 +29,8 @@ void ded_step_free(ded_step *st) {
 void ded_step_piece_add(ded_step *st, void *p, size_t bytes) {
   if (st->npieces == DED_STATE_PIECES_MAX) {
     if (!st->pieces_full_logged)
-      step_log(st, DED_LOG_WARN, "more than %d pieces of state: the rest is not served to joiners",
-               DED_STATE_PIECES_MAX);
+      st->log(DED_LOG_WARN, "more than %d pieces of state: the rest is not served to joiners",
+              DED_STATE_PIECES_MAX);
     st->pieces_full_logged = true;
     return;
   }
@@ -71,9 +57,9 @@ static void step_learn(ded_step *st, const void *buf, int count, MPI_Datatype dt
   if (st->rounds) {
     const struct ded_step_sig *ref = &st->sig[(st->nops - 1) % st->rounds];
     if (ref->buf == sg.buf && ref->count == sg.count && ref->dt == sg.dt) return;
-    step_log(st, DED_LOG_WARN, "the training step no longer repeats every %u all-reduce%s; state "
-             "is not served to joiners until it is learnt again", st->rounds,
-             st->rounds == 1 ? "" : "s");
+    st->log(DED_LOG_WARN, "the training step no longer repeats every %u all-reduce%s; state "
+            "is not served to joiners until it is learnt again", st->rounds,
+            st->rounds == 1 ? "" : "s");
     st->rounds = 0;
     st->nsig = 0; /* start over from here: round0 no longer begins a period */
     st->round0 = st->round0 + st->nops - 1;
@@ -110,8 +96,7 @@ void ded_step_offer(ded_step *st, ded_driver *driver, uint64_t round) {
   }
   snap.bytes = malloc(snap.len ? snap.len : 1);
   if (!snap.bytes) {
-    step_log(st, DED_LOG_WARN, "no memory for a snapshot of %llu bytes",
-             (unsigned long long)snap.len);
+    st->log(DED_LOG_WARN, "no memory for a snapshot of %llu bytes", (unsigned long long)snap.len);
     return;
   }
   uint64_t off = 0;
@@ -167,8 +152,8 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
   ded_snapshot snap;
   int rv = ded_driver_state_reload(driver, min_round, &snap);
   if (rv != 0) {
-    step_log(st, DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
-             "and keeps its own values", ded_strerror(rv));
+    st->log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
+            "and keeps its own values", ded_strerror(rv));
     return;
   }
   uint64_t total = 0;
@@ -178,14 +163,14 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
     total += snap.sizes[i];
   }
   if (!same || total != snap.len) {
-    step_log(st, DED_LOG_ERROR, "the run's state (%u piece%s, steps of %u all-reduces) does not "
-             "fit this job's (%u, %u): it stays out of step", snap.npieces,
-             snap.npieces == 1 ? "" : "s", snap.step_rounds, st->npieces, st->rounds);
+    st->log(DED_LOG_ERROR, "the run's state (%u piece%s, steps of %u all-reduces) does not "
+            "fit this job's (%u, %u): it stays out of step", snap.npieces,
+            snap.npieces == 1 ? "" : "s", snap.step_rounds, st->npieces, st->rounds);
     free(snap.bytes);
     return;
   }
-  step_log(st, DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes); it applies at "
-           "the end of this step", (unsigned long long)snap.round, (unsigned long long)snap.len);
+  st->log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes); it applies at "
+          "the end of this step", (unsigned long long)snap.round, (unsigned long long)snap.len);
   free(st->loaded.bytes);
   st->loaded = snap;
   st->round0 = snap.round;

@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/ded_assert.h"
 #include "ded_driver.h"
 
 /* Calls whose signatures are kept to learn the step's period. */
@@ -67,8 +68,8 @@ typedef enum ded_step_reload {
   DED_STEP_RELOAD_DUE,    /* the step's last all-reduce is in flight */
 } ded_step_reload;
 
-/* A line for the log, at a DED_LOG_* level. */
-typedef void (*ded_step_log_fn)(int level, const char *line);
+/* The log: a line at a DED_LOG_* level, formatted as printf does. */
+typedef void (*ded_step_log_fn)(int level, const char *fmt, ...) DED_PRINTF(2, 3);
 
 typedef struct ded_step {
   int size;      /* ranks in the job */
