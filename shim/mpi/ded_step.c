@@ -126,9 +126,10 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   pthread_mutex_unlock(&st->mu);
 }
 
-/* The swarm round of or after which the job is to reload its state now,
- * or 0: it is out of step (or far behind) and a step begins here with
- * nothing else in flight. Asked again only if the swarm says so again. */
+/* If the job is to reload the run's state now (it is out of step, or far
+ * behind, and a step begins here with nothing else in flight), the round
+ * the snapshot must be of or after; else 0. Once it says so, it says so
+ * again only if the swarm does. */
 static uint64_t reload_wanted(ded_step *st, bool idle) {
   pthread_mutex_lock(&st->mu);
   uint64_t behind = st->behind;
