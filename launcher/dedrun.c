@@ -1,5 +1,6 @@
 /*
- * dedrun.c: the launcher's command line (DESIGN §2).
+ * dedrun.c: the launcher's command line (docs/configuration.md, "dedrun"
+ * and "A run for invited peers only").
  *
  *   dedrun [-n N] [-x VAR[=value]]... [--join HOST:PORT[,...]] [--listen HOST:PORT]
  *          [--run NAME] [--swarm-key-file F] [--mode M] ... PROGRAM [ARGS...]

@@ -1,9 +1,9 @@
 /*
- * run.h: dedrun's running of a trainer (DESIGN §2): mpirun with
- * libdedmpi.so preloaded and the configuration carried by -x, or (no
- * Open MPI, or --standalone) each process a job of one rank on dedmpi's
- * own libmpi.so.40; the children's signals and lifetime; the progress
- * line.
+ * run.h: dedrun's running of a trainer (docs/configuration.md, "dedrun"):
+ * mpirun with libdedmpi.so preloaded and the configuration carried by -x,
+ * or (no Open MPI, or --standalone) each process a job of one rank on
+ * dedmpi's own libmpi.so.40; the children's signals and lifetime; the
+ * progress line.
  */
 #ifndef DEDRUN_RUN_H
 #define DEDRUN_RUN_H

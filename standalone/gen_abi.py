@@ -7,7 +7,9 @@ dependency; nothing of it is committed).
 
 PREPROCESSED_MPI_H is `cc -E -P` of a file that includes <mpi.h>. IMPL.c
 is the hand-written implementation (mpi1.c): every `PMPI_<name>(` it
-defines at the start of a line is implemented there. Writes:
+defines at the start of a line is implemented there. It is refused if an
+error message of it could name anything but the MPI function the
+application called (check_names). Writes:
 
   abi_objects.c  every predefined object (ompi_mpi_comm_world, ...) at
                  exactly Open MPI's size, default visibility, starting
@@ -15,8 +17,7 @@ defines at the start of a line is implemented there. Writes:
                  copy-relocate these, and a handle is decoded by looking
                  at the bytes it points to.
   abi_objects.h  the objects' indexes per kind and their names.
-  abi_stubs.c    every other PMPI_ function: a call removed in MPI-3.0
-                 with an exact successor calls it (REMOVED); the rest answer
+  abi_stubs.c    every other PMPI_ function: each answers
                  MPI_ERR_UNSUPPORTED_OPERATION through the error handler of
                  the call's communicator with a log line naming it (a _c2f
                  then returns -1, an object-returning call its NULL); and
@@ -29,7 +30,7 @@ import re
 import sys
 
 # Open MPI 4.1's PREDEFINED_*_PAD: the size of each kind of object
-# (docs: ../shared/reference/mpi_shim.md §1, checked with nm -S).
+# (checked with nm -S on Open MPI's libmpi.so.40).
 SIZES = {
     "communicator": 512, "datatype": 512, "win": 512, "op": 2048, "errhandler": 1024,
     "group": 256, "request": 256, "message": 256, "info": 256, "file": 1536,
@@ -50,13 +51,12 @@ EXTRA_OBJECTS = [("datatype", "ompi_mpi_lb"), ("datatype", "ompi_mpi_ub"),
                  ("errhandler", "ompi_mpi_errors_throw_exceptions")]
 # Functions removed in MPI-3.0 that libmpi.so.40 still exports (mpi.h
 # declares them with OMPI_OMIT_MPI1_COMPAT_DECLS=0, which the build sets
-# for this script, the stubs and mpi1.c): those whose exact successor is
-# implemented call it, mpi1.c implements the extent queries, and the
-# rest answer unsupported under their own names.
-REMOVED = {"Address": "Get_address", "Errhandler_create": "Comm_create_errhandler",
-           "Errhandler_get": "Comm_get_errhandler", "Errhandler_set": "Comm_set_errhandler",
-           "Type_hindexed": None, "Type_hvector": None, "Type_struct": None,
-           "Type_extent": None, "Type_lb": None, "Type_ub": None}
+# for this script, the stubs and mpi1.c): mpi1.c implements those with an
+# exact successor it implements (under their own names, which their errors
+# give) and the extent queries; the rest answer unsupported under their
+# own names.
+REMOVED = ["Address", "Errhandler_create", "Errhandler_get", "Errhandler_set", "Type_hindexed",
+           "Type_hvector", "Type_struct", "Type_extent", "Type_lb", "Type_ub"]
 
 
 def parse(pre):
@@ -75,6 +75,32 @@ def parse(pre):
         if m:
             objs.append((m.group(1), m.group(2)))
     return funcs, objs
+
+
+def check_names(impl):
+    """mpi1.c's errors name the MPI function the application called: FN
+    (a PMPI_ function's own name) and RAISE (which gives it) appear only in
+    PMPI_ functions, which pass it to the helpers that may raise, and no
+    function there calls a PMPI_ one (that one's errors would give its own
+    name). Top-level functions start at the first column and end at a "}"
+    there. Returns the problems found."""
+    problems, name = [], None
+    for no, line in enumerate(open(impl), 1):
+        m = re.match(r"^[A-Za-z_][\w \*]*?\b(\w+)\(", line)
+        if m and not line.rstrip().endswith(";") and not line.startswith("#"):
+            name = m.group(1)
+            continue
+        if line.startswith("}"):
+            name = None
+        if name is None:
+            continue
+        if not name.startswith("PMPI_") and re.search(r"\bFN\b|\bRAISE\(", line):
+            problems.append("%s:%d: %s uses FN or RAISE: give it the caller's name (fn)" %
+                            (impl, no, name))
+        for call in re.findall(r"\b(PMPI_\w+)\(", line):
+            problems.append("%s:%d: %s calls %s: call the helper they share, with its name" %
+                            (impl, no, name, call))
+    return problems
 
 
 def arg_names(args):
@@ -111,6 +137,10 @@ def main():
                  "-DOMPI_OMIT_MPI1_COMPAT_DECLS=0)" % (pre, ", ".join(missing)))
     objs += [o for o in EXTRA_OBJECTS if o not in objs]
     done = set(re.findall(r"^[A-Za-z_][\w \*]*\bPMPI_(\w+)\(", open(impl).read(), re.M))
+    problems = check_names(impl)
+    if problems:
+        sys.exit("gen_abi.py: an error message of %s could name the wrong function:\n  %s" %
+                 (impl, "\n  ".join(problems)))
     for name in done:
         if "PMPI_" + name not in funcs:
             sys.exit("gen_abi.py: %s implements PMPI_%s, which mpi.h does not declare" % (impl, name))
@@ -154,13 +184,7 @@ def main():
             pname = "P" + name
             if ret not in NULLS:
                 sys.exit("gen_abi.py: %s returns %s" % (name, ret))
-            if REMOVED.get(name[4:]):
-                call = ", ".join(arg_names(args))
-                f.write("ABI_EXPORT %s %s(%s) {\n  return PMPI_%s(%s);\n}\n" %
-                        (ret, pname, args, REMOVED[name[4:]], call))
-                f.write("ABI_EXPORT %s %s(%s) __attribute__((weak, alias(\"%s\")));\n\n" %
-                        (ret, name, args, pname))
-            elif name[4:] not in done:
+            if name[4:] not in done:
                 nstub += 1
                 # The error goes to the handler of the call's communicator
                 # (its first MPI_Comm argument), else MPI_COMM_WORLD's.

@@ -11,11 +11,12 @@
  * attributes, names, error handlers), datatypes (predefined, contiguous),
  * collectives (a copy, or nothing), point-to-point to oneself (a queue),
  * requests (including generalized ones, which the shim's nonblocking
- * all-reduce is), and the attribute callbacks Open MPI exports. Every
+ * all-reduce is), the MPI-1 calls removed in MPI-3.0 that have an exact
+ * successor here, and the attribute callbacks Open MPI exports. Every
  * other MPI function answers MPI_ERR_UNSUPPORTED_OPERATION with a log
  * line naming it, through the handler of the communicator it was given
- * (abi_stubs.c, generated; the MPI-1 calls removed in MPI-3.0 that have an
- * exact successor call it there).
+ * (abi_stubs.c, generated). An error's log line names the MPI function
+ * the application called (FN, below).
  *
  * Not thread-safe beyond MPI_THREAD_SERIALIZED, which is what
  * MPI_Init_thread grants at most.
@@ -104,8 +105,11 @@ static comm_state *comm_st(MPI_Comm c) {
 /* A usable communicator: world, self or one made from them. */
 static bool comm_ok(MPI_Comm c) { return comm_st(c) && c != MPI_COMM_NULL; }
 
+static const char *error_text(int code);
+
 /* The error |code| on |comm| (MPI_COMM_WORLD when none applies): its
- * handler runs; fatal ones end the process, as Open MPI's do. */
+ * handler runs; fatal ones end the process, as Open MPI's do, with a line
+ * naming |fn|, the MPI function the application called. */
 static int raise_on(MPI_Comm comm, int code, const char *fn) {
   if (code == MPI_SUCCESS) return code;
   comm_state *st = comm_ok(comm) ? comm_st(comm) : comm_st(MPI_COMM_WORLD);
@@ -116,15 +120,21 @@ static int raise_on(MPI_Comm comm, int code, const char *fn) {
     ((abi_eh *)(void *)eh)->fn(&c, &code);
     return code;
   }
-  char msg[MPI_MAX_ERROR_STRING];
-  int len;
-  PMPI_Error_string(code, msg, &len);
-  mlog("%s: %s (error %d); the error handler is MPI_ERRORS_ARE_FATAL: aborting", fn, msg, code);
+  mlog("%s: %s (error %d); the error handler is MPI_ERRORS_ARE_FATAL: aborting", fn,
+       error_text(code), code);
   fflush(NULL);
   _exit(code & 0xff ? code & 0xff : 1);
 }
 
-#define RAISE(comm, code) raise_on((comm), (code), __func__ + 1) /* "MPI_..." */
+/*
+ * Error messages name the MPI function the application called. Inside a
+ * PMPI_ function that is its own name, FN; a helper that may raise takes
+ * the name from the PMPI_ function that calls it (its |fn| argument), and
+ * no function here calls a PMPI_ one (gen_abi.py refuses FN or RAISE
+ * outside a PMPI_ function, and any call of one).
+ */
+#define FN (__func__ + 1) /* "PMPI_Send" -> "MPI_Send" */
+#define RAISE(comm, code) raise_on((comm), (code), FN)
 
 int abi_unsupported(const char *fn, const void *comm) {
   static char seen[64][40];
@@ -153,34 +163,63 @@ static void eh_unref(MPI_Errhandler eh) {
   }
 }
 
-ABI_EXPORT int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh) {
+static int comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh, const char *fn) {
   comm_state *st = comm_st(comm);
-  if (!st || comm == MPI_COMM_NULL) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  if (!is(eh, ABI_KIND_ERRHANDLER) || eh == MPI_ERRHANDLER_NULL) return RAISE(comm, MPI_ERR_ARG);
+  if (!st || comm == MPI_COMM_NULL) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+  if (!is(eh, ABI_KIND_ERRHANDLER) || eh == MPI_ERRHANDLER_NULL)
+    return raise_on(comm, MPI_ERR_ARG, fn);
   eh_ref(eh);
   eh_unref(st->eh);
   st->eh = eh;
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh) {
+static int comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh, const char *fn) {
   comm_state *st = comm_st(comm);
-  if (!st || comm == MPI_COMM_NULL) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
+  if (!st || comm == MPI_COMM_NULL) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
   *eh = st->eh ? st->eh : MPI_ERRORS_ARE_FATAL;
   eh_ref(*eh);
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *eh) {
+static int comm_create_errhandler(MPI_Comm_errhandler_function *handler, MPI_Errhandler *eh,
+                                  const char *fn) {
   abi_eh *e = obj_new(sizeof *e, ABI_KIND_ERRHANDLER);
-  if (!fn || !e) {
+  if (!handler || !e) {
     free(e);
-    return RAISE(MPI_COMM_WORLD, fn ? MPI_ERR_NO_MEM : MPI_ERR_ARG);
+    return raise_on(MPI_COMM_WORLD, handler ? MPI_ERR_NO_MEM : MPI_ERR_ARG, fn);
   }
-  e->fn = fn;
+  e->fn = handler;
   e->refs = 1;
   *eh = (MPI_Errhandler)(void *)e;
   return MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh) {
+  return comm_set_errhandler(comm, eh, FN);
+}
+
+ABI_EXPORT int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh) {
+  return comm_get_errhandler(comm, eh, FN);
+}
+
+ABI_EXPORT int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *handler,
+                                           MPI_Errhandler *eh) {
+  return comm_create_errhandler(handler, eh, FN);
+}
+
+/* MPI-1's names for them, removed in MPI-3.0 but still exported by
+ * libmpi.so.40. */
+ABI_EXPORT int PMPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler eh) {
+  return comm_set_errhandler(comm, eh, FN);
+}
+
+ABI_EXPORT int PMPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *eh) {
+  return comm_get_errhandler(comm, eh, FN);
+}
+
+ABI_EXPORT int PMPI_Errhandler_create(MPI_Handler_function *handler, MPI_Errhandler *eh) {
+  return comm_create_errhandler(handler, eh, FN);
 }
 
 ABI_EXPORT int PMPI_Errhandler_free(MPI_Errhandler *eh) {
@@ -191,7 +230,7 @@ ABI_EXPORT int PMPI_Errhandler_free(MPI_Errhandler *eh) {
 }
 
 ABI_EXPORT int PMPI_Comm_call_errhandler(MPI_Comm comm, int code) {
-  raise_on(comm, code, "MPI_Comm_call_errhandler");
+  RAISE(comm, code);
   return MPI_SUCCESS;
 }
 
@@ -201,7 +240,8 @@ ABI_EXPORT int PMPI_Error_class(int code, int *cls) {
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Error_string(int code, char *out, int *len) {
+/* The text of error |code|, as PMPI_Error_string gives it. */
+static const char *error_text(int code) {
   static const struct {
     int code;
     const char *text;
@@ -227,11 +267,15 @@ ABI_EXPORT int PMPI_Error_string(int code, char *out, int *len) {
       {MPI_ERR_NO_MEM, "MPI_ERR_NO_MEM: out of memory"},
       {MPI_ERR_UNSUPPORTED_OPERATION, "MPI_ERR_UNSUPPORTED_OPERATION: operation not supported"},
   };
-  if (!out || !len) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
   const char *t = "MPI_ERR_UNKNOWN: unknown error";
   for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
     if (texts[i].code == code) t = texts[i].text;
-  *len = snprintf(out, MPI_MAX_ERROR_STRING, "%s", t);
+  return t;
+}
+
+ABI_EXPORT int PMPI_Error_string(int code, char *out, int *len) {
+  if (!out || !len) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
+  *len = snprintf(out, MPI_MAX_ERROR_STRING, "%s", error_text(code));
   return MPI_SUCCESS;
 }
 
@@ -247,9 +291,8 @@ static void comm_init_names(void) {
   snprintf(pre_comm[ABI_COMMUNICATOR_MPI_COMM_NULL].name, MPI_MAX_OBJECT_NAME, "MPI_COMM_NULL");
 }
 
-ABI_EXPORT int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-  (void)argc, (void)argv;
-  if (initialized || finalized) return RAISE(MPI_COMM_WORLD, MPI_ERR_OTHER);
+static int init_thread(int required, int *provided, const char *fn) {
+  if (initialized || finalized) return raise_on(MPI_COMM_WORLD, MPI_ERR_OTHER, fn);
   initialized = true;
   thread_level = required < MPI_THREAD_SERIALIZED ? required : MPI_THREAD_SERIALIZED;
   if (provided) *provided = thread_level;
@@ -260,9 +303,15 @@ ABI_EXPORT int PMPI_Init_thread(int *argc, char ***argv, int required, int *prov
   return MPI_SUCCESS;
 }
 
+ABI_EXPORT int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  (void)argc, (void)argv;
+  return init_thread(required, provided, FN);
+}
+
 ABI_EXPORT int PMPI_Init(int *argc, char ***argv) {
+  (void)argc, (void)argv;
   int provided;
-  return PMPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided);
+  return init_thread(MPI_THREAD_SINGLE, &provided, FN);
 }
 
 ABI_EXPORT int PMPI_Initialized(int *flag) {
@@ -337,10 +386,19 @@ ABI_EXPORT double PMPI_Wtime(void) {
 ABI_EXPORT double PMPI_Wtick(void) { return 1e-9; }
 
 /* Addresses are plain virtual addresses, as in Open MPI on Linux. */
-ABI_EXPORT int PMPI_Get_address(const void *location, MPI_Aint *address) {
-  if (!address) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
+static int get_address(const void *location, MPI_Aint *address, const char *fn) {
+  if (!address) return raise_on(MPI_COMM_WORLD, MPI_ERR_ARG, fn);
   *address = (MPI_Aint)(uintptr_t)location;
   return MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Get_address(const void *location, MPI_Aint *address) {
+  return get_address(location, address, FN);
+}
+
+/* MPI-1's name for it. */
+ABI_EXPORT int PMPI_Address(void *location, MPI_Aint *address) {
+  return get_address(location, address, FN);
 }
 
 /* ---------------------------------------------------------------- datatypes */
@@ -422,28 +480,32 @@ ABI_EXPORT int PMPI_Type_size_x(MPI_Datatype t, MPI_Count *size) {
   return type_info(t, size, &e) ? MPI_SUCCESS : RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
 }
 
-ABI_EXPORT int PMPI_Type_get_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent) {
+static int type_get_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent, const char *fn) {
   MPI_Count s;
-  if (!type_info(t, &s, extent)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
+  if (!type_info(t, &s, extent)) return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE, fn);
   *lb = 0;
   return MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Type_get_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent) {
+  return type_get_extent(t, lb, extent, FN);
 }
 
 /* MPI-1's extent queries, still exported by libmpi.so.40 (every type
  * here starts at 0). */
 ABI_EXPORT int PMPI_Type_extent(MPI_Datatype t, MPI_Aint *extent) {
   MPI_Aint lb;
-  return PMPI_Type_get_extent(t, &lb, extent);
+  return type_get_extent(t, &lb, extent, FN);
 }
 
 ABI_EXPORT int PMPI_Type_lb(MPI_Datatype t, MPI_Aint *lb) {
   MPI_Aint extent;
-  return PMPI_Type_get_extent(t, lb, &extent);
+  return type_get_extent(t, lb, &extent, FN);
 }
 
 ABI_EXPORT int PMPI_Type_ub(MPI_Datatype t, MPI_Aint *ub) {
   MPI_Aint lb, extent;
-  int rc = PMPI_Type_get_extent(t, &lb, &extent);
+  int rc = type_get_extent(t, &lb, &extent, FN);
   if (rc == MPI_SUCCESS) *ub = lb + extent;
   return rc;
 }
@@ -578,13 +640,13 @@ static int group_size(MPI_Group g) {
   return HDR(g)->index >= 0 ? 0 : ((abi_group *)(void *)g)->size;
 }
 
-static int group_new(int size, MPI_Group *out) {
+static int group_new(int size, MPI_Group *out, const char *fn) {
   if (size == 0) {
     *out = MPI_GROUP_EMPTY;
     return MPI_SUCCESS;
   }
   abi_group *g = obj_new(sizeof *g, ABI_KIND_GROUP);
-  if (!g) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+  if (!g) return raise_on(MPI_COMM_WORLD, MPI_ERR_NO_MEM, fn);
   g->size = size;
   *out = (MPI_Group)(void *)g;
   return MPI_SUCCESS;
@@ -592,7 +654,7 @@ static int group_new(int size, MPI_Group *out) {
 
 ABI_EXPORT int PMPI_Comm_group(MPI_Comm comm, MPI_Group *g) {
   if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  return group_new(1, g);
+  return group_new(1, g, FN);
 }
 
 ABI_EXPORT int PMPI_Group_size(MPI_Group g, int *size) {
@@ -615,7 +677,7 @@ ABI_EXPORT int PMPI_Group_incl(MPI_Group g, int n, const int ranks[], MPI_Group 
   if (n < 0 || n > size) return RAISE(MPI_COMM_WORLD, MPI_ERR_ARG);
   for (int i = 0; i < n; i++)
     if (ranks[i] != 0) return RAISE(MPI_COMM_WORLD, MPI_ERR_RANK);
-  return group_new(n, out);
+  return group_new(n, out, FN);
 }
 
 ABI_EXPORT int PMPI_Group_free(MPI_Group *g) {
@@ -792,12 +854,14 @@ ABI_EXPORT int PMPI_Comm_compare(MPI_Comm a, MPI_Comm b, int *result) {
   return MPI_SUCCESS;
 }
 
+static int comm_free(MPI_Comm *comm, const char *fn);
+
 /* A new communicator of this one process, with |from|'s error handler
  * and the attributes its keyvals' copy functions pass on. */
-static int comm_new(MPI_Comm from, MPI_Comm *out) {
+static int comm_new(MPI_Comm from, MPI_Comm *out, const char *fn) {
   comm_state *src = comm_st(from);
   abi_comm *c = obj_new(sizeof *c, ABI_KIND_COMMUNICATOR);
-  if (!c) return RAISE(from, MPI_ERR_NO_MEM);
+  if (!c) return raise_on(from, MPI_ERR_NO_MEM, fn);
   c->st.eh = src->eh;
   eh_ref(c->st.eh);
   MPI_Comm nc = (MPI_Comm)(void *)c;
@@ -808,14 +872,14 @@ static int comm_new(MPI_Comm from, MPI_Comm *out) {
     if (!k || !k->copy) continue;
     int rc = k->copy(from, a->keyval, k->extra, a->val, &val, &flag);
     if (rc != MPI_SUCCESS) {
-      PMPI_Comm_free(&nc);
-      return RAISE(from, rc);
+      comm_free(&nc, fn);
+      return raise_on(from, rc, fn);
     }
     if (!flag) continue;
     attr *na = calloc(1, sizeof *na);
     if (!na) {
-      PMPI_Comm_free(&nc);
-      return RAISE(from, MPI_ERR_NO_MEM);
+      comm_free(&nc, fn);
+      return raise_on(from, MPI_ERR_NO_MEM, fn);
     }
     *na = (attr){a->keyval, val, c->st.attrs};
     c->st.attrs = na;
@@ -826,47 +890,55 @@ static int comm_new(MPI_Comm from, MPI_Comm *out) {
 
 ABI_EXPORT int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *out) {
   if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  return comm_new(comm, out);
+  return comm_new(comm, out, FN);
 }
 
-ABI_EXPORT int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out) {
-  (void)key;
-  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
+static int comm_split(MPI_Comm comm, int color, MPI_Comm *out, const char *fn) {
+  if (!comm_ok(comm)) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
   if (color == MPI_UNDEFINED) {
     *out = MPI_COMM_NULL;
     return MPI_SUCCESS;
   }
-  return comm_new(comm, out);
+  return comm_new(comm, out, fn);
+}
+
+ABI_EXPORT int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out) {
+  (void)key;
+  return comm_split(comm, color, out, FN);
 }
 
 ABI_EXPORT int PMPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out) {
-  (void)info;
-  return PMPI_Comm_split(comm, type == MPI_UNDEFINED ? MPI_UNDEFINED : 0, key, out);
+  (void)key, (void)info;
+  return comm_split(comm, type == MPI_UNDEFINED ? MPI_UNDEFINED : 0, out, FN);
 }
 
-ABI_EXPORT int PMPI_Comm_create(MPI_Comm comm, MPI_Group g, MPI_Comm *out) {
+static int comm_create(MPI_Comm comm, MPI_Group g, MPI_Comm *out, const char *fn) {
   int n = group_size(g);
-  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  if (n < 0) return RAISE(comm, MPI_ERR_GROUP);
+  if (!comm_ok(comm)) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+  if (n < 0) return raise_on(comm, MPI_ERR_GROUP, fn);
   if (n == 0) {
     *out = MPI_COMM_NULL;
     return MPI_SUCCESS;
   }
-  return comm_new(comm, out);
+  return comm_new(comm, out, fn);
+}
+
+ABI_EXPORT int PMPI_Comm_create(MPI_Comm comm, MPI_Group g, MPI_Comm *out) {
+  return comm_create(comm, g, out, FN);
 }
 
 ABI_EXPORT int PMPI_Comm_create_group(MPI_Comm comm, MPI_Group g, int tag, MPI_Comm *out) {
   (void)tag;
-  return PMPI_Comm_create(comm, g, out);
+  return comm_create(comm, g, out, FN);
 }
 
-ABI_EXPORT int PMPI_Comm_free(MPI_Comm *comm) {
+static int comm_free(MPI_Comm *comm, const char *fn) {
   if (!comm || !comm_ok(*comm) || HDR(*comm)->index >= 0)
-    return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM); /* world and self are never freed */
+    return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn); /* world and self are never freed */
   comm_state *st = comm_st(*comm);
   while (st->attrs) {
     int rc = attr_delete(*comm, st, st->attrs->keyval);
-    if (rc != MPI_SUCCESS) return RAISE(*comm, rc);
+    if (rc != MPI_SUCCESS) return raise_on(*comm, rc, fn);
   }
   eh_unref(st->eh);
   HDR(*comm)->magic = 0;
@@ -874,6 +946,8 @@ ABI_EXPORT int PMPI_Comm_free(MPI_Comm *comm) {
   *comm = MPI_COMM_NULL;
   return MPI_SUCCESS;
 }
+
+ABI_EXPORT int PMPI_Comm_free(MPI_Comm *comm) { return comm_free(comm, FN); }
 
 ABI_EXPORT int PMPI_Comm_set_name(MPI_Comm comm, const char *name) {
   comm_state *st = comm_ok(comm) ? comm_st(comm) : NULL;
@@ -996,29 +1070,36 @@ ABI_EXPORT int PMPI_Test_cancelled(const MPI_Status *s, int *flag) {
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Get_count(const MPI_Status *s, MPI_Datatype t, int *count) {
+static int get_count(const MPI_Status *s, MPI_Datatype t, int *count, const char *fn) {
   MPI_Count size;
   MPI_Aint e;
-  if (!type_info(t, &size, &e)) return RAISE(MPI_COMM_WORLD, MPI_ERR_TYPE);
+  if (!type_info(t, &size, &e)) return raise_on(MPI_COMM_WORLD, MPI_ERR_TYPE, fn);
   *count = size == 0 ? 0 : s->_ucount % (size_t)size ? MPI_UNDEFINED : (int)(s->_ucount / (size_t)size);
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Get_elements(const MPI_Status *s, MPI_Datatype t, int *count) {
-  return PMPI_Get_count(s, t, count);
+ABI_EXPORT int PMPI_Get_count(const MPI_Status *s, MPI_Datatype t, int *count) {
+  return get_count(s, t, count, FN);
 }
 
-ABI_EXPORT int PMPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+ABI_EXPORT int PMPI_Get_elements(const MPI_Status *s, MPI_Datatype t, int *count) {
+  return get_count(s, t, count, FN);
+}
+
+static int test_one(MPI_Request *req, int *flag, MPI_Status *status, const char *fn) {
   if (*req == MPI_REQUEST_NULL) {
     *flag = 1;
     status_empty(status);
     return MPI_SUCCESS;
   }
-  if (!req_ok(*req)) return RAISE(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+  if (!req_ok(*req)) return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST, fn);
   *flag = ((abi_req *)(void *)*req)->complete;
   if (!*flag) return MPI_SUCCESS;
-  int rc = req_finish(req, status);
-  return rc == MPI_SUCCESS ? rc : RAISE(MPI_COMM_WORLD, rc);
+  return raise_on(MPI_COMM_WORLD, req_finish(req, status), fn);
+}
+
+ABI_EXPORT int PMPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+  return test_one(req, flag, status, FN);
 }
 
 /* Nothing else runs here: a request that is not complete now completes
@@ -1042,16 +1123,16 @@ ABI_EXPORT int PMPI_Wait(MPI_Request *req, MPI_Status *status) {
   }
   int flag = 0;
   for (unsigned spins = 0;; pause_briefly(&spins)) {
-    int rc = PMPI_Test(req, &flag, status);
+    int rc = test_one(req, &flag, status, FN);
     if (rc != MPI_SUCCESS || flag) return rc;
   }
 }
 
-ABI_EXPORT int PMPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+static int test_all(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[], const char *fn) {
   *flag = 1;
   for (int i = 0; i < n; i++)
     if (reqs[i] != MPI_REQUEST_NULL) {
-      if (!req_ok(reqs[i])) return RAISE(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+      if (!req_ok(reqs[i])) return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST, fn);
       if (!((abi_req *)(void *)reqs[i])->complete) *flag = 0;
     }
   if (!*flag) return MPI_SUCCESS;
@@ -1059,10 +1140,14 @@ ABI_EXPORT int PMPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sta
   for (int i = 0; i < n; i++) {
     MPI_Status *s = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
     int rc = MPI_SUCCESS, f;
-    rc = PMPI_Test(&reqs[i], &f, s);
+    rc = test_one(&reqs[i], &f, s, fn);
     if (rc != MPI_SUCCESS) err = MPI_ERR_IN_STATUS;
   }
   return err;
+}
+
+ABI_EXPORT int PMPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+  return test_all(n, reqs, flag, statuses, FN);
 }
 
 ABI_EXPORT int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
@@ -1073,27 +1158,32 @@ ABI_EXPORT int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
     }
   int flag = 0;
   for (unsigned spins = 0;; pause_briefly(&spins)) {
-    int rc = PMPI_Testall(n, reqs, &flag, statuses);
+    int rc = test_all(n, reqs, &flag, statuses, FN);
     if (rc != MPI_SUCCESS || flag) return rc;
   }
 }
 
-ABI_EXPORT int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+static int test_any(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status,
+                    const char *fn) {
   bool any_active = false;
   for (int i = 0; i < n; i++) {
     if (reqs[i] == MPI_REQUEST_NULL) continue;
-    if (!req_ok(reqs[i])) return RAISE(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+    if (!req_ok(reqs[i])) return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST, fn);
     any_active = true;
     if (((abi_req *)(void *)reqs[i])->complete) {
       *index = i;
       *flag = 1;
-      return PMPI_Test(&reqs[i], flag, status);
+      return test_one(&reqs[i], flag, status, fn);
     }
   }
   *index = MPI_UNDEFINED;
   *flag = !any_active;
   if (!any_active) status_empty(status);
   return MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+  return test_any(n, reqs, index, flag, status, FN);
 }
 
 /* Whether any active request in |reqs| can still complete (or none is
@@ -1115,29 +1205,34 @@ ABI_EXPORT int PMPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *s
   }
   int flag = 0;
   for (unsigned spins = 0;; pause_briefly(&spins)) {
-    int rc = PMPI_Testany(n, reqs, index, &flag, status);
+    int rc = test_any(n, reqs, index, &flag, status, FN);
     if (rc != MPI_SUCCESS || flag) return rc;
   }
 }
 
-ABI_EXPORT int PMPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
-                             MPI_Status statuses[]) {
+static int test_some(int n, MPI_Request reqs[], int *outcount, int indices[],
+                     MPI_Status statuses[], const char *fn) {
   bool any_active = false;
   *outcount = 0;
   for (int i = 0; i < n; i++) {
     if (reqs[i] == MPI_REQUEST_NULL) continue;
-    if (!req_ok(reqs[i])) return RAISE(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+    if (!req_ok(reqs[i])) return raise_on(MPI_COMM_WORLD, MPI_ERR_REQUEST, fn);
     any_active = true;
     if (!((abi_req *)(void *)reqs[i])->complete) continue;
     MPI_Status *s = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[*outcount];
     int f;
     indices[*outcount] = i;
     ++*outcount;
-    int rc = PMPI_Test(&reqs[i], &f, s);
+    int rc = test_one(&reqs[i], &f, s, fn);
     if (rc != MPI_SUCCESS) return rc;
   }
   if (!any_active) *outcount = MPI_UNDEFINED;
   return MPI_SUCCESS;
+}
+
+ABI_EXPORT int PMPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
+                             MPI_Status statuses[]) {
+  return test_some(n, reqs, outcount, indices, statuses, FN);
 }
 
 ABI_EXPORT int PMPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
@@ -1147,7 +1242,7 @@ ABI_EXPORT int PMPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indic
     return RAISE(MPI_COMM_WORLD, MPI_ERR_PENDING);
   }
   for (unsigned spins = 0;; pause_briefly(&spins)) {
-    int rc = PMPI_Testsome(n, reqs, outcount, indices, statuses);
+    int rc = test_some(n, reqs, outcount, indices, statuses, FN);
     if (rc != MPI_SUCCESS || *outcount != 0) return rc;
   }
 }
@@ -1224,13 +1319,14 @@ static int deliver(void *buf, long long cap, const void *data, long long len, in
   return len > cap ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
 }
 
-static int send_self(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
+static int send_self(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                     const char *fn) {
   long long len = span(count, dt);
-  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  if (len < 0) return RAISE(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE);
+  if (!comm_ok(comm)) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+  if (len < 0) return raise_on(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE, fn);
   if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-  if (dest != 0) return RAISE(comm, MPI_ERR_RANK);
-  if (tag < 0) return RAISE(comm, MPI_ERR_TAG);
+  if (dest != 0) return raise_on(comm, MPI_ERR_RANK, fn);
+  if (tag < 0) return raise_on(comm, MPI_ERR_TAG, fn);
   for (abi_req **p = &posted_recvs; *p; p = &(*p)->next_recv) {
     abi_req *r = *p;
     if (!matches(comm, tag, r->comm, r->tag)) continue;
@@ -1240,7 +1336,7 @@ static int send_self(const void *buf, int count, MPI_Datatype dt, int dest, int 
     return MPI_SUCCESS;
   }
   msg *m = malloc(sizeof *m + (size_t)len);
-  if (!m) return RAISE(comm, MPI_ERR_NO_MEM);
+  if (!m) return raise_on(comm, MPI_ERR_NO_MEM, fn);
   m->comm = comm;
   m->tag = tag;
   m->len = len;
@@ -1275,16 +1371,16 @@ static int recv_check(int count, MPI_Datatype dt, int source, int tag, MPI_Comm 
 }
 
 ABI_EXPORT int PMPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
-  return send_self(buf, count, dt, dest, tag, comm);
+  return send_self(buf, count, dt, dest, tag, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
-  return send_self(buf, count, dt, dest, tag, comm);
+  return send_self(buf, count, dt, dest, tag, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
                           MPI_Comm comm, MPI_Request *req) {
-  int rc = send_self(buf, count, dt, dest, tag, comm);
+  int rc = send_self(buf, count, dt, dest, tag, comm, FN);
   if (rc != MPI_SUCCESS) return rc;
   abi_req *r = req_new(REQ_DONE);
   if (!r) return RAISE(comm, MPI_ERR_NO_MEM);
@@ -1293,11 +1389,11 @@ ABI_EXPORT int PMPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest,
   return MPI_SUCCESS;
 }
 
-ABI_EXPORT int PMPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                         MPI_Status *status) {
+static int recv_self(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                     MPI_Status *status, const char *fn) {
   long long cap;
   int rc = recv_check(count, dt, source, tag, comm, &cap);
-  if (rc != MPI_SUCCESS) return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, rc);
+  if (rc != MPI_SUCCESS) return raise_on(comm_ok(comm) ? comm : MPI_COMM_WORLD, rc, fn);
   if (source == MPI_PROC_NULL) {
     status_empty(status);
     if (status != MPI_STATUS_IGNORE) status->MPI_SOURCE = MPI_PROC_NULL;
@@ -1305,12 +1401,17 @@ ABI_EXPORT int PMPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int 
   }
   msg *m = find_msg(comm, tag, true);
   if (!m) {
-    mlog("MPI_Recv with no matching send from this process, its only rank: it would wait forever");
-    return RAISE(comm, MPI_ERR_PENDING);
+    mlog("%s with no matching send from this process, its only rank: it would wait forever", fn);
+    return raise_on(comm, MPI_ERR_PENDING, fn);
   }
   rc = deliver(buf, cap, m->data, m->len, m->tag, status);
   free(m);
-  return rc == MPI_SUCCESS ? rc : RAISE(comm, rc);
+  return raise_on(comm, rc, fn);
+}
+
+ABI_EXPORT int PMPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                         MPI_Status *status) {
+  return recv_self(buf, count, dt, source, tag, comm, status, FN);
 }
 
 ABI_EXPORT int PMPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -1346,14 +1447,15 @@ ABI_EXPORT int PMPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int
 ABI_EXPORT int PMPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag,
                              void *rbuf, int rcount, MPI_Datatype rdt, int source, int rtag,
                              MPI_Comm comm, MPI_Status *status) {
-  int rc = send_self(sbuf, scount, sdt, dest, stag, comm);
-  return rc != MPI_SUCCESS ? rc : PMPI_Recv(rbuf, rcount, rdt, source, rtag, comm, status);
+  int rc = send_self(sbuf, scount, sdt, dest, stag, comm, FN);
+  return rc != MPI_SUCCESS ? rc : recv_self(rbuf, rcount, rdt, source, rtag, comm, status, FN);
 }
 
-ABI_EXPORT int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+static int iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status,
+                  const char *fn) {
   long long cap;
   int rc = recv_check(0, MPI_BYTE, source, tag, comm, &cap);
-  if (rc != MPI_SUCCESS) return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, rc);
+  if (rc != MPI_SUCCESS) return raise_on(comm_ok(comm) ? comm : MPI_COMM_WORLD, rc, fn);
   msg *m = source == MPI_PROC_NULL ? NULL : find_msg(comm, tag, false);
   *flag = m != NULL;
   if (m && status != MPI_STATUS_IGNORE) {
@@ -1366,9 +1468,13 @@ ABI_EXPORT int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_St
   return MPI_SUCCESS;
 }
 
+ABI_EXPORT int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+  return iprobe(source, tag, comm, flag, status, FN);
+}
+
 ABI_EXPORT int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   int flag = 0;
-  int rc = PMPI_Iprobe(source, tag, comm, &flag, status);
+  int rc = iprobe(source, tag, comm, &flag, status, FN);
   if (rc != MPI_SUCCESS || flag) return rc;
   mlog("MPI_Probe with no matching send from this process, its only rank: it would wait forever");
   return RAISE(comm, MPI_ERR_PENDING);
@@ -1377,90 +1483,110 @@ ABI_EXPORT int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status
 /* ---------------------------------------------------------------- collectives of one */
 
 /* The result of any reduction or gather over one process: its own data. */
-static int copy_in(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Comm comm) {
+static int copy_in(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Comm comm,
+                   const char *fn) {
   long long len = span(count, dt);
-  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  if (len < 0) return RAISE(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE);
+  if (!comm_ok(comm)) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+  if (len < 0) return raise_on(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE, fn);
   if (sendbuf != MPI_IN_PLACE && len > 0 && sendbuf != recvbuf) memmove(recvbuf, sendbuf, (size_t)len);
   return MPI_SUCCESS;
 }
 
-static int root_check(int root, MPI_Comm comm) {
-  if (!comm_ok(comm)) return RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
-  return root == 0 ? MPI_SUCCESS : RAISE(comm, MPI_ERR_ROOT);
+static int root_check(int root, MPI_Comm comm, const char *fn) {
+  if (!comm_ok(comm)) return raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+  return root == 0 ? MPI_SUCCESS : raise_on(comm, MPI_ERR_ROOT, fn);
 }
 
-ABI_EXPORT int PMPI_Barrier(MPI_Comm comm) {
-  return comm_ok(comm) ? MPI_SUCCESS : RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
+static int barrier(MPI_Comm comm, const char *fn) {
+  return comm_ok(comm) ? MPI_SUCCESS : raise_on(MPI_COMM_WORLD, MPI_ERR_COMM, fn);
+}
+
+ABI_EXPORT int PMPI_Barrier(MPI_Comm comm) { return barrier(comm, FN); }
+
+static int bcast(int count, MPI_Datatype dt, int root, MPI_Comm comm, const char *fn) {
+  int rc = root_check(root, comm, fn);
+  if (rc != MPI_SUCCESS) return rc;
+  return span(count, dt) < 0 ? raise_on(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE, fn)
+                             : MPI_SUCCESS;
 }
 
 ABI_EXPORT int PMPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
   (void)buf;
-  int rc = root_check(root, comm);
-  if (rc != MPI_SUCCESS) return rc;
-  return span(count, dt) < 0 ? RAISE(comm, count < 0 ? MPI_ERR_COUNT : MPI_ERR_TYPE) : MPI_SUCCESS;
+  return bcast(count, dt, root, comm, FN);
+}
+
+static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+                     MPI_Comm comm, const char *fn) {
+  if (!op_ok(op)) return raise_on(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_OP, fn);
+  return copy_in(sendbuf, recvbuf, count, dt, comm, fn);
 }
 
 ABI_EXPORT int PMPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt,
                               MPI_Op op, MPI_Comm comm) {
-  if (!op_ok(op)) return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_OP);
-  return copy_in(sendbuf, recvbuf, count, dt, comm);
+  return allreduce(sendbuf, recvbuf, count, dt, op, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                            int root, MPI_Comm comm) {
-  int rc = root_check(root, comm);
+  int rc = root_check(root, comm, FN);
   if (rc != MPI_SUCCESS) return rc;
-  return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+  return allreduce(sendbuf, recvbuf, count, dt, op, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                          MPI_Comm comm) {
-  return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+  return allreduce(sendbuf, recvbuf, count, dt, op, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Allgather(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                               int rcount, MPI_Datatype rdt, MPI_Comm comm) {
   (void)rcount, (void)rdt;
-  return copy_in(sendbuf, recvbuf, scount, sdt, comm);
+  return copy_in(sendbuf, recvbuf, scount, sdt, comm, FN);
+}
+
+static int allgatherv(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
+                      const int displs[], MPI_Datatype rdt, MPI_Comm comm, const char *fn) {
+  MPI_Count s;
+  MPI_Aint e;
+  if (!type_info(rdt, &s, &e))
+    return raise_on(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_TYPE, fn);
+  return copy_in(sendbuf, (char *)recvbuf + (long long)displs[0] * e, scount, sdt, comm, fn);
 }
 
 ABI_EXPORT int PMPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                                const int rcounts[], const int displs[], MPI_Datatype rdt,
                                MPI_Comm comm) {
   (void)rcounts;
-  MPI_Count s;
-  MPI_Aint e;
-  if (!type_info(rdt, &s, &e)) return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_TYPE);
-  return copy_in(sendbuf, (char *)recvbuf + (long long)displs[0] * e, scount, sdt, comm);
+  return allgatherv(sendbuf, scount, sdt, recvbuf, displs, rdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Gather(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                            int rcount, MPI_Datatype rdt, int root, MPI_Comm comm) {
   (void)rcount, (void)rdt;
-  int rc = root_check(root, comm);
-  return rc != MPI_SUCCESS ? rc : copy_in(sendbuf, recvbuf, scount, sdt, comm);
+  int rc = root_check(root, comm, FN);
+  return rc != MPI_SUCCESS ? rc : copy_in(sendbuf, recvbuf, scount, sdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Scatter(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                             int rcount, MPI_Datatype rdt, int root, MPI_Comm comm) {
   (void)scount, (void)sdt;
-  int rc = root_check(root, comm);
+  int rc = root_check(root, comm, FN);
   if (rc != MPI_SUCCESS) return rc;
-  return recvbuf == MPI_IN_PLACE ? MPI_SUCCESS : copy_in(sendbuf, recvbuf, rcount, rdt, comm);
+  return recvbuf == MPI_IN_PLACE ? MPI_SUCCESS : copy_in(sendbuf, recvbuf, rcount, rdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                              int rcount, MPI_Datatype rdt, MPI_Comm comm) {
   (void)rcount, (void)rdt;
-  return copy_in(sendbuf, recvbuf, scount, sdt, comm);
+  return copy_in(sendbuf, recvbuf, scount, sdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Gatherv(const void *sendbuf, int scount, MPI_Datatype sdt, void *recvbuf,
                             const int rcounts[], const int displs[], MPI_Datatype rdt, int root,
                             MPI_Comm comm) {
-  int rc = root_check(root, comm);
-  return rc != MPI_SUCCESS ? rc : PMPI_Allgatherv(sendbuf, scount, sdt, recvbuf, rcounts, displs, rdt, comm);
+  (void)rcounts;
+  int rc = root_check(root, comm, FN);
+  return rc != MPI_SUCCESS ? rc : allgatherv(sendbuf, scount, sdt, recvbuf, displs, rdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Scatterv(const void *sendbuf, const int scounts[], const int displs[],
@@ -1469,11 +1595,11 @@ ABI_EXPORT int PMPI_Scatterv(const void *sendbuf, const int scounts[], const int
   (void)scounts;
   MPI_Count s;
   MPI_Aint e;
-  int rc = root_check(root, comm);
+  int rc = root_check(root, comm, FN);
   if (rc != MPI_SUCCESS) return rc;
   if (recvbuf == MPI_IN_PLACE) return MPI_SUCCESS;
   if (!type_info(sdt, &s, &e)) return RAISE(comm, MPI_ERR_TYPE);
-  return copy_in((const char *)sendbuf + (long long)displs[0] * e, recvbuf, rcount, rdt, comm);
+  return copy_in((const char *)sendbuf + (long long)displs[0] * e, recvbuf, rcount, rdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
@@ -1486,17 +1612,17 @@ ABI_EXPORT int PMPI_Alltoallv(const void *sendbuf, const int scounts[], const in
     return RAISE(comm_ok(comm) ? comm : MPI_COMM_WORLD, MPI_ERR_TYPE);
   if (sendbuf == MPI_IN_PLACE) return comm_ok(comm) ? MPI_SUCCESS : RAISE(MPI_COMM_WORLD, MPI_ERR_COMM);
   return copy_in((const char *)sendbuf + (long long)sdispls[0] * se,
-                 (char *)recvbuf + (long long)rdispls[0] * re, scounts[0], sdt, comm);
+                 (char *)recvbuf + (long long)rdispls[0] * re, scounts[0], sdt, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int rcounts[],
                                    MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-  return PMPI_Allreduce(sendbuf, recvbuf, rcounts[0], dt, op, comm);
+  return allreduce(sendbuf, recvbuf, rcounts[0], dt, op, comm, FN);
 }
 
 ABI_EXPORT int PMPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int rcount,
                                          MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-  return PMPI_Allreduce(sendbuf, recvbuf, rcount, dt, op, comm);
+  return allreduce(sendbuf, recvbuf, rcount, dt, op, comm, FN);
 }
 
 /* Rank 0's result of an exclusive scan is undefined: nothing to do. */
@@ -1510,8 +1636,8 @@ ABI_EXPORT int PMPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Da
 
 ABI_EXPORT int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag,
                                      int source, int rtag, MPI_Comm comm, MPI_Status *status) {
-  int rc = send_self(buf, count, dt, dest, stag, comm);
-  return rc != MPI_SUCCESS ? rc : PMPI_Recv(buf, count, dt, source, rtag, comm, status);
+  int rc = send_self(buf, count, dt, dest, stag, comm, FN);
+  return rc != MPI_SUCCESS ? rc : recv_self(buf, count, dt, source, rtag, comm, status, FN);
 }
 
 /* Profiling control: no profiler here, as the standard allows. */
@@ -1521,10 +1647,10 @@ ABI_EXPORT int PMPI_Pcontrol(const int level, ...) {
 }
 
 /* Nonblocking collectives: done at the call. */
-static int done_request(int rc, MPI_Request *req) {
+static int done_request(int rc, MPI_Request *req, const char *fn) {
   if (rc != MPI_SUCCESS) return rc;
   abi_req *r = req_new(REQ_DONE);
-  if (!r) return RAISE(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+  if (!r) return raise_on(MPI_COMM_WORLD, MPI_ERR_NO_MEM, fn);
   r->complete = true;
   r->st.MPI_ERROR = MPI_SUCCESS;
   *req = (MPI_Request)(void *)r;
@@ -1533,14 +1659,15 @@ static int done_request(int rc, MPI_Request *req) {
 
 ABI_EXPORT int PMPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt,
                                MPI_Op op, MPI_Comm comm, MPI_Request *req) {
-  return done_request(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm), req);
+  return done_request(allreduce(sendbuf, recvbuf, count, dt, op, comm, FN), req, FN);
 }
 
 ABI_EXPORT int PMPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
                            MPI_Request *req) {
-  return done_request(PMPI_Bcast(buf, count, dt, root, comm), req);
+  (void)buf;
+  return done_request(bcast(count, dt, root, comm, FN), req, FN);
 }
 
 ABI_EXPORT int PMPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
-  return done_request(PMPI_Barrier(comm), req);
+  return done_request(barrier(comm, FN), req, FN);
 }

@@ -5,17 +5,16 @@
  * driver_settle() carries out what the node asked for through its
  * callbacks: connections it closed are closed, connections it gave output
  * are written until the kernel pushes back (then EPOLLOUT takes over).
+ *
+ * Starting, the driver resolves its addresses (ded_resolve.c) and reads
+ * the job's identity, the run's secret and its access control
+ * (ded_secrets.c) before the node exists.
  */
 #define _GNU_SOURCE
 #include "ded_driver.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <math.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -29,7 +28,6 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +37,8 @@
 #include "core/ded_assert.h"
 #include "crypto/ded_chan.h"
 #include "crypto/ded_ident.h"
+#include "ded_resolve.h"
+#include "ded_secrets.h"
 
 #define DRV_READ_BYTES (256 * 1024)
 #define DRV_READS_PER_EVENT 16
@@ -172,147 +172,6 @@ static void drv_log(const ded_driver *d, int level, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   drv_write_log(d, level, line);
-}
-
-/* ---------------------------------------------------------------- addresses */
-
-static void addr_to_sockaddr(const ded_addr *a, struct sockaddr_storage *ss, socklen_t *len) {
-  memset(ss, 0, sizeof *ss);
-  if (a->family == 6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-    s6->sin6_family = AF_INET6;
-    memcpy(&s6->sin6_addr, a->ip, 16);
-    s6->sin6_port = htons(a->port);
-    *len = sizeof *s6;
-  } else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-    s4->sin_family = AF_INET;
-    memcpy(&s4->sin_addr, a->ip, 4);
-    s4->sin_port = htons(a->port);
-    *len = sizeof *s4;
-  }
-}
-
-static void sockaddr_to_addr(const struct sockaddr *sa, ded_addr *a) {
-  memset(a, 0, sizeof *a);
-  if (sa->sa_family == AF_INET6) {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    a->family = 6;
-    memcpy(a->ip, &s6->sin6_addr, 16);
-    a->port = ntohs(s6->sin6_port);
-  } else if (sa->sa_family == AF_INET) {
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-    a->family = 4;
-    memcpy(a->ip, &s4->sin_addr, 4);
-    a->port = ntohs(s4->sin_port);
-  }
-}
-
-/* Splits "host:port" / "[v6]:port" into its parts. */
-static int split_host_port(const char *text, char *host, size_t hostlen, char *port,
-                           size_t portlen) {
-  const char *colon;
-  if (text[0] == '[') {
-    const char *end = strchr(text, ']');
-    if (!end || end[1] != ':') return -1;
-    if ((size_t)(end - text - 1) >= hostlen) return -1;
-    memcpy(host, text + 1, (size_t)(end - text - 1));
-    host[end - text - 1] = '\0';
-    colon = end + 1;
-  } else {
-    colon = strrchr(text, ':');
-    if (!colon || (size_t)(colon - text) >= hostlen) return -1;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-  }
-  if (strlen(colon + 1) == 0 || strlen(colon + 1) >= portlen) return -1;
-  for (const char *c = colon + 1; *c; c++)
-    if (*c < '0' || *c > '9') return -1;
-  long p = strtol(colon + 1, NULL, 10);
-  if (p < 0 || p > 65535) return -1;
-  snprintf(port, portlen, "%s", colon + 1);
-  return 0;
-}
-
-/* Resolves "host:port" (names allowed). An empty host means "any". */
-static int resolve(const char *text, bool allow_any, ded_addr *out, char *err, size_t errlen) {
-  char host[256], port[16];
-  if (split_host_port(text, host, sizeof host, port, sizeof port) != 0) {
-    snprintf(err, errlen, "'%s' is not host:port", text);
-    return DED_ERR_INVALID_ARG;
-  }
-  if (host[0] == '\0' || strcmp(host, "*") == 0) {
-    if (!allow_any) {
-      snprintf(err, errlen, "'%s' has no host", text);
-      return DED_ERR_INVALID_ARG;
-    }
-    snprintf(host, sizeof host, "0.0.0.0");
-  }
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int rv = getaddrinfo(host, port, &hints, &res);
-  if (rv != 0 || !res) {
-    snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rv));
-    return DED_ERR_INVALID_ARG;
-  }
-  /* Prefer IPv4: loopback labs and most home links. */
-  struct addrinfo *pick = res;
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-    if (ai->ai_family == AF_INET) {
-      pick = ai;
-      break;
-    }
-  sockaddr_to_addr(pick->ai_addr, out);
-  freeaddrinfo(res);
-  return 0;
-}
-
-static int resolve_list(const char *text, ded_addr *out, unsigned max, unsigned *n, bool allow_any,
-                        char *err, size_t errlen) {
-  *n = 0;
-  if (!text) return 0;
-  char buf[2048];
-  snprintf(buf, sizeof buf, "%s", text);
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    while (*tok == ' ') tok++;
-    if (*tok == '\0') continue;
-    if (*n >= max) {
-      snprintf(err, errlen, "more than %u addresses in '%s'", max, text);
-      return DED_ERR_INVALID_ARG;
-    }
-    int rv = resolve(tok, allow_any, &out[*n], err, errlen);
-    if (rv) return rv;
-    (*n)++;
-  }
-  return 0;
-}
-
-/* The addresses others may reach us on, when none was announced: the
- * listen address itself if it is specific, else every IPv4 address of an
- * interface that is up, non-loopback first, loopback last (peers on this
- * same machine). */
-static void find_announce(const ded_addr *listen, ded_addr *out, unsigned *n) {
-  *n = 0;
-  if (!ded_addr_is_any(listen)) {
-    out[(*n)++] = *listen;
-    return;
-  }
-  struct ifaddrs *ifs = NULL;
-  if (getifaddrs(&ifs) != 0) return;
-  for (int pass = 0; pass < 2; pass++)
-    for (struct ifaddrs *i = ifs; i && *n < DED_RECORD_ADDRS_MAX; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
-      bool loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
-      if (loop != (pass == 1)) continue;
-      ded_addr a;
-      sockaddr_to_addr(i->ifa_addr, &a);
-      a.port = listen->port;
-      out[(*n)++] = a;
-    }
-  freeifaddrs(ifs);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -551,7 +410,7 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
   ded_driver *d = user;
   struct sockaddr_storage ss;
   socklen_t len;
-  addr_to_sockaddr(addr, &ss, &len);
+  ded_resolve_to_sockaddr(addr, &ss, &len);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sock_tune(fd);
@@ -681,7 +540,7 @@ static void on_accept(ded_driver *d) {
     }
     sock_tune(fd);
     ded_addr remote;
-    sockaddr_to_addr((struct sockaddr *)&ss, &remote);
+    ded_resolve_from_sockaddr((struct sockaddr *)&ss, &remote);
     uint32_t id;
     if (ded_node_conn_accepted(d->node, &remote, &id, ded_driver_now_ns()) != 0) {
       close(fd);
@@ -972,7 +831,7 @@ unsigned ded_driver_peer_count(const ded_driver *d) {
 static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t errlen) {
   struct sockaddr_storage ss;
   socklen_t len;
-  addr_to_sockaddr(a, &ss, &len);
+  ded_resolve_to_sockaddr(a, &ss, &len);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
@@ -986,7 +845,7 @@ static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t err
   len = sizeof ss;
   getsockname(fd, (struct sockaddr *)&ss, &len);
   ded_addr bound;
-  sockaddr_to_addr((struct sockaddr *)&ss, &bound);
+  ded_resolve_from_sockaddr((struct sockaddr *)&ss, &bound);
   d->port = bound.port;
   d->listen_fd = fd;
   return 0;
@@ -1030,321 +889,30 @@ static void driver_free(ded_driver *d) {
 }
 
 static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, size_t errlen) {
-  int rv = resolve_list(d->cfg.join, st->bootstrap, DED_BOOTSTRAP_MAX, &st->n_bootstrap, false,
-                        err, errlen);
+  int rv = ded_resolve_list(d->cfg.join, st->bootstrap, DED_BOOTSTRAP_MAX, &st->n_bootstrap,
+                            false, err, errlen);
   if (rv) return rv;
   if (d->cfg.listen && d->cfg.listen[0]) {
     ded_addr la;
-    rv = resolve(d->cfg.listen, true, &la, err, errlen);
+    rv = ded_resolve_addr(d->cfg.listen, true, &la, err, errlen);
     if (rv) return rv;
     rv = open_listener(d, &la, err, errlen);
     if (rv) return rv;
     la.port = d->port;
     if (d->cfg.announce && d->cfg.announce[0]) {
-      rv = resolve_list(d->cfg.announce, st->announce, DED_RECORD_ADDRS_MAX, &st->n_announce,
-                        false, err, errlen);
+      rv = ded_resolve_list(d->cfg.announce, st->announce, DED_RECORD_ADDRS_MAX,
+                            &st->n_announce, false, err, errlen);
       if (rv) return rv;
     } else {
-      find_announce(&la, st->announce, &st->n_announce);
+      ded_resolve_announce(&la, st->announce, &st->n_announce);
     }
   }
   return 0;
 }
 
-/* ---------------------------------------------------------------- identity */
-
-/* An identity file: this line, then the seed in hex, then a newline. */
-#define ID_FILE_MAGIC "dedmpi-identity-v1 "
-#define ID_FILE_BYTES (sizeof ID_FILE_MAGIC - 1 + 2 * DED_SEED_BYTES + 1)
-
-/* Reads the seed from the open |fd| of |path|, which must be a regular
- * file of this user that no one else may read or write. */
-/* Reads |fd| until |cap| bytes, EOF or an error: how many were read. */
-static size_t read_upto(int fd, void *buf, size_t cap) {
-  size_t n = 0;
-  while (n < cap) {
-    ssize_t r = read(fd, (char *)buf + n, cap - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-  }
-  return n;
-}
-
-/* The open |fd| of |path| (named by variable |var|) must be a regular
- * file of this user that no one else may read or write: it holds |what|. */
-static int private_file_check(int fd, const char *var, const char *path, const char *what,
-                              char *err, size_t errlen) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    snprintf(err, errlen, "%s=%s: %s", var, path, strerror(errno));
-    return DED_ERR_INVALID_ARG;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "%s=%s: not a regular file", var, path);
-    return DED_ERR_INVALID_ARG;
-  }
-  if (st.st_uid != geteuid()) {
-    snprintf(err, errlen, "%s=%s: owned by uid %u, not by this user (%u)", var, path,
-             (unsigned)st.st_uid, (unsigned)geteuid());
-    return DED_ERR_INVALID_ARG;
-  }
-  if (st.st_mode & 077) {
-    snprintf(err, errlen, "%s=%s: others may read or write it (mode %03o): it holds %s; chmod 600 it",
-             var, path, (unsigned)(st.st_mode & 0777), what);
-    return DED_ERR_INVALID_ARG;
-  }
-  return 0;
-}
-
-/* Reads the seed from the open |fd| of |path|, a private file. */
-static int identity_read(int fd, const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
-                         size_t errlen) {
-  int rv = private_file_check(fd, "DEDMPI_IDENTITY_FILE", path, "this peer's secret key", err,
-                              errlen);
-  if (rv) return rv;
-  char buf[ID_FILE_BYTES + 1];
-  size_t n = read_upto(fd, buf, sizeof buf);
-  bool ok = n == ID_FILE_BYTES && memcmp(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1) == 0 &&
-            buf[ID_FILE_BYTES - 1] == '\n' &&
-            ded_hex_decode(buf + sizeof ID_FILE_MAGIC - 1, 2 * DED_SEED_BYTES, seed,
-                           DED_SEED_BYTES) == 0;
-  ded_wipe(buf, sizeof buf);
-  if (!ok) {
-    ded_wipe(seed, DED_SEED_BYTES);
-    snprintf(err, errlen,
-             "DEDMPI_IDENTITY_FILE=%s: not a dedmpi identity file (one line: '%s' and %d hex "
-             "digits)",
-             path, ID_FILE_MAGIC "", 2 * DED_SEED_BYTES);
-    return DED_ERR_INVALID_ARG;
-  }
-  return 0;
-}
-
-/* Writes a fresh seed to |path|, which must not exist: the whole file is
- * written under a temporary name and linked into place, so a process that
- * races us reads either nothing or all of it. EEXIST if it appeared. */
-static int identity_create(const char *path, uint8_t seed[DED_SEED_BYTES], char *err,
-                           size_t errlen) {
-  char tmp[4096];
-  if ((size_t)snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= sizeof tmp) {
-    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: name too long", path);
-    return DED_ERR_INVALID_ARG;
-  }
-  if (getrandom(seed, DED_SEED_BYTES, 0) != (ssize_t)DED_SEED_BYTES) {
-    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
-    return DED_ERR_INTERNAL;
-  }
-  char buf[ID_FILE_BYTES + 1]; /* + the NUL hex encoding ends with */
-  memcpy(buf, ID_FILE_MAGIC, sizeof ID_FILE_MAGIC - 1);
-  ded_hex_encode(seed, DED_SEED_BYTES, buf + sizeof ID_FILE_MAGIC - 1);
-  buf[ID_FILE_BYTES - 1] = '\n';
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  bool ok = fd >= 0;
-  size_t n = 0;
-  while (ok && n < ID_FILE_BYTES) {
-    ssize_t w = write(fd, buf + n, ID_FILE_BYTES - n);
-    if (w < 0 && errno == EINTR) continue;
-    ok = w > 0;
-    if (ok) n += (size_t)w;
-  }
-  ok = ok && fsync(fd) == 0;
-  int saved = errno;
-  if (fd >= 0) close(fd);
-  ded_wipe(buf, sizeof buf);
-  if (ok && link(tmp, path) != 0) {
-    saved = errno;
-    ok = false;
-  }
-  if (fd >= 0) unlink(tmp);
-  if (!ok) {
-    ded_wipe(seed, DED_SEED_BYTES);
-    if (saved == EEXIST) return -EEXIST;
-    snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: cannot create it: %s", path,
-             strerror(saved));
-    return DED_ERR_INVALID_ARG;
-  }
-  return 0;
-}
-
-/* The seed of this job's identity: kept in |path| (created on first use)
- * or, without one, fresh from the OS. |*created| says the file is new. */
 int ded_driver_identity_seed(const char *path, uint8_t seed[DED_SEED_BYTES], bool *created,
                              char *err, size_t errlen) {
-  *created = false;
-  if (!path || !path[0]) {
-    if (getrandom(seed, DED_SEED_BYTES, 0) == (ssize_t)DED_SEED_BYTES) return 0;
-    snprintf(err, errlen, "getrandom failed: %s", strerror(errno));
-    return DED_ERR_INTERNAL;
-  }
-  for (int tries = 0; tries < 2; tries++) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      int rv = identity_read(fd, path, seed, err, errlen);
-      close(fd);
-      return rv;
-    }
-    if (errno != ENOENT) {
-      snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: %s", path, strerror(errno));
-      return DED_ERR_INVALID_ARG;
-    }
-    int rv = identity_create(path, seed, err, errlen);
-    if (rv != -EEXIST) {
-      *created = rv == 0;
-      return rv;
-    }
-    /* Another process created it meanwhile: read theirs. */
-  }
-  snprintf(err, errlen, "DEDMPI_IDENTITY_FILE=%s: appeared and vanished", path);
-  return DED_ERR_INVALID_ARG;
-}
-
-/* ---------------------------------------------------------------- access control */
-
-#define ALLOW_KEYS_MAX 65536
-
-/* Reads DEDMPI_ALLOW_FILE: one public key per line in hex, blank lines and
- * '#' comments skipped. The file must not be writable by others (whoever
- * can write it admits peers). *keys is malloc'd. */
-static int allow_load(const char *path, uint8_t (**keys)[DED_PK_BYTES], unsigned *n, char *err,
-                      size_t errlen) {
-  *keys = NULL;
-  *n = 0;
-  FILE *f = fopen(path, "re");
-  if (!f) {
-    snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: %s", path, strerror(errno));
-    return DED_ERR_INVALID_ARG;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022)) {
-    snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: not a regular file, or others may write it "
-             "(whoever can write it admits peers); chmod go-w it", path);
-    fclose(f);
-    return DED_ERR_INVALID_ARG;
-  }
-  char line[512];
-  unsigned lineno = 0, cap = 0;
-  int rv = 0;
-  while (rv == 0 && fgets(line, sizeof line, f)) {
-    lineno++;
-    char *s = line, *e;
-    s[strcspn(s, "#\r\n")] = '\0';
-    while (*s == ' ' || *s == '\t') s++;
-    for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t'); e--) {}
-    if (e == s) continue;
-    if (*n == cap) {
-      cap = cap ? 2 * cap : 64;
-      uint8_t(*more)[DED_PK_BYTES] = cap <= ALLOW_KEYS_MAX ? realloc(*keys, (size_t)cap * DED_PK_BYTES) : NULL;
-      if (!more) {
-        snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s: more than %d keys", path, ALLOW_KEYS_MAX);
-        rv = DED_ERR_INVALID_ARG;
-        break;
-      }
-      *keys = more;
-    }
-    if (ded_hex_decode(s, (size_t)(e - s), (*keys)[*n], DED_PK_BYTES) != 0) {
-      snprintf(err, errlen, "DEDMPI_ALLOW_FILE=%s:%u: expected a public key (64 hex digits)", path,
-               lineno);
-      rv = DED_ERR_INVALID_ARG;
-      break;
-    }
-    (*n)++;
-  }
-  fclose(f);
-  if (rv) {
-    free(*keys);
-    *keys = NULL;
-    *n = 0;
-  }
-  return rv;
-}
-
-/* Sets up |st|'s access control from |cfg| for the identity of |seed|;
- * |*allow| (malloc'd) must outlive ded_node_new. */
-static int access_setup(const ded_driver_config *cfg, const uint8_t seed[DED_SEED_BYTES],
-                        ded_node_settings *st, uint8_t (**allow)[DED_PK_BYTES], char *err,
-                        size_t errlen) {
-  *allow = NULL;
-  if (cfg->allow_file && cfg->allow_file[0]) {
-    int rv = allow_load(cfg->allow_file, allow, &st->nallow, err, errlen);
-    if (rv) return rv;
-    st->allow = (const uint8_t(*)[DED_PK_BYTES]) * allow;
-    st->access = true;
-  }
-  if (cfg->owner) {
-    memcpy(st->owner, cfg->owner, DED_PK_BYTES);
-    st->has_owner = st->access = true;
-  }
-  if (!cfg->invite) return 0;
-  const ded_invite *inv = cfg->invite;
-  ded_ident me;
-  ded_ident_from_seed(&me, seed);
-  bool mine = memcmp(inv->pk, me.pk, DED_PK_BYTES) == 0;
-  ded_ident_wipe(&me);
-  uint8_t run_id[DED_RUN_ID_BYTES];
-  ded_hash32(st->run, strlen(st->run), run_id);
-  int rv = 0;
-  if (!mine)
-    snprintf(err, errlen, "DEDMPI_INVITE: the invitation is for another identity (this job's "
-             "comes from DEDMPI_IDENTITY_FILE%s)", cfg->identity_file && cfg->identity_file[0] ?
-             "" : ", which is unset: a fresh one per process");
-  else if (memcmp(inv->run_id, run_id, DED_RUN_ID_BYTES) != 0)
-    snprintf(err, errlen, "DEDMPI_INVITE: the invitation is for another run than '%s'", st->run);
-  else if (cfg->owner && (rv = ded_invite_check(cfg->owner, run_id, inv->pk, inv->expires_ms,
-                                               inv->sig, (uint64_t)(time(NULL)) * 1000u)) != 0)
-    snprintf(err, errlen, "DEDMPI_INVITE: %s", rv == DED_ERR_EXPIRED ?
-             "the invitation has expired" : "the invitation is not signed by DEDMPI_OWNER");
-  if (!mine || err[0]) return DED_ERR_INVALID_ARG;
-  st->has_invite = true;
-  st->invite_expires_ms = inv->expires_ms;
-  memcpy(st->invite_sig, inv->sig, DED_SIG_BYTES);
-  return 0;
-}
-
-/* ---------------------------------------------------------------- the run's secret */
-
-/* The run's secret from |cfg| into d->psk (none: has_psk false). */
-static int swarm_key_load(ded_driver *d, const ded_driver_config *cfg, char *err, size_t errlen) {
-  char text[512];
-  size_t n = 0;
-  const char *var = "DEDMPI_SWARM_KEY";
-  if (cfg->swarm_key_file && cfg->swarm_key_file[0]) {
-    var = "DEDMPI_SWARM_KEY_FILE";
-    int fd = open(cfg->swarm_key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-      snprintf(err, errlen, "%s=%s: %s", var, cfg->swarm_key_file, strerror(errno));
-      return DED_ERR_INVALID_ARG;
-    }
-    int rv = private_file_check(fd, var, cfg->swarm_key_file, "the run's secret", err, errlen);
-    if (rv == 0) n = read_upto(fd, text, sizeof text);
-    close(fd);
-    if (rv) return rv;
-    const char *nl = memchr(text, '\n', n); /* its first line, without trailing blanks */
-    if (nl) n = (size_t)(nl - text);
-    if (memchr(text, '\0', n)) n = sizeof text; /* a NUL inside: refused below */
-    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) n--;
-  } else if (cfg->swarm_key && cfg->swarm_key[0]) {
-    n = strlen(cfg->swarm_key);
-    if (n >= sizeof text) n = sizeof text; /* refused below as too long */
-    memcpy(text, cfg->swarm_key, n < sizeof text ? n : sizeof text);
-  } else {
-    return 0;
-  }
-  int rv = n < sizeof text ? ded_swarm_key_derive(text, n, ded_node_run_id(d->node), d->psk)
-                           : DED_ERR_INVALID_ARG;
-  ded_wipe(text, sizeof text);
-  if (rv == DED_ERR_INVALID_ARG) {
-    snprintf(err, errlen,
-             "%s: expected 64 hex digits or a passphrase of %d to %zu characters", var,
-             DED_PASSPHRASE_MIN, sizeof text - 1);
-    return rv;
-  }
-  if (rv) {
-    snprintf(err, errlen, "%s: cannot stretch the passphrase: %s", var, ded_strerror(rv));
-    return rv;
-  }
-  d->has_psk = true;
-  return 0;
+  return ded_secrets_identity_seed(path, seed, created, err, errlen);
 }
 
 int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen) {
@@ -1374,13 +942,13 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   }
   uint8_t seed[DED_SEED_BYTES];
   bool id_created;
-  rv = ded_driver_identity_seed(cfg->identity_file, seed, &id_created, err, errlen);
+  rv = ded_secrets_identity_seed(cfg->identity_file, seed, &id_created, err, errlen);
   if (rv) {
     driver_free(d);
     return rv;
   }
   uint8_t(*allow)[DED_PK_BYTES] = NULL;
-  rv = access_setup(cfg, seed, &st, &allow, err, errlen);
+  rv = ded_secrets_access(cfg, seed, &st, &allow, err, errlen);
   if (rv) {
     ded_wipe(seed, sizeof seed);
     driver_free(d);
@@ -1398,7 +966,8 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
     driver_free(d);
     return rv;
   }
-  rv = swarm_key_load(d, cfg, err, errlen);
+  rv = ded_secrets_swarm_key(cfg->swarm_key, cfg->swarm_key_file, ded_node_run_id(d->node),
+                             d->psk, &d->has_psk, err, errlen);
   if (rv) {
     driver_free(d);
     return rv;

@@ -2,9 +2,10 @@
  * ded_shim.c: the MPI face of dedmpi, by PMPI interposition.
  *
  * Preloaded into an Open MPI job, this file's MPI_Allreduce and
- * MPI_Iallreduce take the calls DESIGN §3 routes to the swarm (MPI_SUM of
- * MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_BYTES, on a communicator
- * congruent to MPI_COMM_WORLD) and pass every other call to PMPI as is.
+ * MPI_Iallreduce take the calls that go to the swarm (docs/architecture.md,
+ * "Routing": MPI_SUM of MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_BYTES,
+ * on a communicator congruent to MPI_COMM_WORLD) and pass every other call
+ * to PMPI as is.
  *
  * A routed call ("op") goes through three steps:
  *
@@ -54,14 +55,12 @@
 #include "core/ded_assert.h"
 #include "ded_config.h"
 #include "ded_driver.h"
+#include "ded_step.h"
 #include "dedmpi.h"
 
 #define DED_EXPORT __attribute__((visibility("default")))
 
 extern char **environ;
-
-/* Calls whose signatures are kept to learn the step's period. */
-#define SHIM_SIG_MAX (3 * 64)
 
 /* The outcome rank 0 broadcasts to the other ranks of the job. */
 typedef struct shim_header {
@@ -121,45 +120,18 @@ static struct {
   dedmpi_round_info last;
   bool have_last;
   char prefix[48];
-  /* State transfer (DESIGN §3, joiners). The pieces are the buffers of the
-   * large start-up broadcasts from rank 0 and those registered through
-   * dedmpi.h, in call order; rank 0 serves them as a snapshot and, in a
-   * job that joins a run in progress, fills them from the run's. */
+  /* The job's state (docs/architecture.md, "Joining a run in progress"):
+   * its pieces are the buffers of the large start-up broadcasts from rank
+   * 0 and those registered through dedmpi.h, in call order; |step| keeps
+   * them, serves them to joiners and reloads them when the job falls out
+   * of step. A job that joins a run in progress fills them from the
+   * run's state first. */
+  ded_step step;
   bool started;     /* a routed all-reduce began: the state's pieces are known */
   bool state_known; /* rank 0: the swarm said whether a run is in progress */
   int state_err;    /* rank 0: why it could not say (MPI error code) */
   ded_snapshot loaded; /* rank 0: the run's state (bytes until handed out) */
   unsigned loaded_next;
-  struct {
-    void *p;
-    size_t bytes;
-  } pieces[DED_STATE_PIECES_MAX];
-  unsigned npieces;
-  bool pieces_full_logged;
-  /* Rank 0: routed all-reduces so far and the round of the first one. */
-  uint64_t nops, round0;
-  /* Rank 0: the calls' (buffer, count, type) in order, to learn how many
-   * all-reduces make one training step: the signature sequence's period. */
-  struct shim_sig {
-    const void *buf;
-    int count;
-    MPI_Datatype dt;
-  } sig[SHIM_SIG_MAX];
-  unsigned nsig;
-  unsigned step_rounds; /* 0: not known (yet) */
-  atomic_bool snap_wanted; /* a joiner asked for a snapshot */
-  /* Rank 0, a job out of step: the swarm's round when it said so (under
-   * |mu|); the run's state reloaded, applied when the step in which it was
-   * loaded ends, |reload_left| all-reduces on. */
-  uint64_t behind;
-  ded_snapshot reload;
-  unsigned reload_left;
-  /* Rank 0, a job late by many steps but still in step (under |mu|): the
-   * swarm's round and ours, from the latest late round; and the gap, in
-   * rounds, seen first after the last reload (a reload that leaves the job
-   * as far behind as it was is not tried again). */
-  uint64_t late_swarm, late_round, reload_gap;
-  bool reload_gap_pending;
   int progress_fd; /* rank 0: DEDMPI_PROGRESS, connected; -1 = none */
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER, .progress_fd = -1};
 
@@ -235,15 +207,7 @@ static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) 
   shim_op *op = ctx;
   progress_report(op, res);
   pthread_mutex_lock(&S.mu);
-  if (res->behind > S.behind) S.behind = res->behind;
-  if (res->late && !res->alone && res->swarm_round > res->round) {
-    S.late_swarm = res->swarm_round;
-    S.late_round = res->round;
-    if (S.reload_gap_pending) S.reload_gap = res->swarm_round - res->round;
-    S.reload_gap_pending = false;
-  } else if (!res->late) {
-    S.late_swarm = 0; /* in step */
-  }
+  ded_step_round_done(&S.step, res); /* before the op shows done: the next op sees it */
   op->res = *res;
   op->res.members = NULL; /* valid only during the callback */
   op->swarm_done = true;
@@ -272,11 +236,9 @@ static void op_fill_header(shim_op *op) {
   op->hdr.round = op->res.round;
 }
 
-static void state_apply(void);
-
 /* The op's outcome is in |op->hdr| on every rank: finish it. */
 static void op_complete(shim_op *op, int bcast_err) {
-  if (op->hdr.reload && bcast_err == MPI_SUCCESS) state_apply();
+  if (op->hdr.reload && bcast_err == MPI_SUCCESS) ded_step_apply(&S.step);
   op->mpi_err = bcast_err != MPI_SUCCESS ? bcast_err : op->hdr.mpi_err;
   if (op->mpi_err == MPI_SUCCESS && op->local_err != MPI_SUCCESS) op->mpi_err = op->local_err;
   op->complete = true;
@@ -350,7 +312,8 @@ static bool comm_is_world(MPI_Comm comm) {
 
 /*
  * A job that starts while a run is in progress loads the run's state
- * before its first round (DESIGN §3, "Stragglers and joiners"). The state
+ * before its first round (docs/architecture.md, "Joining a run in
+ * progress"). The state
  * is what the trainer broadcasts from rank 0 at start-up (large
  * MPI_Bcasts before the first routed all-reduce: the model) and what it
  * registers with dedmpi_register_state (optimizer moments, the step
@@ -369,7 +332,7 @@ static bool comm_is_world(MPI_Comm comm) {
 /* Driver thread: a joiner asked for this job's state. */
 static void shim_want_snapshot(void *user) {
   (void)user;
-  atomic_store(&S.snap_wanted, true);
+  ded_step_want_snapshot(&S.step);
 }
 
 /* Rank 0: asks the swarm, once, whether a run is in progress, and if so
@@ -387,7 +350,7 @@ static int state_sync(void) {
   }
   if (snap.round > 0) {
     S.loaded = snap;
-    S.round0 = snap.round;
+    ded_step_resume(&S.step, snap.round);
     shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in %u "
              "piece%s", S.cfg.run, (unsigned long long)snap.round, (unsigned long long)snap.len,
              snap.npieces, snap.npieces == 1 ? "" : "s");
@@ -416,16 +379,7 @@ static int state_piece(void *p, size_t bytes) {
     for (unsigned i = 0; i < k; i++) off += S.loaded.sizes[i];
     memcpy(p, S.loaded.bytes + off, bytes);
   }
-  if (S.npieces == DED_STATE_PIECES_MAX) {
-    if (!S.pieces_full_logged)
-      shim_log(DED_LOG_WARN, "more than %d pieces of state: the rest is not served to joiners",
-               DED_STATE_PIECES_MAX);
-    S.pieces_full_logged = true;
-    return MPI_SUCCESS;
-  }
-  S.pieces[S.npieces].p = p;
-  S.pieces[S.npieces].bytes = bytes;
-  S.npieces++;
+  ded_step_piece_add(&S.step, p, bytes);
   return MPI_SUCCESS;
 }
 
@@ -443,155 +397,6 @@ static void state_start(void) {
   }
   free(S.loaded.bytes);
   S.loaded.bytes = NULL;
-}
-
-/* Rank 0: learns how many routed all-reduces make a training step, as the
- * shortest period of the calls' (buffer, count, type), once seen three
- * times over; a call that breaks it makes the period unknown again.
- * DEDMPI_STEP_ROUNDS says it instead. */
-static void state_learn_step(const shim_op *op) {
-  if (S.cfg.step_rounds) {
-    S.step_rounds = S.cfg.step_rounds;
-    return;
-  }
-  struct shim_sig sg = {op->recvbuf, op->count, op->dt};
-  if (S.nsig < SHIM_SIG_MAX) S.sig[S.nsig++] = sg;
-  if (S.step_rounds) {
-    const struct shim_sig *ref = &S.sig[(S.nops - 1) % S.step_rounds];
-    if (ref->buf == sg.buf && ref->count == sg.count && ref->dt == sg.dt) return;
-    shim_log(DED_LOG_WARN, "the training step no longer repeats every %u all-reduce%s; state is "
-             "not served to joiners until it is learnt again", S.step_rounds,
-             S.step_rounds == 1 ? "" : "s");
-    S.step_rounds = 0;
-    S.nsig = 0; /* start over from here: round0 no longer begins a period */
-    S.round0 = S.round0 + S.nops - 1;
-    S.nops = 1;
-    S.sig[S.nsig++] = sg;
-    return;
-  }
-  for (unsigned p = 1; 3 * p <= S.nsig; p++) {
-    bool ok = true;
-    for (unsigned i = p; i < S.nsig && ok; i++)
-      ok = S.sig[i].buf == S.sig[i - p].buf && S.sig[i].count == S.sig[i - p].count &&
-           S.sig[i].dt == S.sig[i - p].dt;
-    if (ok) {
-      S.step_rounds = p;
-      return;
-    }
-  }
-}
-
-/* Rank 0, at the start of round |round|: a snapshot, if a joiner wants
- * one and this round begins a step. */
-static void state_maybe_snapshot(uint64_t round) {
-  /* Not while a reloaded state waits to apply: the pieces are stale. */
-  if (!atomic_load_explicit(&S.snap_wanted, memory_order_relaxed) || !S.step_rounds ||
-      (round - S.round0) % S.step_rounds != 0 || S.reload.bytes)
-    return;
-  atomic_store(&S.snap_wanted, false);
-  ded_snapshot snap;
-  memset(&snap, 0, sizeof snap);
-  snap.round = round;
-  snap.step_rounds = S.step_rounds;
-  snap.npieces = S.npieces;
-  for (unsigned i = 0; i < S.npieces; i++) {
-    snap.sizes[i] = S.pieces[i].bytes;
-    snap.len += S.pieces[i].bytes;
-  }
-  snap.bytes = malloc(snap.len ? snap.len : 1);
-  if (!snap.bytes) {
-    shim_log(DED_LOG_WARN, "no memory for a snapshot of %llu bytes", (unsigned long long)snap.len);
-    return;
-  }
-  uint64_t off = 0;
-  for (unsigned i = 0; i < S.npieces; i++) {
-    memcpy(snap.bytes + off, S.pieces[i].p, S.pieces[i].bytes);
-    off += S.pieces[i].bytes;
-  }
-  snap.digest = ded_digest64(snap.bytes, snap.len);
-  ded_driver_snapshot_set(S.driver, &snap);
-}
-
-/* Steps behind the swarm past which a job that is still in step (it
- * fetches the results of the rounds it came late to) reloads the run's
- * state rather than catch up: a snapshot comes within a step or two of
- * the swarm, while catching up closes the gap by one deadline per try. */
-#define SHIM_RELOAD_GAP_STEPS 8
-
-/* Rank 0, at the start of an all-reduce: if the swarm said this job is
- * out of step (or far behind) and a step begins here with nothing else in
- * flight, reload the run's state. The rounds resume at the snapshot's, this one first;
- * the pieces take the snapshot's bytes when this step's last all-reduce
- * completes, before the trainer applies the step's results (applying
- * them at the start would race with a backward pass still reading the
- * parameters). */
-static void state_maybe_reload(shim_op *op) {
-  if (S.reload_left == 0) {
-    pthread_mutex_lock(&S.mu);
-    uint64_t behind = S.behind;
-    if (!behind && S.late_swarm && S.step_rounds) {
-      uint64_t gap = S.late_swarm - S.late_round;
-      if (gap >= (uint64_t)SHIM_RELOAD_GAP_STEPS * S.step_rounds && gap > 2 * S.reload_gap)
-        behind = S.late_swarm;
-    }
-    bool idle = atomic_load(&S.pending) == 1; /* this op only */
-    bool go = behind && S.step_rounds && S.nops % S.step_rounds == 0 && S.npieces > 0 && idle;
-    if (go) {
-      S.behind = S.late_swarm = 0; /* asked again if the swarm says so again */
-      S.reload_gap_pending = true;
-    }
-    pthread_mutex_unlock(&S.mu);
-    if (!go) return;
-    ded_snapshot snap;
-    int rv = ded_driver_state_reload(S.driver, behind, &snap);
-    if (rv != 0) {
-      shim_log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step and "
-               "keeps its own values", ded_strerror(rv));
-      return;
-    }
-    uint64_t total = 0;
-    bool same = snap.step_rounds == S.step_rounds && snap.npieces == S.npieces;
-    for (unsigned i = 0; same && i < S.npieces; i++) {
-      same = snap.sizes[i] == S.pieces[i].bytes;
-      total += snap.sizes[i];
-    }
-    if (!same || total != snap.len) {
-      shim_log(DED_LOG_ERROR, "the run's state (%u piece%s, steps of %u all-reduces) does not fit "
-               "this job's (%u, %u): it stays out of step", snap.npieces,
-               snap.npieces == 1 ? "" : "s", snap.step_rounds, S.npieces, S.step_rounds);
-      free(snap.bytes);
-      return;
-    }
-    shim_log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes); it applies at "
-             "the end of this step", (unsigned long long)snap.round,
-             (unsigned long long)snap.len);
-    free(S.reload.bytes);
-    S.reload = snap;
-    S.round0 = snap.round;
-    S.nops = 0;
-    S.reload_left = S.step_rounds;
-  }
-  if (--S.reload_left == 0) op->reload = true;
-}
-
-/* Every rank, as the step of a reload ends: the pieces take the run's
- * state, rank 0's bytes going to the others. */
-static void state_apply(void) {
-  if (S.rank == 0 && S.reload.bytes) {
-    uint64_t off = 0;
-    for (unsigned i = 0; i < S.npieces; i++) {
-      memcpy(S.pieces[i].p, S.reload.bytes + off, S.pieces[i].bytes);
-      off += S.pieces[i].bytes;
-    }
-  }
-  free(S.reload.bytes);
-  S.reload.bytes = NULL;
-  for (unsigned i = 0; S.size > 1 && i < S.npieces; i++)
-    for (size_t off = 0; off < S.pieces[i].bytes;) {
-      size_t n = DED_MIN(S.pieces[i].bytes - off, (size_t)1 << 30);
-      PMPI_Bcast((char *)S.pieces[i].p + off, (int)n, MPI_BYTE, 0, S.comm_state);
-      off += n;
-    }
 }
 
 /* A large broadcast from rank 0 of contiguous data to the whole job. */
@@ -625,9 +430,9 @@ DED_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, 
 
 /* ---------------------------------------------------------------- routing */
 
-/* DESIGN §3: what goes to the swarm. Anything unusual (null buffers,
- * aliasing, intercommunicators) stays with PMPI, which reports the error
- * exactly as without the shim. */
+/* What goes to the swarm (docs/architecture.md, "Routing"). Anything
+ * unusual (null buffers, aliasing, intercommunicators) stays with PMPI,
+ * which reports the error exactly as without the shim. */
 static bool shim_routes(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                         MPI_Comm comm, uint8_t *dtype, size_t *es) {
   if (!S.active || op != MPI_SUM || count <= 0) return false;
@@ -662,6 +467,7 @@ static shim_op *op_new(void *recvbuf, int count, MPI_Datatype dt, size_t es, boo
 
 /* Step 1, and the start of step 2. From here on progress() sees |op|. */
 static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
+  bool first = !S.started;
   S.started = true; /* no more pieces of state */
   void *recvbuf = op->recvbuf;
   int count = op->count;
@@ -682,17 +488,16 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
   atomic_fetch_add(&S.pending, 1);
   pthread_mutex_unlock(&S.mu);
   if (S.rank == 0) {
-    if (S.nops == 0 && S.nsig == 0) state_start();
-    state_maybe_reload(op);
-    uint64_t round = S.round0 + S.nops++;
-    state_learn_step(op);
+    if (first) state_start();
+    bool idle = atomic_load(&S.pending) == 1; /* this op only */
+    uint64_t round = ded_step_round_begin(&S.step, S.driver, recvbuf, count, dt, idle, &op->reload);
     int rv = DED_ERR_INTERNAL;
     op->start_ns = ded_driver_now_ns();
     if (op->local_err == MPI_SUCCESS) {
       ded_round_args a = {recvbuf, (uint64_t)count, dtype, w, (uint32_t)S.size, op};
       rv = ded_driver_submit(S.driver, &a);
     }
-    state_maybe_snapshot(round);
+    ded_step_offer(&S.step, S.driver, round);
     if (rv != 0) {
       ded_round_result res;
       memset(&res, 0, sizeof res);
@@ -944,6 +749,7 @@ static int shim_init(int *argc, char ***argv, int required, int *provided) {
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_bcast);
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.comm_state);
   }
+  ded_step_init(&S.step, S.size, S.comm_state, S.cfg.step_rounds, shim_log);
   int status = 0;
   char err[512] = "";
   if (S.rank == 0) status = shim_start_driver(err, sizeof err);
@@ -992,8 +798,7 @@ DED_EXPORT int MPI_Finalize(void) {
       PMPI_Comm_free(&S.comm_bcast);
       PMPI_Comm_free(&S.comm_state);
     }
-    free(S.reload.bytes);
-    S.reload.bytes = NULL;
+    ded_step_free(&S.step);
     if (S.progress_fd >= 0) close(S.progress_fd);
     S.progress_fd = -1;
   }

@@ -549,7 +549,9 @@ def standalone_errors():
     and the code); an unsupported file call returns its error (files'
     default handler is MPI_ERRORS_RETURN); MPI-1 calls removed in MPI-3 but
     still exported by libmpi.so.40 work (MPI_Address, MPI_Errhandler_set,
-    MPI_Type_extent, MPI_Type_ub)."""
+    MPI_Type_extent, MPI_Type_ub). A fatal error's line names the MPI
+    function the program called, for calls whose checks are shared with
+    others (a helper's name, or the other call's, is a failure)."""
     wd = tempfile.mkdtemp(prefix="dedrun-err-")
     src, exe = os.path.join(wd, "errs.c"), os.path.join(wd, "errs")
     with open(src, "w") as f:
@@ -557,11 +559,42 @@ def standalone_errors():
 #define OMPI_OMIT_MPI1_COMPAT_DECLS 0
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 static MPI_Comm seen;
 static int seen_code, calls;
 static void handler(MPI_Comm *c, int *code, ...) { seen = *c; seen_code = *code; calls++; }
+/* One wrong call |name| under MPI_COMM_WORLD's fatal handler. */
+static int fatal(const char *name) {
+  double x = 1, y;
+  if (!strcmp(name, "MPI_Allreduce")) {
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_NULL);
+  } else if (!strcmp(name, "MPI_Reduce")) {
+    MPI_Reduce(&x, &y, 1, MPI_DOUBLE, MPI_OP_NULL, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(name, "MPI_Iallreduce")) {
+    MPI_Request rq;
+    MPI_Iallreduce(&x, &y, -1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
+  } else if (!strcmp(name, "MPI_Send")) {
+    MPI_Send(&x, 1, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(name, "MPI_Type_extent")) {
+    MPI_Aint ext;
+    MPI_Type_extent(MPI_DATATYPE_NULL, &ext);
+  } else if (!strcmp(name, "MPI_Errhandler_set")) {
+    MPI_Errhandler_set(MPI_COMM_WORLD, MPI_ERRHANDLER_NULL);
+  } else if (!strcmp(name, "MPI_Comm_split_type")) {
+    MPI_Comm c;
+    MPI_Comm_split_type(MPI_COMM_NULL, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &c);
+  } else if (!strcmp(name, "MPI_Get_elements")) {
+    MPI_Status st;
+    int n;
+    memset(&st, 0, sizeof st);
+    MPI_Get_elements(&st, MPI_DATATYPE_NULL, &n);
+  }
+  printf("went on\n");
+  return 0;
+}
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
+  if (argc > 1) return fatal(argv[1]);
   MPI_Comm dup, inter;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
@@ -599,8 +632,20 @@ int main(int argc, char **argv) {
     check(r.returncode != 0 and "went on" not in out and "MPI_ERRORS_ARE_FATAL" in r.stderr and
           "MPI_Comm_spawn is not supported" in r.stderr,
           "the world's fatal handler did not end it: rc %d\n%s%s" % (r.returncode, out, r.stderr))
+    # Each call's checks are shared: with a helper (copy_in, send_self), or
+    # with another call (MPI_Allreduce's, MPI_Comm_set_errhandler's, ...).
+    fatal = {"MPI_Allreduce": "COMM", "MPI_Reduce": "OP", "MPI_Iallreduce": "COUNT",
+             "MPI_Send": "RANK", "MPI_Type_extent": "TYPE", "MPI_Errhandler_set": "ARG",
+             "MPI_Comm_split_type": "COMM", "MPI_Get_elements": "TYPE"}
+    for name, err in fatal.items():
+        r = run_dedrun("--standalone", "--no-progress", exe, name)
+        want = "standalone MPI: %s: MPI_ERR_%s: " % (name, err)
+        check(r.returncode != 0 and "went on" not in r.stdout and want in r.stderr and
+              "MPI_ERRORS_ARE_FATAL" in r.stderr,
+              "%s: %r missing (rc %d):\n%s%s" % (name, want, r.returncode, r.stdout, r.stderr))
     print("  errors went to the communicator's handler (return, user, fatal on the world), "
-          "file calls returned 52, MPI_Address, MPI_Errhandler_set and the MPI-1 extents work")
+          "file calls returned 52, MPI_Address, MPI_Errhandler_set and the MPI-1 extents work; "
+          "%d fatal errors named the call made" % len(fatal))
 
 
 @test

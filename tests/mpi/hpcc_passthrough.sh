@@ -10,9 +10,8 @@
 # Testany, Comm_split, user-defined ops and derived datatypes. None of its
 # reductions is big enough for dedmpi to route, so all must pass through.
 #
-# Input: Debian's example hpccinf.txt shrunk as in the MPI survey
-# (shared/reference/mpi_shim.md §3: HPL N 1000 -> 500, P x Q 2x2 -> 1x2),
-# about half a second for both ranks. hpcc appends to hpccoutf.txt, so
+# Input: Debian's example hpccinf.txt shrunk (HPL N 1000 -> 500, P x Q
+# 2x2 -> 1x2), about half a second for both ranks. hpcc appends to hpccoutf.txt, so
 # each run gets a fresh directory.
 #
 # Compared, from hpccoutf.txt; everything here was identical in six plain

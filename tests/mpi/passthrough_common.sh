@@ -5,7 +5,8 @@
 # -np 2` in fresh directories, once plain and once with a library
 # preloaded, and compares the parts of the output that do not depend on
 # timing. A program that never makes a large float sum must behave exactly
-# as without the shim (DESIGN.md §3), so any difference is a failure.
+# as without the shim (docs/architecture.md, "Routing"), so any difference
+# is a failure.
 #
 # Exit codes: 0 equal, 1 different or a run failed, 77 program not
 # installed (ctest's SKIP_RETURN_CODE).

@@ -1,0 +1,155 @@
+/*
+ * ded_step.h: a job's training steps as the shim sees them, and what it
+ * does at their edges for a joiner that wants its state and when the job
+ * falls out of step (docs/architecture.md, "Falling out of step" and
+ * "Joining a run in progress").
+ *
+ * Owns, for one job:
+ *   - the pieces of its state: the buffers of rank 0's large start-up
+ *     broadcasts and of dedmpi_register_state, in call order (every rank
+ *     keeps their addresses);
+ *   - rank 0's numbering of its routed all-reduces as swarm rounds, and
+ *     where a training step begins: every |rounds| all-reduces from
+ *     |round0|, |rounds| being DEDMPI_STEP_ROUNDS or learnt as the
+ *     shortest period of the calls' (buffer, count, type) seen three times
+ *     over (a call that breaks it makes it unknown again);
+ *   - rank 0's snapshots for joiners: asked for on the driver thread,
+ *     taken at the next step's first all-reduce, when the pieces hold the
+ *     state after every round before it;
+ *   - rank 0's reload of the run's state: wanted when a round reports the
+ *     job |behind| (out of step), or late while the swarm is at least
+ *     DED_STEP_RELOAD_GAP_STEPS steps ahead and more than twice as far
+ *     ahead as it was first seen after the last reload (a reload that
+ *     leaves the job as far behind as it was is not tried again); run
+ *     (ded_driver_state_reload) at a step's first all-reduce with nothing
+ *     else of the job in flight; applied to the pieces of every rank as
+ *     that step's last all-reduce completes (enum ded_step_reload).
+ *
+ * Invariants: a step begins at round r exactly when |rounds| is known and
+ * (r - round0) % rounds == 0; a reloaded state is held (LOADED, DUE) only
+ * until it applies; no snapshot is taken while one is held (the pieces
+ * are stale then); a reload the swarm asked for is forgotten once it runs,
+ * and runs again only if the swarm asks again.
+ *
+ * Threads: ded_step_round_done and ded_step_want_snapshot run on the
+ * driver thread; everything else on the application's threads, as the
+ * shim's MPI calls run (ded_step_apply from its progress, under its
+ * lock). What the driver thread writes is under |mu|.
+ */
+#ifndef DED_STEP_H
+#define DED_STEP_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ded_assert.h"
+#include "ded_driver.h"
+
+/* Calls whose signatures are kept to learn the step's period. */
+#define DED_STEP_SIG_MAX (3 * 64)
+
+/* Steps behind the swarm past which a job that is still in step (it
+ * fetches the results of the rounds it came late to) reloads the run's
+ * state rather than catch up: a snapshot comes within a step or two of
+ * the swarm, while catching up closes the gap by one deadline per try. */
+#define DED_STEP_RELOAD_GAP_STEPS 8
+
+/* Rank 0's reload of the run's state. NONE -> LOADED at a step's first
+ * all-reduce; LOADED -> DUE at the step's last (at once in steps of one);
+ * DUE -> NONE as that all-reduce completes. A reload may start again
+ * from DUE only if that all-reduce failed and the state never applied. */
+typedef enum ded_step_reload {
+  DED_STEP_RELOAD_NONE,   /* no reloaded state held */
+  DED_STEP_RELOAD_LOADED, /* loaded; |reload_left| all-reduces of its step still to start */
+  DED_STEP_RELOAD_DUE,    /* the step's last all-reduce is in flight */
+} ded_step_reload;
+
+/* The log: a line at a DED_LOG_* level, formatted as printf does. */
+typedef void (*ded_step_log_fn)(int level, const char *fmt, ...) DED_PRINTF(2, 3);
+
+typedef struct ded_step {
+  int size;      /* ranks in the job */
+  MPI_Comm comm; /* a private duplicate of the world for the pieces (size > 1) */
+  unsigned step_rounds_set; /* DEDMPI_STEP_ROUNDS; 0: learnt */
+  ded_step_log_fn log;
+  /* The pieces, in call order. */
+  struct {
+    void *p;
+    size_t bytes;
+  } pieces[DED_STATE_PIECES_MAX];
+  unsigned npieces;
+  bool pieces_full_logged;
+  /* Rank 0: routed all-reduces since |round0|, the round of the first. */
+  uint64_t nops, round0;
+  /* Rank 0: the calls' (buffer, count, type) in order since |round0|. */
+  struct ded_step_sig {
+    const void *buf;
+    int count;
+    MPI_Datatype dt;
+  } sig[DED_STEP_SIG_MAX];
+  unsigned nsig;
+  unsigned rounds; /* all-reduces per step; 0: not known (yet) */
+  atomic_bool snap_wanted; /* a joiner asked for a snapshot */
+  /* Rank 0, under |mu|: the swarm's round when it said this job is out of
+   * step; the swarm's round and ours in the latest late round while in
+   * step (late_swarm 0: not late); and the gap, in rounds, seen first
+   * after the last reload (|reload_gap_pending| until it is seen). */
+  pthread_mutex_t mu;
+  uint64_t behind;
+  uint64_t late_swarm, late_round, reload_gap;
+  bool reload_gap_pending;
+  /* Rank 0: the reload and the run's state it loaded (bytes until it
+   * applies). */
+  ded_step_reload reload;
+  ded_snapshot loaded;
+  unsigned reload_left;
+} ded_step;
+
+/* Sets up |st| for a job of |size| ranks; |comm| carries the pieces to
+ * the other ranks when a reload applies. Call it before the driver
+ * starts: its callbacks reach |st|. */
+void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_rounds,
+                   ded_step_log_fn log);
+
+/* Frees the state a reload left unapplied; after the driver stopped. */
+void ded_step_free(ded_step *st);
+
+/* |p| (|bytes|) becomes the next piece of the state; past
+ * DED_STATE_PIECES_MAX it is not kept (logged once). */
+void ded_step_piece_add(ded_step *st, void *p, size_t bytes);
+
+/* Rank 0 of a job that joins a run in progress: its rounds begin at the
+ * run's |round|. Before the first routed all-reduce. */
+void ded_step_resume(ded_step *st, uint64_t round);
+
+/*
+ * Rank 0, as a routed all-reduce of (|buf|, |count|, |dt|) starts: if the
+ * swarm wants this job reloaded and a step begins here with no other
+ * all-reduce in flight (|idle|), loads the run's state (blocking within the
+ * driver's bounds) and resumes the rounds at its round. Returns the
+ * all-reduce's round; |*ends_reload| says the loaded state applies when
+ * this all-reduce completes (ded_step_apply, on every rank).
+ */
+uint64_t ded_step_round_begin(ded_step *st, ded_driver *driver, const void *buf, int count,
+                              MPI_Datatype dt, bool idle, bool *ends_reload);
+
+/* Rank 0, once the all-reduce of |round| is submitted: hands the driver a
+ * snapshot of the pieces if a joiner asked for one and a step begins at
+ * |round|. */
+void ded_step_offer(ded_step *st, ded_driver *driver, uint64_t round);
+
+/* Driver thread: what a finished round says about this job's pace. */
+void ded_step_round_done(ded_step *st, const ded_round_result *res);
+
+/* Driver thread: a joiner asked for this job's state. */
+void ded_step_want_snapshot(ded_step *st);
+
+/* Every rank, as the all-reduce that ends a reload's step completes: the
+ * pieces take the run's state, rank 0's bytes going to the others. */
+void ded_step_apply(ded_step *st);
+
+#endif /* DED_STEP_H */
