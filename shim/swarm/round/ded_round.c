@@ -9,22 +9,17 @@
 #include "../core/ded_assert.h"
 #include "../core/ded_err.h"
 #include "../ded_node_int.h"
+#include "ded_round_int.h"
 
 /* Joins to ourselves nested at most this deep (round_send_join). */
 #define NODE_SELF_DEPTH_MAX 3
 
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
-static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
-static void rounds_report_ready(ded_node *node, uint64_t now_ns);
 
 /* ------------------------------------------------------------------ */
 /* the round's memory                                                   */
 /* ------------------------------------------------------------------ */
-
-static size_t round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
-
-static bool round_holds(const ded_round *r) { return r->att_state != ROUND_ATT_NONE; }
 
 /* The attempt's data plane sends through the round: to a peer that is
  * gone or not connected, nothing (a member that is gone cannot use it;
@@ -68,7 +63,7 @@ ded_round *ded_round_find(ded_node *node, uint64_t no) {
   return NULL;
 }
 
-static void round_free_attempt(ded_node *node, ded_round *r) {
+void ded_round_drop_attempt(ded_node *node, ded_round *r) {
   ded_attempt_clear(&r->att, node->mem, &node->cache, r->es);
   r->att_state = ROUND_ATT_NONE;
   r->accepted = false;
@@ -84,9 +79,9 @@ static void early_free_list(ded_node *node, early_frame *e) {
 }
 
 void ded_round_free(ded_node *node, ded_round *r) {
-  if (r->with_result) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, round_bytes(r));
-  round_free_attempt(node, r);
-  ded_bufcache_put(&node->cache, r->res, round_bytes(r));
+  if (r->with_result) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, ded_round_bytes(r));
+  ded_round_drop_attempt(node, r);
+  ded_bufcache_put(&node->cache, r->res, ded_round_bytes(r));
   ded_mem_free(node->mem, r->lin);
   ded_votes_free(&r->votes, node->mem);
   early_free_list(node, r->early_head);
@@ -94,7 +89,7 @@ void ded_round_free(ded_node *node, ded_round *r) {
 }
 
 /* DRAINING -> DEAD once nothing queued refers to the round's memory. */
-static void round_maybe_dead(ded_node *node, ded_round *r) {
+void ded_round_maybe_dead(ded_node *node, ded_round *r) {
   if (r->state == ROUND_DRAINING && r->refs_user == 0 && r->refs_res == 0) {
     r->state = ROUND_DEAD;
     node->reap_needed = true;
@@ -119,86 +114,7 @@ void ded_round_lend_unref(void *ctx, void *owner, bool user) {
     DED_ASSERT(r->refs_res > 0);
     r->refs_res--;
   }
-  round_maybe_dead(ctx, r);
-}
-
-/* ------------------------------------------------------------------ */
-/* the report                                                           */
-/* ------------------------------------------------------------------ */
-
-/* Hands the round back to the caller, exactly once: -> DRAINING. After
- * this, the caller's buffer is never touched again. */
-static void round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
-  DED_ASSERT(!ded_round_over(r));
-  bool via_attempt = status == 0 && !alone && round_holds(r);
-  /* The round's result (not an attempt that was still short of a quorum
-   * when the bound hit): kept, to serve others. */
-  bool with_result = status == 0 && round_holds(r) && ded_attempt_whole(&r->att) &&
-                     r->chosen == r->att.plan.attempt;
-  ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
-  if (e) {
-    e->final = true;
-    e->final_attempt = with_result ? r->att.plan.attempt : 0;
-  }
-  /* Over first: detaching can close a connection, whose peer-down
-   * handling must see this round as finished. */
-  r->state = ROUND_DRAINING;
-  ded_conns_detach(node, r, with_result);
-  DED_ASSERT(r->refs_user == 0);
-  /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
-  if (via_attempt)
-    ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
-  if (via_attempt && node->s.log_level >= DED_LOG_DEBUG) {
-    /* Where the round's time went, in ms from its submission. */
-    uint64_t t0 = r->submit_ns;
-#define MS_SINCE(t) ((t) >= t0 ? (double)((t) - t0) / 1e6 : -1.0)
-    node_log(node, DED_LOG_DEBUG,
-             "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
-             "chosen %.1f (%u members, %llu bytes)",
-             (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
-             MS_SINCE(r->att.reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns),
-             r->att.plan.k, (unsigned long long)round_bytes(r));
-#undef MS_SINCE
-  }
-  r->with_result = with_result;
-  if (status == 0 && !alone) {
-    uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
-    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
-                      via_attempt ? r->att.ncontrib : 0);
-  }
-  ded_round_result res;
-  memset(&res, 0, sizeof res);
-  res.status = status;
-  res.round = r->no;
-  res.alone = alone;
-  res.late = late;
-  res.recoveries = r->recoveries;
-  res.behind = r->behind;
-  if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
-  uint8_t *ids = NULL;
-  if (via_attempt) {
-    res.contributors = r->att.ncontrib;
-    res.total_weight = r->att.total_w;
-    ids = ded_mem_malloc(node->mem, (size_t)r->att.ncontrib * DED_ID_BYTES + 1);
-    for (unsigned i = 0, n = 0; ids && i < r->att.plan.k; i++)
-      if (!(r->att.plan.members[i].flags & DED_MEMBER_F_AUX))
-        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->att.plan.members[i].id, DED_ID_BYTES);
-    res.members = ids;
-  } else {
-    res.contributors = 1;
-    res.total_weight = r->a.weight;
-  }
-  res.peers = ded_node_round_peer_count(node);
-  round_maybe_dead(node, r);
-  node->cb.round_done(node->user, r->a.ctx, &res);
-  ded_mem_free(node->mem, ids);
-}
-
-void ded_round_fail(ded_node *node, ded_round *r, int status) {
-  if (ded_round_over(r)) return;
-  node_log(node, DED_LOG_ERROR, "round %llu failed: %s", (unsigned long long)r->no,
-           ded_strerror(status));
-  round_report(node, r, status, false, false);
+  ded_round_maybe_dead(ctx, r);
 }
 
 /* ------------------------------------------------------------------ */
@@ -217,7 +133,7 @@ static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
   memcpy(r->coord, round_cand(r, v), DED_ID_BYTES);
 }
 
-static int round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
+int ded_round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
                          unsigned n, uint64_t attempt) {
   uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(n));
   if (!copy) return DED_ERR_NOMEM;
@@ -261,7 +177,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
   if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
   uint8_t *have = NULL;
-  if (round_holds(r)) {
+  if (ded_round_holds(r)) {
     have = ded_attempt_have_bits(&r->att, node->mem);
     if (!have) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
@@ -336,12 +252,12 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     node_log(node, DED_LOG_DEBUG, "round %llu: out of step (the swarm is at %llu): own values",
              (unsigned long long)r->no, (unsigned long long)node->rounds.stale);
     r->behind = node->rounds.stale;
-    round_report(node, r, 0, true, true);
+    ded_round_report(node, r, 0, true, true);
     return;
   }
   ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
   if (r->no > 0 && prev) {
-    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
@@ -355,7 +271,7 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     if (o && !ded_round_over(o)) return;
     ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
     if (!best) return;
-    if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
+    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
     }
@@ -406,9 +322,9 @@ static void round_freeze(ded_node *node, ded_round *r) {
 }
 
 /* Gives up on the current coordinator or attempt: report to the next view. */
-static void round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
+void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
   if (ded_round_over(r)) return;
-  if (r->genesis && !round_holds(r)) {
+  if (r->genesis && !ded_round_holds(r)) {
     /* The first round's coordinator went before committing: choose again
      * among those still here. */
     node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
@@ -433,7 +349,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
    * round went through another attempt): fail over along the current one. */
   ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   if (prev && prev->attempt != r->lin_attempt &&
-      round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
+      ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
     ded_round_fail(node, r, DED_ERR_NOMEM);
     return;
   }
@@ -447,7 +363,7 @@ static void round_failover(ded_node *node, ded_round *r, const char *why, uint64
   round_send_join(node, r, now_ns);
 }
 
-static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
+ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
   return ded_peer_find(node, r->att.plan.members[m].id);
 }
 
@@ -460,7 +376,7 @@ static ded_peer *round_member_peer(ded_node *node, const ded_round *r, unsigned 
 static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan, uint32_t view,
                        uint64_t now_ns) {
   ded_conns_detach(node, r, false);
-  round_free_attempt(node, r);
+  ded_round_drop_attempt(node, r);
   int rv = ded_attempt_layout(&r->att, node->mem, plan, node->ident.id);
   if (rv) return rv;
   r->att_state = ROUND_ATT_LIVE;
@@ -471,14 +387,14 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   for (unsigned i = 0; i < plan->k; i++) /* it is in */
     ded_intents_done(&node->intents, plan->members[i].id, plan->round);
   ded_intents_spent(&node->intents, plan->round, plan_lists, (void *)plan); /* the others missed it */
-  if (!r->res) r->res = ded_bufcache_get(&node->cache, round_bytes(r));
+  if (!r->res) r->res = ded_bufcache_get(&node->cache, ded_round_bytes(r));
   if (!r->res) return DED_ERR_NOMEM;
   int rv2 = ded_lineage_set(&node->lin, r->no, plan);
   if (rv2) return rv2;
   /* A next round that joined on another attempt's membership joins again. */
   ded_round *nx = ded_round_find(node, r->no + 1);
   if (nx && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) && !nx->genesis &&
-      nx->lin_attempt != plan->attempt && !round_holds(nx)) {
+      nx->lin_attempt != plan->attempt && !ded_round_holds(nx)) {
     nx->state = ROUND_WAIT_PREV;
     round_try_join(node, nx, now_ns);
   }
@@ -531,9 +447,9 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   bool aux = cm->members[r->att.me].flags & DED_MEMBER_F_AUX;
   for (unsigned m = 0; m < cm->k; m++) {
     if (m == r->att.me || ded_attempt_shard_len(&r->att, m) == 0) continue;
-    ded_peer *p = round_member_peer(node, r, m);
+    ded_peer *p = ded_round_member_peer(node, r, m);
     if (!p || !p->conn) {
-      round_failover(node, r, "a member of the attempt is not connected", now_ns);
+      ded_round_failover(node, r, "a member of the attempt is not connected", now_ns);
       return 0;
     }
     if (aux) continue;
@@ -544,7 +460,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   rv = ded_attempt_reduce_own(&r->att, &env);
   if (rv) return rv;
   round_replay_early(node, r, now_ns);
-  round_check_complete(node, r, now_ns);
+  ded_round_check_complete(node, r, now_ns);
   return 0;
 }
 
@@ -559,12 +475,12 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
     if (ded_attempt_shard_done(a, s) || ded_bit_get(a->fetch_sent, s)) continue;
     const uint8_t *hid = a->plan.members[a->holders[s]].id;
     if (id_is_me(node, hid)) {
-      round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
+      ded_round_failover(node, r, "named holder of a shard this peer lacks", now_ns);
       return 0;
     }
     ded_peer *p = ded_peer_find(node, hid);
     if (!p || p->left || p->evicted) {
-      round_failover(node, r, "the holder of a shard is gone", now_ns);
+      ded_round_failover(node, r, "the holder of a shard is gone", now_ns);
       return 0;
     }
     if (!p->conn) {
@@ -580,7 +496,7 @@ static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
     if (rv) return rv;
   }
   round_replay_early(node, r, now_ns);
-  round_check_complete(node, r, now_ns);
+  ded_round_check_complete(node, r, now_ns);
   return 0;
 }
 
@@ -594,7 +510,7 @@ static bool round_wrong_signature(ded_node *node, ded_round *r, const ded_msg_co
            (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
            (unsigned long long)cm->count, cm->dtype);
   ded_lineage_set(&node->lin, r->no, cm);
-  round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+  ded_round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
   return true;
 }
 
@@ -619,13 +535,12 @@ static int round_take_commit(ded_node *node, ded_round *r, const ded_msg_commit 
   return round_start_reduce(node, r, now_ns);
 }
 
-static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns);
 
 /* A DECIDE for |r|: the attempt in |d| stands; fetch what we lack. */
 static int round_take_decide(ded_node *node, ded_round *r, const ded_msg_decide *d,
                              uint64_t now_ns) {
   if (round_wrong_signature(node, r, &d->plan)) return 0;
-  if (!round_holds(r) || r->att.plan.attempt != d->plan.attempt) {
+  if (!ded_round_holds(r) || r->att.plan.attempt != d->plan.attempt) {
     int rv = round_adopt(node, r, &d->plan, d->view, now_ns);
     if (rv) return rv;
   } else {
@@ -643,170 +558,8 @@ static int round_take_decide(ded_node *node, ded_round *r, const ded_msg_decide 
   r->att.holders = ded_mem_malloc(node->mem, (size_t)d->plan.k * sizeof *r->att.holders);
   if (!r->att.holders) return DED_ERR_NOMEM;
   memcpy(r->att.holders, d->holders, (size_t)d->plan.k * sizeof *r->att.holders);
-  if (r->att.me == d->plan.k) round_send_intent(node, r, now_ns);
+  if (r->att.me == d->plan.k) ded_round_announce(node, r, now_ns);
   return round_fetch_missing(node, r, now_ns);
-}
-
-/* ------------------------------------------------------------------ */
-/* completion: -> DONE_WAIT -> DRAINING                                 */
-/* ------------------------------------------------------------------ */
-
-/* True if |r|'s attempt was planned on another result of the previous
- * round than the one that round ended with here. */
-static bool round_void_base(ded_node *node, const ded_round *r) {
-  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  return r->att.plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
-         prev->final_attempt != r->att.plan.base;
-}
-
-/* Drops such an attempt (it never completes here) and fails over along
- * the previous round's real membership. */
-static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
-  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
-  char why[128];
-  snprintf(why, sizeof why,
-           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
-           "%llx here",
-           (unsigned long long)r->att.plan.attempt, (unsigned long long)r->att.plan.base,
-           (unsigned long long)prev->final_attempt);
-  ded_conns_detach(node, r, false);
-  round_free_attempt(node, r);
-  r->state = ROUND_RUNNING;
-  if (round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
-    round_failover(node, r, why, now_ns);
-  else
-    ded_round_fail(node, r, DED_ERR_NOMEM);
-}
-
-void ded_round_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
-                         uint32_t view, uint8_t flags) {
-  if (!to || !to->conn) return;
-  uint8_t frame[DED_HAVE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_have h = {round, attempt, view, flags};
-  ded_msg_have_encode(&w, &h);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-/* True once the current attempt is the round's result: someone completed
- * it, or a quorum of its acceptors accepted it in one view. */
-static bool round_is_chosen(const ded_round *r) {
-  if (!round_holds(r)) return false;
-  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
-  return ded_votes_quorum(&r->votes, &r->att.plan);
-}
-
-/* The whole result is here: accept it (HAVE to the attempt's members),
- * and once it is the round's result, -> DONE_WAIT, and report it when
- * every earlier round has. */
-static void round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
-  switch (r->state) {
-  case ROUND_JOINING:
-  case ROUND_JOINED:
-  case ROUND_RUNNING:
-  case ROUND_FETCHING:
-    break;
-  default:
-    return;
-  }
-  if (!round_holds(r) || !ded_attempt_whole(&r->att)) return;
-  if (!r->got_ns) r->got_ns = now_ns;
-  if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&
-      (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
-    /* Never for a view below one we joined (a failover froze the attempt),
-     * nor for an attempt planned on another result of the previous round
-     * than ours: we wait until that round has ended here. */
-    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-    if (r->att.plan.base != 0 && prev && !prev->final) return;
-    if (round_void_base(node, r)) {
-      round_drop_void(node, r, now_ns);
-      return;
-    }
-    r->accepted = true;
-    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
-    for (unsigned m = 0; m < r->att.plan.k; m++)
-      if (m != r->att.me)
-        ded_round_send_have(node, round_member_peer(node, r, m), r->no, r->att.plan.attempt,
-                            r->acc_view, 0);
-  }
-  if (!round_is_chosen(r)) return;
-  r->chosen = r->att.plan.attempt;
-  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
-    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
-  /* Those who are not acceptors (late members) and asked: it is done. So
-   * are clients, which hear no HAVE from one another and may lack a
-   * quorum of their own. */
-  for (unsigned i = 0; i < r->votes.n; i++) {
-    const ded_vote *v = &r->votes.v[i];
-    if (v->attempt != r->att.plan.attempt || id_is_me(node, v->id)) continue;
-    unsigned m = ded_plan_index(&r->att.plan, v->id);
-    if (m == r->att.plan.k ||
-        (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
-            DED_MEMBER_F_ACCEPTOR)
-      ded_round_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
-                          DED_HAVE_F_DONE);
-  }
-  r->state = ROUND_DONE_WAIT;
-  rounds_report_ready(node, now_ns);
-}
-
-/* Reports the DONE_WAIT rounds that no earlier round holds up. */
-static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
-  bool again = true;
-  while (again) {
-    again = false;
-    for (unsigned i = 0; i < node->rounds.n; i++) {
-      ded_round *r = node->rounds.v[i];
-      if (r->state != ROUND_DONE_WAIT) continue;
-      bool earlier = false;
-      for (unsigned k = 0; k < node->rounds.n && !earlier; k++) {
-        ded_round *o = node->rounds.v[k];
-        earlier = o->no < r->no && !ded_round_over(o);
-      }
-      if (earlier) continue;
-      /* The attempt was planned on the previous round's membership; if that
-       * round ended here with another attempt, the plan came from a
-       * coordinator the swarm did not choose. */
-      if (round_void_base(node, r)) {
-        round_drop_void(node, r, now_ns);
-        again = true;
-        break;
-      }
-      /* Alone: the only contributor (aux members may have helped): our
-       * buffer stays S_j, bit for bit. */
-      bool alone = r->att.ncontrib == 1 && r->att.me == r->att.first_contrib;
-      bool late = r->att.me == r->att.plan.k;
-      if (late)
-        node_log(node, DED_LOG_INFO,
-                 "round %llu: fetched the result of %u members (this job came late)",
-                 (unsigned long long)r->no, r->att.plan.k);
-      if (r->recoveries)
-        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
-                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "",
-                 r->att.ncontrib);
-      round_report(node, r, 0, alone, late);
-      again = true;
-      break;
-    }
-  }
-}
-
-static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
-  if (node->rounds.reporting) { /* called back from below: the loop goes round again */
-    node->rounds.report_again = true;
-    return;
-  }
-  node->rounds.reporting = true;
-  do {
-    node->rounds.report_again = false;
-    rounds_report_ready_once(node, now_ns);
-    /* Rounds whose acceptance waited for an earlier round to end. */
-    for (unsigned i = 0; i < node->rounds.n; i++) {
-      ded_round *r = node->rounds.v[i];
-      if (!ded_round_over(r) && round_holds(r) && !r->accepted) round_check_complete(node, r, now_ns);
-    }
-  } while (node->rounds.report_again);
-  node->rounds.reporting = false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -909,7 +662,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
     return; /* moot */
   case ROUND_RUNNING:
   case ROUND_FETCHING:
-    if (round_holds(r) && d.attempt == r->att.plan.attempt) {
+    if (ded_round_holds(r) && d.attempt == r->att.plan.attempt) {
       if (r->att_state == ROUND_ATT_FROZEN) return;
       round_io io = {node, r};
       ded_attempt_env env = round_env(&io);
@@ -924,7 +677,7 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
         return;
       }
       r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
-      round_check_complete(node, r, now_ns);
+      ded_round_check_complete(node, r, now_ns);
       return;
     }
     /* Another attempt's: */
@@ -934,9 +687,9 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
   case ROUND_JOINED:
     break;
   }
-  if (round_holds(r) && d.attempt <= r->att.plan.attempt) return; /* moot */
+  if (ded_round_holds(r) && d.attempt <= r->att.plan.attempt) return; /* moot */
   /* A later attempt whose commit is still on its way: keep it. */
-  size_t limit = DED_EARLY_BYTES_MAX(round_bytes(r));
+  size_t limit = DED_EARLY_BYTES_MAX(ded_round_bytes(r));
   early_frame *e = NULL;
   if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
   if (!e) {
@@ -987,7 +740,7 @@ void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_B
   } else {
     ded_votes_add(&r->votes, node->mem, from, h->attempt, h->view);
   }
-  if (round_holds(r) && r->att.plan.attempt == h->attempt) round_check_complete(node, r, now_ns);
+  if (ded_round_holds(r) && r->att.plan.attempt == h->attempt) ded_round_check_complete(node, r, now_ns);
 }
 
 /* peer down: a round that still needs something from |p| fails over. A
@@ -998,7 +751,7 @@ static void round_on_peer_down(ded_node *node, ded_round *r, ded_peer *p, uint64
   case ROUND_JOINING:
   case ROUND_JOINED:
     if (memcmp(r->coord, p->id, DED_ID_BYTES) == 0)
-      round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
+      ded_round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
     break;
   case ROUND_RUNNING:
   case ROUND_FETCHING:
@@ -1008,7 +761,7 @@ static void round_on_peer_down(ded_node *node, ded_round *r, ded_peer *p, uint64
         if (ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) {
           char why[64];
           snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
-          round_failover(node, r, why, now_ns);
+          ded_round_failover(node, r, why, now_ns);
         }
         break;
       }
@@ -1045,8 +798,8 @@ static void round_on_probe(ded_node *node, ded_round *r, ded_peer *from, const d
   }
   if (m->view <= r->view && !(m->view == r->view && r->state == ROUND_JOINING)) return;
   if (r->genesis || r->nlin == 0) {
-    if (!round_holds(r)) return;
-    round_failover(node, r, "probed", now_ns); /* sets the lineage up */
+    if (!ded_round_holds(r)) return;
+    ded_round_failover(node, r, "probed", now_ns); /* sets the lineage up */
     if (ded_round_over(r) || r->view >= m->view) return;
   }
   round_freeze(node, r);
@@ -1057,59 +810,13 @@ static void round_on_probe(ded_node *node, ded_round *r, ded_peer *from, const d
   round_send_join(node, r, now_ns);
 }
 
-/* A round we finished, probed: say so, or the new view might decide
- * without us. */
-static void round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
-                                  const ded_msg_probe *m, uint64_t now_ns) {
-  const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
-  if (!plan) {
-    if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
-    return;
-  }
-  ded_msg_join j;
-  memset(&j, 0, sizeof j);
-  j.round = m->round;
-  j.view = m->view;
-  j.dtype = plan->dtype;
-  j.count = plan->count;
-  j.weight = 0.0;
-  j.n_local = 1;
-  for (unsigned i = 0; i < plan->k; i++)
-    if (id_is_me(node, plan->members[i].id)) {
-      j.weight = plan->members[i].weight;
-      j.n_local = plan->members[i].n_local;
-    }
-  uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
-  if (!have) return;
-  memset(have, 0xff, ((size_t)plan->k + 7) / 8);
-  if (plan->k % 8) have[plan->k / 8] = (uint8_t)((1u << (plan->k % 8)) - 1);
-  j.flags = DED_JOIN_F_STATUS | DED_JOIN_F_DONE; /* kept only once it was the result */
-  j.acc_view = m->view;
-  j.plan = *plan;
-  j.have = have;
-  if (!from) {
-    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
-  } else if (from->conn) {
-    size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
-    uint8_t *f = ded_mem_malloc(node->mem, cap);
-    if (f) {
-      ded_wr w = ded_wr_init(f, cap);
-      ded_msg_join_status_encode(&w, &j, plan, have);
-      DED_ASSERT(!w.err);
-      ded_conn_send_ctrl(node, from->conn, f, w.pos);
-    }
-    ded_mem_free(node->mem, f);
-  }
-  ded_mem_free(node->mem, have);
-}
-
 void ded_round_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
   if (node->s.no_rounds) return;
   ded_round *r = ded_round_find(node, m->round);
   if (r && !ded_round_over(r))
     round_on_probe(node, r, from, m, now_ns);
   else
-    round_probed_finished(node, r, from, m, now_ns);
+    ded_round_probed_finished(node, r, from, m, now_ns);
 }
 
 /* stale: asked of the coordinator we joined, or of a holder we fetch from. */
@@ -1136,7 +843,7 @@ void ded_round_on_stale(ded_node *node, ded_round *r, const uint8_t from[DED_ID_
   if (r->genesis) ded_lineage_lose(&node->lin);
   r->behind = m->next_round;
   node->rounds.stale = DED_MAX(node->rounds.stale, m->next_round);
-  round_report(node, r, 0, true, true);
+  ded_round_report(node, r, 0, true, true);
 }
 
 /* redirect: in a genesis JOINED, from the coordinator we asked. The new
@@ -1192,7 +899,7 @@ static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
            "round %llu: no result within the bound (%llu ms); this job keeps its own values "
            "and is out of step",
            (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
-  round_report(node, r, 0, true, true);
+  ded_round_report(node, r, 0, true, true);
   return true;
 }
 
@@ -1218,7 +925,7 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->wait_ns = finish_ns;
       return;
     }
-    round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    ded_round_failover(node, r, "no decision from the coordinator in time", now_ns);
     return;
   }
   case ROUND_RUNNING:
@@ -1238,7 +945,7 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
     }
     size_t pos = strlen(why);
     snprintf(why + pos, sizeof why - pos, "%s)", shown ? "" : " nothing but HAVEs");
-    round_failover(node, r, why, now_ns);
+    ded_round_failover(node, r, why, now_ns);
     return;
   }
   case ROUND_WAIT_PREV:
@@ -1256,106 +963,15 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
     if (ded_round_over(r) || round_on_bound(node, r, now_ns)) continue;
     /* Late, still fetching: the swarm keeps holding the next round. */
-    if (r->state == ROUND_FETCHING && round_holds(r) && r->att.me == r->att.plan.k &&
+    if (r->state == ROUND_FETCHING && ded_round_holds(r) && r->att.me == r->att.plan.k &&
         r->att_state == ROUND_ATT_LIVE)
-      round_send_intent(node, r, now_ns);
+      ded_round_announce(node, r, now_ns);
     if (r->wait_ns != 0 && now_ns >= r->wait_ns) round_on_deadline(node, r, now_ns);
   }
 }
 
-/* ------------------------------------------------------------------ */
-/* serving others from rounds we finished; catching up                  */
-/* ------------------------------------------------------------------ */
-
-const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
-  ded_round *r = ded_round_find(node, no);
-  if (r && round_holds(r) && r->chosen == r->att.plan.attempt &&
-      (r->state == ROUND_DONE_WAIT || (ded_round_over(r) && r->with_result)))
-    return &r->att.plan;
-  ded_hist_entry *h = ded_history_find(&node->hist, no);
-  return h ? &h->plan : NULL;
-}
-
-/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
- * hold it, as it is reduced if it is our own shard in progress. */
-void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
-  ded_round *r = ded_round_find(node, f->round);
-  if (r && round_holds(r) && r->att.plan.attempt == f->attempt && f->shard < r->att.plan.k &&
-      (r->att_state == ROUND_ATT_LIVE || ded_attempt_shard_done(&r->att, f->shard))) {
-    round_io io = {node, r};
-    ded_attempt_env env = round_env(&io);
-    ded_attempt_serve(&r->att, &env, f->shard, to->id,
-                      r->att_state == ROUND_ATT_LIVE && !ded_round_over(r));
-    return;
-  }
-  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
-  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
-    size_t es = ded_dtype_size(h->plan.dtype);
-    unsigned s = f->shard;
-    uint64_t lo = h->plan.members[s].shard_off;
-    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
-    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
-      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
-      size_t bytes = DED_DATA_HDR_BYTES + n * es;
-      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
-      if (!frame) return;
-      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
-      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
-      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
-    }
-    return;
-  }
-  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
-           (unsigned long long)f->round, to->sid);
-  if (f->round < node->rounds.next && !r) ded_coord_send_stale(node, to, f->round);
-}
-
-/* We came late for |r|: tell the swarm that we will join the rounds
- * after it, so that it waits for us instead of leaving us late round after
- * round. The announcement goes to every peer of the run we are connected
- * to: any of them may coordinate a round, and the others wait for that
- * coordinator's decision. The coordinator of each round from |r| + 1 on
- * holds it in view 0 for as long as fetching one result should take us
- * (ded_intents_hold_ns), each round at most once (ded_intents_spent). We
- * announce again every deadline floor while we fetch (the round we fetch
- * may itself still be running, and take far longer than a fetch), and
- * each late round on the way announces the next, so the swarm waits as
- * long as we keep coming, however many rounds behind we are. A member
- * that finished |r| + 1 already answers AHEAD, saying where the swarm is
- * (for the trainer: far behind, it reloads). A trainer late by a few
- * steps goes at the swarm's pace and would never catch up on its own,
- * nor would one whose link fetches a result more slowly than the swarm
- * completes a round. */
-static void round_send_intent(ded_node *node, ded_round *r, uint64_t now_ns) {
-  uint64_t target = r->no + 1;
-  if (target == node->rounds.intent_round &&
-      now_ns < node->rounds.intent_ns + node->s.deadline_floor_ns)
-    return; /* announced just now */
-  ded_round *nx = ded_round_find(node, target);
-  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
-  node->rounds.intent_round = target;
-  node->rounds.intent_ns = now_ns;
-  ded_msg_join j;
-  memset(&j, 0, sizeof j);
-  j.round = target;
-  j.dtype = r->a.dtype;
-  j.count = r->a.count;
-  j.weight = r->a.weight;
-  j.n_local = r->a.n_local;
-  j.flags = DED_JOIN_F_INTENT;
-  uint8_t frame[DED_JOIN_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_join_encode(&w, &j);
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
-  }
-}
-
-void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m) {
-  if (m->round != node->rounds.intent_round || m->next_round <= node->rounds.catch_up)
-    return; /* not the answer to our latest announcement */
-  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
-           (unsigned long long)m->round, (unsigned long long)m->next_round);
-  node->rounds.catch_up = m->next_round;
+void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]) {
+  round_io io = {node, r};
+  ded_attempt_env env = round_env(&io);
+  ded_attempt_serve(&r->att, &env, s, to, r->att_state == ROUND_ATT_LIVE && !ded_round_over(r));
 }

@@ -1,0 +1,257 @@
+/*
+ * ded_complete.c: the end of a member's round (ded_round.h): accepting a
+ * whole result (HAVE to the attempt's members), knowing it is the round's
+ * result (a quorum of HAVEs in one view, or someone completed it), DONE_WAIT,
+ * and the report, in round order (-> DRAINING).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../avg/ded_reduce.h"
+#include "../core/ded_assert.h"
+#include "../core/ded_err.h"
+#include "../ded_node_int.h"
+#include "ded_round_int.h"
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns);
+
+/* ------------------------------------------------------------------ */
+/* the report                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Hands the round back to the caller, exactly once: -> DRAINING. After
+ * this, the caller's buffer is never touched again. */
+void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
+  DED_ASSERT(!ded_round_over(r));
+  bool via_attempt = status == 0 && !alone && ded_round_holds(r);
+  /* The round's result (not an attempt that was still short of a quorum
+   * when the bound hit): kept, to serve others. */
+  bool with_result = status == 0 && ded_round_holds(r) && ded_attempt_whole(&r->att) &&
+                     r->chosen == r->att.plan.attempt;
+  ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
+  if (e) {
+    e->final = true;
+    e->final_attempt = with_result ? r->att.plan.attempt : 0;
+  }
+  /* Over first: detaching can close a connection, whose peer-down
+   * handling must see this round as finished. */
+  r->state = ROUND_DRAINING;
+  ded_conns_detach(node, r, with_result);
+  DED_ASSERT(r->refs_user == 0);
+  /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
+  if (via_attempt)
+    ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
+  if (via_attempt && node->s.log_level >= DED_LOG_DEBUG) {
+    /* Where the round's time went, in ms from its submission. */
+    uint64_t t0 = r->submit_ns;
+#define MS_SINCE(t) ((t) >= t0 ? (double)((t) - t0) / 1e6 : -1.0)
+    node_log(node, DED_LOG_DEBUG,
+             "round %llu: timeline ms: joined %.1f, plan %.1f, shard reduced %.1f, result %.1f, "
+             "chosen %.1f (%u members, %llu bytes)",
+             (unsigned long long)r->no, MS_SINCE(r->joined_ns), MS_SINCE(r->started_ns),
+             MS_SINCE(r->att.reduced_ns), MS_SINCE(r->got_ns), MS_SINCE(node->now_ns),
+             r->att.plan.k, (unsigned long long)ded_round_bytes(r));
+#undef MS_SINCE
+  }
+  r->with_result = with_result;
+  if (status == 0 && !alone) {
+    uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
+    ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
+                      via_attempt ? r->att.ncontrib : 0);
+  }
+  ded_round_result res;
+  memset(&res, 0, sizeof res);
+  res.status = status;
+  res.round = r->no;
+  res.alone = alone;
+  res.late = late;
+  res.recoveries = r->recoveries;
+  res.behind = r->behind;
+  if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
+  uint8_t *ids = NULL;
+  if (via_attempt) {
+    res.contributors = r->att.ncontrib;
+    res.total_weight = r->att.total_w;
+    ids = ded_mem_malloc(node->mem, (size_t)r->att.ncontrib * DED_ID_BYTES + 1);
+    for (unsigned i = 0, n = 0; ids && i < r->att.plan.k; i++)
+      if (!(r->att.plan.members[i].flags & DED_MEMBER_F_AUX))
+        memcpy(ids + (size_t)n++ * DED_ID_BYTES, r->att.plan.members[i].id, DED_ID_BYTES);
+    res.members = ids;
+  } else {
+    res.contributors = 1;
+    res.total_weight = r->a.weight;
+  }
+  res.peers = ded_node_round_peer_count(node);
+  ded_round_maybe_dead(node, r);
+  node->cb.round_done(node->user, r->a.ctx, &res);
+  ded_mem_free(node->mem, ids);
+}
+
+void ded_round_fail(ded_node *node, ded_round *r, int status) {
+  if (ded_round_over(r)) return;
+  node_log(node, DED_LOG_ERROR, "round %llu failed: %s", (unsigned long long)r->no,
+           ded_strerror(status));
+  ded_round_report(node, r, status, false, false);
+}
+
+/* ------------------------------------------------------------------ */
+/* completion: -> DONE_WAIT -> DRAINING                                 */
+/* ------------------------------------------------------------------ */
+
+/* True if |r|'s attempt was planned on another result of the previous
+ * round than the one that round ended with here. */
+static bool round_void_base(ded_node *node, const ded_round *r) {
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  return r->att.plan.base != 0 && prev && prev->final && prev->final_attempt != 0 &&
+         prev->final_attempt != r->att.plan.base;
+}
+
+/* Drops such an attempt (it never completes here) and fails over along
+ * the previous round's real membership. */
+static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  char why[128];
+  snprintf(why, sizeof why,
+           "attempt %llx was planned on attempt %llx of the previous round, which ended with "
+           "%llx here",
+           (unsigned long long)r->att.plan.attempt, (unsigned long long)r->att.plan.base,
+           (unsigned long long)prev->final_attempt);
+  ded_conns_detach(node, r, false);
+  ded_round_drop_attempt(node, r);
+  r->state = ROUND_RUNNING;
+  if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt) == 0)
+    ded_round_failover(node, r, why, now_ns);
+  else
+    ded_round_fail(node, r, DED_ERR_NOMEM);
+}
+
+void ded_round_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
+                         uint32_t view, uint8_t flags) {
+  if (!to || !to->conn) return;
+  uint8_t frame[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_have h = {round, attempt, view, flags};
+  ded_msg_have_encode(&w, &h);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* True once the current attempt is the round's result: someone completed
+ * it, or a quorum of its acceptors accepted it in one view. */
+static bool round_is_chosen(const ded_round *r) {
+  if (!ded_round_holds(r)) return false;
+  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
+  return ded_votes_quorum(&r->votes, &r->att.plan);
+}
+
+/* The whole result is here: accept it (HAVE to the attempt's members),
+ * and once it is the round's result, -> DONE_WAIT, and report it when
+ * every earlier round has. */
+void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  switch (r->state) {
+  case ROUND_JOINING:
+  case ROUND_JOINED:
+  case ROUND_RUNNING:
+  case ROUND_FETCHING:
+    break;
+  default:
+    return;
+  }
+  if (!ded_round_holds(r) || !ded_attempt_whole(&r->att)) return;
+  if (!r->got_ns) r->got_ns = now_ns;
+  if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&
+      (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
+    /* Never for a view below one we joined (a failover froze the attempt),
+     * nor for an attempt planned on another result of the previous round
+     * than ours: we wait until that round has ended here. */
+    ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+    if (r->att.plan.base != 0 && prev && !prev->final) return;
+    if (round_void_base(node, r)) {
+      round_drop_void(node, r, now_ns);
+      return;
+    }
+    r->accepted = true;
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
+    for (unsigned m = 0; m < r->att.plan.k; m++)
+      if (m != r->att.me)
+        ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, r->att.plan.attempt,
+                            r->acc_view, 0);
+  }
+  if (!round_is_chosen(r)) return;
+  r->chosen = r->att.plan.attempt;
+  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
+    ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
+  /* Those who are not acceptors (late members) and asked: it is done. So
+   * are clients, which hear no HAVE from one another and may lack a
+   * quorum of their own. */
+  for (unsigned i = 0; i < r->votes.n; i++) {
+    const ded_vote *v = &r->votes.v[i];
+    if (v->attempt != r->att.plan.attempt || id_is_me(node, v->id)) continue;
+    unsigned m = ded_plan_index(&r->att.plan, v->id);
+    if (m == r->att.plan.k ||
+        (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
+            DED_MEMBER_F_ACCEPTOR)
+      ded_round_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
+                          DED_HAVE_F_DONE);
+  }
+  r->state = ROUND_DONE_WAIT;
+  rounds_report_ready(node, now_ns);
+}
+
+/* Reports the DONE_WAIT rounds that no earlier round holds up. */
+static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (unsigned i = 0; i < node->rounds.n; i++) {
+      ded_round *r = node->rounds.v[i];
+      if (r->state != ROUND_DONE_WAIT) continue;
+      bool earlier = false;
+      for (unsigned k = 0; k < node->rounds.n && !earlier; k++) {
+        ded_round *o = node->rounds.v[k];
+        earlier = o->no < r->no && !ded_round_over(o);
+      }
+      if (earlier) continue;
+      /* The attempt was planned on the previous round's membership; if that
+       * round ended here with another attempt, the plan came from a
+       * coordinator the swarm did not choose. */
+      if (round_void_base(node, r)) {
+        round_drop_void(node, r, now_ns);
+        again = true;
+        break;
+      }
+      /* Alone: the only contributor (aux members may have helped): our
+       * buffer stays S_j, bit for bit. */
+      bool alone = r->att.ncontrib == 1 && r->att.me == r->att.first_contrib;
+      bool late = r->att.me == r->att.plan.k;
+      if (late)
+        node_log(node, DED_LOG_INFO,
+                 "round %llu: fetched the result of %u members (this job came late)",
+                 (unsigned long long)r->no, r->att.plan.k);
+      if (r->recoveries)
+        node_log(node, DED_LOG_INFO, "round %llu: recovered after %u failover%s, %u contributors",
+                 (unsigned long long)r->no, r->recoveries, r->recoveries > 1 ? "s" : "",
+                 r->att.ncontrib);
+      ded_round_report(node, r, 0, alone, late);
+      again = true;
+      break;
+    }
+  }
+}
+
+static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
+  if (node->rounds.reporting) { /* called back from below: the loop goes round again */
+    node->rounds.report_again = true;
+    return;
+  }
+  node->rounds.reporting = true;
+  do {
+    node->rounds.report_again = false;
+    rounds_report_ready_once(node, now_ns);
+    /* Rounds whose acceptance waited for an earlier round to end. */
+    for (unsigned i = 0; i < node->rounds.n; i++) {
+      ded_round *r = node->rounds.v[i];
+      if (!ded_round_over(r) && ded_round_holds(r) && !r->accepted) ded_round_check_complete(node, r, now_ns);
+    }
+  } while (node->rounds.report_again);
+  node->rounds.reporting = false;
+}

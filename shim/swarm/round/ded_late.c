@@ -1,0 +1,155 @@
+/*
+ * ded_late.c: late members, both ways (ded_round.h). Serving them from the
+ * rounds this peer finished (a FETCH, a probe of a round we completed); and
+ * being one: announcing the next round we will join while we fetch the
+ * result of one the swarm finished without us, and hearing where the swarm
+ * is (AHEAD).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../avg/ded_reduce.h"
+#include "../core/ded_assert.h"
+#include "../core/ded_err.h"
+#include "../ded_node_int.h"
+#include "ded_round_int.h"
+
+/* A round we finished, probed: say so, or the new view might decide
+ * without us. */
+void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
+                                  const ded_msg_probe *m, uint64_t now_ns) {
+  const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
+  if (!plan) {
+    if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+    return;
+  }
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = m->round;
+  j.view = m->view;
+  j.dtype = plan->dtype;
+  j.count = plan->count;
+  j.weight = 0.0;
+  j.n_local = 1;
+  for (unsigned i = 0; i < plan->k; i++)
+    if (id_is_me(node, plan->members[i].id)) {
+      j.weight = plan->members[i].weight;
+      j.n_local = plan->members[i].n_local;
+    }
+  uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
+  if (!have) return;
+  memset(have, 0xff, ((size_t)plan->k + 7) / 8);
+  if (plan->k % 8) have[plan->k / 8] = (uint8_t)((1u << (plan->k % 8)) - 1);
+  j.flags = DED_JOIN_F_STATUS | DED_JOIN_F_DONE; /* kept only once it was the result */
+  j.acc_view = m->view;
+  j.plan = *plan;
+  j.have = have;
+  if (!from) {
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
+  } else if (from->conn) {
+    size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+    uint8_t *f = ded_mem_malloc(node->mem, cap);
+    if (f) {
+      ded_wr w = ded_wr_init(f, cap);
+      ded_msg_join_status_encode(&w, &j, plan, have);
+      DED_ASSERT(!w.err);
+      ded_conn_send_ctrl(node, from->conn, f, w.pos);
+    }
+    ded_mem_free(node->mem, f);
+  }
+  ded_mem_free(node->mem, have);
+}
+
+/* ------------------------------------------------------------------ */
+/* serving others from rounds we finished; catching up                  */
+/* ------------------------------------------------------------------ */
+
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
+  ded_round *r = ded_round_find(node, no);
+  if (r && ded_round_holds(r) && r->chosen == r->att.plan.attempt &&
+      (r->state == ROUND_DONE_WAIT || (ded_round_over(r) && r->with_result)))
+    return &r->att.plan;
+  ded_hist_entry *h = ded_history_find(&node->hist, no);
+  return h ? &h->plan : NULL;
+}
+
+/* Serves shard |s| of round |no|, attempt |attempt|, to |to|: now if we
+ * hold it, as it is reduced if it is our own shard in progress. */
+void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f) {
+  ded_round *r = ded_round_find(node, f->round);
+  if (r && ded_round_holds(r) && r->att.plan.attempt == f->attempt && f->shard < r->att.plan.k &&
+      (r->att_state == ROUND_ATT_LIVE || ded_attempt_shard_done(&r->att, f->shard))) {
+    ded_round_serve_attempt(node, r, f->shard, to->id);
+    return;
+  }
+  ded_hist_entry *h = ded_history_find(&node->hist, f->round);
+  if (h && h->plan.attempt == f->attempt && f->shard < h->plan.k) {
+    size_t es = ded_dtype_size(h->plan.dtype);
+    unsigned s = f->shard;
+    uint64_t lo = h->plan.members[s].shard_off;
+    uint64_t len = (s + 1 < h->plan.k ? h->plan.members[s + 1].shard_off : h->plan.count) - lo;
+    for (uint64_t e = 0; e < len; e += h->plan.chunk_elems) {
+      uint64_t n = DED_MIN(h->plan.chunk_elems, len - e);
+      size_t bytes = DED_DATA_HDR_BYTES + n * es;
+      uint8_t *frame = ded_mem_malloc(node->mem, bytes);
+      if (!frame) return;
+      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
+      memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
+      if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
+    }
+    return;
+  }
+  node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
+           (unsigned long long)f->round, to->sid);
+  if (f->round < node->rounds.next && !r) ded_coord_send_stale(node, to, f->round);
+}
+
+/* We came late for |r|: tell the swarm that we will join the rounds
+ * after it, so that it waits for us instead of leaving us late round after
+ * round. The announcement goes to every peer of the run we are connected
+ * to: any of them may coordinate a round, and the others wait for that
+ * coordinator's decision. The coordinator of each round from |r| + 1 on
+ * holds it in view 0 for as long as fetching one result should take us
+ * (ded_intents_hold_ns), each round at most once (ded_intents_spent). We
+ * announce again every deadline floor while we fetch (the round we fetch
+ * may itself still be running, and take far longer than a fetch), and
+ * each late round on the way announces the next, so the swarm waits as
+ * long as we keep coming, however many rounds behind we are. A member
+ * that finished |r| + 1 already answers AHEAD, saying where the swarm is
+ * (for the trainer: far behind, it reloads). A trainer late by a few
+ * steps goes at the swarm's pace and would never catch up on its own,
+ * nor would one whose link fetches a result more slowly than the swarm
+ * completes a round. */
+void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
+  uint64_t target = r->no + 1;
+  if (target == node->rounds.intent_round &&
+      now_ns < node->rounds.intent_ns + node->s.deadline_floor_ns)
+    return; /* announced just now */
+  ded_round *nx = ded_round_find(node, target);
+  if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
+  node->rounds.intent_round = target;
+  node->rounds.intent_ns = now_ns;
+  ded_msg_join j;
+  memset(&j, 0, sizeof j);
+  j.round = target;
+  j.dtype = r->a.dtype;
+  j.count = r->a.count;
+  j.weight = r->a.weight;
+  j.n_local = r->a.n_local;
+  j.flags = DED_JOIN_F_INTENT;
+  uint8_t frame[DED_JOIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_join_encode(&w, &j);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+  }
+}
+
+void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m) {
+  if (m->round != node->rounds.intent_round || m->next_round <= node->rounds.catch_up)
+    return; /* not the answer to our latest announcement */
+  node_log(node, DED_LOG_DEBUG, "late for round %llu: the swarm is at %llu",
+           (unsigned long long)m->round, (unsigned long long)m->next_round);
+  node->rounds.catch_up = m->next_round;
+}

@@ -1,0 +1,55 @@
+/*
+ * ded_round_int.h: what the round module's three files share (ded_round.c:
+ * the state machine; ded_complete.c: completion and the report; ded_late.c:
+ * late members, both ways). Not for the rest of the engine: ded_round.h is.
+ */
+#ifndef DED_ROUND_INT_H
+#define DED_ROUND_INT_H
+
+#include "ded_round.h"
+
+static inline bool ded_round_holds(const ded_round *r) { return r->att_state != ROUND_ATT_NONE; }
+
+static inline size_t ded_round_bytes(const ded_round *r) { return (size_t)r->a.count * r->es; }
+
+/* ---- ded_round.c ---- */
+
+/* DRAINING -> DEAD once nothing queued refers to the round's memory. */
+void ded_round_maybe_dead(ded_node *node, ded_round *r);
+
+/* Drops the attempt |r| holds (ATT_NONE). */
+void ded_round_drop_attempt(ded_node *node, ded_round *r);
+
+/* |r|'s lineage becomes a copy of |ids| (|n|, with client bits), from
+ * |attempt| of the round before. 0 or DED_ERR_NOMEM. */
+int ded_round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES], unsigned n,
+                      uint64_t attempt);
+
+/* Gives up on the current coordinator or attempt: report to the next view. */
+void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns);
+
+/* The peer of member |m| of |r|'s attempt, or NULL. */
+struct ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m);
+
+/* Serves shard |s| of the attempt |r| holds to |to| (ded_attempt_serve). */
+void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
+
+/* ---- ded_complete.c ---- */
+
+/* The whole result may be here: accept it, and once it is the round's
+ * result, DONE_WAIT, and report what is due. */
+void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
+
+/* Hands the round back to the caller, exactly once: -> DRAINING. */
+void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late);
+
+/* ---- ded_late.c ---- */
+
+/* We fetch a round the swarm finished without us: announce the next. */
+void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns);
+
+/* A PROBE of a round we finished (|r|, over, or NULL): say so there. */
+void ded_round_probed_finished(ded_node *node, ded_round *r, struct ded_peer *from,
+                               const ded_msg_probe *m, uint64_t now_ns);
+
+#endif /* DED_ROUND_INT_H */
