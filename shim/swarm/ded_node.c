@@ -344,8 +344,7 @@ static void node_reap(ded_node *node);
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->rounds.n > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
               ded_xfer_busy(node);
-  for (size_t i = 0; i < node->coords.n && !busy; i++)
-    busy = !node->coords.v[i]->decided && node->coords.v[i]->g.n > 0; /* nothing to decide on yet */
+  if (!busy) busy = ded_coords_pending(node); /* no joins: nothing to decide on yet */
   node->wake_soon = false;
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
 }
@@ -711,9 +710,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   node_log(node, DED_LOG_INFO, "leaving the swarm");
   for (unsigned i = 0; i < node->rounds.n; i++) ded_round_fail(node, node->rounds.v[i], DED_ERR_CLOSING);
   /* Rounds we coordinate go ahead without us rather than stall. */
-  for (size_t i = 0; i < node->coords.n; i++)
-    if (!node->coords.v[i]->decided && node->coords.v[i]->g.n > 0)
-      ded_coord_decide(node, node->coords.v[i], false, now_ns);
+  ded_coords_on_leave(node, now_ns);
   /* LEAVE goes last on every connection to a peer, behind the results
    * still queued for peers that finish a round we already finished: the
    * peer reads each connection to its LEAVE, and is done with us when the

@@ -36,7 +36,7 @@ static void coord_clear(ded_node *node, ded_coord *cr) {
   ded_mem_free(node->mem, cr->late_frame);
   cr->commit_frame = cr->late_frame = NULL;
   cr->commit_len = cr->late_len = 0;
-  cr->decided = false;
+  cr->state = COORD_GATHERING;
   cr->clock = cr->held = false;
   cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
 }
@@ -325,8 +325,8 @@ static bool attempt_full(const struct ded_coord_attempt *a) {
  * view (it may have completed somewhere), else any attempt whose shards
  * all exist, else a new attempt among those here.
  */
-void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_ns) {
-  cr->decided = true;
+static void coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_ns) {
+  cr->state = COORD_DECIDED; /* (the paths that cannot decide yet go back) */
   ded_intents_spent(&node->intents, cr->round, gather_has, &cr->g);
   /* (A held round says nothing of the spread.) */
   if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
@@ -343,13 +343,13 @@ void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_n
     node_log(node, DED_LOG_WARN, "round %llu: attempt %llx completed on a previous round this peer "
              "does not share; not deciding", (unsigned long long)cr->round,
              (unsigned long long)best->plan.attempt);
-    cr->decided = false;
+    cr->state = COORD_GATHERING;
     return;
   }
   if (best) {
     chosen = true;
     if (!attempt_full(best)) { /* reported by a late member only: wait for a holder */
-      cr->decided = false;
+      cr->state = COORD_GATHERING;
       return;
     }
   } else {
@@ -358,13 +358,13 @@ void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_n
      * round knows them for sure. */
     if (!cr->genesis && cr->round > 0 &&
         !(prev_lin && prev_lin->final && prev_lin->final_attempt == prev_lin->attempt)) {
-      cr->decided = false;
+      cr->state = COORD_GATHERING;
       return;
     }
     /* And a quorum of them: a minority cut off by a partition waits
      * rather than average on its own. */
     if (!cr->genesis && !coord_quorum(node, cr)) {
-      cr->decided = false;
+      cr->state = COORD_GATHERING;
       return;
     }
     for (int pass = 0; pass < 2 && !best; pass++)
@@ -387,7 +387,10 @@ void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_n
   if (best) {
     cr->late_frame = encode_decide(node, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, &best->plan,
                                    best->holder, &cr->late_len);
-    if (!cr->late_frame) return;
+    if (!cr->late_frame) {
+      cr->state = COORD_GAVE_UP; /* out of memory: later reports get STALE */
+      return;
+    }
     node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands%s, %u members; %zu fetch",
              (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
              chosen ? " (completed)" : "", best->plan.k, cr->g.n);
@@ -402,14 +405,16 @@ void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_n
   for (size_t i = 0; i < cr->g.n; i++)
     if (coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
   cr->g.n = out;
-  if (cr->g.n == 0) return;
   ded_msg_commit cm;
-  if (ded_plan_make(node, &cr->g, cr->round, &cm) != 0) return;
+  if (cr->g.n == 0 || ded_plan_make(node, &cr->g, cr->round, &cm) != 0) {
+    cr->state = COORD_GAVE_UP; /* no one left, or out of memory */
+    return;
+  }
   if (!cr->genesis && !coord_flag_acceptors(node, cr, &cm)) {
     node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
              (unsigned long long)cr->round, cr->view);
     ded_msg_commit_free(&cm, node->mem);
-    cr->decided = false;
+    cr->state = COORD_GATHERING;
     return;
   }
   const uint8_t *id = node->ident.id;
@@ -435,21 +440,31 @@ void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_n
   } else {
     ded_mem_free(node->mem, cr->commit_frame);
     cr->commit_frame = NULL;
+    cr->state = COORD_GAVE_UP; /* out of memory */
   }
   ded_mem_free(node->mem, ident);
   ded_msg_commit_free(&cm, node->mem);
 }
 
-/* Decides |cr| once everyone it waits for has reported, or its time is up. */
-static void coord_evaluate(ded_node *node, ded_coord *cr, uint64_t now_ns) {
-  if (cr->decided || cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
+/* check: time passed, or someone came, went or reported. Decides |cr|
+ * once everyone it waits for has reported, or its time is up; gives up at
+ * the bound. */
+static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
+  switch (cr->state) {
+  case COORD_GATHERING:
+    break;
+  case COORD_DECIDED:
+  case COORD_GAVE_UP:
+    return;
+  }
+  if (cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
   if (now_ns >= cr->first_ns + node->s.round_timeout_ns) {
     /* No decision possible within the bound (no quorum, or no lineage of
      * ours): every member's call has returned by now. Later reports get
      * STALE. */
     node_log(node, DED_LOG_INFO, "round %llu: view %u: no decision within the bound; giving up",
              (unsigned long long)cr->round, cr->view);
-    cr->decided = true;
+    cr->state = COORD_GAVE_UP;
     return;
   }
   bool all = true;
@@ -498,11 +513,33 @@ static void coord_evaluate(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     return;
   }
   if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
-  ded_coord_decide(node, cr, all, now_ns);
+  coord_decide(node, cr, all, now_ns);
 }
 
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {
-  for (size_t i = 0; i < node->coords.n; i++) coord_evaluate(node, node->coords.v[i], now_ns);
+  for (size_t i = 0; i < node->coords.n; i++) coord_on_check(node, node->coords.v[i], now_ns);
+}
+
+/* leave: a view still gathering decides now, without us, rather than stall. */
+static void coord_on_leave(ded_node *node, ded_coord *cr, uint64_t now_ns) {
+  switch (cr->state) {
+  case COORD_GATHERING:
+    if (cr->g.n > 0) coord_decide(node, cr, false, now_ns);
+    break;
+  case COORD_DECIDED:
+  case COORD_GAVE_UP:
+    break;
+  }
+}
+
+void ded_coords_on_leave(ded_node *node, uint64_t now_ns) {
+  for (size_t i = 0; i < node->coords.n; i++) coord_on_leave(node, node->coords.v[i], now_ns);
+}
+
+bool ded_coords_pending(const ded_node *node) {
+  for (size_t i = 0; i < node->coords.n; i++)
+    if (node->coords.v[i]->state == COORD_GATHERING && node->coords.v[i]->g.n > 0) return true;
+  return false;
 }
 
 static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round, uint32_t view,
@@ -528,13 +565,24 @@ static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint3
 
 /* A peer came up: views we coordinate that still wait for it probe it
  * again (a probe may have died with its old connection). */
-void ded_coords_on_peer_up(ded_node *node, ded_peer *p) {
-  for (size_t i = 0; i < node->coords.n; i++) {
-    ded_coord *cr = node->coords.v[i];
-    if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) continue;
+/* peer up: a failover's view that waits for |p|, or went on without it,
+ * probes it (again): its probe may have died with its old connection, or
+ * it may be waiting on an older view that can no longer decide (its own,
+ * as the coordinator cut off when the others failed over). */
+static void coord_on_peer_up(ded_node *node, ded_coord *cr, ded_peer *p) {
+  switch (cr->state) {
+  case COORD_GATHERING:
+  case COORD_DECIDED:
+  case COORD_GAVE_UP:
+    if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) return;
     for (unsigned e = 0; e < cr->nexpect; e++)
       if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
+    break;
   }
+}
+
+void ded_coords_on_peer_up(ded_node *node, ded_peer *p) {
+  for (size_t i = 0; i < node->coords.n; i++) coord_on_peer_up(node, node->coords.v[i], p);
 }
 
 /* Answers |to|'s JOIN for |round| with a DECIDE if we finished the round
@@ -599,6 +647,20 @@ bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, u
   return false;
 }
 
+/* intent: a view still gathering of round |j->round| or a later one waits
+ * for |from| too. */
+static void coord_on_intent(ded_node *node, ded_coord *cr, const ded_peer *from,
+                            const ded_msg_join *j) {
+  switch (cr->state) {
+  case COORD_GATHERING:
+    if (cr->round >= j->round) coord_expect_add(node, cr, from->id);
+    break;
+  case COORD_DECIDED:
+  case COORD_GAVE_UP:
+    break;
+  }
+}
+
 /* |from| will join round |j->round| (DED_JOIN_F_INTENT), or a later one:
  * it came late for an earlier round and is fetching its result. Whoever
  * coordinates one of those rounds in view 0 waits for it (coord_evaluate),
@@ -627,10 +689,7 @@ static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j
         ded_coord_intent_until(node, r->no, NULL, now_ns) == until)
       r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, until));
   }
-  for (size_t i = 0; i < node->coords.n; i++) {
-    ded_coord *cr = node->coords.v[i];
-    if (cr->round >= j->round && !cr->decided) coord_expect_add(node, cr, from->id);
-  }
+  for (size_t i = 0; i < node->coords.n; i++) coord_on_intent(node, node->coords.v[i], from, j);
 }
 
 /* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
@@ -715,7 +774,11 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     cr->genesis = genesis;
     new_view = true;
   }
-  if (cr->decided) { /* late: how the round went */
+  switch (cr->state) {
+  case COORD_GATHERING:
+    break;
+  case COORD_DECIDED: /* late: how the round went (without a frame: as given up) */
+  case COORD_GAVE_UP:
     if (from && cr->late_frame) {
       ded_conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
     } else if (!from && cr->late_frame) {
@@ -735,7 +798,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
      * answers a probe, a report crossed a probe): what it holds may have
      * grown; its join stands as it was. */
     if (j->flags & DED_JOIN_F_STATUS) coord_take_status(node, cr, id, j);
-    coord_evaluate(node, cr, now_ns);
+    coord_on_check(node, cr, now_ns);
     return;
   }
   ded_msg_join plain = *j;
@@ -771,7 +834,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       ded_round_probe(node, NULL, &m, now_ns);
     }
   }
-  coord_evaluate(node, cr, now_ns);
+  coord_on_check(node, cr, now_ns);
 }
 
 void ded_coords_free(ded_node *node) {

@@ -21,9 +21,14 @@
  * starts a new one among the reporters; a view that cannot decide within
  * the round bound gives up, and later reports get STALE.
  *
+ * The events, each a switch on the view's state (coord_state): join (a
+ * JOIN or a failover report), check (time, or someone came or went),
+ * peer up, intent (an announced late member), leave.
+ *
  * Invariants: one struct ded_coord per round, in its newest view (a JOIN
- * of a higher view resets it); a decided view never decides again; its
- * late_frame, once set, is what every later reporter of that view gets.
+ * of a higher view resets it); a view that left GATHERING never decides
+ * again; its late_frame, once set, is what every later reporter of that
+ * view gets.
  */
 #ifndef DED_COORD_H
 #define DED_COORD_H
@@ -38,6 +43,16 @@
 
 struct ded_peer;
 struct ded_conn;
+
+/* A view's state. GATHERING -> DECIDED (a COMMIT or DECIDE went out; later
+ * reporters get its DECIDE) or GAVE_UP (no decision within the bound, or
+ * nothing left to decide on: later reporters get STALE); a JOIN of a higher
+ * view starts the round over, GATHERING in that view. */
+typedef enum coord_state {
+  COORD_GATHERING,
+  COORD_DECIDED,
+  COORD_GAVE_UP,
+} coord_state;
 
 /* A round we coordinate, in one view. */
 typedef struct ded_coord {
@@ -61,7 +76,7 @@ typedef struct ded_coord {
   uint64_t first_ns, last_ns, deadline_ns;
   bool clock; /* the learned deadline runs */
   bool held;  /* waited for an announced member, or one still finishing the last round */
-  bool decided;
+  coord_state state;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;
   uint8_t *late_frame; /* DECIDE for whoever reports after the decision */
@@ -80,11 +95,15 @@ ded_coord *ded_coord_find(ded_node *node, uint64_t no);
 void ded_coord_on_join(ded_node *node, struct ded_peer *from, struct ded_conn *via,
                        const ded_msg_join *j, uint64_t now_ns);
 
-/* Decides |cr| (leaving: the rounds we coordinate go ahead without us). */
-void ded_coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_ns);
-
-/* Decides every view that can decide now. */
+/* check: decides every view that can decide now (time passed, someone
+ * came, went or reported). */
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns);
+
+/* leave: the views still gathering decide now, without us. */
+void ded_coords_on_leave(ded_node *node, uint64_t now_ns);
+
+/* True while a view with joins is still gathering (the node ticks fast). */
+bool ded_coords_pending(const ded_node *node);
 
 /* A peer came up: views that still wait for it probe it again. */
 void ded_coords_on_peer_up(ded_node *node, struct ded_peer *p);
