@@ -1,47 +1,36 @@
 /*
- * ded_node.c: the swarm peer state machine.
+ * ded_node.c: the orchestrator of a swarm peer.
  *
- * Layout of this file:
- *   1. types            connections, peers, rounds, coordinator state
- *   2. logging and small helpers
- *   3. send queues      zero-copy output, per connection
- *   4. connections      lifetime, deferred reaping
- *   5. peers and records  discovery, flooding, who connects to whom
- *   6. member side of a round   join, commit, reduce-scatter, all-gather
- *   7. coordinator side of a round   gather joins, close, commit
- *   8. frame dispatch
- *   9. timers, bootstrap, leave, public entry points
+ * Owns the node's public face (ded_node.h): its entry points hand bytes,
+ * connection events, submissions and time to the modules (ded_node_int.h
+ * lists them) and return. In this file: the helpers every module uses,
+ * the events the modules post for later (node_post_*: what one part of
+ * the node tells another is handed over here, never from inside the
+ * sender), the dispatch of received frames to the module each concerns,
+ * the tick that runs every module's timers, and reaping.
  *
- * Nothing is freed while a caller up the stack may still hold it: a
- * connection or round that dies is marked and reaped at the end of the
- * public entry point that killed it (node_reap).
+ * Every entry point runs node_enter first and node_reap last: nothing is
+ * freed while a caller up the stack may still hold it (a connection or
+ * round that dies is marked and reaped there), and the events posted
+ * meanwhile are drained just before, in order, as they are after each
+ * frame received.
  */
 #include "ded_node_int.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "avg/ded_partition.h"
-#include "avg/ded_reduce.h"
 #include "core/ded_assert.h"
 #include "core/ded_frame.h"
 #include "core/ded_msg.h"
-#include "core/ded_sendq.h"
-#include "core/ded_wire.h"
 #include "crypto/ded_ident.h"
-#include "core/ded_meter.h"
-#include "dht/ded_invite.h"
-#include "dht/ded_record.h"
-#include "dht/ded_table.h"
-#include "match/ded_match.h"
-#include "match/ded_quorum.h"
 
 /* ------------------------------------------------------------------ */
-/* 2. logging and small helpers                                        */
+/* helpers every module uses                                           */
 /* ------------------------------------------------------------------ */
+
 
 void node_log(ded_node *node, int level, const char *fmt, ...) {
   if (!node->cb.log || level > node->s.log_level) return;
@@ -72,16 +61,127 @@ void node_emit(ded_node *node, int type, int status, const uint8_t *peer) {
   node->cb.event(node->user, &ev);
 }
 
-
 /* ------------------------------------------------------------------ */
-/* 3. send queues                                                      */
+/* the events of the end of an entry point                            */
 /* ------------------------------------------------------------------ */
 
 
-void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
-  *up_kBps = node->disc.perf.up_kBps;
-  *down_kBps = node->disc.perf.down_kBps;
+enum { NODE_EV_SELF, NODE_EV_PEER_DOWN };
+
+typedef struct node_ev {
+  struct node_ev *next;
+  int type;
+  uint8_t peer[DED_ID_BYTES]; /* NODE_EV_PEER_DOWN */
+  char sid[9];
+  bool left;
+  size_t len; /* NODE_EV_SELF: a whole frame */
+  uint8_t frame[];
+} node_ev;
+
+static void node_post(ded_node *node, node_ev *e) {
+  e->next = NULL;
+  if (node->ev_tail)
+    node->ev_tail->next = e;
+  else
+    node->ev_head = e;
+  node->ev_tail = e;
 }
+
+void node_post_self(ded_node *node, const uint8_t *frame, size_t len) {
+  node_ev *e = ded_mem_calloc(node->mem, 1, sizeof *e + len);
+  if (!e) {
+    node_log(node, DED_LOG_WARN, "out of memory: a frame to ourselves is lost");
+    return;
+  }
+  e->type = NODE_EV_SELF;
+  e->len = len;
+  memcpy(e->frame, frame, len);
+  node_post(node, e);
+}
+
+void node_post_peer_down(ded_node *node, const ded_peer *p) {
+  node_ev *e = ded_mem_calloc(node->mem, 1, sizeof *e);
+  if (!e) {
+    node_log(node, DED_LOG_WARN, "out of memory: peer %s is down, rounds notice at their deadline",
+             p->sid);
+    return;
+  }
+  e->type = NODE_EV_PEER_DOWN;
+  memcpy(e->peer, p->id, DED_ID_BYTES);
+  memcpy(e->sid, p->sid, sizeof e->sid);
+  e->left = p->left;
+  node_post(node, e);
+}
+
+/* A frame from ourselves: our member side's JOIN to our coordinator side,
+ * or our coordinator side's COMMIT, DECIDE or PROBE to our member side. */
+static void node_self_frame(ded_node *node, const uint8_t *frame, size_t len, uint64_t now_ns) {
+  uint8_t type = frame[DED_FRAME_HDR_BYTES - 1];
+  const uint8_t *payload = frame + DED_FRAME_HDR_BYTES;
+  size_t plen = len - DED_FRAME_HDR_BYTES;
+  int rv = 0;
+  switch (type) {
+  case DED_MSG_JOIN: {
+    ded_msg_join j;
+    rv = ded_msg_join_decode(payload, plen, node->mem, &j);
+    if (rv) break;
+    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
+    ded_msg_join_free(&j, node->mem);
+    break;
+  }
+  case DED_MSG_COMMIT: {
+    ded_msg_commit cm;
+    rv = ded_msg_commit_decode(payload, plen, node->mem, &cm);
+    if (rv) break;
+    ded_round *r = ded_round_find(node, cm.round);
+    if (r && ded_round_on_commit(node, r, node->ident.id, &cm, now_ns)) ded_rounds_advance(node, now_ns);
+    ded_msg_commit_free(&cm, node->mem);
+    break;
+  }
+  case DED_MSG_DECIDE: {
+    ded_msg_decide d;
+    rv = ded_msg_decide_decode(payload, plen, node->mem, &d);
+    if (rv) break;
+    ded_round *r = ded_round_find(node, d.round);
+    if (r && ded_round_on_decide(node, r, node->ident.id, &d, now_ns)) ded_rounds_advance(node, now_ns);
+    ded_msg_decide_free(&d, node->mem);
+    break;
+  }
+  case DED_MSG_PROBE: {
+    ded_msg_probe m;
+    rv = ded_msg_probe_decode(payload, plen, &m);
+    if (rv == 0) ded_round_probe(node, NULL, &m, now_ns);
+    break;
+  }
+  default:
+    rv = DED_ERR_INTERNAL;
+  }
+  if (rv) node_log(node, DED_LOG_ERROR, "a frame to ourselves (%s) did not decode: %s",
+                   ded_msg_name(type), ded_strerror(rv));
+}
+
+/* Hands over what the entry point posted, in order, and what that posts. */
+static void node_drain(ded_node *node) {
+  node_ev *e;
+  while ((e = node->ev_head)) {
+    node->ev_head = e->next;
+    if (!node->ev_head) node->ev_tail = NULL;
+    switch (e->type) {
+    case NODE_EV_SELF:
+      node_self_frame(node, e->frame, e->len, node->now_ns);
+      break;
+    case NODE_EV_PEER_DOWN:
+      ded_rounds_on_peer_down(node, e->peer, e->sid, e->left, node->now_ns);
+      ded_coords_evaluate(node, node->now_ns);
+      break;
+    }
+    ded_mem_free(node->mem, e);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* frame dispatch                                                     */
+/* ------------------------------------------------------------------ */
 
 
 /* Tries every round that waits on lineage or a connection. */
@@ -317,28 +417,9 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 }
 
 /* ------------------------------------------------------------------ */
-/* 9. state transfer: a joiner loads the run's state from its peers    */
+/* timers and reaping                                                 */
 /* ------------------------------------------------------------------ */
 
-/*
- * A job that starts while a run is in progress must not begin from its own
- * parameters at round 0: it asks its peers (STATE_ASK) for a snapshot of
- * the trainer's state at a step boundary, fetches it striped over every
- * peer that offers the same bytes, and resumes at the snapshot's round,
- * whose lineage (the members of the round before) comes with the offer.
- * A donor takes a snapshot only when asked: its driver copies the
- * trainer's state when the trainer next enters the first all-reduce of a
- * step, and the one copy serves every joiner that asks meanwhile. The wire
- * side is described in ded_msg.h.
- */
-
-static void node_enter(ded_node *node, uint64_t now_ns);
-static void node_reap(ded_node *node);
-
-
-/* ------------------------------------------------------------------ */
-/* 10. timers, bootstrap, leave, public entry points                   */
-/* ------------------------------------------------------------------ */
 
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
@@ -350,6 +431,7 @@ static void node_wake(ded_node *node) {
 }
 
 static void node_reap(ded_node *node) {
+  node_drain(node);
   node_wake(node);
   if (!node->reap_needed) return;
   node->reap_needed = false;
@@ -413,6 +495,11 @@ static void node_enter(ded_node *node, uint64_t now_ns) {
   }
   node->now_ns = now_ns;
 }
+
+/* ------------------------------------------------------------------ */
+/* public entry points                                                */
+/* ------------------------------------------------------------------ */
+
 
 int ded_node_new(const ded_node_settings *settings, const ded_node_callbacks *cb, void *user,
                  uint64_t now_ns, ded_node **out) {
@@ -489,6 +576,11 @@ void ded_node_free(ded_node *node) {
     ded_round_free(node, node->rounds.v[i]);
   }
   ded_coords_free(node);
+  while (node->ev_head) {
+    node_ev *e = node->ev_head;
+    node->ev_head = e->next;
+    ded_mem_free(node->mem, e);
+  }
   ded_peers_free(node);
   ded_history_free(&node->hist);
   ded_xfer_free(node);
@@ -607,6 +699,7 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
       break;
     }
     conn_on_frame(node, c, &f, now_ns);
+    node_drain(node); /* a frame's consequences, before the next frame */
   }
   node_reap(node);
 }
@@ -710,7 +803,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   node_log(node, DED_LOG_INFO, "leaving the swarm");
   for (unsigned i = 0; i < node->rounds.n; i++) ded_round_fail(node, node->rounds.v[i], DED_ERR_CLOSING);
   /* Rounds we coordinate go ahead without us rather than stall. */
-  ded_coords_on_leave(node, now_ns);
+  ded_coords_on_leave(node);
   /* LEAVE goes last on every connection to a peer, behind the results
    * still queued for peers that finish a round we already finished: the
    * peer reads each connection to its LEAVE, and is done with us when the
@@ -768,4 +861,9 @@ unsigned ded_node_round_peer_count(const ded_node *node) {
   unsigned n = 0;
   for (size_t i = 0; i < node->peers.n; i++) n += ded_peer_participates(node, node->peers.v[i]);
   return n;
+}
+
+void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
+  *up_kBps = node->disc.perf.up_kBps;
+  *down_kBps = node->disc.perf.down_kBps;
 }

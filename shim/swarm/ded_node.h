@@ -172,8 +172,9 @@ typedef struct ded_event {
 } ded_event;
 
 /*
- * A snapshot of the trainer's state (DESIGN §3, "Stragglers and joiners"):
- * what a job that joins a run in progress loads before its first round.
+ * A snapshot of the trainer's state (docs/architecture.md, "Joining a run
+ * in progress"): what a job that joins a run in progress loads before its
+ * first round.
  * It is the state after every round below |round|, which begins a training
  * step; the bytes are the pieces (start-up broadcasts, registered buffers)
  * back to back.

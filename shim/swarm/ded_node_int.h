@@ -105,10 +105,29 @@ struct ded_node {
   bool wake_soon;  /* something needs the fast tick: set where work appears */
   uint64_t quiet_until_ns; /* back from a stall: no decisions before this */
   ded_xfer xfer; /* state transfer, both sides (ded_xfer.h) */
+  /* Events for the end of the entry point (node_post_*), in order. */
+  struct node_ev *ev_head, *ev_tail;
   bool leaving;
   bool reap_needed;
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };
+
+/* ---- events the orchestrator drains at the end of each entry point ----
+ *
+ * No handler runs inside another: what one part of the node tells another
+ * (a member its own coordinator, a coordinator its own member, the rounds
+ * and views that a peer is down) is queued, and ded_node.c hands it over
+ * once the entry point's own work is done, in the order it was posted;
+ * what that work posts in turn goes to the back of the queue. */
+
+/* A frame to ourselves (JOIN, COMMIT, DECIDE or PROBE, encoded as on the
+ * wire): handled as if it came from us. Short of memory it is lost, as on
+ * a broken connection; the sender's deadlines recover. */
+void node_post_self(ded_node *node, const uint8_t *frame, size_t len);
+
+/* |p|'s last connection went: its rounds and the views we coordinate learn
+ * it (ded_rounds_on_peer_down, ded_coords_evaluate). */
+void node_post_peer_down(ded_node *node, const ded_peer *p);
 
 /* ---- helpers every module uses (ded_node.c) ---- */
 

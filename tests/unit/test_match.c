@@ -499,19 +499,6 @@ static void test_match_commit_all_aux(void **state) {
   ded_gather_free(&g, NULL);
 }
 
-static void test_match_coordinator(void **state) {
-  (void)state;
-  assert_int_equal(ded_match_coordinator(0, 1), 0);
-  assert_int_equal(ded_match_coordinator(7, 1), 0);
-  assert_int_equal(ded_match_coordinator(7, 3), 1);
-  assert_int_equal(ded_match_coordinator(9, 3), 0);
-  assert_int_equal(ded_match_coordinator(UINT64_MAX, 1024), 1023);
-  /* Every member coordinates in turn. */
-  unsigned seen[5] = {0};
-  for (uint64_t r = 100; r < 110; r++) seen[ded_match_coordinator(r, 5)]++;
-  for (int i = 0; i < 5; i++) assert_int_equal(seen[i], 2);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_match_add_find_sorted),
@@ -527,7 +514,6 @@ int main(void) {
       cmocka_unit_test(test_match_commit_modes),
       cmocka_unit_test(test_match_commit_aux_weights),
       cmocka_unit_test(test_match_commit_all_aux),
-      cmocka_unit_test(test_match_coordinator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

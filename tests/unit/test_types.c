@@ -154,10 +154,9 @@ static void test_types_errors(void **state) {
   const int codes[] = {DED_ERR_INVALID_ARG, DED_ERR_PROTO,     DED_ERR_FRAME_SIZE,
                        DED_ERR_SIGNATURE,   DED_ERR_EXPIRED,   DED_ERR_WRONG_RUN,
                        DED_ERR_SIZE_MISMATCH, DED_ERR_TIMEOUT, DED_ERR_PEER_LOST,
-                       DED_ERR_LIMIT,       DED_ERR_STALE,     DED_ERR_BOOTSTRAP,
-                       DED_ERR_RENDEZVOUS,  DED_ERR_CLOSING,   DED_ERR_VERSION,
-                       DED_ERR_TRUNCATED,   DED_ERR_NOMEM,     DED_ERR_CALLBACK_FAILURE,
-                       DED_ERR_INTERNAL};
+                       DED_ERR_LIMIT,       DED_ERR_BOOTSTRAP, DED_ERR_RENDEZVOUS,
+                       DED_ERR_CLOSING,     DED_ERR_VERSION,   DED_ERR_AUTH,
+                       DED_ERR_NOT_ADMITTED, DED_ERR_NOMEM,    DED_ERR_INTERNAL};
   const size_t n = sizeof codes / sizeof codes[0];
   for (size_t i = 0; i < n; i++) {
     const char *s = ded_strerror(codes[i]);

@@ -18,16 +18,13 @@ const char *ded_strerror(int err) {
   case DED_ERR_TIMEOUT: return "timed out";
   case DED_ERR_PEER_LOST: return "a member of the round went away";
   case DED_ERR_LIMIT: return "limit exceeded";
-  case DED_ERR_STALE: return "round already committed without this peer";
   case DED_ERR_BOOTSTRAP: return "no bootstrap peer answered";
   case DED_ERR_RENDEZVOUS: return "too few peers arrived for the first round";
   case DED_ERR_CLOSING: return "node is shutting down";
   case DED_ERR_VERSION: return "unsupported protocol version";
-  case DED_ERR_TRUNCATED: return "message truncated";
   case DED_ERR_AUTH: return "authentication failed";
   case DED_ERR_NOT_ADMITTED: return "not admitted to the run (not the owner, not on the allow-list, no valid invitation)";
   case DED_ERR_NOMEM: return "out of memory";
-  case DED_ERR_CALLBACK_FAILURE: return "callback failed";
   case DED_ERR_INTERNAL: return "internal error";
   default: return "unknown error";
   }

@@ -33,8 +33,6 @@ enum ded_err {
   DED_ERR_PEER_LOST = -209,
   /* A limit of ded_limits.h was reached. */
   DED_ERR_LIMIT = -210,
-  /* The round was committed without us. */
-  DED_ERR_STALE = -211,
   /* No DEDMPI_JOIN address answered within the bound. */
   DED_ERR_BOOTSTRAP = -212,
   /* Fewer than DEDMPI_MIN_PEERS peers arrived within the bound. */
@@ -43,8 +41,6 @@ enum ded_err {
   DED_ERR_CLOSING = -214,
   /* The protocol version of the peer is not ours. */
   DED_ERR_VERSION = -215,
-  /* Bytes ended in the middle of a message (decoders only). */
-  DED_ERR_TRUNCATED = -216,
   /* A handshake or an encrypted frame did not authenticate: another run
    * or secret, an impostor, or bytes changed, replayed or reordered. */
   DED_ERR_AUTH = -217,
@@ -54,7 +50,6 @@ enum ded_err {
   /* Threshold for fatal errors. */
   DED_ERR_FATAL = -500,
   DED_ERR_NOMEM = -501,
-  DED_ERR_CALLBACK_FAILURE = -502,
   DED_ERR_INTERNAL = -503,
 };
 

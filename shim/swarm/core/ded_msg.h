@@ -310,7 +310,7 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
 /* Sizes of whole frames (header included). */
 /*
  * State transfer: how a job that joins a run in progress gets the
- * trainer's state (DESIGN §3, "Stragglers and joiners").
+ * trainer's state (docs/architecture.md, "Joining a run in progress").
  *
  * STATE_ASK (joiner -> peer): u64 min_round. "Offer me a snapshot of your
  * state as of a round >= min_round."

@@ -3,8 +3,9 @@
  *
  * Every peer holds an Ed25519 key pair; its peer id is the BLAKE2b-256
  * hash of the public key, so an id cannot be claimed without the key.
- * This directory is the only place that includes sodium.h (DESIGN §4):
- * everything else sees fixed-size byte arrays and these functions.
+ * This directory is the only place that includes sodium.h
+ * (docs/architecture.md, the layers): everything else sees fixed-size byte
+ * arrays and these functions.
  *
  * The engine is sans-I/O, so keys come from a seed the driver supplies
  * (from the OS RNG, or from the simulator's seeded RNG).

@@ -190,14 +190,19 @@ static void coord_take_status(ded_node *node, ded_coord *cr, const uint8_t id[DE
   }
 }
 
-/* Hands a decision to our own round, if we reported to this view. */
-static void coord_deliver_self(ded_node *node, ded_coord *cr, const ded_msg_commit *commit,
-                               const ded_msg_decide *decide, uint64_t now_ns) {
-  ded_round *r = ded_round_find(node, cr->round);
-  if (!r) return;
-  int taken = commit ? ded_round_on_commit(node, r, node->ident.id, commit, now_ns)
-                     : ded_round_on_decide(node, r, node->ident.id, decide, now_ns);
-  if (taken) ded_rounds_advance(node, now_ns);
+/* Our own member side gets the decision (a COMMIT or DECIDE frame), as
+ * any joiner does, once we return. */
+static void coord_deliver_self(ded_node *node, const uint8_t *frame, size_t len) {
+  node_post_self(node, frame, len);
+}
+
+/* Our own member side gets a PROBE of |round| into view |view|. */
+static void coord_probe_self(ded_node *node, uint64_t round, uint32_t view) {
+  uint8_t frame[DED_PROBE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_probe m = {round, view};
+  ded_msg_probe_encode(&w, &m);
+  node_post_self(node, frame, w.pos);
 }
 
 static void coord_send_to_joiners(ded_node *node, ded_coord *cr, const uint8_t *frame, size_t len) {
@@ -325,7 +330,7 @@ static bool attempt_full(const struct ded_coord_attempt *a) {
  * view (it may have completed somewhere), else any attempt whose shards
  * all exist, else a new attempt among those here.
  */
-static void coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t now_ns) {
+static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   cr->state = COORD_DECIDED; /* (the paths that cannot decide yet go back) */
   ded_intents_spent(&node->intents, cr->round, gather_has, &cr->g);
   /* (A held round says nothing of the spread.) */
@@ -395,9 +400,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t no
              (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
              chosen ? " (completed)" : "", best->plan.k, cr->g.n);
     coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
-    ded_msg_decide d = {cr->round, cr->view, chosen ? DED_DECIDE_F_CHOSEN : 0, best->plan,
-                        best->holder};
-    coord_deliver_self(node, cr, NULL, &d, now_ns);
+    coord_deliver_self(node, cr->late_frame, cr->late_len);
     return;
   }
   /* Joiners that went away before the decision are not members. */
@@ -436,7 +439,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in, uint64_t no
              "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
              cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
     coord_send_to_joiners(node, cr, cr->commit_frame, cr->commit_len);
-    coord_deliver_self(node, cr, &cm, NULL, now_ns);
+    coord_deliver_self(node, cr->commit_frame, cr->commit_len);
   } else {
     ded_mem_free(node->mem, cr->commit_frame);
     cr->commit_frame = NULL;
@@ -513,7 +516,7 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     return;
   }
   if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
-  coord_decide(node, cr, all, now_ns);
+  coord_decide(node, cr, all);
 }
 
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {
@@ -521,10 +524,10 @@ void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {
 }
 
 /* leave: a view still gathering decides now, without us, rather than stall. */
-static void coord_on_leave(ded_node *node, ded_coord *cr, uint64_t now_ns) {
+static void coord_on_leave(ded_node *node, ded_coord *cr) {
   switch (cr->state) {
   case COORD_GATHERING:
-    if (cr->g.n > 0) coord_decide(node, cr, false, now_ns);
+    if (cr->g.n > 0) coord_decide(node, cr, false);
     break;
   case COORD_DECIDED:
   case COORD_GAVE_UP:
@@ -532,8 +535,8 @@ static void coord_on_leave(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   }
 }
 
-void ded_coords_on_leave(ded_node *node, uint64_t now_ns) {
-  for (size_t i = 0; i < node->coords.n; i++) coord_on_leave(node, node->coords.v[i], now_ns);
+void ded_coords_on_leave(ded_node *node) {
+  for (size_t i = 0; i < node->coords.n; i++) coord_on_leave(node, node->coords.v[i]);
 }
 
 bool ded_coords_pending(const ded_node *node) {
@@ -757,8 +760,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     if (from) {
       coord_send_probe(node, from, j->round, cr->view);
     } else {
-      ded_msg_probe m = {j->round, cr->view};
-      ded_round_probe(node, NULL, &m, now_ns);
+      coord_probe_self(node, j->round, cr->view);
     }
     return;
   }
@@ -782,12 +784,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     if (from && cr->late_frame) {
       ded_conn_send_ctrl(node, from->conn, cr->late_frame, cr->late_len);
     } else if (!from && cr->late_frame) {
-      ded_msg_decide d;
-      if (ded_msg_decide_decode(cr->late_frame + DED_FRAME_HDR_BYTES,
-                                cr->late_len - DED_FRAME_HDR_BYTES, node->mem, &d) == 0) {
-        coord_deliver_self(node, cr, NULL, &d, now_ns);
-        ded_msg_decide_free(&d, node->mem);
-      }
+      coord_deliver_self(node, cr->late_frame, cr->late_len);
     } else if (from) {
       ded_coord_send_stale(node, from, j->round);
     }
@@ -830,8 +827,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       if (p) coord_send_probe(node, p, cr->round, cr->view);
     }
     if (from) {
-      ded_msg_probe m = {cr->round, cr->view};
-      ded_round_probe(node, NULL, &m, now_ns);
+      coord_probe_self(node, cr->round, cr->view);
     }
   }
   coord_on_check(node, cr, now_ns);

@@ -100,7 +100,7 @@ void ded_coord_on_join(ded_node *node, struct ded_peer *from, struct ded_conn *v
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns);
 
 /* leave: the views still gathering decide now, without us. */
-void ded_coords_on_leave(ded_node *node, uint64_t now_ns);
+void ded_coords_on_leave(ded_node *node);
 
 /* True while a view with joins is still gathering (the node ticks fast). */
 bool ded_coords_pending(const ded_node *node);

@@ -1,17 +1,16 @@
 /*
- * ded_match.h: round matchmaking, the coordinator's side.
+ * ded_match.h: gathering a round's joins, and the COMMIT made of them.
  *
- * Every round r is keyed by (run, r, buffer signature). One member
- * coordinates it: the member at index r mod k of round r-1's membership,
- * which every member of r-1 knows identically from r-1's COMMIT, so they
- * all address the same coordinator without exchanging a word. The very
- * first round of a swarm (genesis) has no previous membership: its
- * coordinator is the smallest id a peer can see, and a would-be
- * coordinator that knows a smaller one redirects the joiner there.
+ * Owns: one view's JOINs (ded_gather), sorted by joiner id, and the
+ * making of an attempt from them: the round's signature (the dtype and
+ * count most joiners share), the members that have it in id order (the
+ * order of summation), their weights and kinds, and each member's shard
+ * (equal, or from the DeDLOC program over their rates, ded_lp.h).
  *
- * The coordinator gathers JOINs, then fixes the round: the signature most
- * joiners share, the members that have it in id order (the order of
- * summation), and each member's shard. That COMMIT is what every member
+ * Who coordinates is not decided here: the coordinator of view v of round
+ * r is the eligible member (r + v) mod e of round r-1's membership
+ * (ded_lin_coord in ded_msg.h), and the first round's is the smallest id
+ * in sight (match/ded_coord.h). The COMMIT made here is what every member
  * agrees on.
  */
 #ifndef DED_MATCH_H
@@ -24,11 +23,6 @@
 #include "../core/ded_mem.h"
 #include "../core/ded_msg.h"
 #include "../lp/ded_lp.h"
-
-/* Index of round |round|'s coordinator among |k| sorted members of round-1. */
-static inline unsigned ded_match_coordinator(uint64_t round, unsigned k) {
-  return (unsigned)(round % k);
-}
 
 typedef struct ded_gather_join {
   uint8_t id[DED_ID_BYTES];

@@ -67,10 +67,10 @@ uint64_t ded_plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
   return est;
 }
 
-/* Fixes |cr|'s membership and shares into |cm| (DESIGN §4, adaptive
- * averaging): the DeDLOC program over the joiners' published rates, or
- * equal shares if that is our setting. The plan is logged when it
- * changes. */
+/* Fixes the members (|g|'s joins) and their shares into |cm|
+ * (docs/architecture.md, "Adaptive averaging"): the DeDLOC program over the
+ * joiners' published rates, or equal shares if that is our setting. The
+ * plan is logged when it changes. */
 int ded_plan_make(ded_node *node, const ded_gather *g, uint64_t round, ded_msg_commit *cm) {
   ded_lp_peer *lp = ded_mem_calloc(node->mem, g->n, sizeof *lp);
   if (!lp) return DED_ERR_NOMEM;

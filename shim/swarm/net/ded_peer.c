@@ -165,8 +165,7 @@ void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
   else
     node_log(node, DED_LOG_WARN, "peer %s lost (%s)", p->sid, ded_strerror(why));
   node_emit(node, DED_EVENT_PEER_DOWN, why, p->id);
-  ded_rounds_on_peer_down(node, p, node->now_ns);
-  ded_coords_evaluate(node, node->now_ns);
+  node_post_peer_down(node, p);
 }
 
 /* Peers we could see as members of a genesis round, us included. */

@@ -13,6 +13,7 @@
 #include "../ded_node_int.h"
 #include "ded_round_int.h"
 
+static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
 static void rounds_report_ready(ded_node *node, uint64_t now_ns);
 
 /* ------------------------------------------------------------------ */
@@ -146,7 +147,7 @@ static bool round_is_chosen(const ded_round *r) {
 /* The whole result is here: accept it (HAVE to the attempt's members),
  * and once it is the round's result, -> DONE_WAIT, and report it when
  * every earlier round has. */
-void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_JOINING:
   case ROUND_JOINED:
@@ -154,9 +155,9 @@ void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
   case ROUND_FETCHING:
     break;
   default:
-    return;
+    return false;
   }
-  if (!ded_round_holds(r) || !ded_attempt_whole(&r->att)) return;
+  if (!ded_round_holds(r) || !ded_attempt_whole(&r->att)) return false;
   if (!r->got_ns) r->got_ns = now_ns;
   if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&
       (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
@@ -164,10 +165,10 @@ void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
      * nor for an attempt planned on another result of the previous round
      * than ours: we wait until that round has ended here. */
     ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-    if (r->att.plan.base != 0 && prev && !prev->final) return;
+    if (r->att.plan.base != 0 && prev && !prev->final) return false;
     if (round_void_base(node, r)) {
       round_drop_void(node, r, now_ns);
-      return;
+      return false;
     }
     r->accepted = true;
     ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
@@ -176,7 +177,7 @@ void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
         ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, r->att.plan.attempt,
                             r->acc_view, 0);
   }
-  if (!round_is_chosen(r)) return;
+  if (!round_is_chosen(r)) return false;
   r->chosen = r->att.plan.attempt;
   if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
     ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
@@ -194,7 +195,11 @@ void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
                           DED_HAVE_F_DONE);
   }
   r->state = ROUND_DONE_WAIT;
-  rounds_report_ready(node, now_ns);
+  return true;
+}
+
+void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if (round_check_complete(node, r, now_ns)) rounds_report_ready(node, now_ns);
 }
 
 /* Reports the DONE_WAIT rounds that no earlier round holds up. */
@@ -239,19 +244,18 @@ static void rounds_report_ready_once(ded_node *node, uint64_t now_ns) {
 }
 
 static void rounds_report_ready(ded_node *node, uint64_t now_ns) {
-  if (node->rounds.reporting) { /* called back from below: the loop goes round again */
-    node->rounds.report_again = true;
-    return;
-  }
+  DED_ASSERT(!node->rounds.reporting); /* nothing a report does reports again */
   node->rounds.reporting = true;
+  bool again;
   do {
-    node->rounds.report_again = false;
     rounds_report_ready_once(node, now_ns);
     /* Rounds whose acceptance waited for an earlier round to end. */
+    again = false;
     for (unsigned i = 0; i < node->rounds.n; i++) {
       ded_round *r = node->rounds.v[i];
-      if (!ded_round_over(r) && ded_round_holds(r) && !r->accepted) ded_round_check_complete(node, r, now_ns);
+      if (!ded_round_over(r) && ded_round_holds(r) && !r->accepted)
+        again |= round_check_complete(node, r, now_ns);
     }
-  } while (node->rounds.report_again);
+  } while (again);
   node->rounds.reporting = false;
 }

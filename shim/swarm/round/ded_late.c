@@ -17,7 +17,7 @@
 /* A round we finished, probed: say so, or the new view might decide
  * without us. */
 void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
-                                  const ded_msg_probe *m, uint64_t now_ns) {
+                                  const ded_msg_probe *m) {
   const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
   if (!plan) {
     if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
@@ -44,16 +44,17 @@ void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
   j.acc_view = m->view;
   j.plan = *plan;
   j.have = have;
-  if (!from) {
-    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
-  } else if (from->conn) {
+  if (!from || from->conn) {
     size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
     uint8_t *f = ded_mem_malloc(node->mem, cap);
     if (f) {
       ded_wr w = ded_wr_init(f, cap);
       ded_msg_join_status_encode(&w, &j, plan, have);
       DED_ASSERT(!w.err);
-      ded_conn_send_ctrl(node, from->conn, f, w.pos);
+      if (from)
+        ded_conn_send_ctrl(node, from->conn, f, w.pos);
+      else
+        node_post_self(node, f, w.pos); /* our own coordinator side */
     }
     ded_mem_free(node->mem, f);
   }

@@ -11,9 +11,6 @@
 #include "../ded_node_int.h"
 #include "ded_round_int.h"
 
-/* Joins to ourselves nested at most this deep (round_send_join). */
-#define NODE_SELF_DEPTH_MAX 3
-
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
 static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 
@@ -188,23 +185,9 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     j.plan = r->att.plan;
     j.have = have;
   }
-  if (id_is_me(node, r->coord)) {
-    /* Joining ourselves can decide, deliver, refuse and fail over again
-     * inside this call: past a few levels, the next tick goes on. */
-    if (node->rounds.self_depth >= NODE_SELF_DEPTH_MAX) {
-      r->state = ROUND_JOINING;
-      node->wake_soon = true;
-      ded_mem_free(node->mem, have);
-      return;
-    }
-    node->rounds.self_depth++;
-    ded_coord_on_join(node, NULL, NULL, &j, now_ns);
-    node->rounds.self_depth--;
-    ded_mem_free(node->mem, have);
-    return;
-  }
-  ded_peer *p = ded_peer_find(node, r->coord);
-  if (!p || !p->conn || p->left) {
+  bool self = id_is_me(node, r->coord);
+  ded_peer *p = self ? NULL : ded_peer_find(node, r->coord);
+  if (!self && (!p || !p->conn || p->left)) {
     r->state = ROUND_JOINING;
     if (p) ded_peer_maybe_connect(node, p, now_ns);
     ded_mem_free(node->mem, have);
@@ -221,8 +204,12 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       ded_msg_join_encode(&w, &j);
     DED_ASSERT(!w.err && w.pos == cap);
     node_log(node, DED_LOG_DEBUG, "round %llu: join view %u -> %s", (unsigned long long)r->no,
-             r->view, p->sid);
-    rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+             r->view, self ? "this peer" : p->sid);
+    rv = 0;
+    if (self)
+      node_post_self(node, frame, w.pos); /* our own coordinator side, once we return */
+    else
+      rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
   }
   ded_mem_free(node->mem, frame);
   ded_mem_free(node->mem, have);
@@ -746,21 +733,22 @@ void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_B
 /* peer down: a round that still needs something from |p| fails over. A
  * member that already gave us everything may go: it finished the round
  * first. */
-static void round_on_peer_down(ded_node *node, ded_round *r, ded_peer *p, uint64_t now_ns) {
+static void round_on_peer_down(ded_node *node, ded_round *r, const uint8_t id[DED_ID_BYTES],
+                               const char *sid, bool left, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_JOINING:
   case ROUND_JOINED:
-    if (memcmp(r->coord, p->id, DED_ID_BYTES) == 0)
-      ded_round_failover(node, r, p->left ? "the coordinator left" : "the coordinator was lost", now_ns);
+    if (memcmp(r->coord, id, DED_ID_BYTES) == 0)
+      ded_round_failover(node, r, left ? "the coordinator left" : "the coordinator was lost", now_ns);
     break;
   case ROUND_RUNNING:
   case ROUND_FETCHING:
     if (r->att_state != ROUND_ATT_LIVE) break;
     for (unsigned m = 0; m < r->att.plan.k; m++)
-      if (m != r->att.me && memcmp(r->att.plan.members[m].id, p->id, DED_ID_BYTES) == 0) {
+      if (m != r->att.me && memcmp(r->att.plan.members[m].id, id, DED_ID_BYTES) == 0) {
         if (ded_attempt_needs(&r->att, m, r->state == ROUND_FETCHING)) {
           char why[64];
-          snprintf(why, sizeof why, "member %s %s mid-round", p->sid, p->left ? "left" : "was lost");
+          snprintf(why, sizeof why, "member %s %s mid-round", sid, left ? "left" : "was lost");
           ded_round_failover(node, r, why, now_ns);
         }
         break;
@@ -774,8 +762,10 @@ static void round_on_peer_down(ded_node *node, ded_round *r, ded_peer *p, uint64
   }
 }
 
-void ded_rounds_on_peer_down(ded_node *node, ded_peer *p, uint64_t now_ns) {
-  for (unsigned i = 0; i < node->rounds.n; i++) round_on_peer_down(node, node->rounds.v[i], p, now_ns);
+void ded_rounds_on_peer_down(ded_node *node, const uint8_t id[DED_ID_BYTES], const char *sid,
+                             bool left, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++)
+    round_on_peer_down(node, node->rounds.v[i], id, sid, left, now_ns);
 }
 
 /* probe: the round moved to a new view; report there. |from| NULL: our
@@ -816,7 +806,7 @@ void ded_round_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uin
   if (r && !ded_round_over(r))
     round_on_probe(node, r, from, m, now_ns);
   else
-    ded_round_probed_finished(node, r, from, m, now_ns);
+    ded_round_probed_finished(node, r, from, m);
 }
 
 /* stale: asked of the coordinator we joined, or of a holder we fetch from. */

@@ -140,8 +140,7 @@ typedef struct ded_rounds {
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale;
-  unsigned self_depth;          /* nested joins to ourselves (round_send_join) */
-  bool reporting, report_again; /* rounds_report_ready is running; run it again */
+  bool reporting; /* reports are being made: nothing may report meanwhile */
 } ded_rounds;
 
 /* A new round (the next number) for |args|, validated by the caller, and
@@ -193,8 +192,10 @@ void ded_round_on_data(ded_node *node, ded_round *r, struct ded_peer *from, stru
 void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
                        const char *from_sid, const ded_msg_have *h, uint64_t now_ns);
 
-/* peer down: every round; |p| went away. */
-void ded_rounds_on_peer_down(ded_node *node, struct ded_peer *p, uint64_t now_ns);
+/* peer down: every round; peer |id| (short id |sid|; |left|: it said
+ * goodbye) went away. */
+void ded_rounds_on_peer_down(ded_node *node, const uint8_t id[DED_ID_BYTES], const char *sid,
+                             bool left, uint64_t now_ns);
 
 /* probe: round |m->round| moved to view |m->view| (|from| NULL: our own
  * coordinator side); a round we finished says so there. */

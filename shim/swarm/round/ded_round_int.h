@@ -50,6 +50,6 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns);
 
 /* A PROBE of a round we finished (|r|, over, or NULL): say so there. */
 void ded_round_probed_finished(ded_node *node, ded_round *r, struct ded_peer *from,
-                               const ded_msg_probe *m, uint64_t now_ns);
+                               const ded_msg_probe *m);
 
 #endif /* DED_ROUND_INT_H */
