@@ -109,6 +109,16 @@ static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident 
   return unit_hello_frame_invited(out, cap, ident, run, issued_ms, NULL, 0);
 }
 
+/* ---------------------------------------------------------- known issues */
+
+/* A test that shows an engine issue reported and not fixed yet: skipped
+ * unless DEDMPI_UNIT_KNOWN_ISSUES is set in the environment, so that the
+ * tier stays green while the failing case stays one command away. */
+#define unit_known_issue()                                                    \
+  do {                                                                        \
+    if (!getenv("DEDMPI_UNIT_KNOWN_ISSUES")) skip();                          \
+  } while (0)
+
 /* ----------------------------------------------------- failing allocator */
 
 typedef struct unit_failmem {
