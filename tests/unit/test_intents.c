@@ -43,7 +43,7 @@ static const ded_intent *intents_find(const ded_intents *in, unsigned who) {
   return found;
 }
 
-/* Until when |who| holds |round| at |now_ns| if everyone may still come. */
+/* ded_intents_until with every peer still waited for. */
 static uint64_t intents_until_all(const ded_intents *in, uint64_t round, uint64_t now_ns) {
   uint64_t all = UINT64_MAX;
   return ded_intents_until(in, round, now_ns, intents_in, &all);
