@@ -57,12 +57,15 @@ typedef struct sq_world {
   unit_failmem fm;
   sq_ledger led;
   ded_sendq_env env;
+  ded_sendq q, to; /* a connection's queue, and another's */
 } sq_world;
 
 static void sq_world_init(sq_world *w) {
   unit_failmem_init(&w->fm, -1);
   memset(&w->led, 0, sizeof w->led);
   w->env = (ded_sendq_env){&w->fm.mem, sq_ref, sq_unref, &w->led};
+  memset(&w->q, 0, sizeof w->q);
+  memset(&w->to, 0, sizeof w->to);
   for (size_t i = 0; i < sizeof own_a; i++) {
     own_a[i] = (uint8_t)(0x40 + i);
     own_b[i] = (uint8_t)(0x90 + 3 * i);
@@ -160,10 +163,12 @@ static size_t sq_drain(sq_world *w, ded_sendq *q, uint8_t *out, size_t cap, size
   return n;
 }
 
-/* Drains |q| in steps of |step| and checks it wrote exactly |want|. */
-static void sq_drain_expect(sq_world *w, ded_sendq *q, const uint8_t *want, size_t want_len,
+/* Drains |q| in steps of |step| and checks it wrote exactly the frames
+ * |order| (NULL ended), from byte |skip| of the first. */
+static void sq_drain_expect(sq_world *w, ded_sendq *q, const sq_frame *const *order, size_t skip,
                             size_t step) {
-  static uint8_t got[8192];
+  static uint8_t want[8192], got[8192];
+  size_t want_len = sq_expect(want, order, skip);
   size_t n = sq_drain(w, q, got, sizeof got, step);
   assert_int_equal(n, want_len);
   assert_memory_equal(got, want, want_len);
@@ -189,15 +194,13 @@ static void test_sendq_empty(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
-  assert_false(ded_sendq_has_output(&q));
-  for (int c = 0; c < DED_Q_COUNT; c++) assert_false(ded_sendq_has_class(&q, c));
+  assert_false(ded_sendq_has_output(&w.q));
+  for (int c = 0; c < DED_Q_COUNT; c++) assert_false(ded_sendq_has_class(&w.q, c));
   ded_iov iov[4];
-  assert_int_equal(ded_sendq_pending(&q, iov, 4), 0);
-  ded_sendq_consume(&w.env, &q, 100, NULL, NULL);
-  assert_false(ded_sendq_has_output(&q));
-  ded_sendq_free(&w.env, &q);
+  assert_int_equal(ded_sendq_pending(&w.q, iov, 4), 0);
+  ded_sendq_consume(&w.env, &w.q, 100, NULL, NULL);
+  assert_false(ded_sendq_has_output(&w.q));
+  ded_sendq_free(&w.env, &w.q);
   sq_world_check_clean(&w);
 }
 
@@ -209,21 +212,17 @@ static void test_sendq_write_order(void **state) {
   for (size_t s = 0; s < DED_ARRAY_LEN(steps); s++) {
     sq_world w;
     sq_world_init(&w);
-    ded_sendq q;
-    memset(&q, 0, sizeof q);
     sq_frame b1, d1, c1, r1, c2, d2, r2;
-    ded_sendq_push(&q, DED_Q_BULK, sq_owned(&w, 0x10, 50, &b1));
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 0x20, own_a, true, 0, 40, &d1));
-    ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 0x30, 9, &c1));
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 0x40, own_b, false, 8, 17, &r1));
-    ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 0x50, 12, &c2));
-    ded_sendq_push(&q, DED_Q_DATA, sq_owned(&w, 0x60, 33, &d2));
-    ded_sendq_push(&q, DED_Q_RESULT, sq_owned(&w, 0x70, 5, &r2));
-    for (int c = 0; c < DED_Q_COUNT; c++) assert_true(ded_sendq_has_class(&q, c));
+    ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 0x10, 50, &b1));
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 0x20, own_a, true, 0, 40, &d1));
+    ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 0x30, 9, &c1));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 0x40, own_b, false, 8, 17, &r1));
+    ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 0x50, 12, &c2));
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_owned(&w, 0x60, 33, &d2));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_owned(&w, 0x70, 5, &r2));
+    for (int c = 0; c < DED_Q_COUNT; c++) assert_true(ded_sendq_has_class(&w.q, c));
     const sq_frame *order[] = {&c1, &c2, &r1, &r2, &d1, &d2, &b1, NULL};
-    uint8_t want[1024];
-    size_t n = sq_expect(want, order, 0);
-    sq_drain_expect(&w, &q, want, n, steps[s]);
+    sq_drain_expect(&w, &w.q, order, 0, steps[s]);
     sq_world_check_clean(&w);
   }
 }
@@ -235,15 +234,13 @@ static void test_sendq_pending_consume_agree(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame f[6];
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 3, 11, &f[0]));
-  ded_sendq_push(&q, DED_Q_BULK, sq_owned(&w, 2, 6, &f[1]));
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 3, own_b, false, 0, 7, &f[2]));
-  ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 4, 8, &f[3]));
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 5, own_b, true, 100, 1, &f[4]));
-  ded_sendq_push(&q, DED_Q_CTRL, sq_lent(&w, 6, own_a, false, 50, 2, &f[5]));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 3, 11, &f[0]));
+  ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 2, 6, &f[1]));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 3, own_b, false, 0, 7, &f[2]));
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 4, 8, &f[3]));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 5, own_b, true, 100, 1, &f[4]));
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_lent(&w, 6, own_a, false, 50, 2, &f[5]));
   const sq_frame *order[] = {&f[3], &f[5], &f[2], &f[0], &f[4], &f[1], NULL};
   uint8_t want[1024], view[1024];
   const void *owner_of[1024];
@@ -252,16 +249,16 @@ static void test_sendq_pending_consume_agree(void **state) {
     for (size_t b = 0; b < order[i]->len; b++) owner_of[total++] = order[i]->owner;
   assert_int_equal(sq_expect(want, order, 0), total);
   for (size_t pos = 0; pos < total; pos++) {
-    size_t n = sq_view(&q, view, sizeof view);
+    size_t n = sq_view(&w.q, view, sizeof view);
     assert_int_equal(n, total - pos);
     assert_memory_equal(view, want + pos, n);
     sq_seen seen = {{0}, 0};
-    ded_sendq_consume(&w.env, &q, 1, sq_each, &seen);
+    ded_sendq_consume(&w.env, &w.q, 1, sq_each, &seen);
     assert_int_equal(seen.n, 1);
     assert_ptr_equal(seen.owner[0], owner_of[pos]);
   }
-  assert_false(ded_sendq_has_output(&q));
-  assert_int_equal(sq_view(&q, view, sizeof view), 0);
+  assert_false(ded_sendq_has_output(&w.q));
+  assert_int_equal(sq_view(&w.q, view, sizeof view), 0);
   sq_world_check_clean(&w);
 }
 
@@ -271,16 +268,14 @@ static void test_sendq_consume_across_frames(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame f[4];
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 10, &f[0]));
-  ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 2, 4, &f[1]));
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 3, own_b, false, 0, 10, &f[2]));
-  ded_sendq_push(&q, DED_Q_BULK, sq_owned(&w, 4, 4, &f[3]));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 10, &f[0]));
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 2, 4, &f[1]));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 3, own_b, false, 0, 10, &f[2]));
+  ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 4, 4, &f[3]));
   /* The CTRL frame, the RESULT frame, and 1 byte of the DATA frame. */
   sq_seen seen = {{0}, 0};
-  ded_sendq_consume(&w.env, &q, f[1].len + f[2].len + 1, sq_each, &seen);
+  ded_sendq_consume(&w.env, &w.q, f[1].len + f[2].len + 1, sq_each, &seen);
   assert_int_equal(seen.n, 3);
   assert_null(seen.owner[0]);
   assert_ptr_equal(seen.owner[1], own_b);
@@ -289,11 +284,11 @@ static void test_sendq_consume_across_frames(void **state) {
   assert_int_equal(sq_out(&w.led, own_a, true), 1);  /* half written: still lent */
   /* More than there is: the rest of DATA and BULK, and no more. */
   seen.n = 0;
-  ded_sendq_consume(&w.env, &q, 1000, sq_each, &seen);
+  ded_sendq_consume(&w.env, &w.q, 1000, sq_each, &seen);
   assert_int_equal(seen.n, 2);
   assert_ptr_equal(seen.owner[0], own_a);
   assert_null(seen.owner[1]);
-  assert_false(ded_sendq_has_output(&q));
+  assert_false(ded_sendq_has_output(&w.q));
   sq_world_check_clean(&w);
 }
 
@@ -304,21 +299,19 @@ static void test_sendq_pending_max(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame f[3];
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &f[0]));
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 2, own_b, true, 0, 20, &f[1]));
-  ded_sendq_push(&q, DED_Q_BULK, sq_owned(&w, 3, 9, &f[2]));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &f[0]));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 2, own_b, true, 0, 20, &f[1]));
+  ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 3, 9, &f[2]));
   ded_iov full[8], part[8];
-  int nfull = ded_sendq_pending(&q, full, 8);
+  int nfull = ded_sendq_pending(&w.q, full, 8);
   assert_int_equal(nfull, 5); /* header, payload, header, payload, built */
   assert_int_equal(full[0].len, DED_DATA_HDR_BYTES);
   assert_ptr_equal(full[1].base, own_a);
   assert_int_equal(full[1].len, 20);
   assert_int_equal(full[4].len, 9);
   for (int max = 0; max <= 6; max++) {
-    int n = ded_sendq_pending(&q, part, max);
+    int n = ded_sendq_pending(&w.q, part, max);
     assert_int_equal(n, DED_MIN(max, nfull));
     for (int i = 0; i < n; i++) {
       assert_ptr_equal(part[i].base, full[i].base);
@@ -326,12 +319,12 @@ static void test_sendq_pending_max(void **state) {
     }
   }
   /* Into the first payload: one piece for its rest. */
-  ded_sendq_consume(&w.env, &q, DED_DATA_HDR_BYTES + 5, NULL, NULL);
-  int n = ded_sendq_pending(&q, part, 1);
+  ded_sendq_consume(&w.env, &w.q, DED_DATA_HDR_BYTES + 5, NULL, NULL);
+  int n = ded_sendq_pending(&w.q, part, 1);
   assert_int_equal(n, 1);
   assert_ptr_equal(part[0].base, own_a + 5);
   assert_int_equal(part[0].len, 15);
-  ded_sendq_free(&w.env, &q);
+  ded_sendq_free(&w.env, &w.q);
   sq_world_check_clean(&w);
 }
 
@@ -341,24 +334,20 @@ static void test_sendq_begun_not_overtaken(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame bulk, data, ctrl, res;
-  ded_sendq_push(&q, DED_Q_BULK, sq_owned(&w, 0x11, 64, &bulk));
-  ded_sendq_consume(&w.env, &q, 1, NULL, NULL); /* one byte of filler: it is begun */
-  assert_false(ded_sendq_has_class(&q, DED_Q_BULK));
-  assert_true(ded_sendq_has_output(&q));
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 0x22, own_a, true, 0, 30, &data));
-  ded_sendq_consume(&w.env, &q, 63, NULL, NULL); /* the filler's rest */
-  ded_sendq_consume(&w.env, &q, DED_DATA_HDR_BYTES + 2, NULL, NULL); /* the data frame begins */
-  assert_false(ded_sendq_has_class(&q, DED_Q_DATA));
-  ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 0x33, 10, &ctrl));
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 0x44, own_b, false, 4, 8, &res));
-  assert_true(ded_sendq_has_class(&q, DED_Q_CTRL));
+  ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 0x11, 64, &bulk));
+  ded_sendq_consume(&w.env, &w.q, 1, NULL, NULL); /* one byte of filler: it is begun */
+  assert_false(ded_sendq_has_class(&w.q, DED_Q_BULK));
+  assert_true(ded_sendq_has_output(&w.q));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 0x22, own_a, true, 0, 30, &data));
+  ded_sendq_consume(&w.env, &w.q, 63, NULL, NULL); /* the filler's rest */
+  ded_sendq_consume(&w.env, &w.q, DED_DATA_HDR_BYTES + 2, NULL, NULL); /* the data frame begins */
+  assert_false(ded_sendq_has_class(&w.q, DED_Q_DATA));
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 0x33, 10, &ctrl));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 0x44, own_b, false, 4, 8, &res));
+  assert_true(ded_sendq_has_class(&w.q, DED_Q_CTRL));
   const sq_frame *order[] = {&data, &ctrl, &res, NULL};
-  uint8_t want[512];
-  size_t n = sq_expect(want, order, DED_DATA_HDR_BYTES + 2);
-  sq_drain_expect(&w, &q, want, n, 7);
+  sq_drain_expect(&w, &w.q, order, DED_DATA_HDR_BYTES + 2, 7);
   sq_world_check_clean(&w);
 }
 
@@ -370,31 +359,22 @@ static void test_sendq_detach_queued(void **state) {
   for (int user_only = 0; user_only < 2; user_only++) {
     sq_world w;
     sq_world_init(&w);
-    ded_sendq q;
-    memset(&q, 0, sizeof q);
     sq_frame a_user, a_acc, b1, a_res, b2, a_tail, late;
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 8, &a_user));
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 2, own_b, true, 0, 8, &b1));
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 0, 8, &a_acc));
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 4, own_b, false, 8, 8, &b2));
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 5, own_a, false, 16, 8, &a_res));
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 6, own_a, true, 16, 8, &a_tail));
-    assert_int_equal(ded_sendq_detach(&w.env, &q, own_a, user_only), 0);
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 8, &a_user));
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 2, own_b, true, 0, 8, &b1));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 0, 8, &a_acc));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 4, own_b, false, 8, 8, &b2));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 5, own_a, false, 16, 8, &a_res));
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 6, own_a, true, 16, 8, &a_tail));
+    assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, user_only), 0);
     assert_int_equal(sq_out(&w.led, own_a, true), 0);
     assert_int_equal(sq_out(&w.led, own_a, false), user_only ? 2 : 0);
     assert_int_equal(sq_out(&w.led, own_b, true), 1);
     assert_int_equal(sq_out(&w.led, own_b, false), 1);
-    ded_sendq_push(&q, DED_Q_DATA, sq_owned(&w, 7, 5, &late)); /* after the dropped tail */
-    uint8_t want[512];
-    size_t n;
-    if (user_only) {
-      const sq_frame *order[] = {&a_acc, &b2, &a_res, &b1, &late, NULL};
-      n = sq_expect(want, order, 0);
-    } else {
-      const sq_frame *order[] = {&b2, &b1, &late, NULL};
-      n = sq_expect(want, order, 0);
-    }
-    sq_drain_expect(&w, &q, want, n, 4096);
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_owned(&w, 7, 5, &late)); /* after the dropped tail */
+    const sq_frame *kept_acc[] = {&a_acc, &b2, &a_res, &b1, &late, NULL};
+    const sq_frame *kept_none[] = {&b2, &b1, &late, NULL};
+    sq_drain_expect(&w, &w.q, user_only ? kept_acc : kept_none, 0, 4096);
     sq_world_check_clean(&w);
   }
 }
@@ -410,21 +390,17 @@ static void test_sendq_detach_half_written(void **state) {
   for (size_t b = 0; b < DED_ARRAY_LEN(begun); b++) {
     sq_world w;
     sq_world_init(&w);
-    ded_sendq q;
-    memset(&q, 0, sizeof q);
     sq_frame cur, queued, other;
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 9, own_a, false, 10, 40, &cur));
-    ded_sendq_consume(&w.env, &q, begun[b], NULL, NULL);
-    ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 8, own_a, false, 60, 40, &queued));
-    ded_sendq_push(&q, DED_Q_CTRL, sq_lent(&w, 7, own_b, false, 0, 3, &other));
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 9, own_a, false, 10, 40, &cur));
+    ded_sendq_consume(&w.env, &w.q, begun[b], NULL, NULL);
+    ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 8, own_a, false, 60, 40, &queued));
+    ded_sendq_push(&w.q, DED_Q_CTRL, sq_lent(&w, 7, own_b, false, 0, 3, &other));
     assert_int_equal(sq_out(&w.led, own_a, false), 2);
-    assert_int_equal(ded_sendq_detach(&w.env, &q, own_a, false), 0);
+    assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, false), 0);
     assert_int_equal(sq_out(&w.led, own_a, false), 0);
     memset(own_a, 0xee, sizeof own_a); /* the owner's memory is its own again */
     const sq_frame *order[] = {&cur, &other, NULL};
-    uint8_t want[512];
-    size_t n = sq_expect(want, order, begun[b]);
-    sq_drain_expect(&w, &q, want, n, 5);
+    sq_drain_expect(&w, &w.q, order, begun[b], 5);
     sq_world_check_clean(&w);
   }
 }
@@ -435,22 +411,18 @@ static void test_sendq_detach_user_only_spares_accumulator(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame cur;
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 9, own_a, false, 0, 16, &cur));
-  ded_sendq_consume(&w.env, &q, DED_DATA_HDR_BYTES + 3, NULL, NULL);
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 9, own_a, false, 0, 16, &cur));
+  ded_sendq_consume(&w.env, &w.q, DED_DATA_HDR_BYTES + 3, NULL, NULL);
   long allocs = w.fm.allocs;
-  assert_int_equal(ded_sendq_detach(&w.env, &q, own_a, true), 0);
+  assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, true), 0);
   assert_int_equal(w.fm.allocs, allocs);
   assert_int_equal(sq_out(&w.led, own_a, false), 1);
   /* Another owner's detach does not touch it either. */
-  assert_int_equal(ded_sendq_detach(&w.env, &q, own_b, false), 0);
+  assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_b, false), 0);
   assert_int_equal(sq_out(&w.led, own_a, false), 1);
   const sq_frame *order[] = {&cur, NULL};
-  uint8_t want[128];
-  size_t n = sq_expect(want, order, DED_DATA_HDR_BYTES + 3);
-  sq_drain_expect(&w, &q, want, n, 4096);
+  sq_drain_expect(&w, &w.q, order, DED_DATA_HDR_BYTES + 3, 4096);
   sq_world_check_clean(&w);
 }
 
@@ -462,27 +434,22 @@ static void test_sendq_move(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq from, to;
-  memset(&from, 0, sizeof from);
-  memset(&to, 0, sizeof to);
   sq_frame fcur, f1, f2, f3, t1, t2;
-  ded_sendq_push(&from, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 30, &fcur));
-  ded_sendq_consume(&w.env, &from, 12, NULL, NULL);
-  ded_sendq_push(&from, DED_Q_CTRL, sq_owned(&w, 2, 6, &f1));
-  ded_sendq_push(&from, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 30, 20, &f2));
-  ded_sendq_push(&from, DED_Q_BULK, sq_owned(&w, 4, 10, &f3));
-  ded_sendq_push(&to, DED_Q_CTRL, sq_owned(&w, 5, 8, &t1));
-  ded_sendq_consume(&w.env, &to, 3, NULL, NULL);
-  ded_sendq_push(&to, DED_Q_DATA, sq_lent(&w, 6, own_b, true, 0, 9, &t2));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 30, &fcur));
+  ded_sendq_consume(&w.env, &w.q, 12, NULL, NULL);
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 2, 6, &f1));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 30, 20, &f2));
+  ded_sendq_push(&w.q, DED_Q_BULK, sq_owned(&w, 4, 10, &f3));
+  ded_sendq_push(&w.to, DED_Q_CTRL, sq_owned(&w, 5, 8, &t1));
+  ded_sendq_consume(&w.env, &w.to, 3, NULL, NULL);
+  ded_sendq_push(&w.to, DED_Q_DATA, sq_lent(&w, 6, own_b, true, 0, 9, &t2));
   sq_ledger before = w.led;
-  ded_sendq_move(&w.env, &from, &to);
+  ded_sendq_move(&w.env, &w.q, &w.to);
   assert_memory_equal(&w.led, &before, sizeof before);
-  assert_false(ded_sendq_has_output(&from));
+  assert_false(ded_sendq_has_output(&w.q));
   const sq_frame *order[] = {&t1, &f1, &f2, &t2, &fcur, &f3, NULL};
-  uint8_t want[512];
-  size_t n = sq_expect(want, order, 3);
-  sq_drain_expect(&w, &to, want, n, 11);
-  ded_sendq_free(&w.env, &from);
+  sq_drain_expect(&w, &w.to, order, 3, 11);
+  ded_sendq_free(&w.env, &w.q);
   sq_world_check_clean(&w);
 }
 
@@ -492,20 +459,15 @@ static void test_sendq_move_drops_partial(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq from, to;
-  memset(&from, 0, sizeof from);
-  memset(&to, 0, sizeof to);
   sq_frame cur, ctrl;
-  ded_sendq_push(&from, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 30, &cur));
-  ded_sendq_consume(&w.env, &from, DED_DATA_HDR_BYTES + 4, NULL, NULL);
-  ded_sendq_push(&from, DED_Q_CTRL, sq_owned(&w, 2, 6, &ctrl));
-  assert_int_equal(ded_sendq_detach(&w.env, &from, own_a, true), 0);
-  ded_sendq_move(&w.env, &from, &to);
-  assert_false(ded_sendq_has_output(&from));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 30, &cur));
+  ded_sendq_consume(&w.env, &w.q, DED_DATA_HDR_BYTES + 4, NULL, NULL);
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 2, 6, &ctrl));
+  assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, true), 0);
+  ded_sendq_move(&w.env, &w.q, &w.to);
+  assert_false(ded_sendq_has_output(&w.q));
   const sq_frame *order[] = {&ctrl, NULL};
-  uint8_t want[64];
-  size_t n = sq_expect(want, order, 0);
-  sq_drain_expect(&w, &to, want, n, 4096);
+  sq_drain_expect(&w, &w.to, order, 0, 4096);
   sq_world_check_clean(&w);
 }
 
@@ -516,31 +478,29 @@ static void test_sendq_refcount_paths(void **state) {
   (void)state;
   sq_world w;
   sq_world_init(&w);
-  ded_sendq q;
-  memset(&q, 0, sizeof q);
   sq_frame f;
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 4, &f));
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 2, own_a, true, 4, 4, &f));
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 0, 4, &f));
-  ded_sendq_push(&q, DED_Q_RESULT, sq_lent(&w, 4, own_b, false, 0, 4, &f));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 4, &f));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 2, own_a, true, 4, 4, &f));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 3, own_a, false, 0, 4, &f));
+  ded_sendq_push(&w.q, DED_Q_RESULT, sq_lent(&w, 4, own_b, false, 0, 4, &f));
   assert_int_equal(sq_out(&w.led, own_a, true), 2);
   /* Written in full: the RESULT frames go first. */
-  ded_sendq_consume(&w.env, &q, 2 * (DED_DATA_HDR_BYTES + 4), NULL, NULL);
+  ded_sendq_consume(&w.env, &w.q, 2 * (DED_DATA_HDR_BYTES + 4), NULL, NULL);
   assert_int_equal(sq_out(&w.led, own_a, false), 0);
   assert_int_equal(sq_out(&w.led, own_b, false), 0);
   /* One DATA frame begun; dropping the class spares it. */
-  ded_sendq_consume(&w.env, &q, 1, NULL, NULL);
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 5, own_b, true, 0, 4, &f));
-  ded_sendq_drop_class(&w.env, &q, DED_Q_DATA);
-  assert_false(ded_sendq_has_class(&q, DED_Q_DATA));
+  ded_sendq_consume(&w.env, &w.q, 1, NULL, NULL);
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 5, own_b, true, 0, 4, &f));
+  ded_sendq_drop_class(&w.env, &w.q, DED_Q_DATA);
+  assert_false(ded_sendq_has_class(&w.q, DED_Q_DATA));
   assert_int_equal(sq_out(&w.led, own_a, true), 1);
   assert_int_equal(sq_out(&w.led, own_b, true), 0);
   /* A class dropped empty takes frames again. */
-  ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 6, own_b, true, 8, 4, &f));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 6, own_b, true, 8, 4, &f));
   assert_int_equal(sq_out(&w.led, own_b, true), 1);
   /* Freeing the queue ends the begun one and the queued one. */
-  ded_sendq_free(&w.env, &q);
-  assert_false(ded_sendq_has_output(&q));
+  ded_sendq_free(&w.env, &w.q);
+  assert_false(ded_sendq_has_output(&w.q));
   /* An item lent and freed without ever being queued. */
   ded_sendq_item *it = sq_lent(&w, 7, own_a, false, 0, 4, &f);
   assert_int_equal(sq_out(&w.led, own_a, false), 1);
@@ -558,19 +518,17 @@ static void test_sendq_detach_nomem(void **state) {
   for (size_t b = 0; b < DED_ARRAY_LEN(begun); b++) {
     sq_world w;
     sq_world_init(&w);
-    ded_sendq q;
-    memset(&q, 0, sizeof q);
     sq_frame f;
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &f));
-    ded_sendq_consume(&w.env, &q, begun[b], NULL, NULL);
-    ded_sendq_push(&q, DED_Q_DATA, sq_lent(&w, 2, own_a, true, 20, 20, &f));
-    ded_sendq_push(&q, DED_Q_CTRL, sq_owned(&w, 3, 5, &f));
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &f));
+    ded_sendq_consume(&w.env, &w.q, begun[b], NULL, NULL);
+    ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 2, own_a, true, 20, 20, &f));
+    ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 3, 5, &f));
     w.fm.fail_at = w.fm.allocs; /* the copy is the next allocation */
-    assert_int_equal(ded_sendq_detach(&w.env, &q, own_a, false), DED_ERR_NOMEM);
+    assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, false), DED_ERR_NOMEM);
     assert_true(w.fm.failed);
     assert_int_equal(w.led.refs[0][1], 2);
     assert_int_equal(w.led.unrefs[0][1], 2);
-    ded_sendq_free(&w.env, &q);
+    ded_sendq_free(&w.env, &w.q);
     assert_int_equal(w.led.unrefs[0][1], 2);
     sq_world_check_clean(&w);
   }
@@ -590,21 +548,16 @@ static void test_sendq_known_nomem_then_move(void **state) {
   unit_known_issue();
   sq_world w;
   sq_world_init(&w);
-  ded_sendq from, to;
-  memset(&from, 0, sizeof from);
-  memset(&to, 0, sizeof to);
   sq_frame cur, ctrl;
-  ded_sendq_push(&from, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &cur));
-  ded_sendq_consume(&w.env, &from, DED_DATA_HDR_BYTES + 6, NULL, NULL);
-  ded_sendq_push(&from, DED_Q_CTRL, sq_owned(&w, 3, 5, &ctrl));
+  ded_sendq_push(&w.q, DED_Q_DATA, sq_lent(&w, 1, own_a, true, 0, 20, &cur));
+  ded_sendq_consume(&w.env, &w.q, DED_DATA_HDR_BYTES + 6, NULL, NULL);
+  ded_sendq_push(&w.q, DED_Q_CTRL, sq_owned(&w, 3, 5, &ctrl));
   w.fm.fail_at = w.fm.allocs;
-  assert_int_equal(ded_sendq_detach(&w.env, &from, own_a, true), DED_ERR_NOMEM);
-  ded_sendq_move(&w.env, &from, &to);
+  assert_int_equal(ded_sendq_detach(&w.env, &w.q, own_a, true), DED_ERR_NOMEM);
+  ded_sendq_move(&w.env, &w.q, &w.to);
   /* Only whole frames may reach the new stream: the control frame. */
   const sq_frame *order[] = {&ctrl, NULL};
-  uint8_t want[64];
-  size_t n = sq_expect(want, order, 0);
-  sq_drain_expect(&w, &to, want, n, 4096);
+  sq_drain_expect(&w, &w.to, order, 0, 4096);
   sq_world_check_clean(&w);
 }
 
