@@ -121,6 +121,21 @@ static void att_start(att_world *w) {
   assert_int_equal(ded_attempt_reduce_own(&w->a, &w->env), 0);
 }
 
+/* The attempt running as member |me| of |k| (|aux| or -1 an aux member). */
+static void att_running(att_world *w, unsigned k, int aux, unsigned me) {
+  assert_int_equal(att_world_init(w, k, aux, me, -1), 0);
+  att_start(w);
+}
+
+/* The attempt fetched by a peer outside the plan of 3, each shard s served
+ * by |holder[s]| (a DECIDE's holders). */
+static void att_fetching(att_world *w, const uint16_t holder[3]) {
+  assert_int_equal(att_world_init(w, 3, -1, 3, -1), 0);
+  w->a.holders = ded_mem_malloc(&w->fm.mem, 3 * sizeof *w->a.holders);
+  assert_non_null(w->a.holders);
+  memcpy(w->a.holders, holder, 3 * sizeof *w->a.holders);
+}
+
 /* Member |from|'s frame of |type| for chunk |c| of shard |s|, carrying
  * |src| (its element offset's place); what take returned. */
 static int att_take(att_world *w, unsigned from, uint8_t type, unsigned s, uint64_t c,
@@ -238,8 +253,7 @@ static void test_attempt_layout(void **state) {
 static void test_attempt_send_contrib(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   assert_int_equal(ded_attempt_send_contrib(&w.a, &w.env, 0), 0);
   assert_int_equal(ded_attempt_send_contrib(&w.a, &w.env, 2), 0);
   static const uint64_t off[] = {0, 2, 7, 9}, n[] = {2, 2, 2, 1};
@@ -269,8 +283,7 @@ static void test_attempt_commit_order(void **state) {
                                 {2, 3, 0, 1}, {3, 0, 2, 1}, {0, 2, 1, 3}, {1, 2, 3, 0}};
   for (size_t p = 0; p < DED_ARRAY_LEN(perm); p++) {
     att_world w;
-    assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-    att_start(&w);
+    att_running(&w, 3, -1, 1);
     bool finished[2] = {false, false};
     for (int i = 0; i < 4; i++) {
       const unsigned *arr = arrivals[perm[p][i]];
@@ -301,8 +314,7 @@ static void test_attempt_commit_order_ends(void **state) {
   (void)state;
   for (unsigned me = 0; me < 3; me += 2) {
     att_world w;
-    assert_int_equal(att_world_init(&w, 3, -1, me, -1), 0);
-    att_start(&w);
+    att_running(&w, 3, -1, me);
     for (uint64_t c = 0; c < w.a.my_nchunks; c++)
       for (unsigned m = 3; m-- > 0;)
         if (m != me) assert_int_equal(att_data(&w, m, c), 0);
@@ -317,8 +329,7 @@ static void test_attempt_commit_order_ends(void **state) {
 static void test_attempt_aux_skipped(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 4, 0, 2, -1), 0);
-  att_start(&w);
+  att_running(&w, 4, 0, 2);
   assert_int_equal(w.a.my_off, 6);
   assert_int_equal(w.a.my_len, 2);
   assert_int_equal(w.a.my_nchunks, 1);
@@ -338,8 +349,7 @@ static void test_attempt_aux_skipped(void **state) {
 static void test_attempt_data_rejected(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   assert_int_equal(att_data(&w, 0, 0), 0); /* added at once */
   assert_int_equal(att_data(&w, 0, 0), DED_ERR_PROTO);
   assert_int_equal(att_data(&w, 2, 1), 0); /* staged: member 0's chunk 1 is missing */
@@ -381,8 +391,7 @@ static void test_attempt_data_rejected(void **state) {
 static void test_attempt_result(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   double remote[COUNT];
   for (unsigned i = 0; i < COUNT; i++) remote[i] = 100.0 + i;
   assert_int_equal(att_take(&w, 0, DED_MSG_RESULT, 2, 0, remote, true, false), DED_ERR_PROTO);
@@ -404,11 +413,8 @@ static void test_attempt_result(void **state) {
   ded_mem_free(&w.fm.mem, have);
   att_world_free(&w);
   /* Fetching: the holder named for a shard serves it, its reducer too. */
-  assert_int_equal(att_world_init(&w, 3, -1, 3, -1), 0);
-  w.a.holders = ded_mem_malloc(&w.fm.mem, 3 * sizeof *w.a.holders);
-  w.a.holders[0] = 2;
-  w.a.holders[1] = 2;
-  w.a.holders[2] = 2;
+  static const uint16_t all_by_2[3] = {2, 2, 2};
+  att_fetching(&w, all_by_2);
   assert_int_equal(att_take(&w, 1, DED_MSG_RESULT, 0, 0, remote, false, true), DED_ERR_PROTO);
   assert_int_equal(att_take(&w, 2, DED_MSG_RESULT, 0, 0, remote, false, true), 0);
   assert_int_equal(att_take(&w, 2, DED_MSG_RESULT, 0, 0, remote, false, true), 0); /* again */
@@ -429,8 +435,7 @@ static void test_attempt_result(void **state) {
 static void test_attempt_serve(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   uint8_t x[DED_ID_BYTES], y[DED_ID_BYTES], z[DED_ID_BYTES];
   unit_id(x, 50);
   unit_id(y, 51);
@@ -479,8 +484,7 @@ static void test_attempt_serve(void **state) {
 static void test_attempt_send_error(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   w.send_rv = DED_ERR_CLOSING;
   assert_int_equal(att_data(&w, 0, 1), 0);
   assert_int_equal(att_data(&w, 2, 1), DED_ERR_CLOSING);
@@ -493,8 +497,7 @@ static void test_attempt_send_error(void **state) {
 static void test_attempt_needs(void **state) {
   (void)state;
   att_world w;
-  assert_int_equal(att_world_init(&w, 3, -1, 1, -1), 0);
-  att_start(&w);
+  att_running(&w, 3, -1, 1);
   double remote[COUNT] = {0};
   assert_true(ded_attempt_needs(&w.a, 0, false));
   assert_int_equal(att_data(&w, 0, 0), 0);
@@ -515,11 +518,8 @@ static void test_attempt_needs(void **state) {
   att_world_free(&w);
   /* Fetching as an outsider: member 2 serves shards 0 and 2, member 0
    * shard 1. */
-  assert_int_equal(att_world_init(&w, 3, -1, 3, -1), 0);
-  w.a.holders = ded_mem_malloc(&w.fm.mem, 3 * sizeof *w.a.holders);
-  w.a.holders[0] = 2;
-  w.a.holders[1] = 0;
-  w.a.holders[2] = 2;
+  static const uint16_t holders[3] = {2, 0, 2};
+  att_fetching(&w, holders);
   assert_true(ded_attempt_needs(&w.a, 2, true));
   assert_true(ded_attempt_needs(&w.a, 0, true));
   assert_false(ded_attempt_needs(&w.a, 1, true));
@@ -567,8 +567,7 @@ static void test_attempt_known_aux_needed(void **state) {
   (void)state;
   unit_known_issue();
   att_world w;
-  assert_int_equal(att_world_init(&w, 4, 0, 2, -1), 0);
-  att_start(&w);
+  att_running(&w, 4, 0, 2);
   double remote[COUNT] = {0};
   for (uint64_t c = 0; c < ded_chunks(ded_attempt_shard_len(&w.a, 0), CHUNK); c++)
     assert_int_equal(att_take(&w, 0, DED_MSG_RESULT, 0, c, remote, true, false), 0);

@@ -30,6 +30,22 @@ static void intents_add(ded_intents *in, unsigned who, uint64_t round, uint64_t 
   ded_intents_add(in, id, round, until_ns);
 }
 
+static void intents_done(ded_intents *in, unsigned who, uint64_t round) {
+  uint8_t id[DED_ID_BYTES];
+  unit_id(id, who);
+  ded_intents_done(in, id, round);
+}
+
+/* Four announcements: peers 1 and 2 of round 5 (until 1000 and 3000),
+ * peer 3 of round 6 (until 9000), peer 4 of round 4 (until 500). */
+static void intents_four(ded_intents *in) {
+  memset(in, 0, sizeof *in);
+  intents_add(in, 1, 5, 1000);
+  intents_add(in, 2, 5, 3000);
+  intents_add(in, 3, 6, 9000);
+  intents_add(in, 4, 4, 500);
+}
+
 /* Peer |who|'s entry, or NULL; and there is at most one. */
 static const ded_intent *intents_find(const ded_intents *in, unsigned who) {
   uint8_t id[DED_ID_BYTES];
@@ -117,9 +133,7 @@ static void test_intents_full_evicts_first_expiring(void **state) {
   for (unsigned i = 1; i < DED_INTENTS; i++)
     if (i != 23) assert_non_null(intents_find(&in, i));
   /* A fulfilled entry (until 0) goes before any running hold. */
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, 20);
-  ded_intents_done(&in, id, 1);
+  intents_done(&in, 20, 1);
   intents_add(&in, 42, 1, 5000);
   assert_null(intents_find(&in, 20));
   assert_non_null(intents_find(&in, 5)); /* until 100, but still running */
@@ -132,17 +146,13 @@ static void test_intents_full_evicts_first_expiring(void **state) {
 static void test_intents_spent(void **state) {
   (void)state;
   ded_intents in;
-  memset(&in, 0, sizeof in);
-  intents_add(&in, 1, 5, 1000);
-  intents_add(&in, 2, 5, 3000);
-  intents_add(&in, 3, 6, 4000);
-  intents_add(&in, 4, 4, 2000);
+  intents_four(&in);
   uint64_t members = 1ull << 2; /* peer 2 took part */
   ded_intents_spent(&in, 5, intents_in, &members);
   assert_int_equal(intents_find(&in, 1)->until_ns, 0);
   assert_int_equal(intents_find(&in, 4)->until_ns, 0);
   assert_int_equal(intents_find(&in, 2)->until_ns, 3000);
-  assert_int_equal(intents_find(&in, 3)->until_ns, 4000);
+  assert_int_equal(intents_find(&in, 3)->until_ns, 9000);
   assert_int_equal(intents_until_all(&in, 5, 0), 3000);
   /* Peer 1 again, for round 5 or earlier: held once already. */
   intents_add(&in, 1, 5, 9000);
@@ -152,8 +162,8 @@ static void test_intents_spent(void **state) {
   assert_int_equal(intents_find(&in, 4)->until_ns, 0);
   assert_int_equal(intents_until_all(&in, 5, 0), 3000);
   /* For round 6 it holds. */
-  intents_add(&in, 1, 6, 9000);
-  assert_int_equal(intents_until_all(&in, 6, 0), 9000);
+  intents_add(&in, 1, 6, 9800);
+  assert_int_equal(intents_until_all(&in, 6, 0), 9800);
   /* Round 6 decided with no one: peer 1's round 6 is spent as well. */
   uint64_t none = 0;
   ded_intents_spent(&in, 6, intents_in, &none);
@@ -173,16 +183,13 @@ static void test_intents_done(void **state) {
   memset(&in, 0, sizeof in);
   intents_add(&in, 1, 5, 1000);
   intents_add(&in, 2, 5, 2000);
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, 1);
-  ded_intents_done(&in, id, 4);
+  intents_done(&in, 1, 4);
   assert_int_equal(intents_find(&in, 1)->until_ns, 1000);
-  ded_intents_done(&in, id, 6);
+  intents_done(&in, 1, 6);
   assert_int_equal(intents_find(&in, 1)->until_ns, 0);
   assert_int_equal(intents_find(&in, 2)->until_ns, 2000);
   assert_int_equal(intents_until_all(&in, 5, 0), 2000);
-  unit_id(id, 2);
-  ded_intents_done(&in, id, 5);
+  intents_done(&in, 2, 5);
   assert_int_equal(intents_until_all(&in, 5, 0), 0);
 }
 
@@ -194,10 +201,7 @@ static void test_intents_until(void **state) {
   ded_intents in;
   memset(&in, 0, sizeof in);
   assert_int_equal(intents_until_all(&in, 5, 0), 0);
-  intents_add(&in, 1, 5, 1000);
-  intents_add(&in, 2, 5, 3000);
-  intents_add(&in, 3, 6, 9000);
-  intents_add(&in, 4, 4, 500);
+  intents_four(&in);
   assert_int_equal(intents_until_all(&in, 5, 0), 3000);
   assert_int_equal(intents_until_all(&in, 6, 0), 9000);
   assert_int_equal(intents_until_all(&in, 4, 0), 500);
@@ -215,11 +219,7 @@ static void test_intents_until(void **state) {
 static void test_intents_each(void **state) {
   (void)state;
   ded_intents in;
-  memset(&in, 0, sizeof in);
-  intents_add(&in, 1, 5, 1000);
-  intents_add(&in, 2, 5, 3000);
-  intents_add(&in, 3, 6, 9000);
-  intents_add(&in, 4, 4, 500);
+  intents_four(&in);
   uint64_t seen = 0;
   ded_intents_each(&in, 5, 0, intents_collect, &seen);
   assert_int_equal(seen, 1u << 1 | 1u << 2 | 1u << 4);

@@ -29,6 +29,14 @@ static void lin_set(ded_lineage *l, uint64_t no, unsigned k, uint64_t attempt) {
   assert_int_equal(ded_lineage_set(l, no, &p), 0);
 }
 
+/* unit_id(|who|) says at |now_ns| it holds |attempt| of |round|. */
+static void lin_have(ded_lineage *l, uint64_t round, uint64_t attempt, unsigned who,
+                     uint64_t now_ns) {
+  uint8_t id[DED_ID_BYTES];
+  unit_id(id, who);
+  ded_lineage_take_have(l, round, attempt, id, now_ns);
+}
+
 /* The entry of |no| holds members 1..|k| of |attempt|, member 2 a client. */
 static void lin_assert_entry(ded_lineage *l, uint64_t no, unsigned k, uint64_t attempt) {
   ded_lin_entry *e = ded_lineage_get(l, no);
@@ -116,9 +124,7 @@ static void test_lineage_set_again(void **state) {
   ded_lineage l;
   ded_lineage_init(&l, NULL);
   lin_set(&l, 7, 3, ATT_A);
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, 3);
-  ded_lineage_take_have(&l, 7, ATT_A, id, 100);
+  lin_have(&l, 7, ATT_A, 3, 100);
   ded_lin_entry *e = ded_lineage_get(&l, 7);
   e->final = true; /* the round reported here, as ded_round marks it */
   e->final_attempt = ATT_A;
@@ -163,9 +169,7 @@ static void test_lineage_lose(void **state) {
   ded_lineage_init(&l, &fm.mem);
   lin_set(&l, 10, 3, ATT_A);
   lin_set(&l, 11, 3, ATT_B);
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, 1);
-  ded_lineage_take_have(&l, 11, ATT_B, id, 5);
+  lin_have(&l, 11, ATT_B, 1, 5);
   ded_lineage_set_view_hint(&l, 12, 4);
   ded_lineage_lose(&l);
   assert_int_equal(fm.live, 0);
@@ -250,32 +254,26 @@ static void test_lineage_take_have(void **state) {
   ded_lineage_init(&l, &fm.mem);
   lin_set(&l, 5, 10, ATT_A);
   ded_lin_entry *e = ded_lineage_get(&l, 5);
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, 2);
-  ded_lineage_take_have(&l, 5, ATT_B, id, 10); /* another attempt */
-  ded_lineage_take_have(&l, 6, ATT_A, id, 10); /* a round not held */
-  ded_lineage_take_have(&l, 5 + DED_LIN_RING, ATT_A, id, 10); /* the slot's other round */
-  unit_id(id, 11);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 10); /* a stranger */
+  lin_have(&l, 5, ATT_B, 2, 10);                 /* another attempt */
+  lin_have(&l, 6, ATT_A, 2, 10);                 /* a round not held */
+  lin_have(&l, 5 + DED_LIN_RING, ATT_A, 2, 10);  /* the slot's other round */
+  lin_have(&l, 5, ATT_A, 11, 10);                /* a stranger */
   assert_null(e->have);
   fm.fail_at = fm.allocs;
-  unit_id(id, 2);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 15); /* no memory for the bits */
+  lin_have(&l, 5, ATT_A, 2, 15); /* no memory for the bits */
   assert_null(e->have);
   assert_int_equal(e->have_ns, 0);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 20);
+  lin_have(&l, 5, ATT_A, 2, 20);
   assert_non_null(e->have);
   assert_int_equal(e->have[0], 0x02);
   assert_int_equal(e->have[1], 0x00);
   assert_int_equal(e->have_ns, 20);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 30); /* again: no news */
+  lin_have(&l, 5, ATT_A, 2, 30); /* again: no news */
   assert_int_equal(e->have_ns, 20);
-  unit_id(id, 10);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 40);
+  lin_have(&l, 5, ATT_A, 10, 40);
   assert_int_equal(e->have[1], 0x02);
   assert_int_equal(e->have_ns, 40);
-  unit_id(id, 11);
-  ded_lineage_take_have(&l, 5, ATT_A, id, 50);
+  lin_have(&l, 5, ATT_A, 11, 50);
   assert_int_equal(e->have[0], 0x02);
   assert_int_equal(e->have[1], 0x02);
   assert_int_equal(e->have_ns, 40);

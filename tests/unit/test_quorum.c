@@ -24,6 +24,12 @@ static void quorum_vote(ded_votes *vs, const ded_mem *mem, unsigned n, uint64_t 
   ded_votes_add(vs, mem, id, attempt, view);
 }
 
+/* A plan of |k| members 1..k, all acceptors (of |k|), into |m|. */
+static ded_msg_commit quorum_plan(ded_msg_member *m, unsigned k) {
+  for (unsigned i = 0; i < k; i++) m[i] = unit_member(i + 1, ACC, 0);
+  return unit_plan(ATTEMPT, m, k, k, 0, 1);
+}
+
 /* More than half; exactly half only with the primary; below half never. */
 static void test_quorum_of_table(void **state) {
   (void)state;
@@ -119,8 +125,8 @@ static void test_votes_duplicates(void **state) {
 /* One acceptor voting again and again is one vote. */
 static void test_votes_duplicate_not_quorum(void **state) {
   (void)state;
-  ded_msg_member m[3] = {unit_member(1, ACC, 0), unit_member(2, ACC, 0), unit_member(3, ACC, 0)};
-  ded_msg_commit p = unit_plan(ATTEMPT, m, 3, 3, 0, 1);
+  ded_msg_member m[3];
+  ded_msg_commit p = quorum_plan(m, 3);
   ded_votes vs;
   memset(&vs, 0, sizeof vs);
   for (int i = 0; i < 5; i++) quorum_vote(&vs, NULL, 2, ATTEMPT, 1);
@@ -135,8 +141,7 @@ static void test_votes_duplicate_not_quorum(void **state) {
 static void test_votes_views_apart(void **state) {
   (void)state;
   ded_msg_member m[5];
-  for (unsigned i = 0; i < 5; i++) m[i] = unit_member(i + 1, ACC, 0);
-  ded_msg_commit p = unit_plan(ATTEMPT, m, 5, 5, 0, 1);
+  ded_msg_commit p = quorum_plan(m, 5);
   ded_votes vs;
   memset(&vs, 0, sizeof vs);
   /* Every acceptor voted, in five views: two at most in any one. */
@@ -199,8 +204,8 @@ static void test_votes_primary_tie(void **state) {
  * kept and cannot complete anything; a duplicate changes nothing. */
 static void test_votes_bound(void **state) {
   (void)state;
-  ded_msg_member m[3] = {unit_member(1, ACC, 0), unit_member(2, ACC, 0), unit_member(3, ACC, 0)};
-  ded_msg_commit p = unit_plan(ATTEMPT, m, 3, 3, 0, 1);
+  ded_msg_member m[3];
+  ded_msg_commit p = quorum_plan(m, 3);
   ded_votes vs;
   memset(&vs, 0, sizeof vs);
   quorum_vote(&vs, NULL, 1, ATTEMPT, 1);
@@ -219,8 +224,8 @@ static void test_votes_bound(void **state) {
  * kept again; nothing leaks. */
 static void test_votes_nomem(void **state) {
   (void)state;
-  ded_msg_member m[3] = {unit_member(1, ACC, 0), unit_member(2, ACC, 0), unit_member(3, ACC, 0)};
-  ded_msg_commit p = unit_plan(ATTEMPT, m, 3, 3, 0, 1);
+  ded_msg_member m[3];
+  ded_msg_commit p = quorum_plan(m, 3);
   unit_failmem fm;
   unit_failmem_init(&fm, 0);
   ded_votes vs;
