@@ -109,6 +109,56 @@ static inline size_t unit_hello_frame(uint8_t *out, size_t cap, const ded_ident 
   return unit_hello_frame_invited(out, cap, ident, run, issued_ms, NULL, 0);
 }
 
+/* -------------------------------------------------------- plans by hand */
+
+/* An id whose order among ids is that of |n| (ids compare as bytes). */
+static inline void unit_id(uint8_t id[DED_ID_BYTES], unsigned n) {
+  memset(id, 0x5a, DED_ID_BYTES);
+  id[0] = (uint8_t)(n >> 8);
+  id[1] = (uint8_t)n;
+}
+
+/* Member unit_id(|n|) of a COMMIT: weight 1, one local rank, |flags|,
+ * its shard from |shard_off|. */
+static inline ded_msg_member unit_member(unsigned n, uint8_t flags, uint64_t shard_off) {
+  ded_msg_member m;
+  memset(&m, 0, sizeof m);
+  unit_id(m.id, n);
+  m.weight = 1.0;
+  m.n_local = 1;
+  m.shard_off = shard_off;
+  m.flags = flags;
+  return m;
+}
+
+/* A COMMIT of |attempt| over the |k| |members| (in id order; not owned:
+ * do not free it), |nacc| acceptors, |count| f64 elements in chunks of
+ * |chunk|. */
+static inline ded_msg_commit unit_plan(uint64_t attempt, ded_msg_member *members, unsigned k,
+                                       unsigned nacc, uint64_t count, uint32_t chunk) {
+  ded_msg_commit c;
+  memset(&c, 0, sizeof c);
+  c.round = 1;
+  c.attempt = attempt;
+  c.dtype = DED_DTYPE_F64;
+  c.count = count;
+  c.chunk_elems = chunk;
+  c.k = (uint16_t)k;
+  c.nacc = (uint16_t)nacc;
+  c.members = members;
+  return c;
+}
+
+/* ---------------------------------------------------------- known issues */
+
+/* A test that shows an engine issue reported and not fixed yet: skipped
+ * unless DEDMPI_UNIT_KNOWN_ISSUES is set in the environment, so that the
+ * tier stays green while the failing case stays one command away. */
+#define unit_known_issue()                                                    \
+  do {                                                                        \
+    if (!getenv("DEDMPI_UNIT_KNOWN_ISSUES")) skip();                          \
+  } while (0)
+
 /* ----------------------------------------------------- failing allocator */
 
 typedef struct unit_failmem {
