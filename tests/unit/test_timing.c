@@ -154,31 +154,6 @@ static void test_timing_learn_ewma(void **state) {
   assert_int_equal(ded_timing_coord_wait(&t, 0), 4 * S);
 }
 
-/* KNOWN ISSUE. The header promises that a member's wait for a decision is
- * longer than any coordinator's wait for joins, but both are clamped to
- * the same cap: once the coordinator's wait reaches it (a learnt spread of
- * a quarter of the cap, or fewer with the view backoff: 300 ms at view 5
- * with the defaults), the two are equal. */
-static void test_timing_known_join_equals_coord_at_cap(void **state) {
-  (void)state;
-  unit_known_issue();
-  ded_timing t = timing_default();
-  t.spread_ewma = 300 * MS;
-  assert_true(ded_timing_join_wait(&t, 5) > ded_timing_coord_wait(&t, 5));
-}
-
-/* KNOWN ISSUE. The header says every wait lies between the floor and the
- * cap, but the join wait's lower clamp is three times the floor and wins
- * over the cap: with the default floor (500 ms) and a round bound under
- * 6 s (DEDMPI_ROUND_TIMEOUT is not checked against the floor), a member
- * waits past a quarter of the bound. */
-static void test_timing_known_join_past_cap(void **state) {
-  (void)state;
-  unit_known_issue();
-  ded_timing t = {500 * MS, 4 * S, 0, 0};
-  assert_true(ded_timing_join_wait(&t, 0) <= ded_timing_cap(&t));
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_timing_cap_evict),
@@ -187,8 +162,6 @@ int main(void) {
       cmocka_unit_test(test_timing_view_backoff),
       cmocka_unit_test(test_timing_progress_estimate),
       cmocka_unit_test(test_timing_learn_ewma),
-      cmocka_unit_test(test_timing_known_join_equals_coord_at_cap),
-      cmocka_unit_test(test_timing_known_join_past_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

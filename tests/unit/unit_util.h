@@ -149,16 +149,6 @@ static inline ded_msg_commit unit_plan(uint64_t attempt, ded_msg_member *members
   return c;
 }
 
-/* ---------------------------------------------------------- known issues */
-
-/* A test that shows an engine issue reported and not fixed yet: skipped
- * unless DEDMPI_UNIT_KNOWN_ISSUES is set in the environment, so that the
- * tier stays green while the failing case stays one command away. */
-#define unit_known_issue()                                                    \
-  do {                                                                        \
-    if (!getenv("DEDMPI_UNIT_KNOWN_ISSUES")) skip();                          \
-  } while (0)
-
 /* ----------------------------------------------------- failing allocator */
 
 typedef struct unit_failmem {

@@ -211,7 +211,7 @@ bool ded_attempt_needs(const ded_attempt *a, unsigned m, bool fetching) {
       if (a->holders[s] == m && !ded_attempt_shard_done(a, s)) return true;
     return false;
   }
-  if (a->me < a->plan.k)
+  if (a->me < a->plan.k && !(a->plan.members[m].flags & DED_MEMBER_F_AUX)) /* it brings none */
     for (uint64_t c = 0; c < a->my_nchunks; c++)
       if (!ded_bit_get(a->recv_bits, (uint64_t)m * a->my_nchunks + c)) return true;
   return !ded_attempt_shard_done(a, m);

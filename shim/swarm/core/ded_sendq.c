@@ -135,11 +135,12 @@ int ded_sendq_detach(const ded_sendq_env *env, ded_sendq *q, const void *owner, 
   if (!it || it->owner != owner || (user_only && !it->ref_user)) return 0;
   size_t head = item_head_len(it), total = item_total(it);
   uint8_t *copy = ded_mem_malloc(env->mem, total - it->pos);
-  if (!copy) { /* the stream cannot stay whole */
+  if (!copy) { /* the stream cannot stay whole: the connection goes */
     env->unref(env->ctx, it->owner, it->ref_user);
     it->owner = NULL;
     it->ref = NULL;
     it->ref_len = 0;
+    it->partial = true; /* what is left of it must go on no other connection */
     return DED_ERR_NOMEM;
   }
   size_t o = 0;

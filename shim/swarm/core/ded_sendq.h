@@ -109,7 +109,9 @@ void ded_sendq_consume(const ded_sendq_env *env, ded_sendq *q, size_t n,
  * the caller's buffer when |user_only|) are dropped, and a frame already
  * half written gets the rest of its payload copied, since the stream must
  * stay whole. DED_ERR_NOMEM if that copy fails: the stream cannot stay
- * whole, and the connection must go (the reference is let go all the same).
+ * whole, and the connection must go (the reference is let go all the same,
+ * and the frame, a header without its payload now, is |partial|:
+ * ded_sendq_move drops it rather than begin it on another connection).
  */
 int ded_sendq_detach(const ded_sendq_env *env, ded_sendq *q, const void *owner, bool user_only);
 

@@ -8,7 +8,8 @@ void *ded_bufcache_get(ded_bufcache *c, size_t len) {
   for (unsigned i = 0; i < c->n; i++)
     if (c->v[i].len == len) {
       void *p = c->v[i].p;
-      c->v[i] = c->v[--c->n];
+      memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof c->v[0]); /* the oldest stays first */
+      c->n--;
       return p;
     }
   return ded_mem_malloc(c->mem, len);

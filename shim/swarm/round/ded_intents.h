@@ -13,7 +13,10 @@
  * DED_INTENTS of them (the one that expires first gives way); a round
  * decided without an announcer spends its announcements of that round and
  * earlier (|spent|): one peer's announcements, true or not, hold each
- * round at most once; an entry with until_ns 0 holds nothing.
+ * round at most once (as long as the table does not overflow: with more
+ * than DED_INTENTS announcers at once, a spent entry, which holds nothing,
+ * gives way first, and with it the memory of its round); an entry with
+ * until_ns 0 holds nothing.
  */
 #ifndef DED_INTENTS_H
 #define DED_INTENTS_H

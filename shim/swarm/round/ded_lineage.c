@@ -75,7 +75,7 @@ void ded_lineage_install(ded_lineage *l, uint64_t no, uint64_t attempt, uint8_t 
   e->n = n;
   e->final = true;
   e->final_attempt = attempt;
-  l->members_round = no;
+  if (!l->have_members || no > l->members_round) l->members_round = no;
   l->have_members = l->ever_members = true;
 }
 

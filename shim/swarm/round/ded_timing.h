@@ -7,13 +7,17 @@
  * turn them into patience. Pure: no clock, no node; the caller says what
  * it saw and asks how long to wait.
  *
- * Invariants: every wait lies between the deadline floor and a quarter of
- * the round bound (ded_timing_cap), so that a failover or two still fit
- * inside the bound; a member's wait for a decision is longer than any
- * coordinator's wait for joins, so members never give up on a coordinator
- * about to decide; patience doubles per view past the first failover
- * (views 2, 3, ... wait 2x, 4x, ... up to 16x, within the cap), which
- * settles a swarm whose messages are delayed past the learned times.
+ * Invariants: every wait is at least the deadline floor and at most a
+ * quarter of the round bound (ded_timing_cap), so that a failover or two
+ * still fit inside the bound, except that a member's wait for a decision
+ * is never below three deadline floors (with a bound under twelve floors,
+ * that floor wins over the cap); a member's wait for a decision is never
+ * shorter than a coordinator's wait for joins in the same view, and longer
+ * below the cap (at the cap both are equal, and the coordinator, whose
+ * clock started at the first JOIN, no later than ours, decides first);
+ * patience doubles per view past the first failover (views 2, 3, ... wait
+ * 2x, 4x, ... up to 16x, within the cap), which settles a swarm whose
+ * messages are delayed past the learned times.
  */
 #ifndef DED_TIMING_H
 #define DED_TIMING_H
