@@ -272,10 +272,11 @@ static void node_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     return;
   }
   ded_lineage_take_have(&node->lin, h.round, h.attempt, c->peer->id, node->now_ns);
-  const ded_msg_commit *done = ded_round_result_plan(node, h.round);
-  if (done) { /* finished here: if with that attempt, say so */
+  const uint8_t *digest;
+  const ded_msg_commit *done = ded_round_result_plan(node, h.round, &digest);
+  if (done) { /* finished here: if with that attempt, say so, and with which bytes */
     if (done->attempt == h.attempt && !(h.flags & DED_HAVE_F_DONE))
-      ded_round_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE);
+      ded_round_send_have(node, c->peer, h.round, h.attempt, h.view, DED_HAVE_F_DONE, digest);
     return;
   }
   ded_round *r = ded_round_find(node, h.round);

@@ -18,8 +18,10 @@
 
 #include "fuzz.h"
 
+#include "avg/ded_reduce.h"
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
+#include "core/ded_types.h"
 #include "crypto/ded_ident.h"
 #include "dht/ded_record.h"
 #include "dht/ded_invite.h"
@@ -308,9 +310,12 @@ static void frame_fetch(gbuf *b, uint64_t round, uint64_t attempt, uint16_t shar
   gbuf_put(b, f, w.pos);
 }
 
-/* The sender holds |attempt|'s result and accepts it in |view|. */
-static void frame_have(gbuf *b, uint64_t round, uint64_t attempt, uint32_t view, uint8_t flags) {
-  ded_msg_have m = {round, attempt, view, flags};
+/* The sender holds |attempt|'s result, whose bytes hash to |digest|, and
+ * accepts it in |view|. */
+static void frame_have(gbuf *b, uint64_t round, uint64_t attempt, uint32_t view, uint8_t flags,
+                       const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  ded_msg_have m = {round, attempt, view, flags, {0}};
+  memcpy(m.digest, digest, DED_RESULT_DIGEST_BYTES);
   uint8_t f[DED_HAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_have_encode(&w, &m);
@@ -439,6 +444,53 @@ static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint64_t attempt,
       }
     }
   }
+}
+
+/* A contribution to the fuzzed node's shard, in commit order: the node's
+ * own buffer (fuzz_node.c's: doubles 0.25 i, read as the round's element
+ * type), or a peer's DATA as frames_data writes it (|base| + i); times
+ * |a| = w / n_local of its member. */
+typedef struct gcontrib {
+  bool node;
+  double base;
+  double a;
+} gcontrib;
+
+/* The digest of the result the fuzzed node holds once a round's result is
+ * whole (what a HAVE carries, ded_msg.h): its own shard [from, to) reduced
+ * from |c| in that order and divided by |W|, as ded_reduce.h does; every
+ * other element a peer's RESULT as frames_data writes it (|peer_base| +
+ * i). An honest peer's HAVE says this digest, so the node completes on
+ * it. */
+static void node_result_digest(uint8_t d[DED_RESULT_DIGEST_BYTES], uint8_t dtype, uint64_t from,
+                               uint64_t to, const gcontrib *c, unsigned nc, double W,
+                               double peer_base) {
+  const uint64_t n = FUZZ_NODE_COUNT;
+  size_t es = ded_dtype_size(dtype);
+  FUZZ_CHECK(es != 0 && from <= to && to <= n && (nc > 0) == (from < to));
+  uint8_t res[FUZZ_NODE_COUNT * sizeof(double)], x[FUZZ_NODE_COUNT * sizeof(double)];
+  double node_buf[FUZZ_NODE_COUNT];
+  for (int i = 0; i < FUZZ_NODE_COUNT; i++) node_buf[i] = 0.25 * i;
+  for (uint64_t i = 0; i < n; i++) {
+    if (i >= from && i < to) continue;
+    float vf = (float)(peer_base + (double)i);
+    double vd = peer_base + (double)i;
+    memcpy(res + i * es, es == sizeof vf ? (const void *)&vf : (const void *)&vd, es);
+  }
+  for (unsigned m = 0; m < nc; m++) {
+    const uint8_t *src = (const uint8_t *)node_buf + from * es;
+    if (!c[m].node) {
+      for (uint64_t i = from; i < to; i++) {
+        float vf = (float)(c[m].base + (double)i);
+        double vd = c[m].base + (double)i;
+        memcpy(x + i * es, es == sizeof vf ? (const void *)&vf : (const void *)&vd, es);
+      }
+      src = x + from * es;
+    }
+    ded_reduce_axpy(dtype, res + from * es, src, (size_t)(to - from), c[m].a, m == 0);
+  }
+  if (nc) ded_reduce_div(dtype, res + from * es, (size_t)(to - from), W);
+  ded_hash32(res, (size_t)(n * es), d);
 }
 
 /* Empty RECORDS frames: valid and without effect. They lengthen a
@@ -711,11 +763,15 @@ static void gen_msg(void) {
   frame_decide(&f, 5, 0, &plan9, holders9);
   write_msg("decide_k9_modes", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
-  frame_have(&f, 7, att, 1, 0);
+  uint8_t digest[DED_RESULT_DIGEST_BYTES];
+  ded_hash32("have", 4, digest);
+  frame_have(&f, 7, att, 1, 0, digest);
   write_msg_variants("have", &f);
   gbuf_reset(&f);
-  frame_have(&f, 7, att, 2, DED_HAVE_F_DONE);
+  frame_have(&f, 7, att, 2, DED_HAVE_F_DONE, digest);
   write_msg("have_done", &f, f.len - DED_FRAME_HDR_BYTES);
+  /* A HAVE of protocol version 8: no digest, 32 bytes short. */
+  write_msg("have_v8", &f, f.len - DED_FRAME_HDR_BYTES - DED_RESULT_DIGEST_BYTES);
   gbuf_reset(&f);
   frame_fetch(&f, 7, att, 1);
   write_msg_variants("fetch", &f);
@@ -927,6 +983,18 @@ static void gen_node(void) {
   const uint8_t *ids_hi[2] = {node.id, hi.id};
   ded_msg_member mm[4];
   gbuf b = {0};
+  /* The digests of the results the node ends rounds with (its HAVEs',
+   * and so an honest peer's): the genesis round the peer coordinates,
+   * DATA from 100 and RESULTs from 50 (|d_pc|), and the one the node
+   * coordinates (|d_nc|), per element type (f32 first). */
+  uint8_t d_pc[2][DED_RESULT_DIGEST_BYTES], d_nc[2][DED_RESULT_DIGEST_BYTES];
+  for (int f64 = 0; f64 <= 1; f64++) {
+    uint8_t dtype = f64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
+    const gcontrib pc[2] = {{false, 100.0, 1.0}, {true, 0.0, 1.0}};
+    const gcontrib nc[2] = {{true, 0.0, 1.0}, {false, 100.0, 1.0}};
+    node_result_digest(d_pc[f64], dtype, half, N, pc, 2, 2.0, 50.0);
+    node_result_digest(d_nc[f64], dtype, 0, half, nc, 2, 2.0, 50.0);
+  }
 
   for (int f64 = 0; f64 <= 1; f64++) {
     uint8_t dtype = f64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
@@ -942,7 +1010,7 @@ static void gen_node(void) {
     frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)node_chunk, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, node_chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, node_chunk, 50.0);
-    frame_have(&b, 0, A_lo, 0, 0);
+    frame_have(&b, 0, A_lo, 0, 0, d_pc[f64]);
     snprintf(name, sizeof name, "round_peer_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 1, &b);
 
@@ -954,19 +1022,46 @@ static void gen_node(void) {
     frame_join(&b, 0, 0, dtype, N, 1.0, 1, DED_JOIN_F_GENESIS);
     frames_data(&b, DED_MSG_DATA, 0, A_node, dtype, 0, half, node_chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_node, dtype, half, N, node_chunk, 50.0);
-    frame_have(&b, 0, A_node, 0, 0);
+    frame_have(&b, 0, A_node, 0, 0, d_nc[f64]);
     snprintf(name, sizeof name, "round_node_coordinates_%s", f64 ? "f64" : "f32");
     write_node(name, flags, 2, &b);
   }
 
+  /* The peer coordinates the genesis round and equivocates: it sends
+   * the node its shard's result from 50, but says HAVE (it is the
+   * primary: a quorum alone) with the digest of a result from 60. The
+   * node, whose bytes differ from the quorum's, fetches the peer's shard
+   * again from it: sent from 60, the node completes with those bytes;
+   * sent from 50 again, it fails over (view 1) rather than complete with
+   * bytes the quorum does not hold. */
+  for (int again_wrong = 0; again_wrong <= 1; again_wrong++) {
+    uint8_t d_y[DED_RESULT_DIGEST_BYTES];
+    const gcontrib pc[2] = {{false, 100.0, 1.0}, {true, 0.0, 1.0}};
+    node_result_digest(d_y, DED_DTYPE_F32, half, N, pc, 2, 2.0, 60.0);
+    gbuf_reset(&b);
+    frame_hello(&b, &lo, NULL);
+    frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+    frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+    frame_have(&b, 0, A_lo, 0, 0, d_y);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, again_wrong ? 50.0 : 60.0);
+    write_node(again_wrong ? "equivocation_fails_over" : "equivocation_refetch", FUZZ_NODE_F_ROUND0,
+               (uint8_t)(38 + again_wrong), &b);
+  }
+
   /* Data that overtakes the COMMIT, results before data, and a HAVE
    * before the node holds the whole result. */
+  uint8_t d_early[DED_RESULT_DIGEST_BYTES];
+  {
+    const gcontrib pc[2] = {{false, 1.0, 1.0}, {true, 0.0, 1.0}};
+    node_result_digest(d_early, DED_DTYPE_F32, half, N, pc, 2, 2.0, 2.0);
+  }
   gbuf_reset(&b);
   frame_hello(&b, &lo, NULL);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half + 16, N, 16, 1.0);
   frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
-  frame_have(&b, 0, A_lo, 0, 0);
+  frame_have(&b, 0, A_lo, 0, 0, d_early);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, half + 16, 16, 1.0);
   write_node("early_data", FUZZ_NODE_F_ROUND0, 3, &b);
 
@@ -979,8 +1074,8 @@ static void gen_node(void) {
   frames_data(&b, DED_MSG_RESULT, 0, attempt_of(1, lo.id), DED_DTYPE_F32, 0, half, 16, -2.0);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 1.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 2.0);
-  frame_have(&b, 0, attempt_of(1, lo.id), 1, 0); /* newer: no quorum for ours */
-  frame_have(&b, 0, A_lo, 0, 0);
+  frame_have(&b, 0, attempt_of(1, lo.id), 1, 0, d_early); /* newer: no quorum for ours */
+  frame_have(&b, 0, A_lo, 0, 0, d_early);
   write_node("other_attempts", FUZZ_NODE_F_ROUND0, 23, &b);
 
   /* Two rounds: we coordinate round 0; round 1's coordinator is the peer
@@ -992,15 +1087,22 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
-  frame_have(&b, 0, A_node, 0, 0);
+  frame_have(&b, 0, A_node, 0, 0, d_nc[0]);
   frames_padding(&b, 20);
   const double w21[2] = {2.0, 1.0};
   const uint32_t n31[2] = {3, 1};
   const uint64_t A1_hi = attempt_of(0, hi.id);
+  /* Round 1's result: the node's shard from its buffer (weight 2 over 3
+   * ranks) and the peer's DATA from 7, over W = 3; the peer's from 9. */
+  uint8_t d_r1[DED_RESULT_DIGEST_BYTES];
+  {
+    const gcontrib r1[2] = {{true, 0.0, 2.0 / 3.0}, {false, 7.0, 1.0}};
+    node_result_digest(d_r1, DED_DTYPE_F32, 0, half, r1, 2, 3.0, 9.0);
+  }
   frame_commit2(&b, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
   frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
   frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
-  frame_have(&b, 1, A1_hi, 0, 0);
+  frame_have(&b, 1, A1_hi, 0, 0, d_r1);
   write_node("two_rounds", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 5, &b);
 
   /* The same, but round 1 committed on a base round 0 did not end with:
@@ -1010,11 +1112,11 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
-  frame_have(&b, 0, A_node, 0, 0);
+  frame_have(&b, 0, A_node, 0, 0, d_nc[0]);
   frame_commit2(&b, 1, A1_hi, A_node + 1, DED_DTYPE_F32, N, 16, ids_hi, w21, n31);
   frames_data(&b, DED_MSG_DATA, 1, A1_hi, DED_DTYPE_F32, 0, half, 16, 7.0);
   frames_data(&b, DED_MSG_RESULT, 1, A1_hi, DED_DTYPE_F32, half, N, 16, 9.0);
-  frame_have(&b, 1, A1_hi, 0, 0); /* the peer's HAVE does not make it ours */
+  frame_have(&b, 1, A1_hi, 0, 0, d_r1); /* the peer's HAVE does not make it ours */
   write_node("base_mismatch", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 24, &b);
   /* ... and then the peer breaks the framing and is dropped while the node
    * coordinates view 1: every later view is the node's own (a crash once:
@@ -1035,7 +1137,7 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
-  frame_have(&b, 0, A_node, 0, 0);
+  frame_have(&b, 0, A_node, 0, 0, d_nc[0]);
   {
     ded_msg_commit p1 = plan_of(mm, 1, A1_hi, A_node, DED_DTYPE_F32, N, 16, ids_hi, w21, n31, 2);
     ded_msg_join j = join_of(1, 1, DED_DTYPE_F32, N, 1.0, 1, 0);
@@ -1072,15 +1174,30 @@ static void gen_node(void) {
     ded_msg_commit c = plan_of(mm, 0, A_lo, 0, DED_DTYPE_F32, N, 16, only_lo, w3, n1, 1);
     frame_commit(&b, &c);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    uint8_t d_all[DED_RESULT_DIGEST_BYTES];
+    node_result_digest(d_all, DED_DTYPE_F32, 0, 0, NULL, 0, 1.0, 4.0);
     /* The peer completed the round alone: its answer to a late member. */
-    frame_have(&b, 0, A_lo, 0, DED_HAVE_F_DONE);
+    frame_have(&b, 0, A_lo, 0, DED_HAVE_F_DONE, d_all);
     write_node("not_listed_fetch", FUZZ_NODE_F_ROUND0, 26, &b);
+    /* The DECIDE says the attempt was chosen, not with which bytes: the
+     * peer's answer to the node's HAVE (DONE, its digest) does. */
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
     const uint16_t holders[1] = {0};
     frame_decide(&b, 0, DED_DECIDE_F_CHOSEN, &c, holders);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    frame_have(&b, 0, A_lo, 0, DED_HAVE_F_DONE, d_all);
     write_node("decide_fetch", FUZZ_NODE_F_ROUND0, 27, &b);
+    /* ... and a peer that completed with other bytes than the ones it
+     * sent the node: the node fetches the result again from it, and it
+     * sends the same wrong bytes again; the node fails over rather than
+     * complete with them. */
+    uint8_t d_other[DED_RESULT_DIGEST_BYTES];
+    node_result_digest(d_other, DED_DTYPE_F32, 0, 0, NULL, 0, 1.0, 5.0);
+    b.len -= DED_HAVE_FRAME_BYTES;
+    frame_have(&b, 0, A_lo, 0, DED_HAVE_F_DONE, d_other);
+    frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, N, 16, 4.0);
+    write_node("decide_fetch_done_differs", FUZZ_NODE_F_ROUND0, 37, &b);
   }
 
   /* After a round the peer coordinated: FETCHes of both shards, of an
@@ -1090,7 +1207,7 @@ static void gen_node(void) {
   frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
   frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
-  frame_have(&b, 0, A_lo, 0, 0);
+  frame_have(&b, 0, A_lo, 0, 0, d_pc[0]);
   frame_fetch(&b, 0, A_lo, 0);
   frame_fetch(&b, 0, A_lo, 1);
   frame_fetch(&b, 0, A_lo + 1, 0);
@@ -1112,14 +1229,18 @@ static void gen_node(void) {
     frame_commit2(&b, 0, B, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, B, DED_DTYPE_F32, half, N, 16, 10.0);
     frames_data(&b, DED_MSG_RESULT, 0, B, DED_DTYPE_F32, 0, half, 16, 20.0);
-    frame_have(&b, 0, B, 2, 0);
+    uint8_t d_b[DED_RESULT_DIGEST_BYTES];
+    const gcontrib pc[2] = {{false, 10.0, 1.0}, {true, 0.0, 1.0}};
+    node_result_digest(d_b, DED_DTYPE_F32, half, N, pc, 2, 2.0, 20.0);
+    frame_have(&b, 0, B, 2, 0, d_b);
   }
   write_node("probe_mid_round", FUZZ_NODE_F_ROUND0, 29, &b);
 
   /* A DECIDE after a report: the node reduced its shard, was probed into
    * view 2, and lo decides that the attempt stands; the HAVEs of view 2
-   * complete it. Or lo decides it chosen (someone completed it): no HAVE
-   * is needed. */
+   * complete it. Or lo decides it chosen (someone completed it): lo's
+   * answer to the node's HAVE (DONE, with the digest) says with which
+   * bytes. */
   for (int chosen = 0; chosen <= 1; chosen++) {
     gbuf_reset(&b);
     frame_hello(&b, &lo, NULL);
@@ -1130,7 +1251,7 @@ static void gen_node(void) {
     const uint16_t holders[2] = {0, 1};
     frame_decide(&b, 2, chosen ? DED_DECIDE_F_CHOSEN : 0, &c, holders);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
-    if (!chosen) frame_have(&b, 0, A_lo, 2, 0);
+    frame_have(&b, 0, A_lo, 2, chosen ? DED_HAVE_F_DONE : 0, d_pc[0]);
     write_node(chosen ? "probe_decide_chosen" : "probe_decide", FUZZ_NODE_F_ROUND0,
                (uint8_t)(30 + 2 * chosen), &b);
   }
@@ -1230,7 +1351,7 @@ static void gen_node(void) {
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, half, 16, 100.0);
   frames_data(&b, DED_MSG_RESULT, 0, A_node, DED_DTYPE_F32, half, N, 16, 50.0);
-  frame_have(&b, 0, A_node, 0, 0);
+  frame_have(&b, 0, A_node, 0, 0, d_nc[0]);
   frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS);
   frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, 0);
   frame_join(&b, 1, 1, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_INTENT);
@@ -1248,7 +1369,7 @@ static void gen_node(void) {
     frame_commit2(&b, 0, A_lo, 0, dtype, N, (uint32_t)chunk, ids_lo, w1, one);
     frames_data(&b, DED_MSG_DATA, 0, A_lo, dtype, half, N, chunk, 100.0);
     frames_data(&b, DED_MSG_RESULT, 0, A_lo, dtype, 0, half, chunk, 50.0);
-    frame_have(&b, 0, A_lo, 0, 0);
+    frame_have(&b, 0, A_lo, 0, 0, d_pc[f64]);
     write_node(f64 ? "outbound_round_f64" : "outbound_round_f32",
                FUZZ_NODE_F_OUTBOUND | FUZZ_NODE_F_ROUND0 | (f64 ? FUZZ_NODE_F_F64 : 0), 20, &b);
   }
@@ -1270,14 +1391,23 @@ static void gen_node(void) {
   frame_hello_mode(&b, &hi, NULL, DED_MODE_CLIENT);
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS | DED_JOIN_F_CLIENT);
   frames_data(&b, DED_MSG_DATA, 0, A_node, DED_DTYPE_F32, 0, N, 16, 100.0);
-  frame_have(&b, 0, A_node, 0, 0);
+  uint8_t d_cl[DED_RESULT_DIGEST_BYTES];
+  {
+    const gcontrib cl[2] = {{true, 0.0, 1.0}, {false, 100.0, 1.0}};
+    node_result_digest(d_cl, DED_DTYPE_F32, 0, N, cl, 2, 2.0, 0.0);
+  }
+  frame_have(&b, 0, A_node, 0, 0, d_cl);
   write_node("round_client_joins", FUZZ_NODE_F_ROUND0, 33, &b);
   /* ... and round 1 too: the client is in round 0's lineage but never
    * coordinates (member 1 % 2 would), so the node does again. */
   frames_padding(&b, 20);
   frame_join(&b, 1, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_CLIENT);
   frames_data(&b, DED_MSG_DATA, 1, A_node, DED_DTYPE_F32, 0, N, 16, 7.0);
-  frame_have(&b, 1, A_node, 0, 0);
+  {
+    const gcontrib cl[2] = {{true, 0.0, 2.0 / 3.0}, {false, 7.0, 1.0}};
+    node_result_digest(d_cl, DED_DTYPE_F32, 0, N, cl, 2, 3.0, 0.0);
+  }
+  frame_have(&b, 1, A_node, 0, 0, d_cl);
   write_node("two_rounds_client_lineage", FUZZ_NODE_F_ROUND0 | FUZZ_NODE_F_ROUND1, 34, &b);
 
   /* An aux peer coordinates the genesis round with equal shares (its
@@ -1293,7 +1423,12 @@ static void gen_node(void) {
     frame_commit(&b, &c);
   }
   frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 0.0);
-  frame_have(&b, 0, A_lo, 0, 0);
+  uint8_t d_aux[DED_RESULT_DIGEST_BYTES];
+  {
+    const gcontrib own[1] = {{true, 0.0, 1.0}};
+    node_result_digest(d_aux, DED_DTYPE_F32, half, N, own, 1, 1.0, 0.0);
+  }
+  frame_have(&b, 0, A_lo, 0, 0, d_aux);
   write_node("round_aux_coordinates", FUZZ_NODE_F_ROUND0, 35, &b);
 
   /* An aux peer joins the genesis round the node coordinates: with the
@@ -1304,7 +1439,11 @@ static void gen_node(void) {
   frame_hello_mode(&b, &hi, NULL, DED_MODE_AUX);
   frame_join(&b, 0, 0, DED_DTYPE_F32, N, 1.0, 1, DED_JOIN_F_GENESIS | DED_JOIN_F_AUX);
   frames_padding(&b, 4);
-  frame_have(&b, 0, A_node, 0, 0);
+  {
+    const gcontrib own[1] = {{true, 0.0, 1.0}};
+    node_result_digest(d_aux, DED_DTYPE_F32, 0, N, own, 1, 1.0, 0.0);
+  }
+  frame_have(&b, 0, A_node, 0, 0, d_aux);
   write_node("round_aux_joins", FUZZ_NODE_F_ROUND0, 36, &b);
 
   /* The peer is dropped, connects again as someone else, and joins. */

@@ -27,6 +27,7 @@
 #include "sim.h"
 
 #include "core/ded_assert.h"
+#include "core/ded_msg.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,6 +86,13 @@ typedef struct segment {
 typedef struct half {
   segment *head, *tail;
   uint64_t last_arrive_ns;
+  /* Where the sender's byte stream is in its frames (for sim_equivocate):
+   * the header bytes of the frame begun, then the payload bytes seen of
+   * it and the frame's type and payload length. */
+  uint8_t hdr[DED_FRAME_HDR_BYTES];
+  unsigned hlen;
+  uint64_t seen, plen;
+  uint64_t round; /* a DATA or RESULT payload's round, once its 8 bytes are seen */
 } half;
 
 typedef struct link {
@@ -171,6 +179,10 @@ struct sim {
   bool reap;     /* some node has a zombie */
   uint64_t digest; /* sim_digest */
   FILE *trace;     /* sim_trace */
+  /* sim_equivocate: liar -> victim until equiv_until; frames altered. */
+  int equiv_liar, equiv_victim;
+  uint64_t equiv_until, equivocated;
+  uint64_t equiv_rounds; /* bit r: a frame of round r altered (r >= 63: bit 63) */
 };
 
 /* ---------------------------------------------------------------- digest */
@@ -360,6 +372,7 @@ static bool node_frozen(const sim *s, int i) {
 /* ---------------------------------------------------------------- callbacks */
 
 static void node_pump_soon(sim *s, int i);
+static void half_walk(sim *s, half *h, int from, int to, uint8_t *p, size_t len);
 
 /* Links are numbered in creation order, so appending keeps |lks| sorted. */
 static void node_add_link(sim *s, int i, int lk) {
@@ -534,6 +547,7 @@ static void node_pump(sim *s, const event *e) {
     }
     seg->len = len;
     seg->next = NULL;
+    half_walk(s, &l->dir[side], i, l->node[1 - side], seg->data, len);
     uint64_t v[4] = {(uint64_t)i, (uint64_t)lk, (uint64_t)side, len};
     dg_rec(s, "segment", 4, v);
     dg_bytes(s, seg->data, len);
@@ -575,6 +589,46 @@ static void node_pump(sim *s, const event *e) {
     node_pump_soon(s, i); /* more may be waiting, on this or other links */
     return;
   }
+}
+
+/* Follows the frames of the bytes |p| that node |from| sends |to| on one
+ * half-link, and alters the RESULT frames of an equivocating reducer
+ * (sim_equivocate): the first byte of the first element. */
+static void half_walk(sim *s, half *h, int from, int to, uint8_t *p, size_t len) {
+  bool alter = s->equiv_until > s->now && from == s->equiv_liar && to == s->equiv_victim;
+  for (size_t i = 0; i < len; i++) {
+    if (h->hlen < DED_FRAME_HDR_BYTES) { /* the 4-byte length (with the type), then the type */
+      h->hdr[h->hlen++] = p[i];
+      if (h->hlen == DED_FRAME_HDR_BYTES) {
+        uint32_t n = (uint32_t)h->hdr[0] | (uint32_t)h->hdr[1] << 8 | (uint32_t)h->hdr[2] << 16 |
+                     (uint32_t)h->hdr[3] << 24;
+        h->plen = n ? n - 1 : 0;
+        h->seen = 0;
+        if (h->plen == 0) h->hlen = 0;
+      }
+      continue;
+    }
+    /* A DATA or RESULT payload: u64 round | u64 attempt | u64 offset | elements. */
+    if (h->seen < 8) h->round = (h->seen ? h->round : 0) | (uint64_t)p[i] << (8 * h->seen);
+    if (alter && h->hdr[DED_FRAME_HDR_BYTES - 1] == DED_MSG_RESULT && h->seen == 24) {
+      p[i] ^= 0x01;
+      s->equivocated++;
+      s->equiv_rounds |= 1ull << DED_MIN(h->round, 63);
+    }
+    if (++h->seen == h->plen) h->hlen = 0;
+  }
+}
+
+void sim_equivocate(sim *s, int liar, int victim, uint64_t until_ns) {
+  s->equiv_liar = liar;
+  s->equiv_victim = victim;
+  s->equiv_until = until_ns;
+}
+
+uint64_t sim_equivocated(const sim *s) { return s->equivocated; }
+
+bool sim_equivocated_round(const sim *s, uint64_t round) {
+  return s->equiv_rounds >> DED_MIN(round, 63) & 1;
 }
 
 static void node_start(sim *s, int i) {
@@ -794,6 +848,7 @@ sim *sim_new(uint64_t seed, int n, const sim_link_params *lp, const sim_hooks *h
   if (!s) abort();
   sim_rng_seed(&s->rng, seed);
   s->digest = DIGEST_BASIS;
+  s->equiv_liar = s->equiv_victim = -1;
   s->lp = *lp;
   if (s->lp.segment_max == 0) s->lp.segment_max = 64 * 1024;
   s->hooks = *hooks;

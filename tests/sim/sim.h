@@ -214,6 +214,20 @@ void sim_partition(sim *s, int a, int b, uint64_t until_ns);
 /* sim_partition of |a| from every other node. */
 void sim_isolate(sim *s, int a, uint64_t until_ns);
 
+/*
+ * Node |liar| equivocates towards node |victim| until |until_ns|: every
+ * RESULT frame |liar| sends |victim| in that time reaches it with the
+ * first byte of its first element flipped, so |victim| holds other bytes
+ * of |liar|'s shard than the other members do (a reducer that sends
+ * different members different results). The frames stay well formed.
+ * sim_equivocated: the number of frames altered so far, over every call;
+ * sim_equivocated_round: whether a RESULT frame of |round| was altered
+ * (every round from 63 on counts as one).
+ */
+void sim_equivocate(sim *s, int liar, int victim, uint64_t until_ns);
+uint64_t sim_equivocated(const sim *s);
+bool sim_equivocated_round(const sim *s, uint64_t round);
+
 /* The settings the benchmarks give every node of a swarm of |n|: run
  * "bench", the first round waits for all, generous bounds, a 200 ms
  * deadline floor. */

@@ -7,7 +7,10 @@
  * buckets, compute times) and a fault schedule for the first part of the
  * run (the safety phase): crashes (SIGKILL) at any moment of a round,
  * freezes (SIGSTOP) of one or more nodes, partitions between two nodes and
- * isolation of one. Then everything heals and the run goes on (the
+ * isolation of one, and in some seeds a reducer that equivocates (it sends
+ * one member other result bytes than the rest, sim_equivocate: that
+ * member must fetch the bytes the round's quorum holds, or fail over,
+ * never complete with its own). Then everything heals and the run goes on (the
  * liveness phase). Every live node runs the same sequence of rounds.
  *
  * Jobs are trainers: each holds a state P (a vector like the rounds'
@@ -20,8 +23,9 @@
  * next step's start. In some seeds 1..3 joiners start once the swarm
  * exists (in the safety phase or after it) and half of the crashes are
  * followed by a restart: a new process (a new node, a new identity) with
- * the crashed job's parameters, which joins as any joiner does (DESIGN: "a
- * restarted process is an ordinary joiner"): once bootstrapped it fetches
+ * the crashed job's parameters, which joins as any joiner does ("a
+ * restarted process is an ordinary joiner", docs/architecture.md): once
+ * bootstrapped it fetches
  * the run's state (ded_node_state_fetch), loads P from the snapshot and
  * submits from the snapshot's round on. A job told it is |behind| reloads
  * the state (ded_node_state_reload) at its next step's start. These seeds
@@ -32,7 +36,10 @@
  *                the same contributors in the same order;
  *   validity     its buffer is n_j * g bit for bit, g recomputed here from
  *                the contributors' inputs; a node that kept its own values
- *                (alone) has its input untouched;
+ *                (alone) has its input untouched; in a round a reducer
+ *                equivocated in, every node that completed it holds the
+ *                same g (the altered shard may be the round's: the
+ *                members lied to can be a quorum);
  *   termination  every round of a live node reports within the bound
  *                (plus the time the node itself was frozen), without error;
  *   liveness     every live node runs to the last round (a joiner from the
@@ -168,6 +175,10 @@ typedef struct scenario {
     bool restart;         /* a crash: a new process follows */
     uint64_t restart_ns;  /* how long after the crash */
   } faults[MAX_FAULTS];
+  /* A reducer that equivocates: |liar| alters what it sends |victim| from
+   * |equiv_ns| for |equiv_len_ns| (liar < 0: none). */
+  int liar, victim;
+  uint64_t equiv_ns, equiv_len_ns;
   int nj; /* joiners */
   uint64_t join_ns[MAX_JOINERS]; /* after the swarm exists */
   int joins_pending, restarts_pending; /* timers still to fire: the run waits for them */
@@ -191,12 +202,14 @@ static const char *fault_name[] = {"crash", "freeze", "partition", "isolate"};
 #define TAG_LEAVE (1ull << 41)
 #define TAG_JOIN (1ull << 42)
 #define TAG_RESTART (1ull << 43)
+#define TAG_EQUIVOCATE (1ull << 44)
 /* Timers of a job. */
 enum { TAG_SUBMIT = 0, TAG_FETCH = 1, TAG_OFFER = 2, TAG_GIVE_UP = 3 };
 
 /* Totals over the seeds run, for the last line. */
 static struct {
-  int joiner_seeds, restart_seeds, reload_seeds;
+  int joiner_seeds, restart_seeds, reload_seeds, liar_seeds;
+  uint64_t equivocated;
   int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
   int reloads, reload_failed, diverged_loads, snap_refused;
 } totals;
@@ -651,6 +664,13 @@ static void hook_timer(void *user, int node, uint64_t tag) {
     sim_stop(sc->s);
     return;
   }
+  if (tag >= TAG_EQUIVOCATE) {
+    if (sc->verbose)
+      printf("%12.6f FAULT equivocate n%d -> n%d for %.3f s\n", (double)sim_now(sc->s) / 1e9,
+             sc->liar, sc->victim, (double)sc->equiv_len_ns / 1e9);
+    sim_equivocate(sc->s, sc->liar, sc->victim, sim_now(sc->s) + sc->equiv_len_ns);
+    return;
+  }
   if (tag >= TAG_RESTART) {
     sc->restarts_pending--;
     start_joiner(sc, K_RESTART, sc->faults[tag - TAG_RESTART].a);
@@ -770,9 +790,32 @@ static bool check_elem(scenario *sc, int r, const int *order, unsigned k, const 
   return false;
 }
 
-/* Agreement and validity of round |r| on every node that ran it. */
+/* Whether jobs |a| and |b| hold the same mean g in round |r|: out / n_j,
+ * exact (n_j is a power of two). */
+static bool same_mean(const scenario *sc, int r, const job *a, const job *b) {
+  for (uint64_t e = 0; e < sc->count; e++) {
+    if (sc->dtype == DED_DTYPE_F32) {
+      float x = ((const float *)a->buf[r])[e] / (float)a->n_local;
+      float y = ((const float *)b->buf[r])[e] / (float)b->n_local;
+      if (memcmp(&x, &y, sizeof x) != 0) return false;
+    } else {
+      double x = ((const double *)a->buf[r])[e] / (double)a->n_local;
+      double y = ((const double *)b->buf[r])[e] / (double)b->n_local;
+      if (memcmp(&x, &y, sizeof x) != 0) return false;
+    }
+  }
+  return true;
+}
+
+/* Agreement and validity of round |r| on every node that ran it. In a
+ * round that a reducer equivocated in (sim_equivocate), validity is what
+ * the digest can give: every node that completed it holds the same bytes.
+ * Those need not be the mean (the reducer's altered shard is the round's
+ * if the members it lied to make a quorum: a reducer can always poison
+ * the shard it reduces), but no two completers differ. */
 static void check_round(scenario *sc, int r) {
   const round_out *group = NULL;
+  const job *first = NULL;
   for (int i = 0; i < sc->used && !sc->failures; i++) {
     const job *j = &sc->jobs[i];
     const round_out *o = &j->out[r];
@@ -805,6 +848,14 @@ static void check_round(scenario *sc, int r) {
            in_group ? "is a contributor but says it came late"
                     : "fetched a result without coming late");
       return;
+    }
+    if (sim_equivocated_round(sc->s, (uint64_t)r)) {
+      if (!first)
+        first = j;
+      else if (!same_mean(sc, r, first, j))
+        fail(sc, "round %d: nodes %d and %d completed it with different bytes (a reducer "
+             "equivocated in it)", r, first->node, i);
+      continue;
     }
     for (uint64_t e = 0; e < sc->count && !sc->failures; e++) check_elem(sc, r, order, k, j, e);
   }
@@ -922,6 +973,23 @@ static void draw_joiners(scenario *sc, uint64_t safety_end_ns) {
   if (sc->slots > sc->n) sc->rounds += (int)sim_rng_range(x, 2, MAX_ROUNDS - 16);
 }
 
+/* In a quarter of the seeds with three nodes or more, one of the first
+ * swarm's nodes equivocates towards another for up to 4 s of the safety
+ * phase. Drawn from a stream of their own: the swarm, its other faults
+ * and its joiners are those the seed drew before. */
+static void draw_equivocation(scenario *sc, uint64_t safety_end_ns) {
+  sim_rng x;
+  sim_rng_seed(&x, sc->seed ^ 0x11a7e5ull);
+  sc->liar = sc->victim = -1;
+  if (sc->n < 3 || !sim_rng_chance(&x, 0.25)) return;
+  sc->liar = (int)sim_rng_range(&x, 0, (uint64_t)sc->n - 1);
+  do sc->victim = (int)sim_rng_range(&x, 0, (uint64_t)sc->n - 1);
+  while (sc->victim == sc->liar);
+  sc->equiv_ns = sim_rng_range(&x, 0, safety_end_ns);
+  sc->equiv_len_ns = sim_rng_range(&x, 500, 4000) * MS;
+  if (sc->equiv_ns + sc->equiv_len_ns > sc->heal_ns) sc->heal_ns = sc->equiv_ns + sc->equiv_len_ns;
+}
+
 /* Faults start once the swarm exists: when the first round is done
  * somewhere (a swarm that never formed tests the rendezvous, not this).
  * So do the joiners. */
@@ -935,6 +1003,7 @@ static void arm_faults(scenario *sc) {
     sc->faults[f].at_ns += now;
     sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
   }
+  if (sc->liar >= 0) sim_at(sc->s, -1, sc->equiv_ns + now, TAG_EQUIVOCATE);
   sc->joins_pending = sc->nj;
   for (int k = 0; k < sc->nj; k++) {
     sc->join_ns[k] += now;
@@ -986,6 +1055,8 @@ static void count_totals(const scenario *sc) {
     totals.gave_up += j->gave_up && !j->no_run;
   }
   totals.joiner_seeds += sc->nj > 0;
+  totals.liar_seeds += sc->liar >= 0;
+  totals.equivocated += sim_equivocated(sc->s);
   totals.restart_seeds += restarts;
   totals.reload_seeds += reloads > 0;
   totals.reloads += reloads;
@@ -1089,6 +1160,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   uint64_t safety_end = 100 * MS + (uint64_t)sc->rounds / 2 * (sc->compute_max_ns + 200 * MS) / (uint64_t)sc->buckets;
   draw_faults(sc, &pick, safety_end);
   draw_joiners(sc, safety_end);
+  draw_equivocation(sc, safety_end);
   draw_p0(sc);
   sim_hooks hooks = {sc,         hook_round_done,    hook_started,   hook_timer,
                      hook_log,   hook_event,         hook_want_snapshot, hook_state_done};
@@ -1164,5 +1236,7 @@ int main(int argc, char **argv) {
          totals.joined_end, totals.no_run, totals.gave_up, totals.gave_up_faults,
          totals.gave_up_end, totals.reloads, totals.reload_failed, totals.diverged_loads,
          totals.snap_refused);
+  printf("sim_chaos: seeds with an equivocating reducer %d (RESULT frames altered %" PRIu64 ")\n",
+         totals.liar_seeds, totals.equivocated);
   return failed ? 1 : 0;
 }

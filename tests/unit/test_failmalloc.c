@@ -349,11 +349,13 @@ static void script_data(node_script *sc, uint8_t type, uint64_t off, const float
   script_append(sc, (const uint8_t *)v, n * sizeof(float));
 }
 
-/* The peer's HAVE for the attempt of round 0, in view 0. */
+/* The peer's HAVE for the attempt of round 0, in view 0: it holds the
+ * result the node should end with (its digest). */
 static void script_have(node_script *sc, uint8_t flags) {
   uint8_t f[DED_HAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_have m = {0, sc->attempt, 0, flags};
+  ded_msg_have m = {0, sc->attempt, 0, flags, {0}};
+  ded_hash32(sc->want, sizeof sc->want, m.digest);
   ded_msg_have_encode(&w, &m);
   assert_false(w.err);
   script_append(sc, f, w.pos);

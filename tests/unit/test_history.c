@@ -45,7 +45,14 @@ typedef struct hist_result {
   uint8_t *res;
   ded_msg_member *members; /* what plan.members was */
   uint8_t *bytes;          /* what res was */
+  uint8_t digest[DED_RESULT_DIGEST_BYTES]; /* of the round's bytes: one per round */
 } hist_result;
+
+/* The digest a test says round |round|'s bytes have: one per round. */
+static void hist_digest_of(uint64_t round, uint8_t d[DED_RESULT_DIGEST_BYTES]) {
+  for (unsigned i = 0; i < DED_RESULT_DIGEST_BYTES; i++)
+    d[i] = (uint8_t)(round * 31u + i * 5u + 3u);
+}
 
 static hist_result hist_result_new(hist_world *w, uint64_t round, size_t bytes) {
   hist_result r;
@@ -59,6 +66,7 @@ static hist_result hist_result_new(hist_world *w, uint64_t round, size_t bytes) 
   assert_non_null(r.res);
   memset(r.res, (int)(round & 0xff), bytes);
   r.bytes = r.res;
+  hist_digest_of(round, r.digest);
   return r;
 }
 
@@ -66,7 +74,7 @@ static hist_result hist_result_new(hist_world *w, uint64_t round, size_t bytes) 
  * (if not, frees it as its caller would). */
 static bool hist_add(hist_world *w, uint64_t round, size_t bytes) {
   hist_result r = hist_result_new(w, round, bytes);
-  ded_history_add(&w->h, round, &r.plan, &r.res, bytes);
+  ded_history_add(&w->h, round, &r.plan, &r.res, bytes, r.digest);
   if (r.plan.members == NULL) {
     assert_null(r.res); /* both taken, or neither */
     ded_hist_entry *e = ded_history_find(&w->h, round);
@@ -74,6 +82,7 @@ static bool hist_add(hist_world *w, uint64_t round, size_t bytes) {
     assert_ptr_equal(e->plan.members, r.members);
     assert_ptr_equal(e->res, r.bytes);
     assert_int_equal(e->bytes, bytes);
+    assert_memory_equal(e->digest, r.digest, DED_RESULT_DIGEST_BYTES);
     return true;
   }
   assert_ptr_equal(r.plan.members, r.members);
@@ -88,6 +97,9 @@ static bool hist_add(hist_world *w, uint64_t round, size_t bytes) {
 static void hist_assert_ok(const ded_history *h) {
   size_t sum = 0;
   for (size_t i = 0; i < h->n; i++) {
+    uint8_t d[DED_RESULT_DIGEST_BYTES];
+    hist_digest_of(h->v[i].round, d); /* each entry keeps its own round's digest */
+    assert_memory_equal(h->v[i].digest, d, DED_RESULT_DIGEST_BYTES);
     sum += h->v[i].bytes;
     if (i > 0) assert_true(h->v[i - 1].round < h->v[i].round);
   }
@@ -155,6 +167,14 @@ static void test_history_one_per_round(void **state) {
   assert_true(hist_add(&w, 6, 10));
   assert_false(hist_add(&w, 5, 20));
   assert_false(hist_add(&w, 5, 10));
+  /* ... nor with other bytes: the digest kept is the first one's. */
+  hist_result r = hist_result_new(&w, 5, 10);
+  memset(r.digest, 0xa5, sizeof r.digest);
+  ded_history_add(&w.h, 5, &r.plan, &r.res, 10, r.digest);
+  assert_ptr_equal(r.plan.members, r.members);
+  assert_ptr_equal(r.res, r.bytes);
+  ded_msg_commit_free(&r.plan, &w.fm.mem);
+  ded_mem_free(&w.fm.mem, r.res);
   assert_int_equal(w.h.n, 2);
   assert_int_equal(ded_history_find(&w.h, 5)->bytes, 10);
   assert_null(ded_history_find(&w.h, 7));
@@ -187,7 +207,7 @@ static void test_history_nomem(void **state) {
   hist_world_init(&w, 1000);
   hist_result r = hist_result_new(&w, 1, 10);
   w.fm.fail_at = w.fm.allocs;
-  ded_history_add(&w.h, 1, &r.plan, &r.res, 10);
+  ded_history_add(&w.h, 1, &r.plan, &r.res, 10, r.digest);
   assert_true(w.fm.failed);
   assert_ptr_equal(r.plan.members, r.members);
   assert_ptr_equal(r.res, r.bytes);

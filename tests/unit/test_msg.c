@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 7).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 9).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -35,7 +35,10 @@
 #define MEMBER_OFF_FLAGS (DED_ID_BYTES + 20) /* within a member entry */
 #define DECIDE_OFF_FLAGS 12
 #define DECIDE_OFF_PLAN 13
-#define HAVE_BYTES 21 /* round | attempt | view | flags */
+#define HAVE_OFF_FLAGS 20
+#define HAVE_OFF_DIGEST 21
+/* round | attempt | view | flags | digest */
+#define HAVE_BYTES (HAVE_OFF_DIGEST + DED_RESULT_DIGEST_BYTES)
 
 static uint64_t msg_le(const uint8_t *p, unsigned n) {
   uint64_t v = 0;
@@ -1595,26 +1598,40 @@ static void test_msg_fetch_invalid(void **state) {
                      DED_ERR_PROTO);
 }
 
+/* A digest whose bytes all differ from each other and from |seed|'s. */
+static void msg_digest_fill(uint8_t d[DED_RESULT_DIGEST_BYTES], unsigned seed) {
+  for (unsigned i = 0; i < DED_RESULT_DIGEST_BYTES; i++) d[i] = (uint8_t)(seed * 37u + i * 7u + 1u);
+}
+
 static void test_msg_have_round_trip(void **state) {
   (void)state;
-  const ded_msg_have cases[] = {
-      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 0x11223344u, 0},
-      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 7, DED_HAVE_F_DONE},
-      {0, 1, 0, 0},
-      {UINT64_MAX, UINT64_MAX, UINT32_MAX, DED_HAVE_F_DONE}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+  ded_msg_have cases[] = {
+      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 0x11223344u, 0, {0}},
+      {0x0102030405060708ull, (uint64_t)7 << 32 | 0xcafef00du, 7, DED_HAVE_F_DONE, {0}},
+      {0, 1, 0, 0, {0}},
+      {UINT64_MAX, UINT64_MAX, UINT32_MAX, DED_HAVE_F_DONE, {0}},
+      {5, 6, 7, 0, {0}}};
+  size_t n = sizeof cases / sizeof cases[0];
+  /* Digests: distinct patterns, all zeros (case 2) and all ones (the last). */
+  msg_digest_fill(cases[0].digest, 0);
+  msg_digest_fill(cases[1].digest, 1);
+  msg_digest_fill(cases[3].digest, 3);
+  memset(cases[n - 1].digest, 0xff, DED_RESULT_DIGEST_BYTES);
+  for (size_t i = 0; i < n; i++) {
     uint8_t buf[DED_HAVE_FRAME_BYTES];
     ded_wr w = ded_wr_init(buf, sizeof buf);
     ded_msg_have_encode(&w, &cases[i]);
     assert_false(w.err);
     assert_int_equal(w.pos, sizeof buf);
     ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_HAVE);
-    /* round | attempt | view | flags */
+    /* round | attempt | view | flags | digest */
     assert_int_equal(fr.len, HAVE_BYTES);
+    assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
     assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
     assert_int_equal(msg_le(fr.payload + 8, 8), cases[i].attempt);
     assert_int_equal(msg_le(fr.payload + 16, 4), cases[i].view);
-    assert_int_equal(fr.payload[20], cases[i].flags);
+    assert_int_equal(fr.payload[HAVE_OFF_FLAGS], cases[i].flags);
+    assert_memory_equal(fr.payload + HAVE_OFF_DIGEST, cases[i].digest, DED_RESULT_DIGEST_BYTES);
     ded_msg_have out;
     memset(&out, 0xee, sizeof out);
     assert_int_equal(ded_msg_have_decode(fr.payload, fr.len, &out), 0);
@@ -1622,15 +1639,44 @@ static void test_msg_have_round_trip(void **state) {
     assert_int_equal(out.attempt, cases[i].attempt);
     assert_int_equal(out.view, cases[i].view);
     assert_int_equal(out.flags, cases[i].flags);
+    assert_memory_equal(out.digest, cases[i].digest, DED_RESULT_DIGEST_BYTES);
     /* Every shorter prefix and a byte too many are refused. */
     msg_check_bounds(DED_MSG_HAVE, fr.payload, fr.len, 0);
   }
 }
 
+/* The digest is opaque: each of its bytes, whatever its value, comes back
+ * as it was sent, and no other field moves. */
+static void test_msg_have_digest_bytes(void **state) {
+  (void)state;
+  ded_msg_have m = {0x1122334455667788ull, 0x99, 0xabcdu, DED_HAVE_F_DONE, {0}};
+  uint8_t buf[DED_HAVE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_have_encode(&w, &m);
+  assert_false(w.err);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  for (unsigned b = 0; b < DED_RESULT_DIGEST_BYTES; b++)
+    for (unsigned v = 0; v < 256; v += 51) { /* 0x00, 0x33, ..., 0xff */
+      uint8_t want[DED_RESULT_DIGEST_BYTES] = {0};
+      want[b] = (uint8_t)v;
+      memset(payload + HAVE_OFF_DIGEST, 0, DED_RESULT_DIGEST_BYTES);
+      payload[HAVE_OFF_DIGEST + b] = (uint8_t)v;
+      ded_msg_have out;
+      memset(&out, 0xee, sizeof out);
+      assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES, &out), 0);
+      assert_memory_equal(out.digest, want, DED_RESULT_DIGEST_BYTES);
+      assert_int_equal(out.round, m.round);
+      assert_int_equal(out.attempt, m.attempt);
+      assert_int_equal(out.view, m.view);
+      assert_int_equal(out.flags, m.flags);
+    }
+}
+
 static void test_msg_have_invalid(void **state) {
   (void)state;
   uint8_t buf[DED_HAVE_FRAME_BYTES + 4];
-  ded_msg_have m = {9, (uint64_t)2 << 32 | 0x01020304u, 2, 0};
+  ded_msg_have m = {9, (uint64_t)2 << 32 | 0x01020304u, 2, 0, {0}};
+  msg_digest_fill(m.digest, 9);
   ded_msg_have out;
   ded_wr w = ded_wr_init(buf, DED_HAVE_FRAME_BYTES);
   ded_msg_have_encode(&w, &m);
@@ -1639,21 +1685,36 @@ static void test_msg_have_invalid(void **state) {
   assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES, &out), 0);
   /* Every flag byte: DONE or nothing, no other bit. */
   for (unsigned v = 0; v < 256; v++) {
-    payload[20] = (uint8_t)v;
+    payload[HAVE_OFF_FLAGS] = (uint8_t)v;
     int want = v & ~(unsigned)DED_HAVE_F_DONE ? DED_ERR_PROTO : 0;
     if (ded_msg_have_decode(payload, HAVE_BYTES, &out) != want)
       fail_msg("HAVE with flags 0x%02x: want %d", v, want);
   }
-  payload[20] = 0;
-  /* Truncated anywhere, the flags byte included. */
+  payload[HAVE_OFF_FLAGS] = 0;
+  /* Truncated anywhere, the flags byte and every byte of the digest
+   * included: a HAVE of version 8 (no digest) and one a byte short. */
   for (size_t n = 0; n < HAVE_BYTES; n++)
     assert_int_equal(ded_msg_have_decode(payload, n, &out), DED_ERR_PROTO);
+  assert_int_equal(ded_msg_have_decode(payload, HAVE_OFF_DIGEST, &out), DED_ERR_PROTO);
+  assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES - 1, &out), DED_ERR_PROTO);
+  /* The whole frame a byte short or long, as the frame decoder cuts it:
+   * refused too (the digest is no optional tail). */
+  for (int delta = -1; delta <= 1; delta += 2) {
+    uint8_t fb[DED_HAVE_FRAME_BYTES + 1];
+    memcpy(fb, buf, DED_HAVE_FRAME_BYTES);
+    fb[DED_HAVE_FRAME_BYTES] = 0;
+    ded_frame_put_hdr(fb, DED_MSG_HAVE, (uint32_t)((int)HAVE_BYTES + delta));
+    ded_frame fr = msg_unframe(fb, (size_t)((int)DED_HAVE_FRAME_BYTES + delta), DED_MSG_HAVE);
+    assert_int_equal(fr.len, (size_t)((int)HAVE_BYTES + delta));
+    assert_int_equal(ded_msg_have_decode(fr.payload, fr.len, &out), DED_ERR_PROTO);
+  }
   /* Trailing bytes, however many. */
   memset(buf + DED_HAVE_FRAME_BYTES, 0, 4);
   for (size_t extra = 1; extra <= 4; extra++)
     assert_int_equal(ded_msg_have_decode(payload, HAVE_BYTES + extra, &out), DED_ERR_PROTO);
   /* Attempt 0 names no attempt, whatever else the HAVE says. */
-  const ded_msg_have zero[] = {{9, 0, 2, 0}, {9, 0, 2, DED_HAVE_F_DONE}, {0, 0, 0, 0}};
+  const ded_msg_have zero[] = {
+      {9, 0, 2, 0, {0}}, {9, 0, 2, DED_HAVE_F_DONE, {0}}, {0, 0, 0, 0, {0}}};
   for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
     w = ded_wr_init(buf, DED_HAVE_FRAME_BYTES);
     ded_msg_have_encode(&w, &zero[i]);
@@ -2855,7 +2916,7 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
     break;
   }
   case ENC_HAVE: {
-    ded_msg_have m = {1, 2, 3, DED_HAVE_F_DONE};
+    ded_msg_have m = {1, 2, 3, DED_HAVE_F_DONE, {4}};
     ded_msg_have_encode(w, &m);
     break;
   }
@@ -2991,7 +3052,12 @@ static void test_msg_names(void **state) {
   /* Version 7 added SPEED (type 19), the link probe at join. */
   /* Version 8 puts every frame in a session (crypto/ded_chan.h): its
    * first bytes are the handshake's, which a version 7 peer cannot parse. */
-  assert_int_equal(DED_PROTO_VERSION, 8);
+  /* Version 9 added the result's digest to HAVE (32 bytes after the
+   * flags): a version 8 HAVE is too short for a version 9 peer, and a
+   * version 9 one too long for a version 8 peer. */
+  assert_int_equal(DED_PROTO_VERSION, 9);
+  assert_int_equal(DED_RESULT_DIGEST_BYTES, 32);
+  assert_int_equal(HAVE_BYTES, 21 + 32);
   assert_int_equal(DED_MSG_SPEED, 19);
   assert_int_equal(DED_SPEED_HDR_BYTES, DED_FRAME_HDR_BYTES + 4);
   assert_int_equal(DED_JOIN_F_CLIENT, 16);
@@ -3039,6 +3105,7 @@ int main(void) {
       cmocka_unit_test(test_msg_fetch_round_trip),
       cmocka_unit_test(test_msg_fetch_invalid),
       cmocka_unit_test(test_msg_have_round_trip),
+      cmocka_unit_test(test_msg_have_digest_bytes),
       cmocka_unit_test(test_msg_have_invalid),
       cmocka_unit_test(test_msg_probe_round_trip),
       cmocka_unit_test(test_msg_redirect_round_trip),

@@ -3,8 +3,8 @@
  *
  * A quorum is more than half of the acceptors, or exactly half with the
  * primary, so that any two quorums share a member; only acceptors of the
- * attempt count, each once, and only votes of one view add up; the votes
- * kept are bounded.
+ * attempt count, each once, and only votes of one view and one digest
+ * (of the result's bytes) add up; the votes kept are bounded.
  */
 #include "unit_util.h"
 
@@ -16,12 +16,38 @@
 
 #define ATTEMPT ((uint64_t)1 << 32 | 0xabcd)
 
-/* Votes unit_id(|n|) cast for |attempt| in |view|. */
+/* Digest number |d| (0 the one quorum_vote says): 32 bytes of its own. */
+static void quorum_digest(uint8_t out[DED_RESULT_DIGEST_BYTES], unsigned d) {
+  for (unsigned i = 0; i < DED_RESULT_DIGEST_BYTES; i++) out[i] = (uint8_t)(d * 101u + i);
+}
+
+/* The vote of unit_id(|n|) for |attempt| in |view|, with digest |d|. */
+static void quorum_vote_d(ded_votes *vs, const ded_mem *mem, unsigned n, uint64_t attempt,
+                          uint32_t view, unsigned d) {
+  uint8_t id[DED_ID_BYTES], digest[DED_RESULT_DIGEST_BYTES];
+  unit_id(id, n);
+  quorum_digest(digest, d);
+  ded_votes_add(vs, mem, id, attempt, view, digest);
+}
+
+/* Votes unit_id(|n|) cast for |attempt| in |view|, all for the same bytes. */
 static void quorum_vote(ded_votes *vs, const ded_mem *mem, unsigned n, uint64_t attempt,
                         uint32_t view) {
-  uint8_t id[DED_ID_BYTES];
-  unit_id(id, n);
-  ded_votes_add(vs, mem, id, attempt, view);
+  quorum_vote_d(vs, mem, n, attempt, view, 0);
+}
+
+/* Whether |vs| holds a quorum for |p|; if so, that it is for digest
+ * number |d|. */
+static bool quorum_for(const ded_votes *vs, const ded_msg_commit *p, unsigned d) {
+  const uint8_t *got = NULL;
+  bool q = ded_votes_quorum(vs, p, &got);
+  assert_int_equal(ded_votes_quorum(vs, p, NULL), q); /* the digest is optional */
+  if (!q) return false;
+  uint8_t want[DED_RESULT_DIGEST_BYTES];
+  quorum_digest(want, d);
+  assert_non_null(got);
+  assert_memory_equal(got, want, DED_RESULT_DIGEST_BYTES);
+  return true;
 }
 
 /* A plan of |k| members 1..k, all acceptors (of |k|), into |m|. */
@@ -130,9 +156,9 @@ static void test_votes_duplicate_not_quorum(void **state) {
   ded_votes vs;
   memset(&vs, 0, sizeof vs);
   for (int i = 0; i < 5; i++) quorum_vote(&vs, NULL, 2, ATTEMPT, 1);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   quorum_vote(&vs, NULL, 3, ATTEMPT, 1);
-  assert_true(ded_votes_quorum(&vs, &p)); /* 2 of 3 */
+  assert_true(quorum_for(&vs, &p, 0)); /* 2 of 3 */
   ded_votes_free(&vs, NULL);
 }
 
@@ -151,9 +177,9 @@ static void test_votes_views_apart(void **state) {
   quorum_vote(&vs, NULL, 4, ATTEMPT, 2);
   quorum_vote(&vs, NULL, 5, ATTEMPT, 4);
   quorum_vote(&vs, NULL, 1, ATTEMPT, 5);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   quorum_vote(&vs, NULL, 5, ATTEMPT, 2); /* view 2: 2, 4 and 5 */
-  assert_true(ded_votes_quorum(&vs, &p));
+  assert_true(quorum_for(&vs, &p, 0));
   ded_votes_free(&vs, NULL);
 }
 
@@ -173,11 +199,11 @@ static void test_votes_only_acceptors(void **state) {
   quorum_vote(&vs, NULL, 1, ATTEMPT, 1);
   quorum_vote(&vs, NULL, 4, ATTEMPT + 1, 1); /* another attempt */
   quorum_vote(&vs, NULL, 6, ATTEMPT + 1, 1);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   quorum_vote(&vs, NULL, 4, ATTEMPT, 1);
-  assert_false(ded_votes_quorum(&vs, &p)); /* 2 of 4, no primary */
+  assert_false(quorum_for(&vs, &p, 0)); /* 2 of 4, no primary */
   quorum_vote(&vs, NULL, 6, ATTEMPT, 1);
-  assert_true(ded_votes_quorum(&vs, &p)); /* 3 of 4 */
+  assert_true(quorum_for(&vs, &p, 0)); /* 3 of 4 */
   ded_votes_free(&vs, NULL);
 }
 
@@ -194,9 +220,9 @@ static void test_votes_primary_tie(void **state) {
   quorum_vote(&vs, NULL, 3, ATTEMPT, 3);
   quorum_vote(&vs, NULL, 2, ATTEMPT, 4); /* the primary, in another view */
   quorum_vote(&vs, NULL, 4, ATTEMPT, 5);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   quorum_vote(&vs, NULL, 4, ATTEMPT, 4); /* view 4: the primary and 4 */
-  assert_true(ded_votes_quorum(&vs, &p));
+  assert_true(quorum_for(&vs, &p, 0));
   ded_votes_free(&vs, NULL);
 }
 
@@ -216,7 +242,7 @@ static void test_votes_bound(void **state) {
   quorum_vote(&vs, NULL, 2, ATTEMPT, 1);
   quorum_vote(&vs, NULL, 1, ATTEMPT, 1);
   assert_int_equal(vs.n, DED_ROUND_VOTES_MAX);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   ded_votes_free(&vs, NULL);
 }
 
@@ -239,12 +265,132 @@ static void test_votes_nomem(void **state) {
   fm.fail_at = fm.allocs;
   quorum_vote(&vs, &fm.mem, 2, ATTEMPT, 1);
   assert_int_equal(vs.n, 8);
-  assert_false(ded_votes_quorum(&vs, &p));
+  assert_false(quorum_for(&vs, &p, 0));
   quorum_vote(&vs, &fm.mem, 2, ATTEMPT, 1);
   assert_int_equal(vs.n, 9);
-  assert_true(ded_votes_quorum(&vs, &p));
+  assert_true(quorum_for(&vs, &p, 0));
   ded_votes_free(&vs, &fm.mem);
   assert_int_equal(fm.live, 0);
+}
+
+/* Votes of one view for different bytes never add up: five acceptors
+ * split 2, 2, 1 between three digests is no quorum, however the split;
+ * the third vote for one digest is. */
+static void test_votes_digests_apart(void **state) {
+  (void)state;
+  ded_msg_member m[5];
+  ded_msg_commit p = quorum_plan(m, 5);
+  ded_votes vs;
+  memset(&vs, 0, sizeof vs);
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 1);
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 1, 2);
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 1, 1);
+  quorum_vote_d(&vs, NULL, 4, ATTEMPT, 1, 2);
+  quorum_vote_d(&vs, NULL, 5, ATTEMPT, 1, 3);
+  assert_false(quorum_for(&vs, &p, 1));
+  /* The same voters again in view 1, for other bytes: still the first. */
+  quorum_vote_d(&vs, NULL, 5, ATTEMPT, 1, 2);
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 2);
+  assert_false(quorum_for(&vs, &p, 2));
+  /* In view 2, for digest 2: 2, 4 and 5 (a quorum of 3 of 5). */
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 2, 2);
+  quorum_vote_d(&vs, NULL, 4, ATTEMPT, 2, 2);
+  assert_false(quorum_for(&vs, &p, 2));
+  quorum_vote_d(&vs, NULL, 5, ATTEMPT, 2, 2);
+  assert_true(quorum_for(&vs, &p, 2));
+  ded_votes_free(&vs, NULL);
+  /* Exactly half with the primary is a quorum only if the primary voted
+   * the same bytes as the others. */
+  ded_msg_member t[4] = {unit_member(1, ACC, 0), unit_member(2, PRI, 0), unit_member(3, ACC, 0),
+                         unit_member(4, ACC, 0)};
+  p = unit_plan(ATTEMPT, t, 4, 4, 0, 1);
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 7, 5); /* the primary */
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 7, 6);
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 7, 6);
+  assert_false(quorum_for(&vs, &p, 6)); /* 2 of 4 without the primary; it said 5 */
+  quorum_vote_d(&vs, NULL, 4, ATTEMPT, 7, 5);
+  assert_true(quorum_for(&vs, &p, 5)); /* the primary and 4 */
+  ded_votes_free(&vs, NULL);
+}
+
+/* The quorum's digest is the one its voters said, whichever bytes were
+ * voted first or by more voters outside it. */
+static void test_votes_quorum_digest(void **state) {
+  (void)state;
+  ded_msg_member m[3];
+  ded_msg_commit p = quorum_plan(m, 3);
+  ded_votes vs;
+  memset(&vs, 0, sizeof vs);
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 8);     /* first, alone */
+  quorum_vote_d(&vs, NULL, 9, ATTEMPT, 1, 8);     /* a stranger */
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT + 1, 1, 8); /* another attempt */
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 1, 4);
+  assert_false(quorum_for(&vs, &p, 4));
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 1, 4);
+  assert_true(quorum_for(&vs, &p, 4));
+  ded_votes_free(&vs, NULL);
+}
+
+/* A voter's first digest in a view is the one kept: saying other bytes
+ * again in that view changes nothing. */
+static void test_votes_first_digest_kept(void **state) {
+  (void)state;
+  ded_msg_member m[3];
+  ded_msg_commit p = quorum_plan(m, 3);
+  ded_votes vs;
+  memset(&vs, 0, sizeof vs);
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 1);
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 2);
+  assert_int_equal(vs.n, 1);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  quorum_digest(d, 1);
+  assert_memory_equal(vs.v[0].digest, d, DED_RESULT_DIGEST_BYTES);
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 1, 2);
+  assert_false(quorum_for(&vs, &p, 2)); /* 1 still counts for digest 1 only */
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 1, 1);
+  assert_true(quorum_for(&vs, &p, 1));
+  ded_votes_free(&vs, NULL);
+}
+
+/* ded_votes_member: the plan members that voted the attempt with those
+ * bytes, in the order they voted, each once (whatever the view); not
+ * strangers, not other bytes, not another attempt; then k. Members that
+ * are not acceptors hold the bytes all the same. */
+static void test_votes_member_order(void **state) {
+  (void)state;
+  ded_msg_member m[5] = {unit_member(1, ACC, 0), unit_member(2, ACC, 0), unit_member(3, ACC, 0),
+                         unit_member(4, 0, 0), unit_member(6, ACC, 0)};
+  ded_msg_commit p = unit_plan(ATTEMPT, m, 5, 4, 0, 1);
+  ded_votes vs;
+  memset(&vs, 0, sizeof vs);
+  uint8_t a[DED_RESULT_DIGEST_BYTES], b[DED_RESULT_DIGEST_BYTES], c[DED_RESULT_DIGEST_BYTES];
+  quorum_digest(a, 1);
+  quorum_digest(b, 2);
+  quorum_digest(c, 3);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 0), 5); /* nobody voted */
+  quorum_vote_d(&vs, NULL, 9, ATTEMPT, 1, 1);     /* a stranger */
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 1, 1);     /* index 2 */
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 1, 2);     /* index 1, other bytes */
+  quorum_vote_d(&vs, NULL, 6, ATTEMPT + 1, 1, 1); /* another attempt */
+  quorum_vote_d(&vs, NULL, 1, ATTEMPT, 1, 1);     /* index 0 */
+  quorum_vote_d(&vs, NULL, 3, ATTEMPT, 2, 1);     /* index 2 again, in view 2 */
+  quorum_vote_d(&vs, NULL, 4, ATTEMPT, 2, 1);     /* index 3, not an acceptor */
+  quorum_vote_d(&vs, NULL, 5, ATTEMPT, 2, 1);     /* a stranger */
+  quorum_vote_d(&vs, NULL, 2, ATTEMPT, 3, 1);     /* index 1, these bytes in view 3 */
+  assert_int_equal(ded_votes_member(&vs, &p, a, 0), 2);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 1), 0);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 2), 3);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 3), 1);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 4), 5);
+  assert_int_equal(ded_votes_member(&vs, &p, a, 100), 5);
+  assert_int_equal(ded_votes_member(&vs, &p, b, 0), 1);
+  assert_int_equal(ded_votes_member(&vs, &p, b, 1), 5);
+  assert_int_equal(ded_votes_member(&vs, &p, c, 0), 5);
+  /* Another attempt's plan sees only its own votes. */
+  ded_msg_commit q = unit_plan(ATTEMPT + 1, m, 5, 4, 0, 1);
+  assert_int_equal(ded_votes_member(&vs, &q, a, 0), 4);
+  assert_int_equal(ded_votes_member(&vs, &q, a, 1), 5);
+  ded_votes_free(&vs, NULL);
 }
 
 int main(void) {
@@ -258,6 +404,10 @@ int main(void) {
       cmocka_unit_test(test_votes_views_apart),
       cmocka_unit_test(test_votes_only_acceptors),
       cmocka_unit_test(test_votes_primary_tie),
+      cmocka_unit_test(test_votes_digests_apart),
+      cmocka_unit_test(test_votes_quorum_digest),
+      cmocka_unit_test(test_votes_first_digest_kept),
+      cmocka_unit_test(test_votes_member_order),
       cmocka_unit_test(test_votes_bound),
       cmocka_unit_test(test_votes_nomem),
   };

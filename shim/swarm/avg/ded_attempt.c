@@ -187,7 +187,10 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
     return 0;
   }
   /* RESULT: a finished chunk of some shard. From its reducer while the
-   * attempt runs; from the holder we asked while fetching. */
+   * attempt runs; from the holder we asked while fetching. Fetching again
+   * (refetch), only the holder's count: another member's may be an answer
+   * sent before we asked elsewhere, or the very bytes we fetch again
+   * because they differ; it is ignored. */
   unsigned s;
   for (s = 0; s + 1 < k && a->plan.members[s + 1].shard_off <= d->offset; s++) {
   }
@@ -195,8 +198,12 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
   uint64_t first = d->offset - lo;
   if (first % a->chunk != 0 || n != DED_MIN(a->chunk, len - first)) return DED_ERR_PROTO;
-  if (m == k || m == a->me || (m != s && !(a->holders && m == a->holders[s])))
+  if (m == k || m == a->me) return DED_ERR_PROTO;
+  if (a->refetch) {
+    if (m != a->holders[s]) return 0;
+  } else if (m != s && !(a->holders && m == a->holders[s])) {
     return DED_ERR_PROTO;
+  }
   uint64_t bit = a->res_base[s] + first / a->chunk;
   if (ded_bit_get(a->res_bits, bit)) return fetching ? 0 : DED_ERR_PROTO;
   ded_bit_set(a->res_bits, bit);
@@ -234,6 +241,18 @@ void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
     f->next = a->fetchers;
     a->fetchers = f;
   }
+}
+
+void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem) {
+  bool own = a->me < a->plan.k;
+  memset(a->res_bits, 0, (a->res_base[a->plan.k] + 7) / 8);
+  a->res_got = 0;
+  if (own)
+    for (uint64_t b = a->res_base[a->me]; b < a->res_base[a->me + 1]; b++, a->res_got++)
+      ded_bit_set(a->res_bits, b);
+  ded_mem_free(mem, a->fetch_sent);
+  a->fetch_sent = NULL;
+  a->refetch = true;
 }
 
 void ded_attempt_drop_fetchers(ded_attempt *a, const ded_mem *mem) {

@@ -62,8 +62,10 @@ typedef struct ded_attempt {
   uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
   uint8_t *res_bits;
   uint64_t res_got;
-  uint16_t *holders;   /* fetching: who serves each shard */
+  uint16_t *holders;   /* fetching: who serves each shard (a DECIDE's, or
+                          the member asked again for the round's bytes) */
   uint8_t *fetch_sent; /* ... and which shards we asked for */
+  bool refetch;        /* fetching again: results only from the holders */
 } ded_attempt;
 
 /* What an attempt needs from the round that runs it. */
@@ -117,9 +119,10 @@ int ded_attempt_reduce_own(ded_attempt *a, const ded_attempt_env *env);
 
 /*
  * A DATA or RESULT frame |d| from peer |from| for this attempt, |running|
- * (reduce-scatter) or |fetching| (a DECIDE's holders serve). 0, or
- * DED_ERR_PROTO (the sender broke the protocol: drop it), or an error of
- * env->send or DED_ERR_NOMEM (the round fails).
+ * (reduce-scatter) or |fetching| (a DECIDE's holders serve). 0 (taken, or
+ * while fetching again a member's RESULT other than the holder's,
+ * ignored), or DED_ERR_PROTO (the sender broke the protocol: drop it), or
+ * an error of env->send or DED_ERR_NOMEM (the round fails).
  */
 int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t from[DED_ID_BYTES],
                      uint8_t type, const ded_msg_data *d, bool running, bool fetching);
@@ -134,6 +137,11 @@ bool ded_attempt_needs(const ded_attempt *a, unsigned m, bool fetching);
  * they are finished. */
 void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
                        const uint8_t to[DED_ID_BYTES], bool pending);
+
+/* Our result's bytes are not the round's: forget every shard but our own
+ * (the holders, set by the caller, serve them again), and take results
+ * from the holders only from now on. */
+void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem);
 
 /* Forgets the peers waiting for our shard (a frozen attempt sends nothing). */
 void ded_attempt_drop_fetchers(ded_attempt *a, const ded_mem *mem);

@@ -131,6 +131,7 @@ void ded_msg_have_encode(ded_wr *w, const ded_msg_have *m) {
   ded_wr_u64(w, m->attempt);
   ded_wr_u32(w, m->view);
   ded_wr_u8(w, m->flags);
+  ded_wr_bytes(w, m->digest, DED_RESULT_DIGEST_BYTES);
   msg_end(w, s);
 }
 
@@ -441,6 +442,7 @@ int ded_msg_have_decode(const uint8_t *p, size_t len, ded_msg_have *m) {
   m->attempt = ded_rd_u64(&r);
   m->view = ded_rd_u32(&r);
   m->flags = ded_rd_u8(&r);
+  ded_rd_bytes(&r, m->digest, DED_RESULT_DIGEST_BYTES);
   if (!ded_rd_done(&r) || m->flags & ~DED_HAVE_F_DONE || m->attempt == 0) return DED_ERR_PROTO;
   return 0;
 }

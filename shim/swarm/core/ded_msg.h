@@ -1,5 +1,5 @@
 /*
- * ded_msg.h: every message of the wire protocol, version 3.
+ * ded_msg.h: every message of the wire protocol (DED_PROTO_VERSION).
  *
  * One header for the whole protocol (WireGuard's messages.h): the layout
  * of each message, its encoder and its bounded decoder. Decoders check
@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 8
+#define DED_PROTO_VERSION 9
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -206,18 +206,24 @@ typedef struct ded_msg_fetch {
 } ded_msg_fetch;
 
 /* HAVE (member -> the attempt's members): u64 round | u64 attempt |
- * u32 view | u8 flags. The sender holds the attempt's whole result and
- * accepts it in |view| (the view whose COMMIT or DECIDE it follows); it
- * sends none for a view below one it has joined. DED_HAVE_F_DONE: the
- * sender completed the round with this attempt (an answer to a HAVE, or to
- * a late member). */
+ * u32 view | u8 flags | 32 bytes digest. The sender holds the attempt's
+ * whole result, whose bytes hash to |digest| (BLAKE2b-256 of the result
+ * vector, every shard, as the element type's bytes), and accepts it in
+ * |view| (the view whose COMMIT or DECIDE it follows); it sends none for a
+ * view below one it has joined. A quorum counts only HAVEs of one view
+ * that carry one digest. DED_HAVE_F_DONE: the sender completed the round
+ * with this attempt and those bytes (an answer to a HAVE, or to a late
+ * member). */
 enum { DED_HAVE_F_DONE = 1 };
+
+#define DED_RESULT_DIGEST_BYTES 32
 
 typedef struct ded_msg_have {
   uint64_t round;
   uint64_t attempt;
   uint32_t view;
   uint8_t flags;
+  uint8_t digest[DED_RESULT_DIGEST_BYTES];
 } ded_msg_have;
 
 /* PROBE (coordinator of a new view -> members): u64 round | u32 view.
@@ -393,7 +399,7 @@ typedef struct ded_msg_state_data {
   (DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
 #define DED_DECIDE_FRAME_BYTES(k)                                                        \
   (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + DED_COMMIT_BODY_BYTES(k) + 2 * (size_t)(k))
-#define DED_HAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 4 + 1)
+#define DED_HAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 4 + 1 + DED_RESULT_DIGEST_BYTES)
 #define DED_FETCH_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 2)
 #define DED_PROBE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4)
 #define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + DED_ID_BYTES)

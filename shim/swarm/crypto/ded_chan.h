@@ -3,9 +3,11 @@
  * node's frames.
  *
  * A connection opens with the handshake of ded_noise.h; from then on every
- * byte is in sealed records (ded_aead.h). On the wire (protocol v8):
+ * byte is in sealed records (ded_aead.h). On the wire (the session format
+ * that wire protocol 8 brought; its version byte stays 8 while HELLO's
+ * protocol version moves on, ded_msg.h):
  *
- *   initiator -> "dedmpi" 0x00 0x08 (the magic: protocol and version)
+ *   initiator -> "dedmpi" 0x00 0x08 (the magic: the session format's version)
  *                initiation (DED_NOISE_INITIATION_BYTES)
  *   responder -> response   (DED_NOISE_RESPONSE_BYTES)
  *   initiator -> final      (DED_NOISE_FINAL_BYTES)
@@ -91,7 +93,7 @@ void ded_chan_free(ded_chan *ch);
 /*
  * Bytes from the socket. Runs the handshake and opens records, handing
  * plaintext to |cb|. 0, or a negative code (the connection must be closed;
- * ch->why says what failed): DED_ERR_VERSION (not protocol v8),
+ * ch->why says what failed): DED_ERR_VERSION (another session format),
  * DED_ERR_AUTH (another secret or run, an impostor, a peer other than
  * the one expected, a record that did not open), DED_ERR_FRAME_SIZE;
  * DED_ERR_CLOSING on a call after a callback said stop (that call itself

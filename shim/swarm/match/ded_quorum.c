@@ -33,11 +33,15 @@ bool ded_quorum_can_complete(const ded_msg_commit *plan) {
   return ded_quorum_of(n, plan->nacc, primary_in);
 }
 
-void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
-                   uint64_t attempt, uint32_t view) {
+static void votes_put(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                      uint64_t attempt, uint32_t view, const uint8_t digest[DED_RESULT_DIGEST_BYTES],
+                      bool replace) {
   for (unsigned i = 0; i < vs->n; i++) {
-    const ded_vote *v = &vs->v[i];
-    if (v->attempt == attempt && v->view == view && memcmp(v->id, id, DED_ID_BYTES) == 0) return;
+    ded_vote *v = &vs->v[i];
+    if (v->attempt == attempt && v->view == view && memcmp(v->id, id, DED_ID_BYTES) == 0) {
+      if (replace) memcpy(v->digest, digest, DED_RESULT_DIGEST_BYTES);
+      return;
+    }
   }
   if (vs->n == vs->cap) {
     if (vs->cap >= DED_ROUND_VOTES_MAX) return;
@@ -51,29 +55,64 @@ void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BY
   v->attempt = attempt;
   v->view = view;
   memcpy(v->id, id, DED_ID_BYTES);
+  memcpy(v->digest, digest, DED_RESULT_DIGEST_BYTES);
 }
 
-bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p) {
+void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   uint64_t attempt, uint32_t view, const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  votes_put(vs, mem, id, attempt, view, digest, false);
+}
+
+void ded_votes_set(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   uint64_t attempt, uint32_t view, const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  votes_put(vs, mem, id, attempt, view, digest, true);
+}
+
+static bool votes_alike(const ded_vote *a, const ded_vote *b) {
+  return a->attempt == b->attempt && a->view == b->view &&
+         memcmp(a->digest, b->digest, DED_RESULT_DIGEST_BYTES) == 0;
+}
+
+bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p, const uint8_t **digest) {
   for (unsigned i = 0; i < vs->n; i++) {
     const ded_vote *v = &vs->v[i];
     if (v->attempt != p->attempt) continue;
-    bool seen = false; /* this view was counted already */
-    for (unsigned j = 0; j < i && !seen; j++)
-      seen = vs->v[j].attempt == p->attempt && vs->v[j].view == v->view;
+    bool seen = false; /* this view and digest were counted already */
+    for (unsigned j = 0; j < i && !seen; j++) seen = votes_alike(&vs->v[j], v);
     if (seen) continue;
     unsigned in = 0;
     bool primary_in = false;
     for (unsigned j = i; j < vs->n; j++) {
       const ded_vote *o = &vs->v[j];
-      if (o->attempt != p->attempt || o->view != v->view) continue;
+      if (!votes_alike(o, v)) continue;
       unsigned m = ded_plan_index(p, o->id);
       if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
       in++;
       primary_in |= (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
     }
-    if (ded_quorum_of(in, p->nacc, primary_in)) return true;
+    if (ded_quorum_of(in, p->nacc, primary_in)) {
+      if (digest) *digest = v->digest;
+      return true;
+    }
   }
   return false;
+}
+
+unsigned ded_votes_member(const ded_votes *vs, const ded_msg_commit *plan,
+                          const uint8_t digest[DED_RESULT_DIGEST_BYTES], unsigned nth) {
+  for (unsigned i = 0; i < vs->n; i++) {
+    const ded_vote *v = &vs->v[i];
+    if (v->attempt != plan->attempt || memcmp(v->digest, digest, DED_RESULT_DIGEST_BYTES) != 0)
+      continue;
+    unsigned m = ded_plan_index(plan, v->id);
+    bool again = false; /* the same voter in another view */
+    for (unsigned j = 0; j < i && !again; j++)
+      again = vs->v[j].attempt == plan->attempt && memcmp(vs->v[j].id, v->id, DED_ID_BYTES) == 0 &&
+              memcmp(vs->v[j].digest, digest, DED_RESULT_DIGEST_BYTES) == 0;
+    if (m == plan->k || again) continue;
+    if (nth-- == 0) return m;
+  }
+  return plan->k;
 }
 
 void ded_votes_free(ded_votes *vs, const ded_mem *mem) {

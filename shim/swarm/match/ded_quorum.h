@@ -13,13 +13,26 @@
  *    the primary (the smallest acceptor id, DED_MEMBER_F_PRIMARY) among
  *    them, so that any two quorums share a member;
  *  - an attempt is the round's result once a quorum of its acceptors said
- *    HAVE for it in one view (votes of different views never add up);
+ *    HAVE for it in one view, each with the same digest of the result's
+ *    bytes (votes of different views, or for different bytes, never add
+ *    up: a reducer that sent different members different bytes cannot
+ *    make two of them complete the round with different bytes, as long
+ *    as every acceptor votes for the bytes it holds);
+ *  - a completer's word (HAVE with the done flag) is its vote in the view
+ *    it answers; on its own it decides nothing for an acceptor (the round
+ *    code lets it decide the bytes only for a member that cannot count a
+ *    quorum itself);
  *  - an attempt whose members are not a quorum of its acceptors can never
  *    complete.
  *
- * Invariant: a ded_votes holds each (attempt, view, voter) at most once,
- * and at most DED_ROUND_VOTES_MAX votes (a full list only delays
- * completion: the failover path still ends the round).
+ * They hold against a reducer that lies in its RESULT frames, not against
+ * one that lies in its votes too (docs/threat-model.md).
+ *
+ * Invariant: a ded_votes holds each (attempt, view, voter) at most once
+ * (the first digest it said for them, unless a later word of its that it
+ * completed with other bytes replaced it: ded_votes_set), and at most
+ * DED_ROUND_VOTES_MAX votes (a full list only delays completion: the
+ * failover path still ends the round).
  */
 #ifndef DED_QUORUM_H
 #define DED_QUORUM_H
@@ -41,11 +54,13 @@ unsigned ded_plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTE
  * can their HAVEs ever complete it. */
 bool ded_quorum_can_complete(const ded_msg_commit *plan);
 
-/* A HAVE heard: |id| holds |attempt| and accepted it in |view|. */
+/* A HAVE heard: |id| holds |attempt|'s result, whose bytes hash to
+ * |digest|, and accepted it in |view|. */
 typedef struct ded_vote {
   uint64_t attempt;
   uint32_t view;
   uint8_t id[DED_ID_BYTES];
+  uint8_t digest[DED_RESULT_DIGEST_BYTES];
 } ded_vote;
 
 typedef struct ded_votes {
@@ -56,11 +71,24 @@ typedef struct ded_votes {
 /* Remembers a vote (once; within DED_ROUND_VOTES_MAX; short of memory it
  * is not kept). */
 void ded_votes_add(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
-                   uint64_t attempt, uint32_t view);
+                   uint64_t attempt, uint32_t view, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
+
+/* The same, but a vote |id| already cast in that view takes |digest|:
+ * its sender completed the round with those bytes (HAVE with the done
+ * flag), which it may hold only since it fetched them again. */
+void ded_votes_set(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BYTES],
+                   uint64_t attempt, uint32_t view, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 /* True if a quorum of |plan|'s acceptors voted for |plan|'s attempt in
- * one view. */
-bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *plan);
+ * one view with one digest; |*digest| (may be NULL) then points at it,
+ * until the next ded_votes_add, ded_votes_set or ded_votes_free. */
+bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *plan, const uint8_t **digest);
+
+/* The |nth| voter (from 0, in the order they voted) of |plan|'s attempt
+ * with |digest| that is a member of |plan|: its index in the plan, or
+ * plan->k if there is no such voter. */
+unsigned ded_votes_member(const ded_votes *vs, const ded_msg_commit *plan,
+                          const uint8_t digest[DED_RESULT_DIGEST_BYTES], unsigned nth);
 
 void ded_votes_free(ded_votes *vs, const ded_mem *mem);
 

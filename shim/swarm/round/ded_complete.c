@@ -1,7 +1,9 @@
 /*
  * ded_complete.c: the end of a member's round (ded_round.h): accepting a
- * whole result (HAVE to the attempt's members), knowing it is the round's
- * result (a quorum of HAVEs in one view, or someone completed it), DONE_WAIT,
+ * whole result (HAVE to the attempt's members, with its digest), knowing
+ * it is the round's result and which bytes that is (a quorum of HAVEs in
+ * one view with one digest, or someone's word that it completed),
+ * fetching the round's bytes again when ours are not those, DONE_WAIT,
  * and the report, in round order (-> DRAINING).
  */
 #include <stdio.h>
@@ -9,6 +11,7 @@
 
 #include "../avg/ded_reduce.h"
 #include "../core/ded_assert.h"
+#include "../core/ded_bits.h"
 #include "../core/ded_err.h"
 #include "../ded_node_int.h"
 #include "ded_round_int.h"
@@ -25,10 +28,11 @@ static void rounds_report_ready(ded_node *node, uint64_t now_ns);
 void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
   DED_ASSERT(!ded_round_over(r));
   bool via_attempt = status == 0 && !alone && ded_round_holds(r);
-  /* The round's result (not an attempt that was still short of a quorum
-   * when the bound hit): kept, to serve others. */
-  bool with_result = status == 0 && ded_round_holds(r) && ded_attempt_whole(&r->att) &&
-                     r->chosen == r->att.plan.attempt;
+  /* The round's result, which we completed with (not an attempt still
+   * short of a quorum when the bound hit, nor bytes that are not the
+   * quorum's): kept, to serve others. */
+  bool with_result = status == 0 && r->state == ROUND_DONE_WAIT && ded_round_holds(r) &&
+                     ded_attempt_whole(&r->att) && r->chosen == r->att.plan.attempt;
   ded_lin_entry *e = ded_lineage_get(&node->lin, r->no);
   if (e) {
     e->final = true;
@@ -127,21 +131,118 @@ static void round_drop_void(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 void ded_round_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t attempt,
-                         uint32_t view, uint8_t flags) {
+                         uint32_t view, uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
   if (!to || !to->conn) return;
   uint8_t frame[DED_HAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_have h = {round, attempt, view, flags};
+  ded_msg_have h = {round, attempt, view, flags, {0}};
+  memcpy(h.digest, digest, DED_RESULT_DIGEST_BYTES);
   ded_msg_have_encode(&w, &h);
   ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-/* True once the current attempt is the round's result: someone completed
- * it, or a quorum of its acceptors accepted it in one view. */
-static bool round_is_chosen(const ded_round *r) {
-  if (!ded_round_holds(r)) return false;
-  if (r->chosen) return r->chosen == r->att.plan.attempt; /* another attempt completed */
-  return ded_votes_quorum(&r->votes, &r->att.plan);
+void ded_round_set_chosen(ded_round *r, uint64_t attempt, const uint8_t digest[DED_RESULT_DIGEST_BYTES],
+                          const uint8_t by[DED_ID_BYTES]) {
+  if (r->chosen != attempt) r->chosen_digested = false;
+  r->chosen = attempt;
+  if (!digest || r->chosen_digested) return;
+  r->chosen_digested = true;
+  memcpy(r->chosen_digest, digest, DED_RESULT_DIGEST_BYTES);
+  memcpy(r->chosen_by, by, DED_ID_BYTES);
+}
+
+/* Whether a completer's word alone decides the bytes here: for a member
+ * that cannot count a quorum itself (one that only fetches the result,
+ * one that is not an acceptor, a client, which hears no HAVE from other
+ * clients). An acceptor that is not a client waits for a quorum of votes,
+ * completers' words among them: one peer's word is not enough against a
+ * peer that lies. */
+static bool round_takes_done(const ded_round *r) {
+  const ded_attempt *a = &r->att;
+  if (a->me >= a->plan.k) return true;
+  uint8_t f = a->plan.members[a->me].flags;
+  return (f & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) != DED_MEMBER_F_ACCEPTOR;
+}
+
+/* The digest of the bytes the round completes with, once the current
+ * attempt is known to be its result: a quorum of its acceptors voted for
+ * it in one view with one digest, or, where round_takes_done, someone
+ * completed it and said with which bytes (HAVE with the done flag). NULL
+ * until then, and while another attempt is known to be the round's. */
+static const uint8_t *round_result_digest(const ded_round *r) {
+  if (!ded_round_holds(r)) return NULL;
+  if (r->chosen && r->chosen != r->att.plan.attempt) return NULL; /* another attempt completed */
+  /* A quorum's bytes before one completer's: an honest completer holds
+   * them (quorums intersect), so one that says otherwise lies. */
+  const uint8_t *d;
+  if (ded_votes_quorum(&r->votes, &r->att.plan, &d)) return d;
+  return r->chosen && r->chosen_digested && round_takes_done(r) ? r->chosen_digest : NULL;
+}
+
+/* The next member to fetch the round's bytes (those |want| names) from:
+ * the one that said it completed with them, then each voter for them in
+ * the order they voted, each once in this attempt; plan.k when none is
+ * left. */
+static unsigned round_next_holder(const ded_round *r, const uint8_t want[DED_RESULT_DIGEST_BYTES]) {
+  const ded_attempt *a = &r->att;
+  unsigned k = a->plan.k;
+  if (r->chosen_digested && memcmp(r->chosen_digest, want, DED_RESULT_DIGEST_BYTES) == 0) {
+    unsigned by = ded_plan_index(&a->plan, r->chosen_by);
+    if (by < k && by != a->me && !ded_bit_get(r->asked, by)) return by;
+  }
+  for (unsigned j = 0;; j++) {
+    unsigned v = ded_votes_member(&r->votes, &a->plan, want, j);
+    if (v == k) return k;
+    if (v != a->me && !ded_bit_get(r->asked, v)) return v;
+  }
+}
+
+/* Whether a shard other than our own has bytes: if none has, ours is the
+ * one that differs, and fetching cannot mend it. */
+static bool round_others_hold_bytes(const ded_attempt *a) {
+  for (unsigned s = 0; s < a->plan.k; s++)
+    if (s != a->me && ded_attempt_shard_len(a, s) > 0) return true;
+  return false;
+}
+
+/*
+ * Our bytes are not the round's (a reducer sent us others than it sent
+ * the members that make the quorum): fetch the round's bytes again from a
+ * member that holds them (round_next_holder), and fail over once none is
+ * left to ask; after that failover the round waits for a new holder (a
+ * HAVE asks again), or for its deadline, and ends at its bound. A round
+ * never completes here with bytes other than the ones its quorum holds.
+ */
+static void round_disagree(ded_node *node, ded_round *r, const uint8_t want[DED_RESULT_DIGEST_BYTES],
+                           uint64_t now_ns) {
+  ded_attempt *a = &r->att;
+  unsigned k = a->plan.k;
+  if (!r->asked) r->asked = ded_mem_calloc(node->mem, ((size_t)k + 7) / 8, 1);
+  if (!a->holders) a->holders = ded_mem_malloc(node->mem, (size_t)k * sizeof *a->holders);
+  if (!r->asked || !a->holders) {
+    ded_round_fail(node, r, DED_ERR_NOMEM);
+    return;
+  }
+  unsigned m = round_others_hold_bytes(a) ? round_next_holder(r, want) : k;
+  ded_peer *p = m < k ? ded_round_member_peer(node, r, m) : NULL;
+  if (!p || !p->conn) {
+    if (r->mend_failed) return;
+    r->mend_failed = true;
+    ded_round_failover(node, r, "this peer's result differs from the one the round's quorum holds, "
+                       "and no member that holds it can send it", now_ns);
+    return;
+  }
+  ded_bit_set(r->asked, m);
+  node_log(node, DED_LOG_WARN, "round %llu: this peer's result differs from the one the round's "
+           "quorum holds (a reducer sent it other bytes); fetching the round's from %s",
+           (unsigned long long)r->no, p->sid);
+  for (unsigned s = 0; s < k; s++) a->holders[s] = (uint16_t)m;
+  ded_attempt_refetch(a, node->mem);
+  r->digested = false;
+  r->got_ns = 0;
+  r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
+  int rv = ded_round_fetch_missing(node, r, now_ns);
+  if (rv) ded_round_fail(node, r, rv);
 }
 
 /* The whole result is here: accept it (HAVE to the attempt's members),
@@ -159,6 +260,10 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   }
   if (!ded_round_holds(r) || !ded_attempt_whole(&r->att)) return false;
   if (!r->got_ns) r->got_ns = now_ns;
+  if (!r->digested) {
+    ded_hash32(r->res, ded_round_bytes(r), r->digest);
+    r->digested = true;
+  }
   if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&
       (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)) {
     /* Never for a view below one we joined (a failover froze the attempt),
@@ -171,14 +276,27 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
       return false;
     }
     r->accepted = true;
-    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view);
+    ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view,
+                  r->digest);
     for (unsigned m = 0; m < r->att.plan.k; m++)
       if (m != r->att.me)
         ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, r->att.plan.attempt,
-                            r->acc_view, 0);
+                            r->acc_view, 0, r->digest);
   }
-  if (!round_is_chosen(r)) return false;
+  const uint8_t *want = round_result_digest(r);
+  if (!want) return false;
+  if (memcmp(want, r->digest, DED_RESULT_DIGEST_BYTES) != 0) {
+    /* Ours to mend only while the attempt is ours to run; a frozen one
+     * waits for the newer view's decision. */
+    if (r->att_state == ROUND_ATT_LIVE) round_disagree(node, r, want, now_ns);
+    return false;
+  }
+  /* Completed: our own bytes are what we say completed it from now on
+   * (a done word heard earlier named them, or came from a peer that lied). */
   r->chosen = r->att.plan.attempt;
+  r->chosen_digested = true;
+  memcpy(r->chosen_digest, r->digest, DED_RESULT_DIGEST_BYTES);
+  memcpy(r->chosen_by, node->ident.id, DED_ID_BYTES);
   if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
     ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
   /* Those who are not acceptors (late members) and asked: it is done. So
@@ -192,7 +310,7 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
         (r->att.plan.members[m].flags & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) !=
             DED_MEMBER_F_ACCEPTOR)
       ded_round_send_have(node, ded_peer_find(node, v->id), r->no, r->att.plan.attempt, v->view,
-                          DED_HAVE_F_DONE);
+                          DED_HAVE_F_DONE, r->digest);
   }
   r->state = ROUND_DONE_WAIT;
   return true;

@@ -55,7 +55,7 @@ static void hist_drop_oldest(ded_history *h) {
 }
 
 void ded_history_add(ded_history *h, uint64_t round, ded_msg_commit *plan, uint8_t **res,
-                     size_t bytes) {
+                     size_t bytes, const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
   if (bytes > h->cap || ded_history_find(h, round)) return;
   while (h->n > 0 && (h->bytes + bytes > h->cap || h->n >= DED_ROUNDS_AHEAD_MAX))
     hist_drop_oldest(h);
@@ -73,6 +73,7 @@ void ded_history_add(ded_history *h, uint64_t round, ded_msg_commit *plan, uint8
   e->res = *res;
   *res = NULL;
   e->bytes = bytes;
+  memcpy(e->digest, digest, DED_RESULT_DIGEST_BYTES);
   h->bytes += bytes;
 }
 

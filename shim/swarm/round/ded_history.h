@@ -51,6 +51,7 @@ typedef struct ded_hist_entry {
   ded_msg_commit plan;
   uint8_t *res;
   size_t bytes;
+  uint8_t digest[DED_RESULT_DIGEST_BYTES]; /* of |res| */
 } ded_hist_entry;
 
 typedef struct ded_history {
@@ -68,9 +69,10 @@ ded_hist_entry *ded_history_find(ded_history *h, uint64_t round);
 
 /* Keeps round |round|'s result: on success |plan| (its members) and
  * |*res| (|bytes| long) are taken, and plan->members and |*res| become
- * NULL; otherwise (too large, kept already, out of memory) nothing is. */
+ * NULL; otherwise (too large, kept already, out of memory) nothing is.
+ * |digest| is that of the result's bytes. */
 void ded_history_add(ded_history *h, uint64_t round, ded_msg_commit *plan, uint8_t **res,
-                     size_t bytes);
+                     size_t bytes, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 /* Drops every result (into the cache). */
 void ded_history_free(ded_history *h);

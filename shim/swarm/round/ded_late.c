@@ -18,7 +18,7 @@
  * without us. */
 void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
                                   const ded_msg_probe *m) {
-  const ded_msg_commit *plan = ded_round_result_plan(node, m->round);
+  const ded_msg_commit *plan = ded_round_result_plan(node, m->round, NULL);
   if (!plan) {
     if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
     return;
@@ -65,12 +65,15 @@ void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
 /* serving others from rounds we finished; catching up                  */
 /* ------------------------------------------------------------------ */
 
-const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no) {
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no, const uint8_t **digest) {
   ded_round *r = ded_round_find(node, no);
   if (r && ded_round_holds(r) && r->chosen == r->att.plan.attempt &&
-      (r->state == ROUND_DONE_WAIT || (ded_round_over(r) && r->with_result)))
+      (r->state == ROUND_DONE_WAIT || (ded_round_over(r) && r->with_result))) {
+    if (digest) *digest = r->digest;
     return &r->att.plan;
+  }
   ded_hist_entry *h = ded_history_find(&node->hist, no);
+  if (h && digest) *digest = h->digest;
   return h ? &h->plan : NULL;
 }
 

@@ -12,7 +12,6 @@
 #include "ded_round_int.h"
 
 static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
-static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 
 /* ------------------------------------------------------------------ */
 /* the round's memory                                                   */
@@ -65,6 +64,10 @@ void ded_round_drop_attempt(ded_node *node, ded_round *r) {
   r->att_state = ROUND_ATT_NONE;
   r->accepted = false;
   r->got_ns = 0;
+  r->digested = false;
+  ded_mem_free(node->mem, r->asked);
+  r->asked = NULL;
+  r->mend_failed = false;
 }
 
 static void early_free_list(ded_node *node, early_frame *e) {
@@ -76,7 +79,8 @@ static void early_free_list(ded_node *node, early_frame *e) {
 }
 
 void ded_round_free(ded_node *node, ded_round *r) {
-  if (r->with_result) ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, ded_round_bytes(r));
+  if (r->with_result)
+    ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, ded_round_bytes(r), r->digest);
   ded_round_drop_attempt(node, r);
   ded_bufcache_put(&node->cache, r->res, ded_round_bytes(r));
   ded_mem_free(node->mem, r->lin);
@@ -453,7 +457,7 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
 
 /* Asks the holders for every shard we lack (those we are still connecting
  * to once the connection is up: advance calls again): -> FETCHING. */
-static int round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
+int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_attempt *a = &r->att;
   r->state = ROUND_FETCHING;
   if (!a->fetch_sent) a->fetch_sent = ded_mem_calloc(node->mem, ((size_t)a->plan.k + 7) / 8, 1);
@@ -515,7 +519,7 @@ static int round_take_commit(ded_node *node, ded_round *r, const ded_msg_commit 
     r->att.holders = ded_mem_malloc(node->mem, (size_t)cm->k * sizeof *r->att.holders);
     if (!r->att.holders) return DED_ERR_NOMEM;
     for (unsigned s = 0; s < cm->k; s++) r->att.holders[s] = (uint16_t)s;
-    return round_fetch_missing(node, r, now_ns);
+    return ded_round_fetch_missing(node, r, now_ns);
   }
   /* Alone (k = 1), the result is computed all the same, for members that
    * come late, but our own buffer stays as it is. */
@@ -537,7 +541,7 @@ static int round_take_decide(ded_node *node, ded_round *r, const ded_msg_decide 
     r->acc_view = d->view; /* accepted again, in this view */
     r->accepted = false;
   }
-  if (d->flags & DED_DECIDE_F_CHOSEN) r->chosen = d->plan.attempt;
+  if (d->flags & DED_DECIDE_F_CHOSEN) ded_round_set_chosen(r, d->plan.attempt, NULL, NULL);
   r->att_state = ROUND_ATT_LIVE;
   ded_mem_free(node->mem, r->att.holders);
   ded_mem_free(node->mem, r->att.fetch_sent);
@@ -546,7 +550,7 @@ static int round_take_decide(ded_node *node, ded_round *r, const ded_msg_decide 
   if (!r->att.holders) return DED_ERR_NOMEM;
   memcpy(r->att.holders, d->holders, (size_t)d->plan.k * sizeof *r->att.holders);
   if (r->att.me == d->plan.k) ded_round_announce(node, r, now_ns);
-  return round_fetch_missing(node, r, now_ns);
+  return ded_round_fetch_missing(node, r, now_ns);
 }
 
 /* ------------------------------------------------------------------ */
@@ -564,7 +568,7 @@ static void round_on_advance(ded_node *node, ded_round *r, uint64_t now_ns) {
     /* fall through */
   case ROUND_FETCHING:
     if (r->att_state == ROUND_ATT_LIVE) {
-      int rv = round_fetch_missing(node, r, now_ns);
+      int rv = ded_round_fetch_missing(node, r, now_ns);
       if (rv) ded_round_fail(node, r, rv);
     }
     break;
@@ -716,16 +720,23 @@ void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_B
     break;
   }
   if (h->flags & DED_HAVE_F_DONE) {
-    if (r->chosen && r->chosen != h->attempt) {
-      /* Two peers contradict each other; we cannot tell which one lies. */
-      node_log(node, DED_LOG_ERROR, "round %llu: %s says attempt %llx completed, another said %llx",
+    /* Its vote too, in the view it answers (with the bytes it holds now,
+     * should it have fetched them again since it voted in that view). */
+    ded_votes_set(&r->votes, node->mem, from, h->attempt, h->view, h->digest);
+    if (r->chosen && (r->chosen != h->attempt ||
+                      (r->chosen_digested &&
+                       memcmp(r->chosen_digest, h->digest, DED_RESULT_DIGEST_BYTES) != 0))) {
+      /* Two peers contradict each other; we cannot tell which one lies
+       * (a quorum of votes can). */
+      node_log(node, DED_LOG_ERROR,
+               "round %llu: %s says attempt %llx completed%s, another said %llx",
                (unsigned long long)r->no, from_sid, (unsigned long long)h->attempt,
-               (unsigned long long)r->chosen);
-      return;
+               r->chosen == h->attempt ? " with other bytes" : "", (unsigned long long)r->chosen);
+    } else {
+      ded_round_set_chosen(r, h->attempt, h->digest, from);
     }
-    r->chosen = h->attempt;
   } else {
-    ded_votes_add(&r->votes, node->mem, from, h->attempt, h->view);
+    ded_votes_add(&r->votes, node->mem, from, h->attempt, h->view, h->digest);
   }
   if (ded_round_holds(r) && r->att.plan.attempt == h->attempt) ded_round_check_complete(node, r, now_ns);
 }

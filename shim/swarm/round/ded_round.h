@@ -17,7 +17,9 @@
  *   JOINED     our JOIN (or failover report) is sent; a decision is awaited
  *   RUNNING    an attempt we are a member of: reduce-scatter, all-gather
  *   FETCHING   an attempt that stands (DECIDE), or one we are not in: its
- *              shards are fetched from their holders
+ *              shards are fetched from their holders; or our whole result
+ *              is not the round's bytes: they are fetched again from a
+ *              member that holds them
  *   DONE_WAIT  the whole result, chosen; earlier rounds report first
  *   DRAINING   reported; frames into its memory are still queued
  *   DEAD       reaped at the end of the entry point
@@ -26,8 +28,8 @@
  * lineage, a connection or a peer may be there now), commit, decide,
  * data, have, peer down, probe, stale, redirect, deadline (the soft wait
  * ran out) and bound (the hard bound, or the rendezvous's). Completion
- * (the whole result, then a quorum of HAVEs for it) is a transition every
- * event may lead to, never an event of its own.
+ * (the whole result, then a quorum of HAVEs for it with its digest) is a
+ * transition every event may lead to, never an event of its own.
  *
  * Beside the state, a round holds an attempt or not (|att_state|): NONE,
  * LIVE (ours to run, in RUNNING or FETCHING), or FROZEN (we reported to a
@@ -42,9 +44,12 @@
  * Invariants: the caller's buffer is untouched until the report, which
  * happens exactly once, in round order, with the state going to DRAINING;
  * a round completes only an attempt that a quorum of its acceptors voted
- * for in one view (or that someone completed), planned on the attempt the
- * previous round ended with here; a round is freed only once no queued
- * frame refers to its memory (refs_user, refs_res).
+ * for in one view with one digest (or, for a member that cannot count a
+ * quorum itself, that someone said it completed, with which digest),
+ * planned on the attempt the previous round ended with here, and only
+ * with bytes that hash to that digest; only a round that completed is
+ * served to others afterwards; a round is freed only once no queued frame
+ * refers to its memory (refs_user, refs_res).
  */
 #ifndef DED_ROUND_H
 #define DED_ROUND_H
@@ -112,6 +117,15 @@ typedef struct ded_round {
   round_att att_state;
   ded_attempt att;
   uint8_t *res;
+  /* The result's digest (BLAKE2b-256 of |res|, every shard), once whole;
+   * when our bytes are not the round's (ded_complete.c): the members
+   * asked for the round's bytes in this attempt (bit m; NULL: none yet),
+   * and whether that failed over once already for want of a member to
+   * ask. */
+  bool digested;
+  uint8_t digest[DED_RESULT_DIGEST_BYTES];
+  uint8_t *asked;
+  bool mend_failed;
   /* Data that arrived before the commit of its attempt. */
   early_frame *early_head, *early_tail;
   size_t early_bytes;
@@ -123,6 +137,11 @@ typedef struct ded_round {
   uint32_t acc_view;
   bool accepted;
   uint64_t chosen;
+  /* The bytes |chosen| completed with, as someone who completed it said
+   * (HAVE with the done flag; a DECIDE's flag says only which attempt). */
+  bool chosen_digested;
+  uint8_t chosen_digest[DED_RESULT_DIGEST_BYTES];
+  uint8_t chosen_by[DED_ID_BYTES];
   ded_votes votes;
   uint32_t recoveries; /* failovers so far */
   uint64_t behind;     /* a STALE said the swarm is at this round */
@@ -216,15 +235,16 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns);
 
 /* ---- what this peer serves of rounds it finished ---- */
 
-/* The attempt round |no| completed with here, if we still know it. */
-const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no);
+/* The attempt round |no| completed with here, if we still know it, and
+ * (|digest|, may be NULL) the digest of the result's bytes. */
+const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no, const uint8_t **digest);
 
 /* A FETCH from |to|: what we hold of the shard, now or as it is reduced. */
 void ded_round_serve_fetch(ded_node *node, struct ded_peer *to, const ded_msg_fetch *f);
 
 /* HAVE to |to| (nothing if it is not connected). */
 void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, uint64_t attempt,
-                         uint32_t view, uint8_t flags);
+                         uint32_t view, uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);

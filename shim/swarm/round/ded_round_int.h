@@ -31,10 +31,18 @@ void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t 
 /* The peer of member |m| of |r|'s attempt, or NULL. */
 struct ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m);
 
+/* Asks the holders for every shard we lack: -> FETCHING. */
+int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
+
 /* Serves shard |s| of the attempt |r| holds to |to| (ded_attempt_serve). */
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
 
 /* ---- ded_complete.c ---- */
+
+/* |attempt| is the round's result, with the bytes of |digest| (NULL: not
+ * said), as |by| said. */
+void ded_round_set_chosen(ded_round *r, uint64_t attempt, const uint8_t digest[DED_RESULT_DIGEST_BYTES],
+                          const uint8_t by[DED_ID_BYTES]);
 
 /* The whole result may be here: accept it, and once it is the round's
  * result, DONE_WAIT, and report what is due. */

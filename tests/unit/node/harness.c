@@ -254,14 +254,19 @@ void send_join_status(tnode *t, unsigned i, const ded_msg_join *j,
 }
 
 void send_have(tnode *t, unsigned i, uint64_t round, uint64_t attempt, uint32_t view,
-               uint8_t flags) {
+               uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
   uint8_t f[DED_HAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_have m = {round, attempt, view, flags};
+  ded_msg_have m = {round, attempt, view, flags, {0}};
+  memcpy(m.digest, digest, DED_RESULT_DIGEST_BYTES);
   ded_msg_have_encode(&w, &m);
   assert_false(w.err);
   assert_int_equal(w.pos, DED_HAVE_FRAME_BYTES);
   send_raw(t, i, f, w.pos);
+}
+
+void result_digest(const float *g, uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  ded_hash32(g, COUNT * sizeof(float), digest);
 }
 
 void send_probe(tnode *t, unsigned i, uint64_t round, uint32_t view) {
@@ -351,7 +356,7 @@ static bool output_have(const uint8_t *out, size_t len, int nth, ded_msg_have *h
 }
 
 void expect_have(const uint8_t *out, size_t len, uint64_t round, uint64_t attempt,
-                 uint32_t view, uint8_t flags) {
+                 uint32_t view, uint8_t flags, const uint8_t *digest) {
   assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 1);
   ded_msg_have h;
   assert_true(output_have(out, len, 0, &h));
@@ -359,6 +364,29 @@ void expect_have(const uint8_t *out, size_t len, uint64_t round, uint64_t attemp
   assert_int_equal(h.attempt, attempt);
   assert_int_equal(h.view, view);
   assert_int_equal(h.flags, flags);
+  if (digest) assert_memory_equal(h.digest, digest, DED_RESULT_DIGEST_BYTES);
+}
+
+bool output_have_digest(const uint8_t *out, size_t len, uint64_t round, uint64_t attempt,
+                        uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  ded_msg_have h;
+  for (int n = 0; output_have(out, len, n, &h); n++)
+    if (h.round == round && h.attempt == attempt) {
+      memcpy(digest, h.digest, DED_RESULT_DIGEST_BYTES);
+      return true;
+    }
+  return false;
+}
+
+void tnode_have_digest(tnode *t, unsigned i, uint64_t round, uint64_t attempt,
+                       uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  bool found = output_have_digest(out, len, round, attempt, digest);
+  free(out);
+  if (!found)
+    fail_msg("no HAVE of round %llu, attempt %llx on connection %u", (unsigned long long)round,
+             (unsigned long long)attempt, i);
 }
 
 void expect_data(const uint8_t *out, size_t len, uint8_t type, int nth, uint64_t round,
@@ -403,6 +431,22 @@ void peers_below(const tnode *t, ded_ident *lo1, ded_ident *lo2) {
   bool swap = memcmp(v[0].id, v[1].id, DED_ID_BYTES) > 0;
   *lo1 = v[swap ? 1 : 0];
   *lo2 = v[swap ? 0 : 1];
+}
+
+void answer_have_done(tnode *t, unsigned i, uint64_t round, uint64_t attempt,
+                      const uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  ded_msg_have h;
+  bool found = false;
+  for (int n = 0; !found && output_have(out, len, n, &h); n++)
+    found = h.round == round && h.attempt == attempt && !(h.flags & DED_HAVE_F_DONE);
+  free(out);
+  if (!found)
+    fail_msg("no HAVE of round %llu, attempt %llx on connection %u to answer",
+             (unsigned long long)round, (unsigned long long)attempt, i);
+  assert_memory_equal(h.digest, digest, DED_RESULT_DIGEST_BYTES);
+  send_have(t, i, round, attempt, h.view, DED_HAVE_F_DONE, digest);
 }
 
 /* ------------------------------------------- a round a peer coordinates */
@@ -477,19 +521,20 @@ void peer_coord_round(tnode *t, float *buf, uint32_t n_local, peer_round *pr) {
   /* The node holds the whole result: it accepts it (HAVE to the peer, in
    * view 0), but its own HAVE is one of the two acceptors', without the
    * primary (the peer, member 0): not yet a quorum. */
+  result_digest(pr->g, pr->digest);
   out = tnode_output(t, &len, NOW_NS);
-  expect_have(out, len, 0, pr->attempt, 0, 0);
+  expect_have(out, len, 0, pr->attempt, 0, 0, pr->digest);
   free(out);
   assert_int_equal(t->rounds_done, 0);
   assert_memory_equal(buf, pr->orig, sizeof pr->orig);
   /* The peer's HAVE (it holds everything since our RESULTs came). */
-  send_have(t, 0, 0, pr->attempt, 0, 0);
+  send_have(t, 0, 0, pr->attempt, 0, 0, pr->digest);
   assert_false(t->closed[0]);
 }
 
 /* ------------------------------------------------ HAVE quorums (tswarm) */
 
-static uint64_t swarm_shard_end(const tswarm *sw, unsigned m) {
+uint64_t swarm_shard_end(const tswarm *sw, unsigned m) {
   return m + 1 < sw->k ? sw->m[m + 1].shard_off : COUNT;
 }
 
@@ -545,6 +590,7 @@ void swarm_start(tnode *t, tswarm *sw, const float *buf, const ded_ident *peers,
       for (unsigned n = 1; n < sw->k; n++) acc += sw->x[n][i];
       sw->g[i] = acc / (float)sw->k;
     }
+  result_digest(sw->g, sw->digest);
 }
 
 void swarm_commit(tnode *t, tswarm *sw) {
@@ -560,7 +606,9 @@ void swarm_commit(tnode *t, tswarm *sw) {
   }
 }
 
-void swarm_feed(tnode *t, tswarm *sw, bool hold_last) {
+void swarm_feed(tnode *t, tswarm *sw, bool hold_last) { swarm_feed_with(t, sw, sw->g, hold_last); }
+
+void swarm_feed_with(tnode *t, tswarm *sw, const float *g, bool hold_last) {
   const uint64_t lo = sw->m[sw->me].shard_off, hi = swarm_shard_end(sw, sw->me);
   for (unsigned m = 0; m < sw->k; m++)
     if (m != sw->me)
@@ -570,7 +618,7 @@ void swarm_feed(tnode *t, tswarm *sw, bool hold_last) {
     if (m == sw->me) continue;
     uint64_t a = sw->m[m].shard_off, b = swarm_shard_end(sw, m);
     if (hold_last && m == last) b -= CHUNK;
-    send_chunks(t, sw->conn[m], DED_MSG_RESULT, 0, sw->attempt, a, sw->g + a, b - a);
+    send_chunks(t, sw->conn[m], DED_MSG_RESULT, 0, sw->attempt, a, g + a, b - a);
     assert_false(t->closed[sw->conn[m]]);
   }
 }

@@ -1,6 +1,6 @@
 /*
  * harness.h: the node's unit tests against scripted peers (protocol
- * version 7), shared by the programs in tests/unit/node/, one a behaviour.
+ * version 9), shared by the programs in tests/unit/node/, one a behaviour.
  *
  * The peers are bytes the test writes (ngtcp2's conn tests: scripted
  * input, integer time). The programs check what only the whole node
@@ -38,6 +38,9 @@
  * a version 3 peer does; a member completes an attempt only once
  * acceptors of it have sent HAVE for it in one view: more than nacc / 2,
  * or exactly nacc / 2 with the primary among them (its own HAVE counts).
+ * Since version 9 a HAVE carries the digest of the result's bytes
+ * (result_digest), and only HAVEs with one digest add up: an honest
+ * scripted peer says the digest of the result the node must end with.
  * Since version 6 a STATE_OFFER's lineage ends with one client bit per
  * member (DED_LIN_BYTES); the scripted peers here are all nodes, bits 0.
  */
@@ -160,10 +163,15 @@ void send_decide(tnode *t, unsigned i, uint32_t view, uint8_t flags,
 void send_join_status(tnode *t, unsigned i, const ded_msg_join *j,
                       const ded_msg_commit *plan, const uint8_t *have);
 
-/* HAVE: the peer on connection |i| holds |attempt|'s result and accepts
- * it in |view| (DED_HAVE_F_DONE: it completed the round with it). */
+/* HAVE: the peer on connection |i| holds |attempt|'s result, whose bytes
+ * hash to |digest| (result_digest), and accepts it in |view|
+ * (DED_HAVE_F_DONE: it completed the round with it, with those bytes). */
 void send_have(tnode *t, unsigned i, uint64_t round, uint64_t attempt, uint32_t view,
-               uint8_t flags);
+               uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
+
+/* The digest a HAVE carries for a result of COUNT floats |g| (the mean,
+ * every shard; not n_j * g): BLAKE2b-256 of its bytes. */
+void result_digest(const float *g, uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 void send_probe(tnode *t, unsigned i, uint64_t round, uint32_t view);
 void send_fetch(tnode *t, unsigned i, uint64_t round, uint64_t attempt, uint16_t shard);
@@ -191,9 +199,30 @@ ded_msg_commit commit_of(uint64_t round, uint64_t attempt, uint64_t base,
                          ded_msg_member *m, uint16_t k);
 
 /* Checks that |out| holds exactly one HAVE, and that it says what the
- * other arguments say. */
+ * other arguments say (|digest| too, unless NULL). */
 void expect_have(const uint8_t *out, size_t len, uint64_t round, uint64_t attempt,
-                 uint32_t view, uint8_t flags);
+                 uint32_t view, uint8_t flags, const uint8_t *digest);
+
+/* The digest of the first HAVE for |round| and |attempt| in |out| into
+ * |digest|; false if there is none. */
+bool output_have_digest(const uint8_t *out, size_t len, uint64_t round, uint64_t attempt,
+                        uint8_t digest[DED_RESULT_DIGEST_BYTES]);
+
+/* The digest of the result the node holds, from its HAVE for |round| and
+ * |attempt| on connection |i| (its output there is consumed; fails if it
+ * sent none): what an honest scripted peer that holds the same result
+ * says in its own HAVE. */
+void tnode_have_digest(tnode *t, unsigned i, uint64_t round, uint64_t attempt,
+                       uint8_t digest[DED_RESULT_DIGEST_BYTES]);
+
+/* A peer on connection |i| that completed |round| with |attempt| and the
+ * bytes of |digest| answers the node's HAVE for it: checks that the node
+ * sent one there (its output on |i| is consumed) with that digest, and
+ * sends HAVE DONE with it, in the view the node's HAVE says. A DECIDE
+ * that says the attempt was chosen says nothing of its bytes: a late
+ * member completes on this answer. */
+void answer_have_done(tnode *t, unsigned i, uint64_t round, uint64_t attempt,
+                      const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 /* Checks the |nth| frame of |type| in |out|: round, attempt, offset and
  * the elements. */
@@ -220,6 +249,7 @@ typedef struct peer_round {
   ded_ident lo, hi;
   uint64_t attempt;
   float g[COUNT];
+  uint8_t digest[DED_RESULT_DIGEST_BYTES]; /* of g */
   float orig[COUNT];
 } peer_round;
 
@@ -243,7 +273,11 @@ typedef struct tswarm {
   uint64_t attempt;
   float x[4][COUNT]; /* each member's vector; x[me] is the node's */
   float g[COUNT];    /* the mean every member ends with */
+  uint8_t digest[DED_RESULT_DIGEST_BYTES]; /* of g: what honest members' HAVEs carry */
 } tswarm;
+
+/* The end of member |m|'s shard (the next member's offset, or COUNT). */
+uint64_t swarm_shard_end(const tswarm *sw, unsigned m);
 
 /* The peers say HELLO in id order (so the node joins the genesis round at
  * member 0), connection 0 first, then one new connection each. */
@@ -258,6 +292,10 @@ void swarm_commit(tnode *t, tswarm *sw);
  * last reducer's (swarm_feed_last sends it). The node's own HAVEs are
  * left in its output. */
 void swarm_feed(tnode *t, tswarm *sw, bool hold_last);
+
+/* The same, each reducer's RESULT taken from |g| instead of sw->g (a
+ * reducer that sends the node other bytes than it sends the others). */
+void swarm_feed_with(tnode *t, tswarm *sw, const float *g, bool hold_last);
 
 void swarm_feed_last(tnode *t, tswarm *sw);
 

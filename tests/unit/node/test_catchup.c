@@ -173,6 +173,12 @@ static void test_node_ahead_moves_intent(void **state) {
     for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
     send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
     send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+    /* The DECIDE said which attempt, not which bytes: lo's answer to the
+     * node's HAVE (DONE, with g's digest) does. */
+    assert_int_equal(t.rounds_done, 0);
+    uint8_t d[DED_RESULT_DIGEST_BYTES];
+    result_digest(g, d);
+    answer_have_done(&t, 0, 0, A0, d);
     assert_int_equal(t.rounds_done, 1);
     assert_true(t.last.late);
     assert_false(t.last.alone);
@@ -245,6 +251,10 @@ static void test_node_intent_renewed_while_fetching(void **state) {
   }
   assert_int_equal(t.rounds_done, 0);
   send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+  assert_int_equal(t.rounds_done, 0); /* the bytes are not known to be the round's yet */
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  answer_have_done(&t, 0, 0, A0, d);
   assert_int_equal(t.rounds_done, 1);
   assert_true(t.last.late);
   tnode_advance(&t, 1200 * MS_NS);
@@ -483,9 +493,12 @@ static void tnode_three_round0(tnode *t, float *b0, ded_ident *hi1, ded_ident *h
   send_pieces(t, 1, DED_MSG_DATA, 0, *a0, 0, *s1, ce, x);
   send_pieces(t, 0, DED_MSG_RESULT, 0, *a0, *s1, *s2, ce, x);
   send_pieces(t, 1, DED_MSG_RESULT, 0, *a0, *s2, COUNT, ce, x);
-  send_have(t, 0, 0, *a0, 0, 0);
+  /* hi1 and hi2 hold what the node holds (its HAVE says the digest). */
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  tnode_have_digest(t, 0, 0, *a0, d);
+  send_have(t, 0, 0, *a0, 0, 0, d);
   assert_int_equal(t->rounds_done, 1);
-  if (!hi2_silent) send_have(t, 1, 0, *a0, 0, 0);
+  if (!hi2_silent) send_have(t, 1, 0, *a0, 0, 0, d);
   assert_false(t->closed[0]);
   assert_false(t->closed[1]);
   assert_int_equal(tnode_accept(t), 2);
@@ -648,8 +661,10 @@ static void test_node_intent_spent(void **state) {
     send_pieces(&t, 1, DED_MSG_DATA, 1, A1, 0, s1, CHUNK, x);
     send_pieces(&t, 0, DED_MSG_RESULT, 1, A1, s1, s2, CHUNK, x);
     send_pieces(&t, 1, DED_MSG_RESULT, 1, A1, s2, COUNT, CHUNK, x);
-    send_have(&t, 0, 1, A1, 0, 0);
-    send_have(&t, 1, 1, A1, 0, 0);
+    uint8_t d[DED_RESULT_DIGEST_BYTES];
+    tnode_have_digest(&t, 0, 1, A1, d);
+    send_have(&t, 0, 1, A1, 0, 0, d);
+    send_have(&t, 1, 1, A1, 0, 0, d);
     assert_int_equal(t.rounds_done, 2);
     for (unsigned i = 0; i < 3; i++) assert_false(t.closed[i]);
     a.buf = b2;

@@ -284,7 +284,8 @@ static void tlin_view1(tnode *t, tswarm *sw, float *bufs[2], ded_ident peers[3])
   assert_int_equal(sw->me, 2);
   swarm_commit(t, sw);
   swarm_feed(t, sw, false);
-  send_have(t, sw->conn[0], 0, sw->attempt, 0, 0); /* the node and the primary: two of four */
+  /* The node and the primary: two of four. */
+  send_have(t, sw->conn[0], 0, sw->attempt, 0, 0, sw->digest);
   assert_int_equal(t->rounds_done, 1);
   assert_int_equal(t->last.round, 0);
   assert_memory_equal(bufs[0], sw->g, sizeof sw->g);
@@ -391,8 +392,10 @@ static void test_node_coord_commit_needs_live_acceptor_quorum(void **state) {
   assert_int_equal(t.last.contributors, 2);
   assert_false(t.last.alone);
   assert_memory_equal(b1, g, sizeof g);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
   out = tnode_output_on(&t, hi, &len, t.now);
-  expect_have(out, len, 1, N, 1, 0);
+  expect_have(out, len, 1, N, 1, 0, d);
   free(out);
   assert_false(t.closed[hi]);
   ded_node_free(t.node);

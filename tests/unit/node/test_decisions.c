@@ -196,9 +196,11 @@ static void test_node_frames_of_other_attempts_not_counted(void **state) {
   /* The peer (the primary) holds the whole result once ours came; its
    * HAVE for the other attempts counts for nothing, its HAVE for ours is
    * remembered until the node holds the result too. */
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
   for (size_t a = 0; a < sizeof others / sizeof others[0]; a++)
-    if (others[a] != 0) send_have(&t, 0, 0, others[a], 0, 0);
-  send_have(&t, 0, 0, attempt, 0, 0);
+    if (others[a] != 0) send_have(&t, 0, 0, others[a], 0, 0, d);
+  send_have(&t, 0, 0, attempt, 0, 0, d);
   assert_int_equal(t.rounds_done, 0);
   send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, 0, g, COUNT / 2);
   assert_int_equal(t.rounds_done, 1);

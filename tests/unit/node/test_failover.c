@@ -104,8 +104,10 @@ static void test_node_failover_decide(void **state) {
   free(out);
   /* View 1's: A stands; the node fetches what it lacks, shard 0. lo2
    * holds all of A and accepts it in view 1 (HAVE). */
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
   send_decide(&t, c2, 1, 0, &c, holders);
-  send_have(&t, c2, 0, A, 1, 0);
+  send_have(&t, c2, 0, A, 1, 0, d);
   out = tnode_output_on(&t, c2, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_FETCH), 1);
   assert_true(frame_find(out, len, DED_MSG_FETCH, 0, &fr));
@@ -121,7 +123,7 @@ static void test_node_failover_decide(void **state) {
   send_data(&t, c2, DED_MSG_RESULT, 0, A, 0, g, CHUNK);
   assert_int_equal(t.rounds_done, 1);
   out = tnode_output_on(&t, c2, &len, NOW_NS);
-  expect_have(out, len, 0, A, 1, 0);
+  expect_have(out, len, 0, A, 1, 0, d);
   free(out);
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 3);
@@ -208,12 +210,14 @@ static void test_node_probe_mid_round(void **state) {
   free(out);
   assert_memory_equal(buf, orig, sizeof orig);
   /* lo (the primary) holds all of B once our RESULTs came: HAVE, view 2. */
-  send_have(&t, 0, 0, B, 2, 0);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  send_have(&t, 0, 0, B, 2, 0, d);
   assert_int_equal(t.rounds_done, 0);
   send_data(&t, 0, DED_MSG_RESULT, 0, B, 0, g, CHUNK);
   assert_int_equal(t.rounds_done, 1);
   out = tnode_output(&t, &len, NOW_NS);
-  expect_have(out, len, 0, B, 2, 0);
+  expect_have(out, len, 0, B, 2, 0, d);
   free(out);
   assert_int_equal(t.last.status, 0);
   assert_true(t.last.recoveries >= 1);

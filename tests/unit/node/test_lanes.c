@@ -313,7 +313,9 @@ static void lane_round_spread(tnode *t, float *buf, lane_round *lr) {
   }
   /* The decisions and the HAVE on the first connection only. */
   assert_int_equal(frame_count(w.out[0], w.len[0], DED_MSG_COMMIT), 1);
-  expect_have(w.out[0], w.len[0], 0, lr->attempt, 0, 0);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(lr->mean, d);
+  expect_have(w.out[0], w.len[0], 0, lr->attempt, 0, 0, d);
   for (unsigned i = 1; i < 3; i++)
     assert_int_equal(frame_count_all(w.out[i], w.len[i]), twire_data_frames(&w, i));
   twire_free(&w);
@@ -413,7 +415,9 @@ static void test_node_lanes_data_received(void **state) {
   assert_int_equal(t.rounds_done, 0);
   assert_memory_equal(buf, orig, sizeof orig);
   twire_take(&t, &w);
-  send_have(&t, 0, 0, attempt, 0, 0);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  send_have(&t, 0, 0, attempt, 0, 0, d);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 2);
@@ -427,7 +431,7 @@ static void test_node_lanes_data_received(void **state) {
     expect_chunk(&w, 3, DED_MSG_RESULT, attempt, COUNT / 2 + CHUNK * k, g + COUNT / 2 + CHUNK * k);
   }
   for (unsigned i = 0; i < 3; i++) assert_true(twire_data_frames(&w, i) > 0);
-  expect_have(w.out[0], w.len[0], 0, attempt, 0, 0);
+  expect_have(w.out[0], w.len[0], 0, attempt, 0, 0, d);
   for (unsigned i = 1; i < 3; i++)
     assert_int_equal(frame_count_all(w.out[i], w.len[i]), twire_data_frames(&w, i));
   twire_free(&w);

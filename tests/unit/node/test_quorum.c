@@ -41,8 +41,8 @@ static void test_node_have_quorum_completes(void **state) {
     size_t len;
     uint8_t *out;
     if (early) {
-      send_have(&t, ch, 0, A, 0, 0);
-      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      send_have(&t, ch, 0, A, 0, 0, sw.digest);
+      send_have(&t, sw.conn[1], 0, A, 0, 0, sw.digest);
       swarm_feed(&t, &sw, true);
       assert_int_equal(t.rounds_done, 0);
       for (unsigned m = 0; m < 2; m++) {
@@ -58,7 +58,7 @@ static void test_node_have_quorum_completes(void **state) {
       /* Its HAVE, to each other member; none to the stranger. */
       for (unsigned m = 0; m < 2; m++) {
         out = tnode_output_on(&t, sw.conn[m], &len, t.now);
-        expect_have(out, len, 0, A, 0, 0);
+        expect_have(out, len, 0, A, 0, 0, sw.digest);
         free(out);
       }
       out = tnode_output_on(&t, ch, &len, t.now);
@@ -66,10 +66,10 @@ static void test_node_have_quorum_completes(void **state) {
       free(out);
       /* Only time passes: still one of three. */
       tnode_advance(&t, 200ull * 1000 * 1000);
-      send_have(&t, ch, 0, A, 0, 0);
+      send_have(&t, ch, 0, A, 0, 0, sw.digest);
       assert_int_equal(t.rounds_done, 0);
       assert_memory_equal(buf, orig, sizeof orig);
-      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      send_have(&t, sw.conn[1], 0, A, 0, 0, sw.digest);
     }
     assert_int_equal(t.rounds_done, 1);
     assert_int_equal(t.last.status, 0);
@@ -80,12 +80,12 @@ static void test_node_have_quorum_completes(void **state) {
     if (early) {
       for (unsigned m = 0; m < 2; m++) {
         out = tnode_output_on(&t, sw.conn[m], &len, t.now);
-        expect_have(out, len, 0, A, 0, 0);
+        expect_have(out, len, 0, A, 0, 0, sw.digest);
         free(out);
       }
     }
     out = tnode_output_on(&t, ch, &len, t.now);
-    expect_have(out, len, 0, A, 0, DED_HAVE_F_DONE);
+    expect_have(out, len, 0, A, 0, DED_HAVE_F_DONE, sw.digest);
     free(out);
     assert_false(t.closed[0] || t.closed[1] || t.closed[ch]);
     ded_node_free(t.node);
@@ -127,24 +127,24 @@ static void test_node_have_quorum_half_needs_primary(void **state) {
     for (unsigned m = 0; m < 4; m++) {
       if (m == sw.me) continue;
       uint8_t *out = tnode_output_on(&t, sw.conn[m], &len, t.now);
-      expect_have(out, len, 0, A, 0, 0);
+      expect_have(out, len, 0, A, 0, 0, sw.digest);
       free(out);
     }
     assert_int_equal(t.rounds_done, 0);
     if (variant == 0) {
-      send_have(&t, sw.conn[0], 0, A, 0, 0);
+      send_have(&t, sw.conn[0], 0, A, 0, 0, sw.digest);
     } else if (variant == 1) {
-      send_have(&t, sw.conn[1], 0, A, 0, 0);
-      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      send_have(&t, sw.conn[1], 0, A, 0, 0, sw.digest);
+      send_have(&t, sw.conn[1], 0, A, 0, 0, sw.digest);
       assert_int_equal(t.rounds_done, 0);
       assert_memory_equal(buf, orig, sizeof orig);
-      send_have(&t, sw.conn[3], 0, A, 0, 0);
+      send_have(&t, sw.conn[3], 0, A, 0, 0, sw.digest);
     } else {
-      send_have(&t, sw.conn[0], 0, A, 0, 0);
-      send_have(&t, sw.conn[3], 0, A, 0, 0);
+      send_have(&t, sw.conn[0], 0, A, 0, 0, sw.digest);
+      send_have(&t, sw.conn[3], 0, A, 0, 0, sw.digest);
       assert_int_equal(t.rounds_done, 0);
       assert_memory_equal(buf, orig, sizeof orig);
-      send_have(&t, sw.conn[1], 0, A, 0, 0);
+      send_have(&t, sw.conn[1], 0, A, 0, 0, sw.digest);
     }
     if (t.rounds_done != 1)
       fail_msg("variant %d: the attempt did not complete on a quorum of HAVEs", variant);
@@ -179,9 +179,9 @@ static void test_node_have_done_completes(void **state) {
     swarm_commit(&t, &sw);
     const uint64_t A = sw.attempt;
     if (!early) swarm_feed(&t, &sw, false);
-    send_have(&t, sw.conn[0], 0, A + 1, 0, 0);
-    send_have(&t, sw.conn[1], 0, A + 1, 0, 0);
-    send_have(&t, sw.conn[1], 0, A, 1, 0);
+    send_have(&t, sw.conn[0], 0, A + 1, 0, 0, sw.digest);
+    send_have(&t, sw.conn[1], 0, A + 1, 0, 0, sw.digest);
+    send_have(&t, sw.conn[1], 0, A, 1, 0, sw.digest);
     if (early) swarm_feed(&t, &sw, false);
     if (t.rounds_done != 0)
       fail_msg("completed on HAVEs for another attempt or another view (early %d)", early);
@@ -189,9 +189,9 @@ static void test_node_have_done_completes(void **state) {
     /* The node's own HAVE went out (view 0). */
     size_t len;
     uint8_t *out = tnode_output_on(&t, sw.conn[0], &len, t.now);
-    expect_have(out, len, 0, A, 0, 0);
+    expect_have(out, len, 0, A, 0, 0, sw.digest);
     free(out);
-    send_have(&t, sw.conn[1], 0, A, 0, DED_HAVE_F_DONE);
+    send_have(&t, sw.conn[1], 0, A, 0, DED_HAVE_F_DONE, sw.digest);
     assert_int_equal(t.rounds_done, 1);
     assert_int_equal(t.last.status, 0);
     assert_int_equal(t.last.contributors, 3);
@@ -210,7 +210,7 @@ static void test_node_have_done_completes(void **state) {
   tswarm sw;
   swarm_start(&t, &sw, buf, peers, 2);
   swarm_commit(&t, &sw);
-  send_have(&t, sw.conn[0], 0, sw.attempt, 0, DED_HAVE_F_DONE);
+  send_have(&t, sw.conn[0], 0, sw.attempt, 0, DED_HAVE_F_DONE, sw.digest);
   swarm_feed(&t, &sw, true);
   assert_int_equal(t.rounds_done, 0);
   swarm_feed_last(&t, &sw);
@@ -240,14 +240,14 @@ static void test_node_have_answered_done(void **state) {
   free(out);
   const uint32_t views[] = {0, 3};
   for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
-    send_have(&t, 0, 0, pr.attempt, views[v], 0);
+    send_have(&t, 0, 0, pr.attempt, views[v], 0, pr.digest);
     out = tnode_output(&t, &len, NOW_NS);
-    expect_have(out, len, 0, pr.attempt, views[v], DED_HAVE_F_DONE);
+    expect_have(out, len, 0, pr.attempt, views[v], DED_HAVE_F_DONE, pr.digest);
     free(out);
   }
-  send_have(&t, 0, 0, pr.attempt + 1, 0, 0);
-  send_have(&t, 0, 0, pr.attempt, 0, DED_HAVE_F_DONE);
-  send_have(&t, 0, 7, pr.attempt, 0, 0);
+  send_have(&t, 0, 0, pr.attempt + 1, 0, 0, pr.digest);
+  send_have(&t, 0, 0, pr.attempt, 0, DED_HAVE_F_DONE, pr.digest);
+  send_have(&t, 0, 7, pr.attempt, 0, 0, pr.digest);
   out = tnode_output(&t, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_HAVE), 0);
   free(out);
@@ -334,19 +334,19 @@ static void test_node_have_views_after_probe(void **state) {
       send_data(&t, c2, DED_MSG_RESULT, 0, A, CHUNK, sw.g + CHUNK, CHUNK);
       out = tnode_output_on(&t, c2, &len, t.now);
     }
-    expect_have(out, len, 0, A, 3, 0);
+    expect_have(out, len, 0, A, 3, 0, sw.digest);
     free(out);
     out = tnode_output_on(&t, c1, &len, t.now);
-    expect_have(out, len, 0, A, 3, 0);
+    expect_have(out, len, 0, A, 3, 0, sw.digest);
     free(out);
     assert_int_equal(t.rounds_done, 0);
     assert_memory_equal(buf, orig, sizeof orig);
-    send_have(&t, c2, 0, A, 0, 0);
+    send_have(&t, c2, 0, A, 0, 0, sw.digest);
     if (!held) {
       /* Its HAVE of view 3 and lo2's of view 0 are not one view. */
       assert_int_equal(t.rounds_done, 0);
       assert_memory_equal(buf, orig, sizeof orig);
-      send_have(&t, c2, 0, A, 3, 0);
+      send_have(&t, c2, 0, A, 3, 0, sw.digest);
     }
     assert_int_equal(t.rounds_done, 1);
     assert_int_equal(t.last.status, 0);
@@ -385,12 +385,13 @@ static void test_node_have_malformed_dropped(void **state) {
     const uint64_t A = sw.attempt;
     uint8_t f[DED_HAVE_FRAME_BYTES + 1] = {0};
     ded_wr w = ded_wr_init(f, DED_HAVE_FRAME_BYTES);
-    ded_msg_have h = {0, A, 0, 0};
+    ded_msg_have h = {0, A, 0, 0, {0}};
+    memcpy(h.digest, sw.digest, DED_RESULT_DIGEST_BYTES);
     if (tc == FLAG) h.flags = 2;
     if (tc == ATTEMPT0) h.attempt = 0;
     if (tc == FAR_AHEAD) h.round = 1000;
     if (tc == DONE_OTHER) {
-      send_have(&t, 0, 0, A, 0, DED_HAVE_F_DONE); /* lo: A is done */
+      send_have(&t, 0, 0, A, 0, DED_HAVE_F_DONE, sw.digest); /* lo: A is done */
       h.attempt = A + 1;
       h.flags = DED_HAVE_F_DONE;
     }
@@ -417,7 +418,7 @@ static void test_node_have_malformed_dropped(void **state) {
     swarm_feed(&t, &sw, false);
     if (tc != DONE_OTHER) {
       assert_int_equal(t.rounds_done, 0);
-      send_have(&t, 0, 0, A, 0, 0);
+      send_have(&t, 0, 0, A, 0, 0, sw.digest);
     }
     if (t.rounds_done != 1) fail_msg("case %d: the round did not complete", tc);
     assert_int_equal(t.last.status, 0);

@@ -49,7 +49,9 @@ static void test_node_stale(void **state) {
     g[i] = i < COUNT / 2 ? 1.0f : (x[i] + buf[i]) / 2.0f;
   }
   send_chunks(&t, 0, DED_MSG_DATA, 0, A, COUNT / 2, x + COUNT / 2, COUNT / 2);
-  send_have(&t, 0, 0, A, 0, 0); /* the peer (the primary) holds it all */
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  send_have(&t, 0, 0, A, 0, 0, d); /* the peer (the primary) holds it all */
   send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT / 2);
   assert_int_equal(t.rounds_done, 1);
   assert_false(t.last.alone);
@@ -139,6 +141,10 @@ static void test_node_stale_sets_behind(void **state) {
   float g[COUNT];
   for (int i = 0; i < COUNT; i++) g[i] = (float)i;
   send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT);
+  assert_int_equal(t.rounds_done, 0); /* which bytes: lo's answer to the node's HAVE */
+  uint8_t dg[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, dg);
+  answer_have_done(&t, 0, 0, A, dg);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_true(t.last.late);

@@ -109,8 +109,10 @@ static void test_node_round_node_coordinates(void **state) {
   assert_int_equal(t.last.status, 0);
   assert_int_equal(t.last.contributors, 2);
   assert_memory_equal(buf, mean, sizeof mean);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(mean, d);
   out = tnode_output(&t, &len, NOW_NS);
-  expect_have(out, len, 0, attempt, 0, 0);
+  expect_have(out, len, 0, attempt, 0, 0, d);
   free(out);
   assert_false(t.closed[0]);
   ded_node_free(t.node);
@@ -151,17 +153,19 @@ static void test_node_bytewise(void **state) {
     memcpy(script + n + DED_DATA_HDR_BYTES, result + k, CHUNK * sizeof(float));
     n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
   }
-  /* The peer (the primary) holds the whole result too. */
-  ded_msg_have hv = {0, attempt, 0, 0};
+  for (int i = 0; i < COUNT / 2; i++) {
+    want[i] = result[i];
+    want[COUNT / 2 + i] = (peer_x[i] + buf[COUNT / 2 + i]) / 2.0f;
+  }
+  /* The peer (the primary) holds the whole result too (n_local 1: the
+   * caller's buffer ends as the mean itself). */
+  ded_msg_have hv = {0, attempt, 0, 0, {0}};
+  result_digest(want, hv.digest);
   w = ded_wr_init(script + n, sizeof script - n);
   ded_msg_have_encode(&w, &hv);
   assert_false(w.err);
   n += w.pos;
   assert_true(n <= sizeof script);
-  for (int i = 0; i < COUNT / 2; i++) {
-    want[i] = result[i];
-    want[COUNT / 2 + i] = (peer_x[i] + buf[COUNT / 2 + i]) / 2.0f;
-  }
   for (size_t i = 0; i < n; i++) {
     send_raw(&t, 0, script + i, 1);
     assert_false(t.closed[0]);
@@ -583,9 +587,10 @@ static void test_node_strangers_dropped(void **state) {
  * it contributes nothing and fetches the attempt's result from the
  * reducers (FETCH per shard), then reports late with n_j * g. It is no
  * acceptor: it completes once the acceptor (the peer, alone in the
- * attempt) answers its HAVE with HAVE DONE, or at once if the DECIDE that
- * told it says the attempt was chosen (what a coordinator that finished
- * the round answers a late JOIN with). */
+ * attempt) answers its HAVE with HAVE DONE and the digest of its bytes,
+ * even if the DECIDE that told it says the attempt was chosen (what a
+ * coordinator that finished the round answers a late JOIN with): that
+ * says which attempt, not which bytes. */
 static void test_node_not_listed_fetches_result(void **state) {
   (void)state;
   for (int by_decide = 0; by_decide <= 2; by_decide++) {
@@ -629,14 +634,16 @@ static void test_node_not_listed_fetches_result(void **state) {
     send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, 0, g, COUNT - CHUNK);
     assert_int_equal(t.rounds_done, 0);
     send_chunks(&t, 0, DED_MSG_RESULT, 0, attempt, COUNT - CHUNK, g + COUNT - CHUNK, CHUNK);
-    if (by_decide != 2) {
-      /* Its HAVE goes to the attempt's member; its own does not count. */
-      out = tnode_output(&t, &len, NOW_NS);
-      expect_have(out, len, 0, attempt, 0, 0);
-      free(out);
-      assert_int_equal(t.rounds_done, 0);
-      send_have(&t, 0, 0, attempt, 0, DED_HAVE_F_DONE);
-    }
+    /* Its HAVE goes to the attempt's member; its own does not count, and
+     * a DECIDE that says the attempt was chosen does not say with which
+     * bytes: the acceptor's answer (HAVE DONE, its digest) does. */
+    uint8_t d[DED_RESULT_DIGEST_BYTES];
+    result_digest(g, d); /* of g, not of the caller's n_j * g */
+    out = tnode_output(&t, &len, NOW_NS);
+    expect_have(out, len, 0, attempt, 0, 0, d);
+    free(out);
+    assert_int_equal(t.rounds_done, 0);
+    send_have(&t, 0, 0, attempt, 0, DED_HAVE_F_DONE, d);
     assert_int_equal(t.rounds_done, 1);
     assert_int_equal(t.last.status, 0);
     assert_true(t.last.late);
