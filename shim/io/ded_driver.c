@@ -1,22 +1,23 @@
 /*
- * ded_driver.c: epoll, TCP and a thread around one ded_node.
+ * ded_driver.c: epoll, TCP and a thread around one ded_node: the node's
+ * callbacks, the loop and the API.
  *
  * Every call into the node happens on the driver thread. After each one,
  * driver_settle() carries out what the node asked for through its
  * callbacks: connections it closed are closed, connections it gave output
  * are written until the kernel pushes back (then EPOLLOUT takes over).
  *
- * Starting, the driver resolves its addresses (ded_resolve.c) and reads
- * the job's identity, the run's secret and its access control
- * (ded_secrets.c) before the node exists.
+ * The connections' side of that (their sockets and secure channels,
+ * accepting, reading, writing, settling) is ded_dconn.c; the state both
+ * share is ded_driver_int.h. Starting, the driver resolves its addresses
+ * (ded_resolve.c) and reads the job's identity, the run's secret and its
+ * access control (ded_secrets.c) before the node exists.
  */
 #define _GNU_SOURCE
-#include "ded_driver.h"
+#include "ded_driver_int.h"
 
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,13 +26,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/sockios.h>
 
 #include "avg/ded_reduce.h"
 #include "core/ded_assert.h"
@@ -40,88 +37,7 @@
 #include "ded_resolve.h"
 #include "ded_secrets.h"
 
-#define DRV_READ_BYTES (256 * 1024)
-#define DRV_READS_PER_EVENT 16
-#define DRV_IOV_MAX 64
 #define DRV_EVENTS_MAX 64
-#define DRV_TAG_LISTEN UINT64_MAX
-#define DRV_TAG_WAKE (UINT64_MAX - 1)
-
-typedef struct dconn {
-  uint32_t id;
-  int fd;
-  bool connecting;
-  bool out_armed; /* EPOLLOUT is in the interest set */
-  bool dirty;     /* the node may have output for it */
-  bool closing;   /* the node closed it: close the socket */
-  bool in_list;   /* on the settle list */
-  bool shut;      /* leaving: our FIN is sent, we read until theirs */
-  bool inbound;
-  ded_addr remote;
-  bool chan_on; /* |ch| is set up (from connect or accept on) */
-  ded_chan ch;
-  bool backlog; /* |ch| holds output the socket has not taken */
-  /* Bytes the kernel held, unsent or unacknowledged, after our last write;
-   * -1 once our output ran out (what it held then leaves unwatched). */
-  int outq;
-  struct dconn *next_settle;
-} dconn;
-
-typedef struct pending_round {
-  struct pending_round *next;
-  ded_round_args args;
-} pending_round;
-
-struct ded_driver {
-  ded_driver_config cfg;
-  uint8_t psk[DED_NOISE_PSK_BYTES]; /* the run's secret, if it has one */
-  bool has_psk;
-  bool cipher_logged;
-  char log_prefix[64];
-  ded_node *node;
-  char sid[9];
-  int ep, listen_fd, wake_fd;
-  uint16_t port;
-  pthread_t thread;
-  bool thread_started;
-  /* Connections by node slot (id & 0xffff). */
-  dconn **conns;
-  uint32_t nconns;
-  dconn *settle; /* conns with work for driver_settle */
-  uint8_t *rbuf;
-  unsigned nbacklog; /* connections with a backlog */
-  uint64_t meter_polled_ns; /* driver_meter_poll */
-  uint64_t accept_paused_until; /* out of descriptors: stop accepting a while */
-  /* Shared with other threads, under |mu|. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  pending_round *subs_head, *subs_tail;
-  bool stop_requested;
-  /* State transfer: a fetch (or, |fetch_min| > 0, a reload) asked for and
-   * its outcome; a snapshot to hand to the node. */
-  bool fetch_asked, fetch_busy, fetch_joined, fetch_done;
-  uint64_t fetch_min;
-  int fetch_status;
-  ded_snapshot fetch_snap;
-  ded_snapshot *give_snap;
-  /* Rounds waiting for room in the node (DED_ROUNDS_ACTIVE_MAX), in order.
-   * Driver thread only. */
-  pending_round *wait_head, *wait_tail;
-  uint64_t flush_ns;
-  bool booted;
-  int boot_status;
-  bool leaving;
-  uint64_t leave_deadline_ns;
-  _Atomic unsigned peers_up; /* ded_driver_peer_count */
-  bool peers_changed;        /* driver thread: a peer came or went since the count */
-  /* ded_driver_status: the latest peer events (a ring, under |mu|), and
-   * an asked-for snapshot, filled on the driver thread. */
-  ded_driver_event events[DED_DRIVER_EVENTS];
-  uint64_t nevents;
-  bool status_asked, status_ready;
-  ded_swarm_status *status_out;
-  int status_rv;
-};
 
 uint64_t ded_driver_now_ns(void) {
   struct timespec ts;
@@ -164,7 +80,7 @@ static void drv_write_log(const ded_driver *d, int level, const char *line) {
 }
 
 DED_PRINTF(3, 4)
-static void drv_log(const ded_driver *d, int level, const char *fmt, ...) {
+void drv_log(const ded_driver *d, int level, const char *fmt, ...) {
   if (level > d->cfg.node.log_level) return;
   char line[512];
   va_list ap;
@@ -172,236 +88,6 @@ static void drv_log(const ded_driver *d, int level, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   drv_write_log(d, level, line);
-}
-
-/* ---------------------------------------------------------------- connections */
-
-static dconn *dconn_get(ded_driver *d, uint32_t id) {
-  uint32_t slot = id & 0xffff;
-  if (slot >= d->nconns || !d->conns[slot] || d->conns[slot]->id != id) return NULL;
-  return d->conns[slot];
-}
-
-static dconn *dconn_add(ded_driver *d, uint32_t id, int fd) {
-  uint32_t slot = id & 0xffff;
-  if (slot >= d->nconns) {
-    uint32_t n = d->nconns ? d->nconns : 16;
-    while (n <= slot) n *= 2;
-    dconn **v = realloc(d->conns, n * sizeof *v);
-    if (!v) return NULL;
-    for (uint32_t i = d->nconns; i < n; i++) v[i] = NULL;
-    d->conns = v;
-    d->nconns = n;
-  }
-  DED_ASSERT(!d->conns[slot]);
-  dconn *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  c->id = id;
-  c->fd = fd;
-  d->conns[slot] = c;
-  return c;
-}
-
-static void dconn_free(dconn *c) {
-  if (c->chan_on) ded_chan_free(&c->ch);
-  free(c);
-}
-
-static void settle_mark(ded_driver *d, dconn *c) {
-  if (c->in_list) return;
-  c->in_list = true;
-  c->next_settle = d->settle;
-  d->settle = c;
-}
-
-/* Takes |c| out of the table and closes its socket at once, so the node
- * may reuse its slot right away (a peer's frame can make the node close
- * one connection and open another before we settle). The struct itself is
- * freed when settled. */
-/* Keeps |c->backlog| and the driver's count of them true. */
-static void dconn_backlog_update(ded_driver *d, dconn *c) {
-  const uint8_t *p;
-  bool now = c->chan_on && c->fd >= 0 && ded_chan_out(&c->ch, &p) > 0;
-  if (now == c->backlog) return;
-  c->backlog = now;
-  if (now)
-    d->nbacklog++;
-  else
-    d->nbacklog--;
-}
-
-static void dconn_detach(ded_driver *d, dconn *c) {
-  if (c->fd < 0) return;
-  epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
-  close(c->fd);
-  c->fd = -1;
-  dconn_backlog_update(d, c);
-  if (d->conns[c->id & 0xffff] == c) d->conns[c->id & 0xffff] = NULL;
-  c->closing = true;
-  settle_mark(d, c);
-}
-
-static void set_out(ded_driver *d, dconn *c, bool on) {
-  if (c->out_armed == on) return;
-  struct epoll_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0);
-  ev.data.u64 = c->id;
-  epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
-  c->out_armed = on;
-}
-
-/* Unsent bytes a socket may hold. Past it the socket is not writable, so
- * what the node hands over leaves at the link's pace: its upload meter
- * reads the link, not the kernel's buffer (which autotuning grows to
- * megabytes), and a control frame never waits behind seconds of data.
- * Bytes in flight are not counted: long fat pipes still fill. */
-#define DRV_NOTSENT_LOWAT (128 * 1024)
-
-static void sock_tune(int fd) {
-  int one = 1, lowat = DRV_NOTSENT_LOWAT;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
-}
-
-/* How fast this machine adds an incoming vector into a sum (the plan's
- * "compute" input): the reduction kernel over 4 MiB, best of 3, about
- * 10 ms in all. Bytes per second, or 0 if it cannot be measured. */
-static double measure_add_Bps(void) {
-  enum { ELEMS = 1 << 20 };
-  float *acc = calloc(ELEMS, sizeof *acc), *x = calloc(ELEMS, sizeof *x);
-  double best = 0.0;
-  for (int rep = 0; acc && x && rep < 3; rep++) {
-    uint64_t t0 = ded_driver_now_ns();
-    ded_reduce_axpy(DED_DTYPE_F32, acc, x, ELEMS, 1.0, false);
-    uint64_t dt = ded_driver_now_ns() - t0;
-    if (dt > 0) best = fmax(best, (double)ELEMS * sizeof *x * 1e9 / (double)dt);
-  }
-  free(acc);
-  free(x);
-  return best;
-}
-
-/* The socket failed or the peer closed: close it, then tell the node. */
-static void dconn_fail(ded_driver *d, dconn *c, int status) {
-  if (c->closing) return;
-  uint32_t id = c->id;
-  dconn_detach(d, c);
-  ded_node_conn_closed(d->node, id, status, ded_driver_now_ns());
-}
-
-/* Sets up |c|'s secure channel: as initiator once connected (expecting
- * the peer the node calls, if it calls a known one), as responder on
- * accept. 0, or DED_ERR_NOMEM / DED_ERR_INTERNAL. */
-static int dconn_chan_start(ded_driver *d, dconn *c) {
-  uint8_t eph[32], expect[DED_ID_BYTES];
-  if (getrandom(eph, sizeof eph, 0) != (ssize_t)sizeof eph) return DED_ERR_INTERNAL;
-  bool known = !c->inbound && ded_node_conn_expects(d->node, c->id, expect);
-  int rv = ded_chan_init(&c->ch, NULL, ded_node_ident(d->node), d->has_psk ? d->psk : NULL,
-                         ded_node_run_id(d->node), !c->inbound, known ? expect : NULL, eph,
-                         ded_driver_now_ns());
-  ded_wipe(eph, sizeof eph);
-  if (rv == 0) c->chan_on = true;
-  return rv;
-}
-
-/* What the kernel holds for |c|, unsent or unacknowledged, or -1. */
-static int dconn_outq(const dconn *c) {
-  int q;
-  return ioctl(c->fd, SIOCOUTQ, &q) == 0 && q >= 0 ? q : -1;
-}
-
-/* Of the bytes the kernel held for |c| before a write of |w| and those
- * written, how many it has since delivered (acknowledged by the peer): what
- * the upload meter counts. Bytes the socket takes are not yet sent: its
- * buffers and the congestion window grow for seconds into a transfer, and
- * counting writes read a 100 Mbit/s uplink as up to 150, and a 10 Mbit/s
- * one as 20. What was delivered while we had nothing to write is not
- * counted (dconn_flush takes a fresh baseline): it would show up as a burst
- * at the next write. Without SIOCOUTQ, the bytes written. */
-static size_t dconn_delivered(dconn *c, int before, size_t w) {
-  int q = dconn_outq(c);
-  c->outq = q; /* -1: no baseline, taken afresh at the next write */
-  if (q < 0 || before < 0) return w;
-  size_t held = (size_t)before + w;
-  return held > (size_t)q ? held - (size_t)q : 0;
-}
-
-/* While uploads are queued, every DRV_METER_POLL_NS: what each socket
- * with output delivered since we last looked, counted now. A socket is
- * written to only when it drains below TCP_NOTSENT_LOWAT, which on a slow
- * uplink shared by a dozen sockets is a second apart: counted at writes
- * alone, its bytes arrive at the meter in lumps, and a 10 Mbit/s uplink
- * read 11 to 13 in one-second samples. */
-#define DRV_METER_POLL_NS (10ull * 1000 * 1000)
-static void driver_meter_poll(ded_driver *d, uint64_t now) {
-  if (d->nbacklog == 0 || now < d->meter_polled_ns + DRV_METER_POLL_NS) return;
-  d->meter_polled_ns = now;
-  for (uint32_t i = 0; i < d->nconns; i++) {
-    dconn *c = d->conns[i];
-    if (!c || c->outq <= 0 || c->closing) continue;
-    int q = dconn_outq(c);
-    if (q < 0 || q >= c->outq) continue;
-    ded_node_sent(d->node, (size_t)(c->outq - q), true, now);
-    c->outq = q;
-  }
-}
-
-/* Seals what the node has for |c| while the channel has room, and writes
- * the channel's output until done or the kernel is full. */
-static void dconn_flush(ded_driver *d, dconn *c) {
-  c->dirty = false;
-  if (c->connecting || c->closing || !c->chan_on) return;
-  for (;;) {
-    while (ded_chan_can_seal(&c->ch)) {
-      ded_iov iov[DRV_IOV_MAX];
-      int n = ded_node_conn_pending(d->node, c->id, iov, DRV_IOV_MAX);
-      if (n == 0) break;
-      size_t took = ded_chan_seal(&c->ch, iov, n, ded_driver_now_ns());
-      ded_node_conn_consume(d->node, c->id, took, ded_driver_now_ns());
-      if (c->closing) return;
-    }
-    const uint8_t *p;
-    size_t len = ded_chan_out(&c->ch, &p);
-    dconn_backlog_update(d, c);
-    if (len == 0) {
-      set_out(d, c, false);
-      c->outq = -1;
-      return;
-    }
-    int before = c->outq >= 0 ? c->outq : dconn_outq(c);
-    /* MSG_NOSIGNAL: a peer that vanished must cost an EPIPE, not the
-     * SIGPIPE that would kill the trainer. */
-    ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
-    if (w > 0) {
-      ded_chan_out_done(&c->ch, (size_t)w);
-      dconn_backlog_update(d, c);
-      ded_node_sent(d->node, dconn_delivered(c, before, (size_t)w), d->nbacklog > 0,
-                    ded_driver_now_ns());
-      continue;
-    }
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      set_out(d, c, true);
-      return;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    dconn_fail(d, c, DED_ERR_PEER_LOST);
-    return;
-  }
-}
-
-/* Carries out what the node asked for during the last calls. */
-static void driver_settle(ded_driver *d) {
-  while (d->settle) {
-    dconn *c = d->settle;
-    d->settle = c->next_settle;
-    c->in_list = false;
-    if (c->closing)
-      dconn_free(c); /* detached when it closed */
-    else if (c->dirty)
-      dconn_flush(d, c);
-  }
 }
 
 /* ---------------------------------------------------------------- node callbacks */
@@ -413,7 +99,7 @@ static int cb_connect(void *user, uint32_t conn_id, const ded_addr *addr) {
   ded_resolve_to_sockaddr(addr, &ss, &len);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sock_tune(fd);
+  drv_sock_tune(fd);
   int rv = connect(fd, (struct sockaddr *)&ss, len);
   if (rv < 0 && errno != EINPROGRESS) {
     close(fd);
@@ -451,7 +137,7 @@ static void cb_want_write(void *user, uint32_t conn_id) {
   dconn *c = dconn_get(d, conn_id);
   if (!c) return;
   c->dirty = true;
-  settle_mark(d, c);
+  dconn_settle_mark(d, c);
 }
 
 static void cb_round_done(void *user, void *ctx, const ded_round_result *res) {
@@ -516,154 +202,6 @@ static const ded_node_callbacks drv_callbacks = {
 
 /* ---------------------------------------------------------------- the loop */
 
-/* Out of descriptors, the listening socket stays readable: stop watching
- * it for a moment rather than spin on it. */
-static void accept_pause(ded_driver *d, bool pause) {
-  struct epoll_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.events = EPOLLIN;
-  ev.data.u64 = DRV_TAG_LISTEN;
-  epoll_ctl(d->ep, pause ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, d->listen_fd, &ev);
-  d->accept_paused_until = pause ? ded_driver_now_ns() + 200000000ull : 0;
-  if (pause) drv_log(d, DED_LOG_WARN, "out of file descriptors: not accepting for 200 ms");
-}
-
-static void on_accept(ded_driver *d) {
-  for (;;) {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    int fd = accept4(d->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        accept_pause(d, true);
-      return; /* EAGAIN, or a transient error: epoll tells us again */
-    }
-    sock_tune(fd);
-    ded_addr remote;
-    ded_resolve_from_sockaddr((struct sockaddr *)&ss, &remote);
-    uint32_t id;
-    if (ded_node_conn_accepted(d->node, &remote, &id, ded_driver_now_ns()) != 0) {
-      close(fd);
-      continue;
-    }
-    dconn *c = dconn_add(d, id, fd);
-    if (c) {
-      c->inbound = true;
-      c->remote = remote;
-    }
-    struct epoll_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = id;
-    if (!c || dconn_chan_start(d, c) != 0 || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      if (c) d->conns[id & 0xffff] = NULL;
-      if (c) dconn_free(c);
-      close(fd);
-      ded_node_conn_closed(d->node, id, DED_ERR_INTERNAL, ded_driver_now_ns());
-      continue;
-    }
-    /* The node queued its HELLO already (want_write fired before we knew
-     * the fd); it leaves once the handshake is done. */
-    c->dirty = true;
-    settle_mark(d, c);
-    driver_settle(d);
-  }
-}
-
-typedef struct chan_ctx {
-  ded_driver *d;
-  dconn *c;
-} chan_ctx;
-
-static bool chan_on_open(void *user, const uint8_t peer_pk[DED_PK_BYTES]) {
-  chan_ctx *x = user;
-  if (!x->d->cipher_logged) {
-    x->d->cipher_logged = true;
-    drv_log(x->d, DED_LOG_INFO, "sessions use %s",
-            x->c->ch.tx.aes256gcm ? "AES-256-GCM" : "XChaCha20-Poly1305");
-  }
-  ded_node_conn_secured(x->d->node, x->c->id, peer_pk, ded_driver_now_ns());
-  return !x->c->closing; /* closed: we called ourselves */
-}
-
-static bool chan_on_plain(void *user, const uint8_t *p, size_t len) {
-  chan_ctx *x = user;
-  ded_node_conn_recv(x->d->node, x->c->id, p, len, ded_driver_now_ns());
-  return !x->c->closing;
-}
-
-static const ded_chan_cb drv_chan_cb = {chan_on_open, chan_on_plain};
-
-/* A handshake or record failed on |c|: one line, at warn (at most one per
- * connection; a peer retrying with the wrong key makes one per attempt). */
-static void dconn_log_refused(ded_driver *d, dconn *c, const char *why) {
-  char a[64];
-  ded_addr_format(&c->remote, a, sizeof a);
-  drv_log(d, DED_LOG_WARN, "dropping connection %s %s (%s): %s", c->inbound ? "from" : "to", a,
-          c->ch.open ? "session" : "handshake", why);
-}
-
-static void on_conn(ded_driver *d, dconn *c, uint32_t events) {
-  if (c->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      dconn_fail(d, c, DED_ERR_PEER_LOST);
-      return;
-    }
-    c->connecting = false;
-    ded_node_conn_connected(d->node, c->id, ded_driver_now_ns());
-    if (c->closing) return;
-    int rv = dconn_chan_start(d, c);
-    if (rv) {
-      dconn_fail(d, c, rv);
-      return;
-    }
-    c->dirty = true;
-    settle_mark(d, c);
-  }
-  uint32_t id = c->id;
-  driver_settle(d);
-  if (!dconn_get(d, id)) return;
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    for (int i = 0; i < DRV_READS_PER_EVENT; i++) {
-      ssize_t r = read(c->fd, d->rbuf, DRV_READ_BYTES);
-      if (r > 0 && !c->chan_on) { /* cannot happen: connected first */
-        dconn_fail(d, c, DED_ERR_INTERNAL);
-        break;
-      }
-      if (r > 0) {
-        chan_ctx ctx = {d, c};
-        int rv = ded_chan_recv(&c->ch, d->rbuf, (size_t)r, &drv_chan_cb, &ctx);
-        if (rv && !c->closing) {
-          dconn_log_refused(d, c, c->ch.why);
-          dconn_fail(d, c, rv);
-        }
-        if (c->closing) break;
-        c->dirty = true; /* the handshake's next message, or the node's first frames */
-        settle_mark(d, c);
-        continue;
-      }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      /* EOF or error. Before the channel opened, most likely the other
-       * side refused our handshake: say so, as it will not tell us. */
-      if (!c->ch.open && !c->inbound)
-        dconn_log_refused(d, c, "closed during the handshake (another swarm key or run, or the peer is full or leaving)");
-      dconn_fail(d, c, DED_ERR_PEER_LOST);
-      break;
-    }
-    driver_settle(d);
-    if (!dconn_get(d, id)) return;
-  }
-  if ((events & EPOLLOUT) && !c->closing) {
-    c->dirty = true;
-    settle_mark(d, c);
-    driver_settle(d);
-  }
-}
-
 /*
  * Hands waiting rounds to the node, in order, while it has room. A trainer
  * may have more all-reduces in flight than the node holds at once
@@ -686,7 +224,6 @@ static void driver_submit_waiting(ded_driver *d) {
   }
 }
 
-/* Moves queued submissions into the node; handles a stop request. */
 /* The snapshot ded_driver_status asked for; under |mu|, on the driver
  * thread (the node is its alone). */
 static void driver_status_fill(ded_driver *d, ded_swarm_status *out) {
@@ -700,6 +237,7 @@ static void driver_status_fill(ded_driver *d, ded_swarm_status *out) {
     out->events[out->nevents++] = d->events[i % DED_DRIVER_EVENTS];
 }
 
+/* Moves queued submissions into the node; handles a stop request. */
 static void on_wake(ded_driver *d) {
   uint64_t v;
   while (read(d->wake_fd, &v, sizeof v) > 0) {
@@ -798,12 +336,12 @@ static void *driver_main(void *arg) {
     for (int i = 0; i < n; i++) {
       uint64_t tag = evs[i].data.u64;
       if (tag == DRV_TAG_LISTEN)
-        on_accept(d);
+        drv_on_accept(d);
       else if (tag == DRV_TAG_WAKE)
         on_wake(d);
       else {
         dconn *c = dconn_get(d, (uint32_t)tag);
-        if (c) on_conn(d, c, evs[i].events);
+        if (c) drv_on_conn(d, c, evs[i].events);
       }
     }
     now = ded_driver_now_ns();
@@ -812,7 +350,7 @@ static void *driver_main(void *arg) {
       ded_node_handle_expiry(d->node, now);
       driver_settle(d);
     }
-    if (d->accept_paused_until && now >= d->accept_paused_until) accept_pause(d, false);
+    if (d->accept_paused_until && now >= d->accept_paused_until) drv_accept_pause(d, false);
     if (d->wait_head) driver_submit_waiting(d);
     if (d->peers_changed) { /* recounted after a peer came or went, not per wake-up */
       d->peers_changed = false;
@@ -886,6 +424,24 @@ static void driver_free(ded_driver *d) {
   pthread_mutex_destroy(&d->mu);
   pthread_cond_destroy(&d->cv);
   free(d);
+}
+
+/* How fast this machine adds an incoming vector into a sum (the plan's
+ * "compute" input): the reduction kernel over 4 MiB, best of 3, about
+ * 10 ms in all. Bytes per second, or 0 if it cannot be measured. */
+static double measure_add_Bps(void) {
+  enum { ELEMS = 1 << 20 };
+  float *acc = calloc(ELEMS, sizeof *acc), *x = calloc(ELEMS, sizeof *x);
+  double best = 0.0;
+  for (int rep = 0; acc && x && rep < 3; rep++) {
+    uint64_t t0 = ded_driver_now_ns();
+    ded_reduce_axpy(DED_DTYPE_F32, acc, x, ELEMS, 1.0, false);
+    uint64_t dt = ded_driver_now_ns() - t0;
+    if (dt > 0) best = fmax(best, (double)ELEMS * sizeof *x * 1e9 / (double)dt);
+  }
+  free(acc);
+  free(x);
+  return best;
 }
 
 static int driver_setup_net(ded_driver *d, ded_node_settings *st, char *err, size_t errlen) {
