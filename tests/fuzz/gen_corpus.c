@@ -18,6 +18,7 @@
 
 #include "fuzz.h"
 
+#include "avg/ded_digest.h"
 #include "avg/ded_reduce.h"
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
@@ -490,7 +491,7 @@ static void node_result_digest(uint8_t d[DED_RESULT_DIGEST_BYTES], uint8_t dtype
     ded_reduce_axpy(dtype, res + from * es, src, (size_t)(to - from), c[m].a, m == 0);
   }
   if (nc) ded_reduce_div(dtype, res + from * es, (size_t)(to - from), W);
-  ded_hash32(res, (size_t)(n * es), d);
+  ded_digest_of(res, n * es, d);
 }
 
 /* Empty RECORDS frames: valid and without effect. They lengthen a

@@ -429,6 +429,53 @@ static void test_attempt_result(void **state) {
   att_world_free(&w);
 }
 
+/* The digest a member votes with is that of the bytes its buffer holds,
+ * hashed as chunks come in (our shard's as it is reduced, the others' as
+ * they arrive); fetched again from one holder, but for our own shard, it
+ * is that of the new bytes, and RESULTs from anyone else are ignored. */
+static void test_attempt_digest(void **state) {
+  (void)state;
+  att_world w;
+  att_running(&w, 3, -1, 1);
+  uint64_t mine = ded_chunks(ded_attempt_shard_len(&w.a, 1), CHUNK);
+  for (uint64_t c = 0; c < mine; c++) {
+    assert_int_equal(att_data(&w, 2, c), 0);
+    assert_int_equal(att_data(&w, 0, c), 0);
+  }
+  double remote[COUNT], other[COUNT], want_res[COUNT];
+  for (unsigned i = 0; i < COUNT; i++) {
+    remote[i] = 100.0 + i;
+    other[i] = -7.0 - i;
+  }
+  for (unsigned s = 0; s < 3; s += 2)
+    for (uint64_t c = 0; c < ded_chunks(ded_attempt_shard_len(&w.a, s), CHUNK); c++)
+      assert_int_equal(att_take(&w, s, DED_MSG_RESULT, s, c, remote, true, false), 0);
+  assert_true(ded_attempt_whole(&w.a));
+  uint8_t got[DED_DIGEST_BYTES], want[DED_DIGEST_BYTES];
+  ded_attempt_digest(&w.a, got);
+  ded_digest_of(w.res, sizeof w.res, want);
+  assert_memory_equal(got, want, sizeof want);
+  memcpy(want_res, other, sizeof other);
+  uint64_t lo = ded_attempt_shard_lo(&w.a, 1), len = ded_attempt_shard_len(&w.a, 1);
+  memcpy(&want_res[lo], &w.res[lo], len * ES); /* our shard stays */
+  ded_attempt_refetch(&w.a, &w.fm.mem);
+  w.a.holders = ded_mem_malloc(&w.fm.mem, 3 * sizeof *w.a.holders);
+  assert_non_null(w.a.holders);
+  for (unsigned s = 0; s < 3; s++) w.a.holders[s] = 2;
+  assert_false(ded_attempt_whole(&w.a));
+  for (unsigned s = 0; s < 3; s += 2)
+    for (uint64_t c = 0; c < ded_chunks(ded_attempt_shard_len(&w.a, s), CHUNK); c++) {
+      assert_int_equal(att_take(&w, 0, DED_MSG_RESULT, s, c, remote, false, true), 0); /* ignored */
+      assert_int_equal(att_take(&w, 2, DED_MSG_RESULT, s, c, other, false, true), 0);
+    }
+  assert_true(ded_attempt_whole(&w.a));
+  assert_memory_equal(w.res, want_res, sizeof want_res);
+  ded_attempt_digest(&w.a, got);
+  ded_digest_of(want_res, sizeof want_res, want);
+  assert_memory_equal(got, want, sizeof want);
+  att_world_free(&w);
+}
+
 /* Serving our shard while we reduce it: the chunks done go at once, the
  * others as they finish (to the members, then to every fetcher); without
  * |pending|, or for another shard, or once done, no one is remembered. */
@@ -582,6 +629,7 @@ int main(void) {
       cmocka_unit_test(test_attempt_aux_skipped),
       cmocka_unit_test(test_attempt_data_rejected),
       cmocka_unit_test(test_attempt_result),
+      cmocka_unit_test(test_attempt_digest),
       cmocka_unit_test(test_attempt_serve),
       cmocka_unit_test(test_attempt_send_error),
       cmocka_unit_test(test_attempt_needs),

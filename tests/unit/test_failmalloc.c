@@ -9,6 +9,7 @@
  */
 #include "unit_util.h"
 
+#include "avg/ded_digest.h"
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
 #include "dht/ded_table.h"
@@ -355,7 +356,7 @@ static void script_have(node_script *sc, uint8_t flags) {
   uint8_t f[DED_HAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_have m = {0, sc->attempt, 0, flags, {0}};
-  ded_hash32(sc->want, sizeof sc->want, m.digest);
+  ded_digest_of(sc->want, sizeof sc->want, m.digest);
   ded_msg_have_encode(&w, &m);
   assert_false(w.err);
   script_append(sc, f, w.pos);

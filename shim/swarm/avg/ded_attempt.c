@@ -5,6 +5,7 @@
 #include "../core/ded_assert.h"
 #include "../core/ded_bits.h"
 #include "../core/ded_err.h"
+#include "../core/ded_types.h"
 #include "ded_partition.h"
 #include "ded_reduce.h"
 
@@ -16,6 +17,7 @@ void ded_attempt_clear(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache, 
   ded_mem_free(mem, a->staging);
   ded_mem_free(mem, a->res_base);
   ded_mem_free(mem, a->res_bits);
+  ded_digest_free(&a->dig, mem);
   ded_mem_free(mem, a->holders);
   ded_mem_free(mem, a->fetch_sent);
   ded_attempt_drop_fetchers(a, mem);
@@ -45,7 +47,8 @@ int ded_attempt_layout(ded_attempt *a, const ded_mem *mem, const ded_msg_commit 
   for (unsigned m = 0; m < k; m++)
     a->res_base[m + 1] = a->res_base[m] + ded_chunks(ded_attempt_shard_len(a, m), a->chunk);
   a->res_bits = ded_mem_calloc(mem, (a->res_base[k] + 7) / 8, 1);
-  return a->res_bits ? 0 : DED_ERR_NOMEM;
+  if (!a->res_bits) return DED_ERR_NOMEM;
+  return ded_digest_init(&a->dig, mem, plan->count * ded_dtype_size(plan->dtype));
 }
 
 uint64_t ded_attempt_shard_lo(const ded_attempt *a, unsigned s) { return a->plan.members[s].shard_off; }
@@ -63,6 +66,10 @@ bool ded_attempt_shard_done(const ded_attempt *a, unsigned s) {
 
 bool ded_attempt_whole(const ded_attempt *a) {
   return a->res_bits && a->res_got == a->res_base[a->plan.k];
+}
+
+void ded_attempt_digest(const ded_attempt *a, uint8_t out[DED_DIGEST_BYTES]) {
+  ded_digest_final(&a->dig, out);
 }
 
 uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem) {
@@ -110,6 +117,7 @@ static int finish_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c) 
   ded_reduce_div(env->dtype, env->res + (a->my_off + first) * env->es, n, a->total_w);
   ded_bit_set(a->res_bits, a->res_base[a->me] + c);
   a->res_got++;
+  ded_digest_got(&a->dig, env->res, (a->my_off + first) * env->es, n * env->es);
   if (++a->reduced == a->my_nchunks) a->reduced_ns = env->now_ns;
   for (unsigned m = 0; m < a->plan.k; m++) {
     if (m == a->me) continue;
@@ -209,6 +217,7 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   ded_bit_set(a->res_bits, bit);
   memcpy(env->res + d->offset * env->es, d->elems, d->len);
   a->res_got++;
+  ded_digest_got(&a->dig, env->res, d->offset * env->es, d->len);
   return 0;
 }
 
@@ -250,6 +259,9 @@ void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem) {
   if (own)
     for (uint64_t b = a->res_base[a->me]; b < a->res_base[a->me + 1]; b++, a->res_got++)
       ded_bit_set(a->res_bits, b);
+  size_t es = ded_dtype_size(a->plan.dtype);
+  uint64_t keep_lo = own ? ded_attempt_shard_lo(a, a->me) * es : 0;
+  ded_digest_reset(&a->dig, keep_lo, own ? ded_attempt_shard_len(a, a->me) * es : 0);
   ded_mem_free(mem, a->fetch_sent);
   a->fetch_sent = NULL;
   a->refetch = true;

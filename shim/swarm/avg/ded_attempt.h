@@ -21,10 +21,11 @@
  * member, and to those that fetched it.
  *
  * Invariants: res_bits marks exactly the chunks of the result the round's
- * buffer holds (res_got of them); a chunk of our shard is marked only once
- * every contribution to it was added; a (member, chunk) contribution is
- * taken at most once, and a second one is a protocol violation; the
- * caller's buffer (env.input) is only read.
+ * buffer holds (res_got of them), and |dig| counts exactly their bytes
+ * in; a chunk of our shard is marked only once every contribution to it
+ * was added; a (member, chunk) contribution is taken at most once, and a
+ * second one is a protocol violation; the caller's buffer (env.input) is
+ * only read.
  */
 #ifndef DED_ATTEMPT_H
 #define DED_ATTEMPT_H
@@ -36,6 +37,7 @@
 #include "../core/ded_mem.h"
 #include "../core/ded_msg.h"
 #include "../round/ded_history.h"
+#include "ded_digest.h"
 
 /* A FETCH of our shard while we still reduce it: answered chunk by chunk. */
 typedef struct ded_attempt_fetcher {
@@ -62,6 +64,7 @@ typedef struct ded_attempt {
   uint64_t *res_base; /* per shard: index of its first chunk in res_bits */
   uint8_t *res_bits;
   uint64_t res_got;
+  ded_digest dig; /* the held chunks' blocks, hashed as they complete */
   uint16_t *holders;   /* fetching: who serves each shard (a DECIDE's, or
                           the member asked again for the round's bytes) */
   uint8_t *fetch_sent; /* ... and which shards we asked for */
@@ -103,6 +106,9 @@ bool ded_attempt_shard_done(const ded_attempt *a, unsigned s);
 
 /* True once we hold every chunk of the result. */
 bool ded_attempt_whole(const ded_attempt *a);
+
+/* The digest of the result we hold (ded_digest.h); only once whole. */
+void ded_attempt_digest(const ded_attempt *a, uint8_t out[DED_DIGEST_BYTES]);
 
 /* The shards we hold in full, as a bitmap (NULL: out of memory). */
 uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem);

@@ -207,8 +207,9 @@ typedef struct ded_msg_fetch {
 
 /* HAVE (member -> the attempt's members): u64 round | u64 attempt |
  * u32 view | u8 flags | 32 bytes digest. The sender holds the attempt's
- * whole result, whose bytes hash to |digest| (BLAKE2b-256 of the result
- * vector, every shard, as the element type's bytes), and accepts it in
+ * whole result, whose bytes hash to |digest| (avg/ded_digest.h: BLAKE2b-256
+ * over the BLAKE2b-256 of each 64 KiB block of the result vector, every
+ * shard, as the element type's bytes), and accepts it in
  * |view| (the view whose COMMIT or DECIDE it follows); it sends none for a
  * view below one it has joined. A quorum counts only HAVEs of one view
  * that carry one digest. DED_HAVE_F_DONE: the sender completed the round

@@ -261,7 +261,7 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   if (!ded_round_holds(r) || !ded_attempt_whole(&r->att)) return false;
   if (!r->got_ns) r->got_ns = now_ns;
   if (!r->digested) {
-    ded_hash32(r->res, ded_round_bytes(r), r->digest);
+    ded_attempt_digest(&r->att, r->digest);
     r->digested = true;
   }
   if (!r->accepted && r->att_state == ROUND_ATT_LIVE &&

@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "avg/ded_digest.h"
+
 /* ----------------------------------------------- scripted peers (tnode) */
 
 const uint8_t node_seed[DED_SEED_BYTES] = {9, 9, 9};
@@ -266,7 +268,7 @@ void send_have(tnode *t, unsigned i, uint64_t round, uint64_t attempt, uint32_t 
 }
 
 void result_digest(const float *g, uint8_t digest[DED_RESULT_DIGEST_BYTES]) {
-  ded_hash32(g, COUNT * sizeof(float), digest);
+  ded_digest_of(g, COUNT * sizeof(float), digest);
 }
 
 void send_probe(tnode *t, unsigned i, uint64_t round, uint32_t view) {
