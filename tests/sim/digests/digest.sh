@@ -31,17 +31,25 @@ if [ "$mode" = record ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Two halves of the chaos seeds at once: they dominate the time.
+# Two halves of the chaos seeds at once: they dominate the time. Each
+# run's own checks count too: a seed that fails them is never recorded.
 half=$(( (chaos + 1) / 2 ))
-"$bin/sim_chaos" --weak-liveness --digest --seeds "$half" | grep '^seed ' >"$tmp/c1" &
+"$bin/sim_chaos" --weak-liveness --digest --seeds "$half" >"$tmp/c1.out" 2>&1 &
 c1=$!
-"$bin/sim_chaos" --weak-liveness --digest --first $((half + 1)) --seeds $((chaos - half)) |
-  grep '^seed ' >"$tmp/c2" &
+"$bin/sim_chaos" --weak-liveness --digest --first $((half + 1)) --seeds $((chaos - half)) \
+  >"$tmp/c2.out" 2>&1 &
 c2=$!
-"$bin/sim_avg" --digest --seeds "$avg" | grep '^seed ' >"$tmp/sim_avg.txt"
-wait $c1
-wait $c2
-cat "$tmp/c1" "$tmp/c2" >"$tmp/sim_chaos.txt"
+rc=0
+"$bin/sim_avg" --digest --seeds "$avg" >"$tmp/a.out" 2>&1 || rc=1
+wait $c1 || rc=1
+wait $c2 || rc=1
+if [ $rc -ne 0 ]; then
+  grep -h -i 'fail' "$tmp/a.out" "$tmp/c1.out" "$tmp/c2.out" | head -n 20 >&2
+  echo "digest: a simulator run failed its own checks; nothing compared or recorded" >&2
+  exit 1
+fi
+grep '^seed ' "$tmp/a.out" >"$tmp/sim_avg.txt"
+cat "$tmp/c1.out" "$tmp/c2.out" | grep '^seed ' >"$tmp/sim_chaos.txt"
 if [ "$mode" = record ]; then
   cp "$tmp/sim_avg.txt" "$tmp/sim_chaos.txt" "$here/"
   echo "digest: recorded $(wc -l <"$here/sim_avg.txt") sim_avg and $(wc -l <"$here/sim_chaos.txt") sim_chaos seeds"
