@@ -150,7 +150,7 @@ static void submit(bench *b, int i) {
     b->snap_set++;
     if (ded_node_snapshot_set(node, &snap, sim_now(b->s)) != 0) b->snap_fail++;
   }
-  ded_round_args a = {j->buf, b->count, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)j->next_round};
+  ded_round_args a = {j->buf, b->count, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)j->next_round, 0};
   if (!j->joiner && j->next_round < ROUNDS_MAX) j->sub_ns[j->next_round] = sim_now(b->s);
   j->busy = true;
   int64_t rv = ded_node_round_submit(node, &a, sim_now(b->s));

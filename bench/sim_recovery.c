@@ -47,7 +47,7 @@ static void submit_all(bench *b, int round) {
   b->done = 0;
   for (int i = 0; i < b->n; i++) {
     if (!sim_up(b->s, i)) continue;
-    ded_round_args a = {b->buf[i], b->count, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round};
+    ded_round_args a = {b->buf[i], b->count, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round, 0};
     ded_node_round_submit(sim_node(b->s, i), &a, sim_now(b->s));
   }
 }

@@ -20,7 +20,11 @@
  * Each step, every rank computes the mean gradient over its own minibatch,
  * all-reduces it in --buckets equal pieces (one MPI_Allreduce, or with
  * --nonblocking one MPI_Iallreduce each and an MPI_Waitall), divides by
- * the world size and takes an SGD step. The flat vector is zero-padded to
+ * the world size and takes an SGD step. With --fuse S it all-reduces as
+ * Horovod's tensor fusion does instead (grad_allreduce_fused: the
+ * tensors in backward order, runs of them packed into one fusion buffer,
+ * cut at random every step), so that jobs with different S cut the same
+ * gradient stream differently. The flat vector is zero-padded to
  * a multiple of the bucket count so that every bucket has the same size:
  * a peer that pairs its bucket i with someone's bucket j is then caught by
  * the values, not hidden by a size check.
@@ -74,6 +78,7 @@ enum { EVAL_SAMPLES = 512 };
 #define STREAM_W2 UINT64_C(2)
 #define STREAM_TEACHER UINT64_C(3)
 #define STREAM_EVAL UINT64_C(4)
+#define STREAM_FUSE UINT64_C(5)
 #define STREAM_SHARD(k) ((UINT64_C(1) << 32) | (uint64_t)(k))
 
 typedef struct {
@@ -82,6 +87,7 @@ typedef struct {
   int step_ms;            /* extra compute time per step (tests) */
   int linger_ms;          /* wait before MPI_Finalize (tests: serve late peers) */
   uint64_t seed;
+  uint64_t fuse; /* --fuse: the seed of the fusion's cuts; 0 = buckets */
   float lr;
   bool nonblocking, quiet;
   const char *out;
@@ -337,10 +343,12 @@ static void usage(FILE *f)
         "         [--classes C] [--batch N] [--lr X] [--seed S]\n"
         "         [--shard-base K] [--shards S] [--log-every K]\n"
         "         [--nonblocking] [--out FILE] [--quiet] [--step-ms MS]\n"
-        "         [--linger-ms MS]\n"
+        "         [--linger-ms MS] [--fuse S]\n"
         "Rank r trains on data shard K+r of S (default K=0, S=world size).\n"
         "Defaults: 100 steps, 4 buckets, dim 256, hidden 256, 10 classes,\n"
-        "batch 32 per rank, lr 0.5, seed 1, a line every step.\n",
+        "batch 32 per rank, lr 0.5, seed 1, a line every step.\n"
+        "--fuse S (S > 0) all-reduces as tensor fusion does: the tensors in\n"
+        "backward order, packed into one buffer, cut at random (seeded by S).\n",
         f);
 }
 
@@ -415,6 +423,8 @@ static bool opts_set(trainer_opts *o, const char *name, const char *v)
     return parse_int(v, 0, 600000, &o->linger_ms);
   if (!strcmp(name, "seed"))
     return parse_u64(v, &o->seed);
+  if (!strcmp(name, "fuse"))
+    return parse_u64(v, &o->fuse) && o->fuse > 0;
   if (!strcmp(name, "lr"))
     return parse_float(v, &o->lr);
   if (!strcmp(name, "out")) {
@@ -472,6 +482,7 @@ typedef struct {
   layout l;
   int rank, size, shards;
   float *p, *g;
+  float *fusion; /* --fuse: the fusion buffer, n_params floats */
   long long step; /* the next step (1-based): state, like p */
   int8_t *teacher;
   scratch s;
@@ -496,6 +507,37 @@ static void grad_allreduce(trainer *t)
     MPI_Waitall(t->o.buckets, t->reqs, MPI_STATUSES_IGNORE);
 }
 
+/*
+ * --fuse: the exchange as Horovod's tensor fusion makes it. The tensors
+ * become ready in backward order (b2, W2, b1, W1); whatever is ready in
+ * one cycle goes into one fusion buffer and is all-reduced from there
+ * with a blocking MPI_Allreduce, as Horovod's background thread does.
+ * Here a draw of (S, step) says after which tensors a cycle ended, so the
+ * cuts change every step, and a job with another S cuts elsewhere, while
+ * every job's stream of elements (the tensors in that order) is the same.
+ * Every rank of a job draws the same cuts. The padding is not reduced.
+ */
+static void grad_allreduce_fused(trainer *t, int step)
+{
+  const layout *l = &t->l;
+  const size_t off[4] = {l->b2, l->w2, l->b1, l->w1};
+  const size_t len[4] = {(size_t)l->classes, l->b2 - l->w2, l->w2 - l->b1, l->b1 - l->w1};
+  uint64_t key = stream_key(t->o.fuse, STREAM_FUSE);
+  size_t used = 0, first = 0;
+  for (int i = 0; i < 4; i++) {
+    memcpy(t->fusion + used, t->g + off[i], len[i] * sizeof(float));
+    used += len[i];
+    bool cut = i == 3 || (stream_at(key, (uint64_t)step * 4 + (uint64_t)i) & 1);
+    if (!cut)
+      continue;
+    MPI_Allreduce(MPI_IN_PLACE, t->fusion, (int)used, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t k = first, at = 0; k <= (size_t)i; at += len[k], k++)
+      memcpy(t->g + off[k], t->fusion + at, len[k] * sizeof(float));
+    used = 0;
+    first = (size_t)i + 1;
+  }
+}
+
 /* One SGD step (1-based); returns this rank's mean minibatch loss before
  * the update and adds the time spent in the gradient exchange to *comm_s. */
 static double train_step(trainer *t, int step, double *comm_s)
@@ -509,7 +551,10 @@ static double train_step(trainer *t, int step, double *comm_s)
   model_backward(l, t->p, &t->s, n, t->g);
 
   double t0 = MPI_Wtime();
-  grad_allreduce(t);
+  if (t->o.fuse)
+    grad_allreduce_fused(t, step);
+  else
+    grad_allreduce(t);
   *comm_s += MPI_Wtime() - t0;
 
   /* The sum over the world, divided by the world size: the mean gradient. */
@@ -565,7 +610,8 @@ static void print_config(const trainer *t)
          " (%zu B) batch %d steps %d lr %g seed %" PRIu64 " mode %s\n",
          t->size, o->shard_base, o->shard_base + t->size - 1, t->shards,
          t->l.n_params, o->buckets, t->l.bucket, t->l.bucket * sizeof(float), o->batch,
-         o->steps, (double)o->lr, o->seed, o->nonblocking ? "nonblocking" : "blocking");
+         o->steps, (double)o->lr, o->seed,
+         o->fuse ? "fused" : o->nonblocking ? "nonblocking" : "blocking");
 }
 
 static bool trainer_alloc(trainer *t)
@@ -574,6 +620,7 @@ static bool trainer_alloc(trainer *t)
   size_t n = (size_t)t->o.batch;
   t->p = calloc(l->n_flat, sizeof *t->p);
   t->g = calloc(l->n_flat, sizeof *t->g);
+  t->fusion = malloc(l->n_params * sizeof *t->fusion);
   t->teacher = malloc((size_t)l->dim * (size_t)l->classes);
   t->reqs = malloc((size_t)t->o.buckets * sizeof *t->reqs);
   t->s = (scratch){.n_max = t->o.batch};
@@ -582,7 +629,7 @@ static bool trainer_alloc(trainer *t)
   t->s.h = malloc(n * (size_t)l->hidden * sizeof(float));
   t->s.z = malloc(n * (size_t)l->classes * sizeof(float));
   t->s.dh = malloc(n * (size_t)l->hidden * sizeof(float));
-  return t->p && t->g && t->teacher && t->reqs && t->s.x && t->s.y && t->s.h &&
+  return t->p && t->g && t->fusion && t->teacher && t->reqs && t->s.x && t->s.y && t->s.h &&
          t->s.z && t->s.dh;
 }
 
@@ -590,6 +637,7 @@ static void trainer_free(trainer *t)
 {
   free(t->p);
   free(t->g);
+  free(t->fusion);
   free(t->teacher);
   free(t->reqs);
   free(t->s.x);

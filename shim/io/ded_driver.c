@@ -218,6 +218,8 @@ static void driver_submit_waiting(ded_driver *d) {
       ded_round_result res;
       memset(&res, 0, sizeof res);
       res.status = (int)rv;
+      res.count = p->args.count;
+      res.last = true;
       d->cfg.done(d->cfg.user, p->args.ctx, &res);
     }
     free(p);
@@ -287,6 +289,8 @@ static void on_wake(ded_driver *d) {
       ded_round_result res;
       memset(&res, 0, sizeof res);
       res.status = DED_ERR_CLOSING;
+      res.count = p->args.count;
+      res.last = true;
       d->cfg.done(d->cfg.user, p->args.ctx, &res);
       free(p);
     }

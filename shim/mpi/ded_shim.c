@@ -82,8 +82,9 @@ typedef struct shim_op {
   MPI_Datatype dt;
   size_t bytes;
   int local_err;   /* step 1's PMPI result */
-  bool swarm_done; /* rank 0: the driver reported (under S.mu) */
-  ded_round_result res;
+  bool swarm_done; /* rank 0: the driver reported its last round (under S.mu) */
+  unsigned rounds;  /* rank 0: rounds reported so far */
+  ded_round_result res; /* rank 0: their outcome together */
   shim_header hdr;
   MPI_Request bcast[2]; /* header, buffer */
   bool posted; /* the header is final and (with other ranks) the broadcasts are out */
@@ -201,17 +202,34 @@ static void progress_open(void) {
   if (fd >= 0) close(fd);
 }
 
-/* Called on the driver thread: the swarm finished rank 0's part of |ctx|. */
+/* Called on the driver thread: the swarm finished a round of rank 0's
+ * part of |ctx| (an op may take several rounds: docs/architecture.md,
+ * "Alignment by the gradient stream"); the op's outcome sums them up. */
 static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) {
   (void)user;
   shim_op *op = ctx;
-  progress_report(op, res);
   pthread_mutex_lock(&S.mu);
   ded_step_round_done(&S.step, res); /* before the op shows done: the next op sees it */
-  op->res = *res;
+  if (op->rounds++ == 0) {
+    op->res = *res;
+  } else {
+    int status = op->res.status ? op->res.status : res->status;
+    bool alone = op->res.alone && res->alone, late = op->res.late || res->late;
+    uint32_t contributors = DED_MIN(op->res.contributors, res->contributors);
+    uint32_t recoveries = op->res.recoveries + res->recoveries;
+    op->res = *res;
+    op->res.status = status;
+    op->res.alone = alone;
+    op->res.late = late;
+    op->res.contributors = contributors;
+    op->res.recoveries = recoveries;
+  }
   op->res.members = NULL; /* valid only during the callback */
-  op->swarm_done = true;
-  pthread_cond_broadcast(&S.cv);
+  if (res->last) {
+    progress_report(op, &op->res);
+    op->swarm_done = true;
+    pthread_cond_broadcast(&S.cv);
+  }
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -350,7 +368,7 @@ static int state_sync(void) {
   }
   if (snap.round > 0) {
     S.loaded = snap;
-    ded_step_resume(&S.step, snap.round);
+    ded_step_resume(&S.step, snap.round, snap.pos);
     shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in %u "
              "piece%s", S.cfg.run, (unsigned long long)snap.round, (unsigned long long)snap.len,
              snap.npieces, snap.npieces == 1 ? "" : "s");
@@ -490,18 +508,21 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
   if (S.rank == 0) {
     if (first) state_start();
     bool idle = atomic_load(&S.pending) == 1; /* this op only */
-    uint64_t round = ded_step_round_begin(&S.step, S.driver, recvbuf, count, dt, idle, &op->reload);
+    bool step_begins = ded_step_call_begin(&S.step, S.driver, recvbuf, count, dt, idle, &op->reload);
     int rv = DED_ERR_INTERNAL;
     op->start_ns = ded_driver_now_ns();
     if (op->local_err == MPI_SUCCESS) {
-      ded_round_args a = {recvbuf, (uint64_t)count, dtype, w, (uint32_t)S.size, op};
+      ded_round_args a = {recvbuf, (uint64_t)count, dtype, w, (uint32_t)S.size, op,
+                          S.step.len_sure ? S.step.len : 0};
       rv = ded_driver_submit(S.driver, &a);
     }
-    ded_step_offer(&S.step, S.driver, round);
+    ded_step_offer(&S.step, S.driver, step_begins, idle);
     if (rv != 0) {
       ded_round_result res;
       memset(&res, 0, sizeof res);
       res.status = rv;
+      res.count = (uint64_t)count;
+      res.last = true;
       shim_swarm_done(NULL, op, &res);
     }
   }

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_rounds,
+void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_calls,
                    ded_step_log_fn log) {
   memset(st, 0, sizeof *st);
   st->size = size;
   st->comm = comm;
-  st->step_rounds_set = step_rounds;
+  st->step_calls_set = step_calls;
   st->log = log;
   atomic_init(&st->snap_wanted, false);
   pthread_mutex_init(&st->mu, NULL);
@@ -39,56 +39,115 @@ void ded_step_piece_add(ded_step *st, void *p, size_t bytes) {
   st->npieces++;
 }
 
-void ded_step_resume(ded_step *st, uint64_t round) { st->round0 = round; }
+void ded_step_resume(ded_step *st, uint64_t round, uint64_t pos) {
+  st->pos0 = st->pos = pos;
+  st->next_round = st->step_round = round;
+}
 
 /* ---------------------------------------------------------------- steps */
 
-/* Learns how many routed all-reduces make a training step from the call
- * just counted, as the shortest period of the calls' (buffer, count,
- * type), once seen three times over; a call that breaks it makes the
- * period unknown again. DEDMPI_STEP_ROUNDS says it instead. */
-static void step_learn(ded_step *st, const void *buf, int count, MPI_Datatype dt) {
-  if (st->step_rounds_set) {
-    st->rounds = st->step_rounds_set;
-    return;
+static bool sig_eq(const struct ded_step_sig *a, const struct ded_step_sig *b) {
+  return a->buf == b->buf && a->count == b->count && a->dt == b->dt;
+}
+
+/* Whether |e| (from pos0) is where a kept call ends. */
+static bool step_is_end(const ded_step *st, uint64_t e) {
+  unsigned lo = 0, hi = st->nsig;
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    if (st->end[mid] < e)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  struct ded_step_sig sg = {buf, count, dt};
-  if (st->nsig < DED_STEP_SIG_MAX) st->sig[st->nsig++] = sg;
-  if (st->rounds) {
-    const struct ded_step_sig *ref = &st->sig[(st->nops - 1) % st->rounds];
-    if (ref->buf == sg.buf && ref->count == sg.count && ref->dt == sg.dt) return;
-    st->log(DED_LOG_WARN, "the training step no longer repeats every %u all-reduce%s; state "
-            "is not served to joiners until it is learnt again", st->rounds,
-            st->rounds == 1 ? "" : "s");
-    st->rounds = 0;
-    st->nsig = 0; /* start over from here: round0 no longer begins a period */
-    st->round0 = st->round0 + st->nops - 1;
-    st->nops = 1;
-    st->sig[st->nsig++] = sg;
-    return;
-  }
-  for (unsigned p = 1; 3 * p <= st->nsig; p++) {
+  return lo < st->nsig && st->end[lo] == e;
+}
+
+/* The step's length from the kept calls, or 0 (ded_step.h, "Learning
+ * the step"); |*sure| says it came from the calls' period or
+ * DEDMPI_STEP_ROUNDS, not from their ends alone. */
+static uint64_t step_length(const ded_step *st, bool *sure) {
+  unsigned n = st->nsig;
+  *sure = true;
+  if (n == 0) return 0;
+  if (st->step_calls_set) return n >= st->step_calls_set ? st->end[st->step_calls_set - 1] : 0;
+  unsigned p = n - st->pi[n - 1]; /* the calls' shortest period */
+  if (3 * p <= n) return st->end[p - 1];
+  *sure = false;
+  /* The calls may still turn out to repeat (buckets of one size in
+   * buffers of their own look like steps of one bucket by their ends
+   * alone): lengths only once they cannot. */
+  if (st->pi[n - 1] > 0) return 0;
+  uint64_t total = st->end[n - 1];
+  for (unsigned i = 0; i < n && DED_STEP_ENDS_SEEN * st->end[i] <= total; i++) {
+    uint64_t len = st->end[i];
     bool ok = true;
-    for (unsigned i = p; i < st->nsig && ok; i++)
-      ok = st->sig[i].buf == st->sig[i - p].buf && st->sig[i].count == st->sig[i - p].count &&
-           st->sig[i].dt == st->sig[i - p].dt;
-    if (ok) {
-      st->rounds = p;
-      return;
-    }
+    for (uint64_t k = 2 * len; k <= total && ok; k += len) ok = step_is_end(st, k);
+    if (ok) return len;
+  }
+  return 0;
+}
+
+/* Forgets the calls: steps are counted from |pos| on. */
+static void step_restart(ded_step *st, uint64_t pos) {
+  st->pos0 = pos;
+  st->nsig = 0;
+  st->len = 0;
+  st->len_sure = false;
+}
+
+/* Counts the call of |count| elements at st->pos into the step. */
+static void step_learn(ded_step *st, const void *buf, int count, MPI_Datatype dt) {
+  uint64_t start = st->pos - st->pos0, stop = start + (uint64_t)count;
+  if (st->len) {
+    /* A call that crosses a step's edge: the step is not what it seemed. */
+    if (start / st->len == (stop - 1) / st->len) return;
+    st->log(DED_LOG_WARN, "an all-reduce crosses the end of a training step of %llu elements; "
+            "state is not served to joiners until the step is learnt again",
+            (unsigned long long)st->len);
+    step_restart(st, st->pos);
+    start = 0;
+    stop = (uint64_t)count;
+  }
+  if (st->nsig == DED_STEP_SIG_MAX) return; /* no period in three steps of the most calls */
+  unsigned i = st->nsig++;
+  st->sig[i] = (struct ded_step_sig){buf, count, dt};
+  st->end[i] = stop;
+  unsigned k = i ? st->pi[i - 1] : 0;
+  while (i && k > 0 && !sig_eq(&st->sig[k], &st->sig[i])) k = st->pi[k - 1];
+  if (i && sig_eq(&st->sig[k], &st->sig[i])) k++;
+  st->pi[i] = i ? k : 0;
+  st->len = step_length(st, &st->len_sure);
+  if (st->len && !st->step_logged) {
+    st->log(DED_LOG_INFO, "a training step is %llu elements of the gradient stream (%s)",
+            (unsigned long long)st->len,
+            st->step_calls_set ? "DEDMPI_STEP_ROUNDS"
+            : st->len_sure     ? "learnt from the all-reduces"
+                               : "learnt from where the all-reduces end");
+    st->step_logged = true;
   }
 }
 
-void ded_step_offer(ded_step *st, ded_driver *driver, uint64_t round) {
+/* Whether a step begins at element |pos| of the stream. */
+static bool step_begins_at(const ded_step *st, uint64_t pos) {
+  return st->len && (pos - st->pos0) % st->len == 0;
+}
+
+void ded_step_offer(ded_step *st, ded_driver *driver, bool step_begins, bool idle) {
   /* Not while a reloaded state waits to apply: the pieces are stale. */
-  if (!atomic_load_explicit(&st->snap_wanted, memory_order_relaxed) || !st->rounds ||
-      (round - st->round0) % st->rounds != 0 || st->reload != DED_STEP_RELOAD_NONE)
+  if (!atomic_load_explicit(&st->snap_wanted, memory_order_relaxed) || !step_begins || !idle ||
+      st->reload != DED_STEP_RELOAD_NONE)
     return;
+  pthread_mutex_lock(&st->mu);
+  uint64_t round = st->next_round;
+  unsigned step_rounds = st->step_rounds;
+  pthread_mutex_unlock(&st->mu);
+  if (round == 0 || step_rounds == 0) return; /* no whole step seen yet */
   atomic_store(&st->snap_wanted, false);
   ded_snapshot snap;
   memset(&snap, 0, sizeof snap);
   snap.round = round;
-  snap.step_rounds = st->rounds;
+  snap.step_rounds = DED_MIN(step_rounds, (unsigned)DED_STATE_STEP_ROUNDS_MAX);
   snap.npieces = st->npieces;
   for (unsigned i = 0; i < st->npieces; i++) {
     snap.sizes[i] = st->pieces[i].bytes;
@@ -114,6 +173,7 @@ void ded_step_want_snapshot(ded_step *st) { atomic_store(&st->snap_wanted, true)
 
 void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   pthread_mutex_lock(&st->mu);
+  if (res->round + 1 > st->next_round) st->next_round = res->round + 1;
   if (res->behind > st->behind) st->behind = res->behind;
   if (res->late && !res->alone && res->swarm_round > res->round) {
     st->late_swarm = res->swarm_round;
@@ -130,15 +190,15 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
  * behind, and a step begins here with nothing else in flight), the round
  * the snapshot must be of or after; else 0. Once it says so, it says so
  * again only if the swarm does. */
-static uint64_t reload_wanted(ded_step *st, bool idle) {
+static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle) {
   pthread_mutex_lock(&st->mu);
   uint64_t behind = st->behind;
-  if (!behind && st->late_swarm && st->rounds) {
+  if (!behind && st->late_swarm && st->step_rounds) {
     uint64_t gap = st->late_swarm - st->late_round;
-    if (gap >= (uint64_t)DED_STEP_RELOAD_GAP_STEPS * st->rounds && gap > 2 * st->reload_gap)
+    if (gap >= (uint64_t)DED_STEP_RELOAD_GAP_STEPS * st->step_rounds && gap > 2 * st->reload_gap)
       behind = st->late_swarm;
   }
-  bool go = behind && st->rounds && st->nops % st->rounds == 0 && st->npieces > 0 && idle;
+  bool go = behind && step_begins && st->npieces > 0 && idle;
   if (go) {
     st->behind = st->late_swarm = 0; /* asked again if the swarm says so again */
     st->reload_gap_pending = true;
@@ -148,7 +208,7 @@ static uint64_t reload_wanted(ded_step *st, bool idle) {
 }
 
 /* Loads a snapshot of round |min_round| or later that fits this job's
- * pieces and step; the rounds resume at its round. */
+ * pieces; the stream resumes at its round, at the start of a step. */
 static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
   ded_snapshot snap;
   int rv = ded_driver_state_reload(driver, min_round, &snap);
@@ -158,46 +218,57 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
     return;
   }
   uint64_t total = 0;
-  bool same = snap.step_rounds == st->rounds && snap.npieces == st->npieces;
+  bool same = snap.npieces == st->npieces;
   for (unsigned i = 0; same && i < st->npieces; i++) {
     same = snap.sizes[i] == st->pieces[i].bytes;
     total += snap.sizes[i];
   }
   if (!same || total != snap.len) {
-    st->log(DED_LOG_ERROR, "the run's state (%u piece%s, steps of %u all-reduces) does not "
-            "fit this job's (%u, %u): it stays out of step", snap.npieces,
-            snap.npieces == 1 ? "" : "s", snap.step_rounds, st->npieces, st->rounds);
+    st->log(DED_LOG_ERROR, "the run's state (%u piece%s, %llu bytes) does not fit this job's "
+            "(%u pieces): it stays out of step", snap.npieces, snap.npieces == 1 ? "" : "s",
+            (unsigned long long)snap.len, st->npieces);
     free(snap.bytes);
     return;
   }
-  st->log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes); it applies at "
-          "the end of this step", (unsigned long long)snap.round, (unsigned long long)snap.len);
+  st->log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes): this step, from "
+          "element %llu of the gradient stream on (was %llu), ends with it",
+          (unsigned long long)snap.round, (unsigned long long)snap.len,
+          (unsigned long long)snap.pos, (unsigned long long)st->pos);
   free(st->loaded.bytes);
   st->loaded = snap;
-  st->round0 = snap.round;
-  st->nops = 0;
-  st->reload_left = st->rounds;
+  st->pos0 = st->pos = snap.pos; /* a step begins there, as it does here */
+  pthread_mutex_lock(&st->mu);
+  st->next_round = st->step_round = snap.round;
+  pthread_mutex_unlock(&st->mu);
   st->reload = DED_STEP_RELOAD_LOADED;
 }
 
-/* The rounds resume at the snapshot's, this one first; the pieces take
- * the snapshot's bytes when this step's last all-reduce completes, before
- * the trainer applies the step's results (applying them at the start
- * would race with a backward pass still reading the parameters). */
-uint64_t ded_step_round_begin(ded_step *st, ded_driver *driver, const void *buf, int count,
-                              MPI_Datatype dt, bool idle, bool *ends_reload) {
+/* The stream resumes at the snapshot's round; the pieces take the
+ * snapshot's bytes when the all-reduce that ends this step completes,
+ * before the trainer applies the step's results (applying them at the
+ * start would race with a backward pass still reading the parameters). */
+bool ded_step_call_begin(ded_step *st, ded_driver *driver, const void *buf, int count,
+                         MPI_Datatype dt, bool idle, bool *ends_reload) {
   *ends_reload = false;
+  bool begins = step_begins_at(st, st->pos);
   if (st->reload != DED_STEP_RELOAD_LOADED) {
-    uint64_t min_round = reload_wanted(st, idle);
+    uint64_t min_round = reload_wanted(st, begins, idle);
     if (min_round) reload_run(st, driver, min_round);
   }
-  if (st->reload == DED_STEP_RELOAD_LOADED && --st->reload_left == 0) {
+  if (begins && idle) {
+    pthread_mutex_lock(&st->mu);
+    if (st->next_round > st->step_round)
+      st->step_rounds = (unsigned)DED_MIN(st->next_round - st->step_round, (uint64_t)UINT32_MAX);
+    st->step_round = st->next_round;
+    pthread_mutex_unlock(&st->mu);
+  }
+  step_learn(st, buf, count, dt);
+  st->pos += (uint64_t)count;
+  if (st->reload == DED_STEP_RELOAD_LOADED && step_begins_at(st, st->pos)) {
     st->reload = DED_STEP_RELOAD_DUE;
     *ends_reload = true;
   }
-  uint64_t round = st->round0 + st->nops++;
-  step_learn(st, buf, count, dt);
-  return round;
+  return begins;
 }
 
 void ded_step_apply(ded_step *st) {

@@ -431,9 +431,7 @@ static void node_wake(ded_node *node) {
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;
 }
 
-static void node_reap(ded_node *node) {
-  node_drain(node);
-  node_wake(node);
+static void node_reap_dead(ded_node *node) {
   if (!node->reap_needed) return;
   node->reap_needed = false;
   for (uint32_t s = 0; s < node->conns.nslots; s++) {
@@ -449,6 +447,19 @@ static void node_reap(ded_node *node) {
       node->rounds.v[out++] = r;
   }
   node->rounds.n = out;
+}
+
+/* The end of every entry point: what it posted, then the dead, then the
+ * rounds the stream can cut now (a round's length was fixed, or a round
+ * left room), and what those post. */
+static void node_reap(ded_node *node) {
+  for (;;) {
+    node_drain(node);
+    node_reap_dead(node);
+    if (node->leaving || !ded_rounds_can_cut(node)) break;
+    ded_rounds_pump(node, node->now_ns);
+  }
+  node_wake(node);
 }
 
 /* True while some peer, connection or bootstrap address will want a timer
@@ -790,7 +801,6 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
   /* A reload decides which round comes next. */
   if (node->xfer.reload && ded_xfer_busy(node))
     return DED_ERR_INVALID_ARG;
-  if (node->rounds.n >= DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
   int64_t no = ded_round_submit(node, args, now_ns);
   if (no >= 0) node_reap(node);
   return no;

@@ -134,6 +134,13 @@ typedef struct ded_node_settings {
 typedef struct ded_round_result {
   int status;            /* 0 or a DED_ERR_* code */
   uint64_t round;        /* the round number */
+  /* The elements the round covered: [off, off + count) of the submitted
+   * buffer, at |pos| in the run's gradient stream. A submission is
+   * averaged by one round or several in a row (docs/architecture.md,
+   * "Alignment by the gradient stream"); |last| says this round was its
+   * last: the buffer is the caller's again. */
+  uint64_t pos, off, count;
+  bool last;
   uint32_t contributors; /* members whose vectors were averaged (1 = alone) */
   double total_weight;   /* sum of their weights */
   bool alone;            /* the buffer was left as it was (no one else) */
@@ -181,6 +188,7 @@ typedef struct ded_event {
  */
 typedef struct ded_snapshot {
   uint64_t round;       /* the round to resume at (> 0) */
+  uint64_t pos;         /* where it begins in the gradient stream (the node fills it in) */
   uint32_t step_rounds; /* routed all-reduces per training step */
   uint32_t npieces;
   uint64_t sizes[DED_STATE_PIECES_MAX];
@@ -200,7 +208,8 @@ typedef struct ded_node_callbacks {
   void (*close)(void *user, uint32_t conn_id);
   /* |conn_id| has bytes to send: poll ded_node_conn_pending() when writable. */
   void (*want_write)(void *user, uint32_t conn_id);
-  /* A submitted round finished; |ctx| is ded_round_args.ctx. */
+  /* A round of a submission finished (the submission is done when
+   * res->last); |ctx| is its ded_round_args.ctx. */
   void (*round_done)(void *user, void *ctx, const ded_round_result *res);
   /* Something the driver may want to know (optional). */
   void (*event)(void *user, const ded_event *ev);
@@ -227,6 +236,10 @@ typedef struct ded_round_args {
   double weight;    /* w_j >= 0 */
   uint32_t n_local; /* n_j >= 1: ranks whose sum |buf| holds */
   void *ctx;        /* handed back to round_done */
+  /* The caller's training step, in elements of its gradient stream (0:
+   * not known yet): a round whose members know another length runs
+   * another model, and fails here (DED_ERR_SIZE_MISMATCH). */
+  uint64_t step;
 } ded_round_args;
 
 /*
@@ -297,12 +310,16 @@ uint64_t ded_node_expiry(const ded_node *node);
 void ded_node_handle_expiry(ded_node *node, uint64_t now_ns);
 
 /*
- * Starts the next round with |args|. Rounds are numbered in submission
- * order, which must be the same on every job (the trainer's sequence of
- * all-reduces). Returns the round number (>= 0) or DED_ERR_INVALID_ARG,
- * DED_ERR_LIMIT (too many rounds in flight), DED_ERR_CLOSING, DED_ERR_NOMEM.
- * round_done fires exactly once per accepted round, possibly from inside
- * this call.
+ * Submits an all-reduce of |args|: its elements come next in this job's
+ * gradient stream, which the swarm averages element by element with the
+ * same elements of the other jobs' streams, in rounds cut wherever any
+ * member's all-reduce ends (docs/architecture.md, "Alignment by the
+ * gradient stream"). Returns the number of the round it will begin in if
+ * no round before it is cut short (>= 0), or DED_ERR_INVALID_ARG,
+ * DED_ERR_LIMIT (too many all-reduces in flight), DED_ERR_CLOSING,
+ * DED_ERR_NOMEM. round_done fires once per round, in round order, the
+ * last one of the submission with |last| set, possibly from inside this
+ * call.
  */
 int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns);
 

@@ -281,12 +281,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t dtype = flags & FUZZ_NODE_F_F64 ? DED_DTYPE_F64 : DED_DTYPE_F32;
   unsigned submitted = 0;
   if (flags & FUZZ_NODE_F_ROUND0) {
-    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL};
+    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL, 0};
     int64_t no = ded_node_round_submit(node, &a, now);
     FUZZ_CHECK(no == 0 || (s.no_rounds && no == DED_ERR_INVALID_ARG));
     submitted += no == 0;
     if (no == 0 && (flags & FUZZ_NODE_F_ROUND1)) {
-      ded_round_args b = {buf1, FUZZ_NODE_COUNT, dtype, 2.0, 3, NULL};
+      ded_round_args b = {buf1, FUZZ_NODE_COUNT, dtype, 2.0, 3, NULL, 0};
       FUZZ_CHECK(ded_node_round_submit(node, &b, now) == 1);
       submitted++;
     }
@@ -329,7 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(fetching || d.state_dones == 0);
   /* Once the state is in, the node resumes at its round. */
   if (d.state_dones && d.state_snap && !(flags & FUZZ_NODE_F_LEAVE)) {
-    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL};
+    ded_round_args a = {buf0, FUZZ_NODE_COUNT, dtype, 1.0, 1, NULL, 0};
     FUZZ_CHECK(ded_node_round_submit(node, &a, now) == (int64_t)d.state_round);
     submitted++;
     drv_drain(node, &d, &rng, now);

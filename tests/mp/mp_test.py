@@ -419,24 +419,30 @@ def join_unanswered():
 
 @test
 def size_mismatch():
-    """Three jobs, one with a different buffer: it gets MPI_ERR_COUNT and a clear
-    log line; the other two average with each other."""
+    """Three jobs, one with a model of another size: its training step (declared,
+    DEDMPI_STEP_ROUNDS=1) differs from the swarm's, so it gets MPI_ERR_COUNT and a
+    clear log line; the other two average with each other. (Rounds align by the
+    gradient stream, so a mere difference in call boundaries is no error: see
+    fused_cuts.)"""
     port = free_port()
     common = ["--cases", "swarm", "--swarm-sum", "4", "--swarm-ranks", "2"]
-    a = Job("a", 1, [binpath("ar_check"), "--value", "1"] + common, swarm_env(port, True, 3))
-    b = Job("b", 1, [binpath("ar_check"), "--value", "3"] + common, swarm_env(port, False, 3),
-            workdir=a.dir)
+    step = {"DEDMPI_STEP_ROUNDS": "1"}
+    a = Job("a", 1, [binpath("ar_check"), "--value", "1"] + common,
+            dict(swarm_env(port, True, 3), **step))
+    b = Job("b", 1, [binpath("ar_check"), "--value", "3"] + common,
+            dict(swarm_env(port, False, 3), **step), workdir=a.dir)
     odd = Job("odd", 1, [binpath("ar_check"), "--value", "9", "--count", "70000",
                          "--expect-error", "2", "--cases", "swarm", "--swarm-sum", "4",
                          "--swarm-ranks", "2"],
-              swarm_env(port, False, 3), workdir=a.dir)
+              dict(swarm_env(port, False, 3), **step), workdir=a.dir)
     run_jobs([a, b, odd], 120)
     for j in (a, b):
         check("swarm_world_in_place rc 0" in j.out and "BAD" not in j.out,
               "the matching jobs should average:\n" + j.describe())
     check("swarm_world_in_place rc 2" in odd.out and "BAD" not in odd.out,
           "expected MPI_ERR_COUNT (2):\n" + odd.describe())
-    check("this job reduces 70000 elements" in odd.err and "every job runs the same model" in odd.err,
+    check("training step all-reduces 70000 elements" in odd.err and
+          "every job runs the same model" in odd.err,
           "expected a clear log line:\n" + odd.describe())
 
 
@@ -647,6 +653,47 @@ def jobs_2_1_1():
 
 
 @test
+def fused_cuts():
+    """Three jobs all-reduce as Horovod's tensor fusion does (trainer --fuse):
+    the tensors in backward order, packed into one buffer and cut at random
+    every step, each job with cuts of its own, so no two jobs' calls line up.
+    The swarm aligns rounds by the gradient stream: the jobs end with
+    bit-identical parameters, equal within float tolerance to one 3-rank job,
+    and each learns its step (no call repeats) from where the calls end.
+    DEDMPI_MIN_BYTES=40 routes the 40-byte output bias too (and not the 8-byte
+    loss)."""
+    port = free_port()
+    common = ["--steps", "40", "--log-every", "10", "--dim", "64", "--hidden", "32",
+              "--shards", "3"]
+    jobs, wd = [], None
+    for i in range(3):
+        argv = trainer_cmd(False, common + ["--fuse", str(11 + i), "--shard-base", str(i),
+                                            "--out", "params-%d.bin" % i])
+        j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 3, DEDMPI_MIN_BYTES=40),
+                workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+    run_jobs(jobs, 240)
+    files = [os.path.join(wd, "params-%d.bin" % i) for i in range(3)]
+    blobs = [open(f, "rb").read() for f in files]
+    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "fused jobs disagree: %s\n%s" % ([final_line(j) for j in jobs],
+                                           "\n".join(j.describe() for j in jobs)))
+    n_params = len(blobs[0]) // 4
+    for j in jobs:
+        check("a training step is %d elements of the gradient stream (learnt from where the "
+              "all-reduces end)" % n_params in j.err,
+              "the step was not learnt from the fused calls:\n" + j.describe())
+        check("out of step" not in j.err and "error" not in j.err,
+              "a job fell out of step or failed:\n" + j.describe())
+    ref, ref_file = plain_train(3, common + ["--fuse", "11"])
+    d = max_rel_diff(read_floats(files[0]), read_floats(ref_file))
+    check(d < 1e-4, "fused swarm vs one 3-rank job: max relative difference %.3g" % d)
+    print("  3 jobs, fusion cut differently: bit-identical; vs one 3-rank job: max relative "
+          "parameter difference %.2g" % d)
+
+
+@test
 def alone_equals_plain():
     """A job alone in the swarm gets bit for bit what plain Open MPI gives it,
     blocking and nonblocking, C and mpi4py."""
@@ -729,7 +776,10 @@ class Swarm4:
     def check_identical(self, live):
         blobs = [self.params(i) for i in live]
         check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
-              "live jobs disagree: %s" % [final_line(self.jobs[i]) for i in live])
+              "live jobs disagree: %s\n%s" % ([final_line(self.jobs[i]) for i in live],
+                                               "\n".join(self.jobs[i].describe()
+                                                         for k, i in enumerate(live)
+                                                         if k == 0 or blobs[k] != blobs[0])))
 
     def check_loss(self, steps):
         ref, _ = swarm_train([1] * self.n, steps)

@@ -59,7 +59,7 @@ static uint64_t fnv(const void *p, size_t n) {
 static void submit(run *r, int node) {
   int round = r->next[node]++;
   for (uint32_t e = 0; e < COUNT; e++) r->buf[node][e] = value(node, e, round);
-  ded_round_args a = {r->buf[node], COUNT, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round};
+  ded_round_args a = {r->buf[node], COUNT, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round, 0};
   ded_node_round_submit(sim_node(r->s, node), &a, sim_now(r->s));
 }
 

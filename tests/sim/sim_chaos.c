@@ -355,7 +355,7 @@ static void submit_next(scenario *sc, job *j) {
   int r = j->next;
   fill_input(sc, j, r);
   ded_round_args a = {j->buf[r], sc->count, sc->dtype, j->weight, j->n_local,
-                      (void *)(intptr_t)r};
+                      (void *)(intptr_t)r, 0};
   /* Counted first: the round may finish inside the call (alone). */
   j->next++;
   j->inflight++;
@@ -725,6 +725,10 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
     return;
   }
   o->done = true;
+  /* Every job cuts the stream alike here: one round per all-reduce. */
+  if (!res->last || res->off != 0 || res->count != sc->count)
+    fail(sc, "node %d all-reduce %d: a round of %" PRIu64 "+%" PRIu64 " elements%s", node, r,
+         res->off, res->count, res->last ? "" : ", not its last");
   sim_digest_add(sc->s, j->buf[r], sc->count * es_of(sc->dtype));
   o->status = res->status;
   o->res = *res;

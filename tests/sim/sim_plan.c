@@ -54,7 +54,7 @@ static void submit_all(run *r) {
   r->done = 0;
   for (int i = 0; i < N; i++) {
     for (uint32_t e = 0; e < COUNT; e++) r->buf[i][e] = (float)((i + 1) * (e % 7 + 1) + round);
-    ded_round_args a = {r->buf[i], COUNT, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round};
+    ded_round_args a = {r->buf[i], COUNT, DED_DTYPE_F32, 1.0, 1, (void *)(intptr_t)round, 0};
     ded_node_round_submit(sim_node(r->s, i), &a, sim_now(r->s));
   }
 }

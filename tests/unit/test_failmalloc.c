@@ -211,8 +211,9 @@ static void test_failmalloc_gather(void **state) {
   ded_gather_init(&g, 9, false);
   for (unsigned i = 0; i < 6; i++) {
     uint8_t id[DED_ID_BYTES] = {(uint8_t)(10 - i)};
-    /* One joiner with another count, left out of the commit. */
-    ded_msg_join j = failmalloc_join(9, DED_DTYPE_F32, i == 2 ? 7u : 1000u, 0.0, 2, 0);
+    /* One joiner at another stream position, left out of the commit. */
+    ded_msg_join j = failmalloc_join(9, DED_DTYPE_F32, 1000u, 0.0, 2, 0);
+    if (i == 2) j.pos = 7;
     assert_int_equal(ded_gather_add(&g, NULL, id, &j), 0);
   }
   /* Two allocations: the members, and the offsets scratch. */
@@ -494,7 +495,7 @@ static void scenario_node_round(unit_failmem *fm, void *arg) {
   assert_int_equal(ded_node_start(node, now), 0);
   float buf[NODE_COUNT];
   memcpy(buf, sc->node_in, sizeof buf);
-  ded_round_args a = {buf, NODE_COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {buf, NODE_COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   int64_t no = ded_node_round_submit(node, &a, now);
   if (no < 0) {
     assert_int_equal(no, DED_ERR_NOMEM);

@@ -199,7 +199,7 @@ static void test_lineage_install(void **state) {
   ded_msg_commit p = lin_plan(m, 4, ATT_A);
   uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(&fm.mem, &p);
   assert_non_null(ids);
-  ded_lineage_install(&l, 40, ATT_A, ids, 4);
+  ded_lineage_install(&l, 40, ATT_A, ids, 4, 0);
   ded_lin_entry *e = ded_lineage_get(&l, 40);
   assert_non_null(e);
   assert_ptr_equal(e->ids, ids);
@@ -315,7 +315,7 @@ static void test_lineage_install_older(void **state) {
   lin_set(&l, 10, 2, ATT_B);
   ded_msg_member m[2];
   ded_msg_commit p = lin_plan(m, 2, ATT_A);
-  ded_lineage_install(&l, 8, ATT_A, ded_lineage_of_plan(NULL, &p), 2);
+  ded_lineage_install(&l, 8, ATT_A, ded_lineage_of_plan(NULL, &p), 2, 0);
   assert_non_null(ded_lineage_get(&l, 10));
   assert_int_equal(l.members_round, 10);
   ded_lineage_lose(&l);

@@ -111,28 +111,117 @@ static void test_match_join_limit(void **state) {
   ded_gather_free(&g, NULL);
 }
 
+/* A join at stream position |pos|. */
+static ded_msg_join match_join_at(uint64_t pos, uint8_t dtype, uint64_t count) {
+  ded_msg_join j = match_join(0, dtype, count, 1, 1);
+  j.pos = pos;
+  return j;
+}
+
 static void test_match_signature_majority(void **state) {
   (void)state;
   ded_gather g;
   uint8_t dtype;
-  uint64_t count;
-  /* The smallest id is in the minority. */
+  uint64_t pos, count, step;
+  /* One position: the shortest offer is the round's length. */
   ded_gather_init(&g, 0, false);
-  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 100, 1, 1));
-  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 200, 1, 1));
-  match_add(&g, 3, match_join(0, DED_DTYPE_F32, 200, 1, 1));
-  ded_gather_signature(&g, &dtype, &count);
+  match_add(&g, 1, match_join_at(0, DED_DTYPE_F32, 200));
+  match_add(&g, 2, match_join_at(0, DED_DTYPE_F32, 100));
+  match_add(&g, 3, match_join_at(0, DED_DTYPE_F32, 300));
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
   assert_int_equal(dtype, DED_DTYPE_F32);
-  assert_int_equal(count, 200);
+  assert_int_equal(pos, 0);
+  assert_int_equal(count, 100);
   ded_gather_free(&g, NULL);
-  /* Same count, different type: the type is part of the signature. */
+  /* Same position, different type: the type is part of the signature,
+   * and only its joiners' offers count. */
   ded_gather_init(&g, 0, false);
-  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 100, 1, 1));
-  match_add(&g, 2, match_join(0, DED_DTYPE_F64, 100, 1, 1));
-  match_add(&g, 3, match_join(0, DED_DTYPE_F64, 100, 1, 1));
-  ded_gather_signature(&g, &dtype, &count);
+  match_add(&g, 1, match_join_at(0, DED_DTYPE_F32, 10));
+  match_add(&g, 2, match_join_at(0, DED_DTYPE_F64, 100));
+  match_add(&g, 3, match_join_at(0, DED_DTYPE_F64, 150));
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
   assert_int_equal(dtype, DED_DTYPE_F64);
   assert_int_equal(count, 100);
+  ded_gather_free(&g, NULL);
+  /* The position most joiners are at, though the smallest id is not. */
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 1, match_join_at(40, DED_DTYPE_F32, 5));
+  match_add(&g, 2, match_join_at(64, DED_DTYPE_F32, 100));
+  match_add(&g, 3, match_join_at(64, DED_DTYPE_F32, 80));
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
+  assert_int_equal(pos, 64);
+  assert_int_equal(count, 80);
+  ded_gather_free(&g, NULL);
+}
+
+/* An attempt a reporter ran fixed the round's length: a later view keeps
+ * it, though every offer is longer. */
+static void test_match_signature_fixed(void **state) {
+  (void)state;
+  ded_gather g;
+  uint8_t dtype;
+  uint64_t pos, count, step;
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 1, match_join_at(8, DED_DTYPE_F32, 200));
+  ded_msg_join st = match_join_at(8, DED_DTYPE_F32, 300);
+  st.flags = DED_JOIN_F_STATUS;
+  st.plan.round = 0;
+  st.plan.dtype = DED_DTYPE_F32;
+  st.plan.pos = 8;
+  st.plan.count = 70;
+  match_add(&g, 2, st);
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
+  assert_int_equal(pos, 8);
+  assert_int_equal(count, 70);
+  ded_gather_free(&g, NULL);
+}
+
+/* The step's length the joiners that know it share: a joiner that knows
+ * another runs another model and is not a member, and its offer does not
+ * shorten the round; one that does not know it yet is. */
+static void test_match_signature_step(void **state) {
+  (void)state;
+  ded_gather g;
+  uint8_t dtype;
+  uint64_t pos, count, step;
+  ded_gather_init(&g, 3, false);
+  ded_msg_join j = match_join_at(16, DED_DTYPE_F32, 90);
+  j.round = 3;
+  j.step = 4096;
+  match_add(&g, 1, j);
+  j.count = 80;
+  match_add(&g, 2, j);
+  j.count = 10; /* another model: 100 elements a step */
+  j.step = 100;
+  match_add(&g, 3, j);
+  j.count = 70; /* not known yet */
+  j.step = 0;
+  match_add(&g, 4, j);
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
+  assert_int_equal(pos, 16);
+  assert_int_equal(step, 4096);
+  assert_int_equal(count, 70);
+  ded_msg_commit c;
+  assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
+  assert_int_equal(c.step, 4096);
+  assert_int_equal(c.count, 70);
+  assert_int_equal(c.k, 3);
+  uint8_t id[DED_ID_BYTES];
+  const unsigned want[3] = {1, 2, 4};
+  for (unsigned m = 0; m < 3; m++) {
+    match_id(id, want[m]);
+    assert_memory_equal(c.members[m].id, id, DED_ID_BYTES);
+  }
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  /* Nobody knows it: 0, and every offer counts. */
+  ded_gather_init(&g, 0, false);
+  match_add(&g, 1, match_join_at(0, DED_DTYPE_F64, 50));
+  match_add(&g, 2, match_join_at(0, DED_DTYPE_F64, 20));
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
+  assert_int_equal(step, 0);
+  assert_int_equal(count, 20);
   ded_gather_free(&g, NULL);
 }
 
@@ -140,24 +229,25 @@ static void test_match_signature_tie_smallest_id(void **state) {
   (void)state;
   ded_gather g;
   uint8_t dtype;
-  uint64_t count;
+  uint64_t pos, count, step;
   /* 2 against 2; the smallest id (1) has signature B though A arrived
    * first and holds the largest id. */
   ded_gather_init(&g, 0, false);
-  match_add(&g, 9, match_join(0, DED_DTYPE_F32, 111, 1, 1)); /* A */
-  match_add(&g, 4, match_join(0, DED_DTYPE_F32, 111, 1, 1)); /* A */
-  match_add(&g, 7, match_join(0, DED_DTYPE_F64, 222, 1, 1)); /* B */
-  match_add(&g, 1, match_join(0, DED_DTYPE_F64, 222, 1, 1)); /* B */
-  ded_gather_signature(&g, &dtype, &count);
+  match_add(&g, 9, match_join_at(0, DED_DTYPE_F32, 111)); /* A */
+  match_add(&g, 4, match_join_at(0, DED_DTYPE_F32, 111)); /* A */
+  match_add(&g, 7, match_join_at(0, DED_DTYPE_F64, 222)); /* B */
+  match_add(&g, 1, match_join_at(0, DED_DTYPE_F64, 222)); /* B */
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
   assert_int_equal(dtype, DED_DTYPE_F64);
   assert_int_equal(count, 222);
   /* Three singletons: the smallest id's. */
   ded_gather_free(&g, NULL);
   ded_gather_init(&g, 0, false);
-  match_add(&g, 5, match_join(0, DED_DTYPE_F32, 5, 1, 1));
-  match_add(&g, 2, match_join(0, DED_DTYPE_F32, 2, 1, 1));
-  match_add(&g, 8, match_join(0, DED_DTYPE_F32, 8, 1, 1));
-  ded_gather_signature(&g, &dtype, &count);
+  match_add(&g, 5, match_join_at(5, DED_DTYPE_F32, 5));
+  match_add(&g, 2, match_join_at(2, DED_DTYPE_F32, 2));
+  match_add(&g, 8, match_join_at(8, DED_DTYPE_F32, 8));
+  ded_gather_signature(&g, &dtype, &pos, &count, &step);
+  assert_int_equal(pos, 2);
   assert_int_equal(count, 2);
   ded_gather_free(&g, NULL);
 }
@@ -166,11 +256,15 @@ static void test_match_commit_members(void **state) {
   (void)state;
   ded_gather g;
   ded_gather_init(&g, 41, false);
-  /* Five match (f64, 1003), two do not. */
+  /* Five match (f64 at 0, offering 1003 or more), two do not (another
+   * position, another type). */
   const unsigned match_ids[5] = {30, 10, 50, 20, 40};
   for (int i = 0; i < 5; i++)
-    match_add(&g, match_ids[i], match_join(41, DED_DTYPE_F64, 1003, 0.5 + i, (uint32_t)(i + 1)));
-  match_add(&g, 5, match_join(41, DED_DTYPE_F64, 1002, 1, 1));
+    match_add(&g, match_ids[i],
+              match_join(41, DED_DTYPE_F64, 1003 + (uint64_t)i * 7, 0.5 + i, (uint32_t)(i + 1)));
+  ded_msg_join other = match_join(41, DED_DTYPE_F64, 1002, 1, 1);
+  other.pos = 1;
+  match_add(&g, 5, other);
   match_add(&g, 60, match_join(41, DED_DTYPE_F32, 1003, 1, 1));
   ded_msg_commit c;
   assert_int_equal(ded_gather_commit(&g, NULL, 1000, &c), 0);
@@ -246,7 +340,9 @@ static void test_match_commit_zero_weights(void **state) {
   ded_gather_free(&g, NULL);
   /* A zero-weight joiner outside the signature does not count either way. */
   ded_gather_init(&g, 0, true);
-  match_add(&g, 1, match_join(0, DED_DTYPE_F32, 99, 7.0, 1));
+  ded_msg_join outside = match_join(0, DED_DTYPE_F32, 99, 7.0, 1);
+  outside.pos = 99;
+  match_add(&g, 1, outside);
   match_add(&g, 2, match_join(0, DED_DTYPE_F32, 10, 0.0, 4));
   match_add(&g, 3, match_join(0, DED_DTYPE_F32, 10, 0.0, 6));
   assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
@@ -334,7 +430,9 @@ static void test_match_commit_modes(void **state) {
   match_add(&g, 4, match_join_flags(3, 1000, 4.0, 4, DED_JOIN_F_CLIENT | DED_JOIN_F_INTENT));
   match_add(&g, 5, match_join_flags(3, 1000, 0.5, 1, DED_JOIN_F_INTENT));
   /* Outside the signature: not a member, whatever its flags. */
-  match_add(&g, 6, match_join_flags(3, 999, 1.0, 1, DED_JOIN_F_AUX));
+  ded_msg_join outside = match_join_flags(3, 999, 1.0, 1, DED_JOIN_F_AUX);
+  outside.pos = 1;
+  match_add(&g, 6, outside);
   const uint8_t want_flags[5] = {DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY,
                                  DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT,
                                  DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_AUX,
@@ -447,7 +545,9 @@ static void test_match_commit_all_aux(void **state) {
   match_add(&g, 1, match_join_flags(9, 90, 2.0, 1, DED_JOIN_F_AUX));
   match_add(&g, 2, match_join_flags(9, 90, 3.0, 2, DED_JOIN_F_AUX | DED_JOIN_F_INTENT));
   match_add(&g, 3, match_join_flags(9, 90, 0.0, 3, DED_JOIN_F_AUX));
-  match_add(&g, 4, match_join_flags(9, 45, 1.0, 1, 0)); /* another signature */
+  ded_msg_join other = match_join_flags(9, 45, 1.0, 1, 0);
+  other.pos = 90; /* another signature */
+  match_add(&g, 4, other);
   assert_int_equal(ded_gather_commit(&g, NULL, 64, &c), 0);
   assert_int_equal(c.k, 3);
   assert_int_equal(c.count, 90);
@@ -505,6 +605,8 @@ int main(void) {
       cmocka_unit_test(test_match_duplicate_join),
       cmocka_unit_test(test_match_join_limit),
       cmocka_unit_test(test_match_signature_majority),
+      cmocka_unit_test(test_match_signature_fixed),
+      cmocka_unit_test(test_match_signature_step),
       cmocka_unit_test(test_match_signature_tie_smallest_id),
       cmocka_unit_test(test_match_commit_members),
       cmocka_unit_test(test_match_commit_chunk_elems),

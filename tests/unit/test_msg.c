@@ -23,15 +23,19 @@
 /* Payload offsets of the fields versions 2 and 3 added or moved
  * (ded_msg.h). */
 #define JOIN_OFF_VIEW 8
-#define JOIN_OFF_FLAGS 33
-#define JOIN_BASE_BYTES 34
-#define JOIN_OFF_ACC_VIEW 34 /* with status */
-#define JOIN_OFF_PLAN 38     /* with status: the COMMIT body */
+#define JOIN_OFF_POS 21
+#define JOIN_OFF_STEP 29
+#define JOIN_OFF_FLAGS 49
+#define JOIN_BASE_BYTES 50
+#define JOIN_OFF_ACC_VIEW 50 /* with status */
+#define JOIN_OFF_PLAN 54     /* with status: the COMMIT body */
 #define COMMIT_OFF_ATTEMPT 8
 #define COMMIT_OFF_BASE 16
-#define COMMIT_OFF_K 37
-#define COMMIT_OFF_NACC 39
-#define COMMIT_OFF_MEMBERS 41
+#define COMMIT_OFF_POS 33
+#define COMMIT_OFF_STEP 41
+#define COMMIT_OFF_K 53
+#define COMMIT_OFF_NACC 55
+#define COMMIT_OFF_MEMBERS 57
 #define MEMBER_OFF_FLAGS (DED_ID_BYTES + 20) /* within a member entry */
 #define DECIDE_OFF_FLAGS 12
 #define DECIDE_OFF_PLAN 13
@@ -482,6 +486,8 @@ static ded_msg_join msg_join_valid(void) {
   j.view = 0x11223344u;
   j.dtype = DED_DTYPE_F64;
   j.count = 123456;
+  j.pos = 0x0a0b0c0d0e0full;
+  j.step = 0x1b2c3d4e5full;
   j.weight = 2.5;
   j.n_local = 4;
   j.flags = DED_JOIN_F_GENESIS;
@@ -513,6 +519,8 @@ static void test_msg_join_round_trip(void **state) {
   /* The layout of ded_msg.h: the view right after the round. */
   assert_int_equal(msg_le(fr.payload, 8), j.round);
   assert_int_equal(msg_le(fr.payload + JOIN_OFF_VIEW, 4), j.view);
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_POS, 8), j.pos);
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_STEP, 8), j.step);
   assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_GENESIS);
   ded_msg_join out;
   assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
@@ -520,6 +528,8 @@ static void test_msg_join_round_trip(void **state) {
   assert_int_equal(out.view, j.view);
   assert_int_equal(out.dtype, j.dtype);
   assert_int_equal(out.count, j.count);
+  assert_int_equal(out.pos, j.pos);
+  assert_int_equal(out.step, j.step);
   assert_memory_equal(&out.weight, &j.weight, sizeof j.weight);
   assert_int_equal(out.n_local, j.n_local);
   assert_int_equal(out.flags, j.flags);
@@ -613,6 +623,16 @@ static void test_msg_join_invalid(void **state) {
   j.count = 0;
   assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
   j.count = DED_COUNT_MAX + 1;
+  assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
+  j = msg_join_valid();
+  j.pos = DED_POS_MAX;
+  assert_int_equal(msg_join_try(&j), 0);
+  j.pos = DED_POS_MAX + 1;
+  assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
+  j = msg_join_valid();
+  j.step = DED_POS_MAX;
+  assert_int_equal(msg_join_try(&j), 0);
+  j.step = DED_POS_MAX + 1;
   assert_int_equal(msg_join_try(&j), DED_ERR_PROTO);
   j = msg_join_valid();
   const double weights[] = {-1.0, -1e-300, NAN, INFINITY, -INFINITY, DED_WEIGHT_MAX * 2};
@@ -939,6 +959,8 @@ static void msg_commit_valid(msg_commit_fixture *f) {
   f->c.base = 0xfedcba9876543210ull;
   f->c.dtype = DED_DTYPE_F32;
   f->c.count = 100;
+  f->c.pos = 0x123456789aull;
+  f->c.step = 0x2233445566ull;
   f->c.chunk_elems = 16;
   f->c.k = 3;
   f->c.nacc = 3;
@@ -980,6 +1002,8 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(msg_le(fr.payload, 8), f.c.round);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_ATTEMPT, 8), f.c.attempt);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_BASE, 8), f.c.base);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_POS, 8), f.c.pos);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_STEP, 8), f.c.step);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_K, 2), 3);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_NACC, 2), 4);
   /* Each member entry ends with its flags. */
@@ -996,6 +1020,8 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(out.base, f.c.base);
   assert_int_equal(out.dtype, f.c.dtype);
   assert_int_equal(out.count, f.c.count);
+  assert_int_equal(out.pos, f.c.pos);
+  assert_int_equal(out.step, f.c.step);
   assert_int_equal(out.chunk_elems, f.c.chunk_elems);
   assert_int_equal(out.k, 3);
   assert_int_equal(out.nacc, 4);
@@ -1307,6 +1333,9 @@ static void test_msg_commit_invalid(void **state) {
   COMMIT_REJECTS(f.c.dtype = 3);
   COMMIT_REJECTS(f.c.count = 0; f.members[1].shard_off = f.members[2].shard_off = 0);
   COMMIT_REJECTS(f.c.count = DED_COUNT_MAX + 1);
+  COMMIT_REJECTS(f.c.pos = DED_POS_MAX + 1);
+  COMMIT_REJECTS(f.c.pos = UINT64_MAX);
+  COMMIT_REJECTS(f.c.step = DED_POS_MAX + 1);
 #undef COMMIT_REJECTS
 
   /* One member more than a round may have. */
@@ -1929,16 +1958,17 @@ static void test_msg_data_invalid(void **state) {
 
 /* ---------------------------------------------------- state transfer */
 
-/* Payload layout of STATE_OFFER (ded_msg.h): status | round | digest |
+/* Payload layout of STATE_OFFER (ded_msg.h): status | round | pos | digest |
  * step_rounds | len | npieces | npieces x size | lin_attempt | nlin |
  * nlin x id | DED_LIN_BITS(nlin) bytes of client bits (a lineage). */
 #define OFFER_OFF_ROUND 1
-#define OFFER_OFF_DIGEST 9
-#define OFFER_OFF_STEP 17
-#define OFFER_OFF_LEN 21
-#define OFFER_OFF_NPIECES 29
-#define OFFER_OFF_SIZES 31
-#define OFFER_BASE_BYTES 41 /* without the sizes and the lineage */
+#define OFFER_OFF_POS 9
+#define OFFER_OFF_DIGEST 17
+#define OFFER_OFF_STEP 25
+#define OFFER_OFF_LEN 29
+#define OFFER_OFF_NPIECES 37
+#define OFFER_OFF_SIZES 39
+#define OFFER_BASE_BYTES 49 /* without the sizes and the lineage */
 #define STATE_ASK_BYTES 8
 #define STATE_GET_BYTES 28 /* round | digest | offset | u32 len */
 #define STATE_DATA_PAYLOAD_HDR (DED_STATE_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES)
@@ -1949,6 +1979,7 @@ static void test_msg_data_invalid(void **state) {
 typedef struct msg_offer_spec {
   uint8_t status;
   uint64_t round;
+  uint64_t pos;
   uint64_t digest;
   uint32_t step_rounds;
   uint64_t len;
@@ -1986,6 +2017,7 @@ static msg_offer_spec msg_offer_valid(void) {
   memset(&s, 0, sizeof s);
   s.status = DED_STATE_OFFER;
   s.round = 0x0102030405060708ull;
+  s.pos = 0x1122334455667ull;
   s.digest = 0xf1e2d3c4b5a69788ull;
   s.step_rounds = 3;
   s.npieces = 3;
@@ -2009,6 +2041,7 @@ static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *li
   ded_wr w = ded_wr_init(p, n);
   ded_wr_u8(&w, s->status);
   ded_wr_u64(&w, s->round);
+  ded_wr_u64(&w, s->pos);
   ded_wr_u64(&w, s->digest);
   ded_wr_u32(&w, s->step_rounds);
   ded_wr_u64(&w, s->len);
@@ -2076,6 +2109,7 @@ static ded_msg_state_offer msg_offer_of(const msg_offer_spec *s, const uint8_t *
   memset(&m, 0, sizeof m);
   m.status = s->status;
   m.round = s->round;
+  m.pos = s->pos;
   m.digest = s->digest;
   m.step_rounds = s->step_rounds;
   m.len = s->len;
@@ -2090,6 +2124,7 @@ static ded_msg_state_offer msg_offer_of(const msg_offer_spec *s, const uint8_t *
 static void msg_offer_equal(const ded_msg_state_offer *got, const ded_msg_state_offer *want) {
   assert_int_equal(got->status, want->status);
   assert_int_equal(got->round, want->round);
+  assert_int_equal(got->pos, want->pos);
   assert_int_equal(got->digest, want->digest);
   assert_int_equal(got->step_rounds, want->step_rounds);
   assert_int_equal(got->len, want->len);
@@ -2144,6 +2179,7 @@ static void test_msg_state_offer_round_trip(void **state) {
   free(want);
   assert_int_equal(fr.payload[0], DED_STATE_OFFER);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_ROUND, 8), s.round);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_POS, 8), s.pos);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_DIGEST, 8), s.digest);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_STEP, 4), s.step_rounds);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_LEN, 8), s.len);
@@ -2384,6 +2420,9 @@ static void test_msg_state_offer_snapshot_fields(void **state) {
   OFFER_BAD(sp->lin_attempt = 0; sp->nlin = DED_ROUND_MEMBERS_MAX);
   OFFER_BAD(sp->round = 0; sp->step_rounds = 0; sp->nlin = 0; sp->lin_attempt = 0);
   OFFER_OK(sp->round = 1);
+  OFFER_OK(sp->pos = 0);
+  OFFER_OK(sp->pos = DED_POS_MAX);
+  OFFER_BAD(sp->pos = DED_POS_MAX + 1);
   OFFER_OK(sp->step_rounds = 1);
   OFFER_OK(sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX);
   OFFER_OK(sp->nlin = 1);
@@ -3055,7 +3094,10 @@ static void test_msg_names(void **state) {
   /* Version 9 added the result's digest to HAVE (32 bytes after the
    * flags): a version 8 HAVE is too short for a version 9 peer, and a
    * version 9 one too long for a version 8 peer. */
-  assert_int_equal(DED_PROTO_VERSION, 9);
+  /* Version 10 added the stream position and the step's length to JOIN
+   * and COMMIT (16 bytes after the count), and the position to
+   * STATE_OFFER: rounds align by the gradient stream, not by call. */
+  assert_int_equal(DED_PROTO_VERSION, 10);
   assert_int_equal(DED_RESULT_DIGEST_BYTES, 32);
   assert_int_equal(HAVE_BYTES, 21 + 32);
   assert_int_equal(DED_MSG_SPEED, 19);
@@ -3064,16 +3106,16 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_JOIN_F_AUX, 32);
   assert_int_equal(DED_MEMBER_F_CLIENT, 4);
   assert_int_equal(DED_MEMBER_F_AUX, 8);
-  /* Sizes of version 7's messages (a change here is a change of the wire). */
+  /* Sizes of version 10's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
-  assert_int_equal(DED_COMMIT_BODY_BYTES(0), 41);
+  assert_int_equal(DED_COMMIT_BODY_BYTES(0), 57);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
-  assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 41);
-  assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 41);
+  assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 57);
+  assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 57);
   assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + 41);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 41 + 16 + 96 + 1);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9), DED_FRAME_HDR_BYTES + 41 + 288 + 2);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + 49);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 49 + 16 + 96 + 1);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9), DED_FRAME_HDR_BYTES + 49 + 288 + 2);
   assert_int_equal(DED_STATE_GET_FRAME_BYTES, DED_FRAME_HDR_BYTES + 28);
   assert_int_equal(DED_STATE_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 24);
 }

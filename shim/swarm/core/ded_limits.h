@@ -92,5 +92,8 @@ enum ded_limits {
 
 /* Elements in one round: MPI counts are int. */
 #define DED_COUNT_MAX ((uint64_t)0x7fffffff)
+/* The furthest element of the run's gradient stream a round may begin at
+ * (2^62: centuries of steps at any rate). */
+#define DED_POS_MAX ((uint64_t)1 << 62)
 
 #endif /* DED_LIMITS_H */

@@ -61,6 +61,8 @@ static void msg_join_fields(ded_wr *w, const ded_msg_join *m, uint8_t flags) {
   ded_wr_u32(w, m->view);
   ded_wr_u8(w, m->dtype);
   ded_wr_u64(w, m->count);
+  ded_wr_u64(w, m->pos);
+  ded_wr_u64(w, m->step);
   ded_wr_f64(w, m->weight);
   ded_wr_u32(w, m->n_local);
   ded_wr_u8(w, flags);
@@ -72,6 +74,8 @@ static void msg_commit_body(ded_wr *w, const ded_msg_commit *m) {
   ded_wr_u64(w, m->base);
   ded_wr_u8(w, m->dtype);
   ded_wr_u64(w, m->count);
+  ded_wr_u64(w, m->pos);
+  ded_wr_u64(w, m->step);
   ded_wr_u32(w, m->chunk_elems);
   ded_wr_u16(w, m->k);
   ded_wr_u16(w, m->nacc);
@@ -182,6 +186,7 @@ void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m) {
   size_t s = msg_begin(w, DED_MSG_STATE_OFFER);
   ded_wr_u8(w, m->status);
   ded_wr_u64(w, m->round);
+  ded_wr_u64(w, m->pos);
   ded_wr_u64(w, m->digest);
   ded_wr_u32(w, m->step_rounds);
   ded_wr_u64(w, m->len);
@@ -283,11 +288,15 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   m->view = ded_rd_u32(&r);
   m->dtype = ded_rd_u8(&r);
   m->count = ded_rd_u64(&r);
+  m->pos = ded_rd_u64(&r);
+  m->step = ded_rd_u64(&r);
   m->weight = ded_rd_f64(&r);
   m->n_local = ded_rd_u32(&r);
   m->flags = ded_rd_u8(&r);
   if (r.err) return DED_ERR_PROTO;
-  if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX) return DED_ERR_PROTO;
+  if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX ||
+      m->pos > DED_POS_MAX || m->step > DED_POS_MAX)
+    return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
   if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE |
                    DED_JOIN_F_CLIENT | DED_JOIN_F_AUX) ||
@@ -350,10 +359,13 @@ static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m) 
   m->base = ded_rd_u64(r);
   m->dtype = ded_rd_u8(r);
   m->count = ded_rd_u64(r);
+  m->pos = ded_rd_u64(r);
+  m->step = ded_rd_u64(r);
   m->chunk_elems = ded_rd_u32(r);
   m->k = ded_rd_u16(r);
   m->nacc = ded_rd_u16(r);
-  if (r->err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX)
+  if (r->err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX ||
+      m->pos > DED_POS_MAX || m->step > DED_POS_MAX)
     return DED_ERR_PROTO;
   /* A floor as well as a ceiling: one-element chunks would make every
    * member queue a frame per element. */
@@ -513,12 +525,13 @@ int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer
   memset(m, 0, sizeof *m);
   m->status = ded_rd_u8(&r);
   m->round = ded_rd_u64(&r);
+  m->pos = ded_rd_u64(&r);
   m->digest = ded_rd_u64(&r);
   m->step_rounds = ded_rd_u32(&r);
   m->len = ded_rd_u64(&r);
   m->npieces = ded_rd_u16(&r);
   if (r.err || m->status > DED_STATE_GONE || m->npieces > DED_STATE_PIECES_MAX ||
-      m->len > DED_STATE_BYTES_MAX)
+      m->len > DED_STATE_BYTES_MAX || m->pos > DED_POS_MAX)
     return DED_ERR_PROTO;
   uint64_t sum = 0;
   for (unsigned i = 0; i < m->npieces; i++) {
@@ -533,7 +546,7 @@ int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer
   if (!ded_rd_done(&r) || sum != m->len) return DED_ERR_PROTO;
   if (m->nlin % 8 && m->lin[DED_LIN_BYTES(m->nlin) - 1] >> (m->nlin % 8)) return DED_ERR_PROTO;
   if (m->status != DED_STATE_OFFER) /* fields a status does not use are zero */
-    return m->step_rounds || m->len || m->npieces || m->lin_attempt || m->nlin ||
+    return m->step_rounds || m->pos || m->len || m->npieces || m->lin_attempt || m->nlin ||
                    (m->status != DED_STATE_PENDING && m->status != DED_STATE_GONE && m->round) ||
                    (m->status != DED_STATE_GONE && m->digest)
                ? DED_ERR_PROTO

@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 9
+#define DED_PROTO_VERSION 10
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -69,8 +69,17 @@ typedef struct ded_msg_hello {
 
 /*
  * JOIN (member -> coordinator): u64 round | u32 view | u8 dtype |
- * u64 count | f64 weight | u32 n_local | u8 flags [| status].
+ * u64 count | u64 pos | u64 step | f64 weight | u32 n_local | u8 flags
+ * [| status].
  * status = u32 acc_view | COMMIT body | have bitmap.
+ * |pos| is where the member's elements begin in the run's gradient stream
+ * (the elements of every routed all-reduce in order since the run began)
+ * and |count| how many it offers from there: the rest of its current
+ * all-reduce. The round averages the shortest offer of the members at the
+ * round's position (docs/architecture.md, "Alignment by the gradient
+ * stream"); a member whose offer is longer averages its remainder in the
+ * rounds that follow. |step| is the length of the member's training step
+ * in elements of the stream, as far as it knows it (0: not known yet).
  * |weight| is the job's weight w_j (0 .. DED_WEIGHT_MAX), |n_local| its
  * rank count n_j, |view| the coordinator view the member addresses (0 for
  * the first try; every failover adds one). A JOIN to view v is also the
@@ -123,8 +132,8 @@ typedef struct ded_msg_member {
 
 /*
  * COMMIT (coordinator -> everyone who asked to join the round):
- * u64 round | u64 attempt | u64 base | u8 dtype | u64 count |
- * u32 chunk_elems | u16 k | u16 nacc | k x (id[32] | f64 weight |
+ * u64 round | u64 attempt | u64 base | u8 dtype | u64 count | u64 pos |
+ * u64 step | u32 chunk_elems | u16 k | u16 nacc | k x (id[32] | f64 weight |
  * u32 n_local | u64 shard_off | u8 flags).
  * The members without DED_MEMBER_F_AUX are the round's contributors: at
  * least one, with a positive total weight; an aux member has weight 0.
@@ -136,9 +145,14 @@ typedef struct ded_msg_member {
  * also the fixed order of summation; member i reduces elements
  * [shard_off_i, shard_off_{i+1}), the last one up to |count|, and every
  * shard travels in chunks of |chunk_elems| elements
- * (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). A peer that joined but
- * is not listed was left out because its buffer differs from the round's
- * (dtype/count tell it what the round's is).
+ * (DED_CHUNK_BYTES_MIN..DED_CHUNK_BYTES_MAX bytes). The round averages
+ * elements [pos, pos + count) of the run's gradient stream: |count| is
+ * the shortest offer among the members, and the same in every attempt of
+ * the round. |step| is the training step's length the members that know
+ * it share (0: none knows it): a joiner that knows another runs another
+ * model and is not listed. A peer that joined but is not listed was left out because
+ * its buffer differs from the round's (dtype/pos/count tell it what the
+ * round's is).
  * |nacc| is the number of the round's acceptors (the previous round's
  * members still counted, listed or not); members that are acceptors carry
  * DED_MEMBER_F_ACCEPTOR, at least one of them. A member completes the
@@ -150,7 +164,7 @@ typedef struct ded_msg_member {
  */
 #define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8 + 1)
 #define DED_COMMIT_BODY_BYTES(k)                                                          \
-  (8 + 8 + 8 + 1 + 8 + 4 + 2 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+  (8 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 2 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
 
 struct ded_msg_commit {
   uint64_t round;
@@ -158,6 +172,8 @@ struct ded_msg_commit {
   uint64_t base;
   uint8_t dtype;
   uint64_t count;
+  uint64_t pos;  /* the round's first element in the run's gradient stream */
+  uint64_t step; /* the members' training step, in elements (0: not known) */
   uint32_t chunk_elems;
   uint16_t k;
   uint16_t nacc;
@@ -168,7 +184,9 @@ typedef struct ded_msg_join {
   uint64_t round;
   uint32_t view;
   uint8_t dtype;
-  uint64_t count;
+  uint64_t count; /* offered: the elements the joiner holds from |pos| on */
+  uint64_t pos;   /* where they begin in the run's gradient stream */
+  uint64_t step;  /* its training step, in elements (0: not known) */
   double weight;
   uint32_t n_local;
   uint8_t flags;
@@ -322,13 +340,14 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
  * STATE_ASK (joiner -> peer): u64 min_round. "Offer me a snapshot of your
  * state as of a round >= min_round."
  *
- * STATE_OFFER (peer -> joiner): u8 status | u64 round | u64 digest |
+ * STATE_OFFER (peer -> joiner): u8 status | u64 round | u64 pos | u64 digest |
  * u32 step_rounds | u64 len | u16 npieces | npieces x u64 size |
  * u64 lin_attempt | u16 nlin | nlin x id | ceil(nlin/8) client bits.
  * One layout for every status:
  *   OFFER   a snapshot: the trainer's state after every round below
  *           |round| (a step boundary), |len| bytes in |npieces| pieces,
- *           with ded_digest64 |digest|; |step_rounds| routed all-reduces
+ *           with ded_digest64 |digest|; |round| begins at element
+ *           |pos| of the run's gradient stream; |step_rounds| rounds
  *           make one step; round-1 ended with attempt |lin_attempt| and
  *           members |lin| (the lineage the joiner's first round needs;
  *           bit i set: member i is a client, which never coordinates).
@@ -361,6 +380,7 @@ typedef struct ded_msg_state_ask {
 typedef struct ded_msg_state_offer {
   uint8_t status;
   uint64_t round;
+  uint64_t pos; /* where |round| begins in the gradient stream */
   uint64_t digest;
   uint32_t step_rounds;
   uint64_t len;
@@ -390,12 +410,12 @@ typedef struct ded_msg_state_data {
 
 #define DED_STATE_ASK_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8)
 #define DED_STATE_OFFER_FRAME_BYTES(npieces, nlin)                                       \
-  (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)(npieces) + 8 + 2 +          \
+  (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)(npieces) + 8 + 2 +      \
    DED_LIN_BYTES(nlin))
 #define DED_STATE_GET_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 8 + 4)
 #define DED_STATE_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
 
-#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 4 + 1)
+#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 8 + 8 + 4 + 1)
 #define DED_JOIN_STATUS_FRAME_BYTES(k)                                                   \
   (DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
 #define DED_DECIDE_FRAME_BYTES(k)                                                        \

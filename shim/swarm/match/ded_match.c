@@ -49,10 +49,11 @@ int ded_gather_add(ded_gather *g, const ded_mem *mem, const uint8_t id[DED_ID_BY
 }
 
 static bool gather_same_sig(const ded_msg_join *a, const ded_msg_join *b) {
-  return a->dtype == b->dtype && a->count == b->count;
+  return a->dtype == b->dtype && a->pos == b->pos;
 }
 
-void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count) {
+void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *pos, uint64_t *count,
+                          uint64_t *step) {
   DED_ASSERT(g->n > 0);
   /* Joins are sorted by id, so the first joiner with a signature is its
    * smallest: scanning in order and keeping strict improvements breaks
@@ -70,8 +71,48 @@ void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count) 
       best_votes = votes;
     }
   }
-  *dtype = g->v[best].join.dtype;
-  *count = g->v[best].join.count;
+  const ded_msg_join *b = &g->v[best].join;
+  *dtype = b->dtype;
+  *pos = b->pos;
+  *step = ded_gather_step(g, b->dtype, b->pos);
+  /* The shortest offer of a joiner that can be a member; but an attempt
+   * of this round a reporter ran fixed the round's length for good (every
+   * attempt of a round has one). */
+  uint64_t shortest = UINT64_MAX, fixed = UINT64_MAX;
+  for (size_t i = 0; i < g->n; i++) {
+    const ded_msg_join *j = &g->v[i].join;
+    if (!gather_same_sig(j, b) || (j->step && *step && j->step != *step)) continue;
+    shortest = DED_MIN(shortest, j->count);
+    if (j->flags & DED_JOIN_F_STATUS && j->plan.round == g->round && j->plan.dtype == b->dtype &&
+        j->plan.pos == b->pos)
+      fixed = DED_MIN(fixed, j->plan.count);
+  }
+  *count = fixed != UINT64_MAX ? fixed : shortest;
+}
+
+uint64_t ded_gather_step(const ded_gather *g, uint8_t dtype, uint64_t pos) {
+  /* Joins are sorted by id: on a tie, the smallest id's length. */
+  uint64_t best = 0;
+  size_t best_votes = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    const ded_msg_join *a = &g->v[i].join;
+    if (a->dtype != dtype || a->pos != pos || a->step == 0) continue;
+    size_t votes = 0;
+    for (size_t j = 0; j < g->n; j++) {
+      const ded_msg_join *b = &g->v[j].join;
+      votes += b->dtype == dtype && b->pos == pos && b->step == a->step;
+    }
+    if (votes > best_votes) {
+      best = a->step;
+      best_votes = votes;
+    }
+  }
+  return best;
+}
+
+bool ded_gather_fits(const ded_msg_join *j, const ded_msg_commit *sig) {
+  return j->dtype == sig->dtype && j->pos == sig->pos && j->count >= sig->count &&
+         (j->step == 0 || sig->step == 0 || j->step == sig->step);
 }
 
 int ded_gather_commit(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
@@ -112,7 +153,7 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
                               const ded_lp_peer *perf, bool equal, ded_lp_result *res,
                               ded_msg_commit *out) {
   memset(out, 0, sizeof *out);
-  ded_gather_signature(g, &out->dtype, &out->count);
+  ded_gather_signature(g, &out->dtype, &out->pos, &out->count, &out->step);
   out->round = g->round;
   size_t es = ded_dtype_size(out->dtype);
   DED_ASSERT(es != 0 && chunk_bytes <= DED_CHUNK_BYTES_MAX);
@@ -120,7 +161,7 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
   out->chunk_elems = (uint32_t)(DED_MAX(chunk_bytes, (uint32_t)DED_CHUNK_BYTES_MIN) / es);
   size_t k = 0;
   for (size_t i = 0; i < g->n; i++)
-    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) k++;
+    if (ded_gather_fits(&g->v[i].join, out)) k++;
   DED_ASSERT(k >= 1 && k <= DED_ROUND_MEMBERS_MAX);
   out->members = ded_mem_calloc(mem, k, sizeof *out->members);
   if (!out->members) return DED_ERR_NOMEM;
@@ -131,11 +172,11 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
    * theirs after all, as nodes would. */
   bool any_contrib = false;
   for (size_t i = 0; i < g->n; i++)
-    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count)
+    if (ded_gather_fits(&g->v[i].join, out))
       any_contrib |= !(g->v[i].join.flags & DED_JOIN_F_AUX);
   /* What a member is comes from its own JOIN, not from its record. */
   for (size_t i = 0, m = 0; lp && i < g->n; i++)
-    if (g->v[i].join.dtype == out->dtype && g->v[i].join.count == out->count) {
+    if (ded_gather_fits(&g->v[i].join, out)) {
       lp[m] = perf[i];
       lp[m++].mode = gather_mode(&g->v[i].join, any_contrib);
     }
@@ -149,7 +190,7 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
   size_t m = 0;
   for (size_t i = 0; i < g->n; i++) {
     const ded_gather_join *j = &g->v[i];
-    if (j->join.dtype != out->dtype || j->join.count != out->count) continue;
+    if (!ded_gather_fits(&j->join, out)) continue;
     memcpy(out->members[m].id, j->id, DED_ID_BYTES);
     out->members[m].weight = j->join.weight;
     out->members[m].n_local = j->join.n_local;

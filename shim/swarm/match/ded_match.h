@@ -3,7 +3,7 @@
  *
  * Owns: one view's JOINs (ded_gather), sorted by joiner id, and the
  * making of an attempt from them: the round's signature (the dtype and
- * count most joiners share), the members that have it in id order (the
+ * stream position most joiners share, and the shortest offer among them), the members that have it in id order (the
  * order of summation), their weights and kinds, and each member's shard
  * (equal, or from the DeDLOC program over their rates, ded_lp.h).
  *
@@ -49,10 +49,24 @@ int ded_gather_add(ded_gather *g, const ded_mem *mem, const uint8_t id[DED_ID_BY
 const ded_gather_join *ded_gather_find(const ded_gather *g, const uint8_t id[DED_ID_BYTES]);
 
 /*
- * The round's signature: the (dtype, count) most joiners share; on a tie,
- * the one whose smallest joiner id is smallest. |g| must not be empty.
+ * The round's signature: the (dtype, pos) most joiners share (on a tie,
+ * the one whose smallest joiner id is smallest), the training step's
+ * length they know (ded_gather_step), and the round's length: the length
+ * of an attempt of this round a joiner reports running, else the shortest
+ * offer among the joiners that can be members (docs/architecture.md,
+ * "Alignment by the gradient stream"). |g| must not be empty.
  */
-void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *count);
+void ded_gather_signature(const ded_gather *g, uint8_t *dtype, uint64_t *pos, uint64_t *count,
+                          uint64_t *step);
+
+/* The training step's length most joiners at (|dtype|, |pos|) that know
+ * theirs share (on a tie, the smallest id's); 0 if none knows it. */
+uint64_t ded_gather_step(const ded_gather *g, uint8_t dtype, uint64_t pos);
+
+/* Whether join |j| can be a member of a round of signature |sig| (its
+ * dtype, pos, count and step): the same type and position, an offer at
+ * least as long, and no other known step length. */
+bool ded_gather_fits(const ded_msg_join *j, const ded_msg_commit *sig);
 
 /*
  * Builds the COMMIT: joiners with the round's signature, in id order, with

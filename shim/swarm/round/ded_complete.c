@@ -27,6 +27,7 @@ static void rounds_report_ready(ded_node *node, uint64_t now_ns);
  * this, the caller's buffer is never touched again. */
 void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late) {
   DED_ASSERT(!ded_round_over(r));
+  ded_round_fix(node, r, r->a.count); /* no attempt: the round was all of its offer */
   bool via_attempt = status == 0 && !alone && ded_round_holds(r);
   /* The round's result, which we completed with (not an attempt still
    * short of a quorum when the bound hit, nor bytes that are not the
@@ -68,6 +69,10 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   memset(&res, 0, sizeof res);
   res.status = status;
   res.round = r->no;
+  res.pos = r->pos;
+  res.off = r->off;
+  res.count = r->a.count;
+  res.last = ded_stream_reported(&node->rounds.stream, r->call, r->a.count);
   res.alone = alone;
   res.late = late;
   res.recoveries = r->recoveries;

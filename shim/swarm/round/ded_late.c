@@ -138,6 +138,7 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.round = target;
   j.dtype = r->a.dtype;
   j.count = r->a.count;
+  j.pos = r->pos + r->a.count;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
   j.flags = DED_JOIN_F_INTENT;

@@ -58,6 +58,7 @@ int ded_lineage_set(ded_lineage *l, uint64_t no, const ded_msg_commit *plan) {
   e->attempt = plan->attempt;
   e->ids = ids;
   e->n = plan->k;
+  e->end = plan->pos + plan->count;
   e->final = was_final;
   e->final_attempt = fa;
   if (!l->have_members || no > l->members_round) l->members_round = no;
@@ -66,13 +67,14 @@ int ded_lineage_set(ded_lineage *l, uint64_t no, const ded_msg_commit *plan) {
 }
 
 void ded_lineage_install(ded_lineage *l, uint64_t no, uint64_t attempt, uint8_t (*ids)[DED_ID_BYTES],
-                         unsigned n) {
+                         unsigned n, uint64_t end) {
   ded_lin_entry *e = &l->ring[no % DED_LIN_RING];
   lin_clear(l, e);
   e->ids = ids;
   e->round = no;
   e->attempt = attempt;
   e->n = n;
+  e->end = end;
   e->final = true;
   e->final_attempt = attempt;
   if (!l->have_members || no > l->members_round) l->members_round = no;

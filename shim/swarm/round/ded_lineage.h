@@ -33,6 +33,7 @@ typedef struct ded_lin_entry {
   uint64_t attempt;
   uint8_t (*ids)[DED_ID_BYTES]; /* n ids, then client bits (DED_LIN_BYTES); NULL: empty slot */
   unsigned n;
+  uint64_t end;           /* where the round ends in the gradient stream (pos + count) */
   bool final;             /* the round reported here */
   uint64_t final_attempt; /* ... with this attempt (0: without one) */
   uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
@@ -69,7 +70,7 @@ int ded_lineage_set(ded_lineage *l, uint64_t no, const ded_msg_commit *plan);
 /* Round |no| ended with |attempt| among |ids| (|n| of them, with client
  * bits, DED_LIN_BYTES; taken over): a loaded snapshot's lineage. */
 void ded_lineage_install(ded_lineage *l, uint64_t no, uint64_t attempt, uint8_t (*ids)[DED_ID_BYTES],
-                         unsigned n);
+                         unsigned n, uint64_t end);
 
 /* |id| said at |now_ns| that it holds the result of |attempt| of |round|
  * (HAVE); short of memory it is taken for still finishing. */

@@ -165,6 +165,8 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.view = r->view;
   j.dtype = r->a.dtype;
   j.count = r->a.count;
+  j.pos = r->pos;
+  j.step = r->a.step;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
   j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
@@ -284,19 +286,64 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   round_send_join(node, r, now_ns);
 }
 
-int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
+/* A new round, the next number, for the stream's cut |c|, and its first
+ * step. */
+static int round_create(ded_node *node, const ded_cut *c, uint64_t now_ns) {
   ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);
   if (!r) return DED_ERR_NOMEM;
   r->no = node->rounds.next++;
-  r->a = *args;
-  r->es = ded_dtype_size(args->dtype);
+  r->a = c->a;
+  r->pos = c->pos;
+  r->off = c->off;
+  r->call = c->seq;
+  r->es = ded_dtype_size(c->a.dtype);
   r->state = ROUND_WAIT_PREV;
   r->submit_ns = now_ns;
-  r->bound_ns = now_ns + node->s.round_timeout_ns;
+  r->bound_ns = c->bound_ns; /* the call's: it returns by then, however it is cut */
   node->rounds.v[node->rounds.n++] = r;
-  int64_t no = (int64_t)r->no;
   round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
-  return no;
+  return 0;
+}
+
+bool ded_rounds_can_cut(const ded_node *node) {
+  return node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
+         ded_stream_ready(&node->rounds.stream);
+}
+
+void ded_rounds_pump(ded_node *node, uint64_t now_ns) {
+  ded_cut c;
+  while (node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
+         ded_stream_cut(&node->rounds.stream, &c)) {
+    if (round_create(node, &c, now_ns) != 0) {
+      /* No memory for the round: its call fails whole, as one round. */
+      ded_round_result res;
+      memset(&res, 0, sizeof res);
+      res.status = DED_ERR_NOMEM;
+      res.round = node->rounds.next;
+      res.pos = c.pos;
+      res.off = c.off;
+      res.count = c.a.count;
+      ded_stream_fix(&node->rounds.stream, c.a.count);
+      res.last = ded_stream_reported(&node->rounds.stream, c.seq, c.a.count);
+      node->cb.round_done(node->user, c.a.ctx, &res);
+    }
+  }
+}
+
+int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
+  uint64_t no = node->rounds.next + ded_stream_waiting(&node->rounds.stream);
+  int rv = ded_stream_push(&node->rounds.stream, args, now_ns + node->s.round_timeout_ns);
+  if (rv) return rv;
+  if (ded_rounds_can_cut(node)) ded_rounds_pump(node, now_ns);
+  return (int64_t)no;
+}
+
+void ded_round_fix(ded_node *node, ded_round *r, uint64_t count) {
+  if (r->fixed) return;
+  DED_ASSERT(count > 0 && count <= r->a.count);
+  r->a.count = count;
+  r->fixed = true;
+  ded_stream_fix(&node->rounds.stream, count);
 }
 
 /* ------------------------------------------------------------------ */
@@ -368,6 +415,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
                        uint64_t now_ns) {
   ded_conns_detach(node, r, false);
   ded_round_drop_attempt(node, r);
+  ded_round_fix(node, r, plan->count); /* checked: round_wrong_signature */
   int rv = ded_attempt_layout(&r->att, node->mem, plan, node->ident.id);
   if (rv) return rv;
   r->att_state = ROUND_ATT_LIVE;
@@ -491,17 +539,47 @@ int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns) {
   return 0;
 }
 
-/* A decision for a buffer of another type or length: this job runs
- * another model. Reports the round (true). */
+/* A decision |r| cannot take: a buffer of another type (this job runs
+ * another model: the round fails), or another stretch of the gradient
+ * stream, or more of it than this job holds (it came late to a round cut
+ * at another job's call boundary, or its stream differs: it is out of
+ * step, and reloads the run's state at its next step). Reports the round
+ * (true). */
 static bool round_wrong_signature(ded_node *node, ded_round *r, const ded_msg_commit *cm) {
-  if (cm->dtype == r->a.dtype && cm->count == r->a.count) return false;
-  node_log(node, DED_LOG_ERROR,
-           "round %llu: this job reduces %llu elements of type %u but the swarm's round has "
-           "%llu of type %u; check that every job runs the same model",
-           (unsigned long long)r->no, (unsigned long long)r->a.count, r->a.dtype,
-           (unsigned long long)cm->count, cm->dtype);
+  bool len_ok = r->fixed ? cm->count == r->a.count : cm->count <= r->a.count;
+  bool step_ok = !r->a.step || !cm->step || r->a.step == cm->step;
+  if (cm->dtype == r->a.dtype && cm->pos == r->pos && len_ok && step_ok) return false;
   ded_lineage_set(&node->lin, r->no, cm);
-  ded_round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+  if (cm->dtype != r->a.dtype || !step_ok) {
+    if (cm->dtype != r->a.dtype)
+      node_log(node, DED_LOG_ERROR,
+               "round %llu: this job reduces elements of type %u but the swarm's round has type "
+               "%u; check that every job runs the same model",
+               (unsigned long long)r->no, r->a.dtype, cm->dtype);
+    else
+      node_log(node, DED_LOG_ERROR,
+               "round %llu: this job's training step all-reduces %llu elements but the swarm's "
+               "steps have %llu; check that every job runs the same model",
+               (unsigned long long)r->no, (unsigned long long)r->a.step,
+               (unsigned long long)cm->step);
+    ded_round_report(node, r, DED_ERR_SIZE_MISMATCH, false, false);
+    return true;
+  }
+  if (cm->pos != r->pos)
+    node_log(node, DED_LOG_WARN,
+             "round %llu: the swarm averages elements %llu.. of the gradient stream, this job is at "
+             "%llu: out of step (a different model, or a different set of routed all-reduces, if "
+             "it happens again after a reload)",
+             (unsigned long long)r->no, (unsigned long long)cm->pos, (unsigned long long)r->pos);
+  else
+    node_log(node, DED_LOG_WARN,
+             "round %llu: the swarm averages %llu elements from %llu of the gradient stream, this "
+             "job holds %llu there (it came late to a round cut at another job's all-reduce "
+             "boundary): out of step",
+             (unsigned long long)r->no, (unsigned long long)cm->count, (unsigned long long)cm->pos,
+             (unsigned long long)r->a.count);
+  r->behind = DED_MAX(r->no + 1, node->rounds.stale);
+  ded_round_report(node, r, 0, true, true);
   return true;
 }
 

@@ -63,6 +63,7 @@
 #include "../core/ded_msg.h"
 #include "../ded_node.h"
 #include "../match/ded_quorum.h"
+#include "ded_stream.h"
 
 struct ded_peer;
 struct ded_conn;
@@ -98,8 +99,12 @@ typedef struct ded_round {
   uint64_t no;
   round_state state;
   bool genesis; /* coordinated by the smallest id in sight, not by the lineage */
-  ded_round_args a;
-  size_t es; /* element size */
+  ded_round_args a; /* the rest of its call from |off| on; once |fixed|, the round's elements */
+  size_t es;         /* element size */
+  uint64_t pos;      /* its first element's position in the run's gradient stream */
+  uint64_t off;      /* where it begins in its call's buffer */
+  uint64_t call;     /* its call's number (ded_stream.h) */
+  bool fixed;        /* a.count is the round's length (its first attempt, or its report) */
   /* Who coordinates: view |view| of the lineage |lin| (round no-1's
    * members, as this peer knows them), or the genesis coordinator. */
   uint32_t view;
@@ -150,9 +155,10 @@ typedef struct ded_round {
 
 /* This job's rounds, and where it stands in the swarm. */
 typedef struct ded_rounds {
-  ded_round *v[DED_ROUNDS_ACTIVE_MAX]; /* in submission order */
+  ded_round *v[DED_ROUNDS_ACTIVE_MAX]; /* in round order */
   unsigned n;
-  uint64_t next; /* the number the next submission gets */
+  uint64_t next; /* the number the next round gets */
+  ded_stream stream; /* the submitted all-reduces, cut into rounds */
   /* Catching up, late: the round we last announced we will join, when,
    * and where the swarm said it was when that round had passed there. */
   uint64_t intent_round, intent_ns, catch_up;
@@ -162,9 +168,19 @@ typedef struct ded_rounds {
   bool reporting; /* reports are being made: nothing may report meanwhile */
 } ded_rounds;
 
-/* A new round (the next number) for |args|, validated by the caller, and
- * its first step; returns its number or DED_ERR_NOMEM. */
+/* Queues the all-reduce |args|, validated by the caller, on the stream
+ * and cuts its first round if it can; returns the number of the round it
+ * begins in unless a round before it is cut short, or DED_ERR_LIMIT,
+ * DED_ERR_NOMEM. */
 int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns);
+
+/* Cuts the stream's next rounds while no round is open and there is room:
+ * each begins where the last one whose length is fixed ends. At the end
+ * of an entry point only (a round it cuts may report at once). */
+void ded_rounds_pump(ded_node *node, uint64_t now_ns);
+
+/* Whether ded_rounds_pump would cut a round now. */
+bool ded_rounds_can_cut(const ded_node *node);
 
 /* The live round |no|, or NULL. */
 ded_round *ded_round_find(ded_node *node, uint64_t no);

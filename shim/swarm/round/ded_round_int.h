@@ -51,6 +51,11 @@ void ded_round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
 /* Hands the round back to the caller, exactly once: -> DRAINING. */
 void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool late);
 
+/* The round's length is fixed at |count| (its first attempt, or its
+ * report; once): the stream goes on after it, in a round cut at the end
+ * of the entry point (ded_stream.h). */
+void ded_round_fix(ded_node *node, ded_round *r, uint64_t count);
+
 /* ---- ded_late.c ---- */
 
 /* We fetch a round the swarm finished without us: announce the next. */

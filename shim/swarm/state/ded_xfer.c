@@ -40,6 +40,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
   m.digest = digest;
   if (status == DED_STATE_OFFER) {
     m.round = st->snap.round;
+    m.pos = st->snap.pos;
     m.digest = st->snap.digest;
     m.step_rounds = st->snap.step_rounds;
     m.len = st->snap.len;
@@ -149,6 +150,7 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     snap->bytes = NULL;
     return DED_ERR_NOMEM;
   }
+  snap->pos = e->end; /* where round-1 ended: the snapshot's round begins */
   state_snap_drop(node);
   memcpy(lin, e->ids, DED_LIN_BYTES(e->n));
   st->snap = *snap;
@@ -475,12 +477,14 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
   ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
-                      (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin);
+                      (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
   st->lin = NULL;
   node->rounds.next = w->round;
+  ded_stream_resume(&node->rounds.stream, w->pos);
   ded_snapshot snap;
   memset(&snap, 0, sizeof snap);
   snap.round = w->round;
+  snap.pos = w->pos;
   snap.step_rounds = w->step_rounds;
   snap.npieces = w->npieces;
   memcpy(snap.sizes, w->sizes, sizeof snap.sizes);
@@ -619,7 +623,8 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
 
 int ded_xfer_fetch(ded_node *node, uint64_t now_ns) {
   if (node->leaving) return DED_ERR_CLOSING;
-  if (!node->cb.state_done || node->rounds.next != 0 || node->xfer.phase != DED_XFER_IDLE ||
+  if (!node->cb.state_done || node->rounds.next != 0 || !ded_stream_idle(&node->rounds.stream) ||
+      node->xfer.phase != DED_XFER_IDLE ||
       node->s.no_rounds)
     return DED_ERR_INVALID_ARG;
   node->xfer.reload = false;
@@ -633,7 +638,8 @@ int ded_xfer_fetch(ded_node *node, uint64_t now_ns) {
 int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   if (node->leaving) return DED_ERR_CLOSING;
   ded_xfer *st = &node->xfer;
-  bool busy = st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING;
+  bool busy = st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING ||
+              !ded_stream_idle(&node->rounds.stream);
   for (unsigned i = 0; i < node->rounds.n && !busy; i++)
     busy = !ded_round_over(node->rounds.v[i]);
   if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->rounds.next)

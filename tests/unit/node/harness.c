@@ -127,7 +127,7 @@ void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_lo
   assert_int_equal(ded_node_new(&s, &cb, t, NOW_NS, &t->node), 0);
   assert_int_equal(ded_node_start(t->node, NOW_NS), 0);
   for (unsigned r = 0; r < rounds; r++) {
-    ded_round_args a = {bufs[r], COUNT, DED_DTYPE_F32, w, n_local, NULL};
+    ded_round_args a = {bufs[r], COUNT, DED_DTYPE_F32, w, n_local, NULL, 0};
     assert_int_equal(ded_node_round_submit(t->node, &a, NOW_NS), r);
   }
 }
@@ -340,6 +340,7 @@ ded_msg_commit commit_of(uint64_t round, uint64_t attempt, uint64_t base,
   c.base = base;
   c.dtype = DED_DTYPE_F32;
   c.count = COUNT;
+  c.pos = round * COUNT; /* every round of these tests is COUNT elements */
   c.chunk_elems = CHUNK;
   c.k = k;
   c.nacc = k;
@@ -641,6 +642,7 @@ ded_msg_join join_of(uint64_t round, uint32_t view, uint8_t flags, uint32_t acc_
   j.view = view;
   j.dtype = DED_DTYPE_F32;
   j.count = COUNT;
+  j.pos = round * COUNT;
   j.weight = 1.0;
   j.n_local = 1;
   j.flags = flags;

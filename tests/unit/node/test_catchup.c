@@ -57,7 +57,7 @@ static void test_node_intent_past_round_gets_ahead(void **state) {
   peer_round pr;
   peer_coord_round(&t, b0, 2, &pr);
   assert_int_equal(t.rounds_done, 1);
-  ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
   size_t len;
   free(tnode_output(&t, &len, t.now));
@@ -189,7 +189,7 @@ static void test_node_ahead_moves_intent(void **state) {
                (unsigned long long)t.last.swarm_round, (unsigned long long)swarm_at[c]);
     /* Round 1: the node joins hi (member 1 % 2 of round 0), which goes
      * on without it again. */
-    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
     uint8_t *out = tnode_output_on(&t, 1, &len, t.now);
     ded_msg_join j;
@@ -336,7 +336,7 @@ static void test_node_intent_holds_round(void **state) {
     const ded_msg_join intent = join_of(1, 0, DED_JOIN_F_INTENT, 0);
     const bool after = c == 1 || c == 3;
     if (!after) send_join(&t, 1, &intent);
-    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
     if (after) send_join(&t, 1, &intent);
     const ded_msg_join j = join_of(1, 0, 0, 0);
@@ -571,7 +571,7 @@ static void test_node_intent_extends_member_wait(void **state) {
 
     const ded_msg_join intent = join_of(announced[c], 0, DED_JOIN_F_INTENT, 0);
     if (before && !finishing) send_join(&t, 2, &intent);
-    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
     if (!before && !finishing) send_join(&t, 2, &intent);
     assert_false(t.closed[2]);
@@ -641,7 +641,7 @@ static void test_node_intent_spent(void **state) {
     ded_ident hi1, hi2, lo;
     uint64_t A0, s1, s2;
     tnode_three_round0(&t, b0, &hi1, &hi2, &lo, false, &A0, &s1, &s2);
-    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
     ded_msg_join intent = join_of(1, 0, DED_JOIN_F_INTENT, 0);
     send_join(&t, 2, &intent);

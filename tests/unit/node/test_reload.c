@@ -98,8 +98,10 @@ static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_iden
   free(tnode_output_on(t, 1, &len, t->now));
   send_stale(t, 0, 0, 5);
   assert_false(t->closed[0]);
-  assert_int_equal(t->rounds_done, 1);
-  assert_int_equal(t->last.round, 0);
+  /* Every round below 5 is out of step too: the next one, cut from the
+   * stream once round 0 ended, reports at once. */
+  assert_int_equal(t->rounds_done, rounds);
+  assert_int_equal(t->last.round, rounds - 1);
   assert_int_equal(t->last.status, 0);
   assert_true(t->last.alone);
   assert_true(t->last.late);
@@ -173,7 +175,7 @@ static void test_node_stale_sets_behind(void **state) {
    * would answer them but with STALE (or not at all). */
   size_t len;
   for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
-  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
   assert_int_equal(t.rounds_done, 2);
   assert_true(t.last.alone);
@@ -198,11 +200,21 @@ static void test_node_state_reload_refused(void **state) {
   for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)i;
   tnode t;
   ded_ident lo, hi;
-  /* Round 1 is still in flight. */
-  tnode_out_of_step(&t, bufs, 2, &lo, &hi);
+  /* Round 0 is still in flight (joined, undecided). */
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  assert_int_equal(tnode_accept(&t), 1);
+  size_t len;
+  free(tnode_output_on(&t, 0, &len, t.now));
+  assert_int_equal(t.rounds_done, 0);
   assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
   assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
   assert_int_equal(t.state_calls, 0);
+  ded_node_free(t.node);
+  /* Two rounds out of step: neither is in flight any more. */
+  tnode_out_of_step(&t, bufs, 2, &lo, &hi);
+  assert_int_equal(t.last.behind, 5);
   ded_node_free(t.node);
 
   /* Every round reported, the next one is 1: min_round 0 and 1 are no
@@ -274,7 +286,7 @@ static void test_node_state_reload_fetches(void **state) {
   assert_false(t.closed[0]);
   send_state_offer(&t, 1, &offer);
   /* Until the reload is over, no round may be submitted. */
-  ded_round_args early = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args early = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &early, t.now), DED_ERR_INVALID_ARG);
   /* lo, whose answer did not count, may still offer: the node chooses
    * once the grace after the first offer is over (the deadline floor,
@@ -317,7 +329,7 @@ static void test_node_state_reload_fetches(void **state) {
   free(bytes);
   /* Back in step: the next round is the snapshot's. */
   free(tnode_output_on(&t, 1, &n, t.now));
-  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   int64_t no = ded_node_round_submit(t.node, &a, t.now);
   if (no != 5) fail_msg("after a reload at round 5 the next round is %lld", (long long)no);
   out = tnode_output_on(&t, 1, &n, t.now);
@@ -372,7 +384,7 @@ static void test_node_state_reload_times_out(void **state) {
   /* Reported once; the node goes on where it was. */
   tnode_advance(&t, SEC_NS);
   assert_int_equal(t.state_calls, 1);
-  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
   ded_node_free(t.node);
 }

@@ -524,7 +524,7 @@ static void test_node_weight_bounds(void **state) {
   float buf[COUNT] = {0}, other[COUNT] = {0}, *bufs[1] = {buf};
   tnode t;
   tnode_start(&t, bufs, 1, DED_WEIGHT_MAX, 1);
-  ded_round_args a = {other, COUNT, DED_DTYPE_F32, 1e308, 1, NULL};
+  ded_round_args a = {other, COUNT, DED_DTYPE_F32, 1e308, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, NOW_NS), DED_ERR_INVALID_ARG);
   ded_ident lo, hi;
   peers_around(&t, &lo, &hi);

@@ -296,7 +296,7 @@ static void test_node_state_snapshot_out_of_step(void **state) {
   for (int i = 0; i < 3; i++) {
     tnet_node *tn = &net->n[i];
     before[i] = tn->rounds_done;
-    ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(tn->node, &a, net->now), 1);
   }
   TNET_UNTIL(net, 60 * SEC_NS, tnet_rounds_past(net, 0x7, before));
@@ -673,7 +673,7 @@ static void test_node_state_data_not_asked(void **state) {
     /* The node resumes at the snapshot's round. */
     float buf[COUNT];
     for (int i = 0; i < COUNT; i++) buf[i] = (float)i;
-    ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+    ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
     assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 5);
     free(bytes);
     ded_node_free(t.node);
@@ -724,7 +724,7 @@ static void test_node_state_fetch_refused(void **state) {
   assert_int_equal(t.state_status, 0);
   assert_false(t.state_has_snap);
   assert_int_equal(ded_node_state_fetch(t.node, t.now), DED_ERR_INVALID_ARG);
-  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 0);
   assert_int_equal(ded_node_state_fetch(t.node, t.now), DED_ERR_INVALID_ARG);
   ded_node_free(t.node);

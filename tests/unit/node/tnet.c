@@ -274,7 +274,7 @@ void tnet_round(tnet *net, unsigned mask, int lead, uint64_t r) {
       n++;
       before[i] = tn->rounds_done;
       for (int e = 0; e < COUNT; e++) tn->buf[e] = (float)(100 * i + e) + 0.25f * (float)r;
-      ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL};
+      ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
       assert_int_equal(ded_node_round_submit(tn->node, &a, net->now), (int64_t)r);
       if (pass == 0) tnet_pump(net);
     }

@@ -1,0 +1,96 @@
+/*
+ * ded_stream.c: a job's gradient stream, cut into rounds (ded_stream.h).
+ */
+#include "ded_stream.h"
+
+#include <string.h>
+
+#include "../core/ded_assert.h"
+#include "../core/ded_err.h"
+#include "../core/ded_types.h"
+
+static ded_call *stream_at(ded_stream *st, unsigned i) {
+  return &st->v[(st->head + i) % DED_ROUNDS_ACTIVE_MAX];
+}
+
+void ded_stream_resume(ded_stream *st, uint64_t pos) {
+  DED_ASSERT(st->n == 0 && !st->open);
+  st->pos = pos;
+}
+
+int ded_stream_push(ded_stream *st, const ded_round_args *a, uint64_t bound_ns) {
+  if (st->n == DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
+  ded_call *c = stream_at(st, st->n);
+  memset(c, 0, sizeof *c);
+  c->a = *a;
+  c->bound_ns = bound_ns;
+  c->seq = st->head_seq + st->n++;
+  return 0;
+}
+
+/* The oldest call with elements not given to a fixed round, or NULL. */
+static ded_call *stream_cutting(ded_stream *st, unsigned *idx) {
+  for (unsigned i = 0; i < st->n; i++) {
+    ded_call *c = stream_at(st, i);
+    if (c->cut < c->a.count) {
+      if (idx) *idx = i;
+      return c;
+    }
+  }
+  return NULL;
+}
+
+unsigned ded_stream_waiting(const ded_stream *st) {
+  unsigned k = 0, first = 0;
+  bool cutting = st->open && stream_cutting((ded_stream *)st, &first);
+  for (unsigned i = 0; i < st->n; i++) {
+    const ded_call *c = &st->v[(st->head + i) % DED_ROUNDS_ACTIVE_MAX];
+    k += c->cut == 0 && !(cutting && i == first);
+  }
+  return k;
+}
+
+bool ded_stream_cut(ded_stream *st, ded_cut *out) {
+  if (st->open) return false;
+  ded_call *c = stream_cutting(st, NULL);
+  if (!c) return false;
+  size_t es = ded_dtype_size(c->a.dtype);
+  out->a = c->a;
+  out->a.buf = (uint8_t *)c->a.buf + (size_t)c->cut * es;
+  out->a.count = c->a.count - c->cut;
+  out->pos = st->pos;
+  out->off = c->cut;
+  out->seq = c->seq;
+  out->bound_ns = c->bound_ns;
+  st->open = true;
+  return true;
+}
+
+void ded_stream_fix(ded_stream *st, uint64_t count) {
+  DED_ASSERT(st->open);
+  ded_call *c = stream_cutting(st, NULL);
+  DED_ASSERT(c && count > 0 && count <= c->a.count - c->cut);
+  c->cut += count;
+  st->pos += count;
+  st->open = false;
+}
+
+bool ded_stream_reported(ded_stream *st, uint64_t seq, uint64_t count) {
+  DED_ASSERT(seq >= st->head_seq && seq - st->head_seq < st->n);
+  ded_call *c = stream_at(st, (unsigned)(seq - st->head_seq));
+  DED_ASSERT(c->reported + count <= c->cut);
+  c->reported += count;
+  bool whole = c->reported == c->a.count;
+  while (st->n > 0 && stream_at(st, 0)->reported == stream_at(st, 0)->a.count) {
+    st->head = (st->head + 1) % DED_ROUNDS_ACTIVE_MAX;
+    st->head_seq++;
+    st->n--;
+  }
+  return whole;
+}
+
+bool ded_stream_ready(const ded_stream *st) {
+  return !st->open && stream_cutting((ded_stream *)st, NULL) != NULL;
+}
+
+bool ded_stream_idle(const ded_stream *st) { return st->n == 0; }
