@@ -43,7 +43,8 @@
  * milliseconds; --quiet drops these four kinds), then always
  * `final loss <l> checksum <hex>`.
  * The step loss is this job's mean minibatch loss before the update,
- * reduced with an 8-byte MPI_Allreduce (far below any routing threshold).
+ * reduced with a one-value MPI_Allreduce (a metric: dedmpi leaves it
+ * with the job).
  * The final loss is rank 0's loss of the final parameters on a held-out
  * set that depends only on the seed, so every job of a split run prints a
  * comparable number. The checksum is the CRC-32 (zlib's) of the parameter

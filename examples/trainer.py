@@ -302,7 +302,7 @@ class Trainer:
             comm_s += c
             if not self.logged(step):
                 continue
-            # 8 bytes: a job-local mean, never big enough to leave the job.
+            # One value: a metric, which dedmpi leaves with the job.
             buf = np.array([loss], dtype=np.float64)
             self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
             if self.rank == 0:

@@ -175,6 +175,15 @@ static void set_min_bytes(parse_ctx *p, const char *name, const char *v) {
     cfg_error(p, name, v, "expected a byte count such as 65536 or 64K");
 }
 
+static void set_min_elements(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n < 1 || n > DED_COUNT_MAX)
+    cfg_error(p, name, v, "expected an element count from 1 to %llu",
+              (unsigned long long)DED_COUNT_MAX);
+  else
+    p->cfg->min_elements = (uint32_t)n;
+}
+
 static void set_min_peers(parse_ctx *p, const char *name, const char *v) {
   uint64_t n;
   if (parse_size(v, &n) != 0 || n < 1 || n > DED_PEERS_MAX)
@@ -373,13 +382,14 @@ static const var_def vars[] = {
     {{"DEDMPI_ALLOW_FILE", "", "file of admitted public keys, one per line (64 hex digits; # comments): with it, only those (and the owner, and invited identities) get in"}, set_allow_file},
     {{"DEDMPI_INVITE", "", "this job's invitation from the run owner (dedrun --invite), for its identity (DEDMPI_IDENTITY_FILE)"}, set_invite},
     {{"DEDMPI_SWARM_KEY_FILE", "", "file holding DEDMPI_SWARM_KEY (its first line), readable by this user only"}, set_swarm_key_file},
-    {{"DEDMPI_MIN_BYTES", "65536", "smallest all-reduce (bytes) that goes to the swarm"}, set_min_bytes},
+    {{"DEDMPI_MIN_ELEMENTS", "2", "smallest all-reduce (elements) that goes to the swarm: one value is taken for a metric or a count and stays with the job"}, set_min_elements},
+    {{"DEDMPI_MIN_BYTES", "0", "smallest all-reduce (bytes) that goes to the swarm, besides DEDMPI_MIN_ELEMENTS"}, set_min_bytes},
     {{"DEDMPI_MIN_PEERS", "1", "the run's first round waits until this many peers are present"}, set_min_peers},
     {{"DEDMPI_MODE", "node", "node, client (no inbound connections) or aux (reduces, contributes nothing)"}, set_mode},
     {{"DEDMPI_LOG", "warn", "error, warn, info or debug (to stderr, one line per event)"}, set_log},
     {{"DEDMPI_DISABLE", "0", "1 = pure pass-through to the real MPI"}, set_disable},
     {{"DEDMPI_STATE_BCAST", "1", "1 = rank 0's large start-up broadcasts are state a joining job loads from the run; 0 = only registered buffers are"}, set_state_bcast},
-    {{"DEDMPI_STEP_ROUNDS", "0", "routed all-reduces per training step; 0 = learnt from the calls (set it when buckets share a buffer)"}, set_step_rounds},
+    {{"DEDMPI_STEP_ROUNDS", "0", "routed all-reduces per training step; 0 = learnt from the calls (set it when equal buckets share a buffer)"}, set_step_rounds},
     {{"DEDMPI_JOIN_TIMEOUT", "30s", "how long MPI_Init tries the DEDMPI_JOIN peers"}, set_join_timeout},
     {{"DEDMPI_RENDEZVOUS_TIMEOUT", "300s", "how long the first round waits for DEDMPI_MIN_PEERS"}, set_rendezvous_timeout},
     {{"DEDMPI_ROUND_TIMEOUT", "60s", "bound on one all-reduce: past it the job keeps its own values (out of step)"}, set_round_timeout},
@@ -408,7 +418,8 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   memset(cfg, 0, sizeof *cfg);
   snprintf(cfg->run, sizeof cfg->run, "default");
   snprintf(cfg->listen, sizeof cfg->listen, "0.0.0.0:0");
-  cfg->min_bytes = 65536;
+  cfg->min_bytes = 0;
+  cfg->min_elements = 2;
   cfg->min_peers = 1;
   cfg->mode = DED_MODE_NODE;
   cfg->log_level = DED_LOG_WARN;

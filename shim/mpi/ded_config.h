@@ -32,6 +32,7 @@ typedef struct ded_config {
   bool has_invite;                /* DEDMPI_INVITE */
   ded_invite invite;
   uint64_t min_bytes;             /* DEDMPI_MIN_BYTES */
+  uint32_t min_elements;          /* DEDMPI_MIN_ELEMENTS */
   uint32_t min_peers;             /* DEDMPI_MIN_PEERS */
   uint8_t mode;                   /* DEDMPI_MODE (enum ded_mode) */
   int log_level;                  /* DEDMPI_LOG (enum ded_log_level) */

@@ -2,10 +2,10 @@
  * ded_shim.c: the MPI face of dedmpi, by PMPI interposition.
  *
  * Preloaded into an Open MPI job, this file's MPI_Allreduce and
- * MPI_Iallreduce take the calls that go to the swarm (docs/architecture.md,
- * "Routing": MPI_SUM of MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_BYTES,
- * on a communicator congruent to MPI_COMM_WORLD) and pass every other call
- * to PMPI as is.
+ * MPI_Iallreduce take the calls that go to the swarm (ded_route.h:
+ * MPI_SUM of MPI_FLOAT or MPI_DOUBLE, at least DEDMPI_MIN_ELEMENTS, on a
+ * communicator congruent to MPI_COMM_WORLD) and pass every other call to
+ * PMPI as is.
  *
  * A routed call ("op") goes through three steps:
  *
@@ -55,6 +55,7 @@
 #include "core/ded_assert.h"
 #include "ded_config.h"
 #include "ded_driver.h"
+#include "ded_route.h"
 #include "ded_step.h"
 #include "dedmpi.h"
 
@@ -113,9 +114,11 @@ static struct {
   pthread_cond_t cv;
   shim_op *head, *tail, *post;
   atomic_int pending; /* ops not complete: the fast path of Wait/Test */
-  /* The smallest count that can reach DEDMPI_MIN_BYTES with the widest
-   * routed type: below it, a call goes to PMPI after three compares. */
-  int64_t min_count;
+  /* What is routed (ded_route.h). Below min_count elements a sum goes to
+   * PMPI after three compares, as does another op below watch_count,
+   * unless rank 0 is still counting its census. */
+  ded_route route;
+  int64_t min_count, watch_count;
   double weight;
   bool weight_set;
   dedmpi_round_info last;
@@ -317,17 +320,6 @@ static void backoff(unsigned spins) {
 
 /* ---------------------------------------------------------------- state */
 
-/* An intracommunicator with the ranks of MPI_COMM_WORLD in the same order. */
-static bool comm_is_world(MPI_Comm comm) {
-  if (comm == MPI_COMM_WORLD) return true;
-  if (comm == MPI_COMM_NULL) return false;
-  int inter = 0, cmp = MPI_UNEQUAL;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
-  if (PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp) != MPI_SUCCESS) return false;
-  return cmp == MPI_IDENT || cmp == MPI_CONGRUENT;
-}
-
-
 /*
  * A job that starts while a run is in progress loads the run's state
  * before its first round (docs/architecture.md, "Joining a run in
@@ -417,15 +409,16 @@ static void state_start(void) {
   S.loaded.bytes = NULL;
 }
 
-/* A large broadcast from rank 0 of contiguous data to the whole job. */
+/* A broadcast from rank 0 to the whole job of floats or doubles that the
+ * routing rule would route as an all-reduce (a tensor of the model); an
+ * integer, a byte string or a single value (a seed, a flag, a pickled
+ * object) is configuration, not state. */
 static bool state_bcast_routes(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, size_t *bytes) {
-  int size = 0;
-  MPI_Aint lb = 0, extent = 0;
-  if (!buf || PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0 ||
-      PMPI_Type_get_true_extent(dt, &lb, &extent) != MPI_SUCCESS || lb != 0 || extent != size)
-    return false;
-  *bytes = (size_t)count * (size_t)size;
-  return *bytes >= S.cfg.min_bytes && comm_is_world(comm);
+  uint8_t dtype;
+  size_t es;
+  if (!buf || ded_route_tensor(&S.route, count, dt, comm, &dtype, &es) != DED_ROUTE_YES) return false;
+  *bytes = (size_t)count * es;
+  return true;
 }
 
 __attribute__((noinline)) static int shim_bcast(void *buf, int count, MPI_Datatype dt, int root,
@@ -448,25 +441,20 @@ DED_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, 
 
 /* ---------------------------------------------------------------- routing */
 
-/* What goes to the swarm (docs/architecture.md, "Routing"). Anything
- * unusual (null buffers, aliasing, intercommunicators) stays with PMPI,
- * which reports the error exactly as without the shim. */
+/* What goes to the swarm (ded_route.h). Anything unusual (null buffers,
+ * aliasing, intercommunicators) stays with PMPI, which reports the error
+ * exactly as without the shim. Rank 0 counts every call it sees into the
+ * census, and warns about large ones that stay. */
 static bool shim_routes(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                         MPI_Comm comm, uint8_t *dtype, size_t *es) {
-  if (!S.active || op != MPI_SUM || count <= 0) return false;
-  /* C's types, and Fortran's REAL and DOUBLE PRECISION (the same bytes). */
-  if (dt == MPI_FLOAT || dt == MPI_REAL || dt == MPI_REAL4) {
-    *dtype = DED_DTYPE_F32;
-    *es = 4;
-  } else if (dt == MPI_DOUBLE || dt == MPI_DOUBLE_PRECISION || dt == MPI_REAL8) {
-    *dtype = DED_DTYPE_F64;
-    *es = 8;
-  } else {
-    return false;
+  if (!S.active) return false;
+  ded_route_why why = ded_route_classify(&S.route, sendbuf, recvbuf, count, dt, op, comm, dtype, es);
+  if (S.rank == 0 && (why != DED_ROUTE_YES || S.route.census)) {
+    pthread_mutex_lock(&S.mu);
+    ded_route_note(&S.route, why, count, dt, op, ded_driver_now_ns());
+    pthread_mutex_unlock(&S.mu);
   }
-  if ((uint64_t)count * *es < S.cfg.min_bytes) return false;
-  if (!recvbuf || !sendbuf || sendbuf == recvbuf) return false;
-  return comm_is_world(comm);
+  return why == DED_ROUTE_YES;
 }
 
 static shim_op *op_new(void *recvbuf, int count, MPI_Datatype dt, size_t es, bool nonblocking) {
@@ -531,7 +519,9 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
 /* The pass-through fast path: every small or non-SUM all-reduce of the
  * application pays only this (and compiles to a tail jump into PMPI). */
 static inline bool maybe_routed(int count, MPI_Op op) {
-  return S.active && op == MPI_SUM && (int64_t)count >= S.min_count;
+  if (!S.active) return false;
+  int64_t at_least = op == MPI_SUM ? S.min_count : S.watch_count;
+  return (int64_t)count >= at_least || S.route.census;
 }
 
 __attribute__((noinline)) static int shim_allreduce(const void *sendbuf, void *recvbuf, int count,
@@ -784,7 +774,9 @@ static int shim_init(int *argc, char ***argv, int required, int *provided) {
     }
     return shim_init_failed(status == DED_ERR_INVALID_ARG ? MPI_ERR_ARG : MPI_ERR_OTHER);
   }
-  S.min_count = (int64_t)((S.cfg.min_bytes + sizeof(double) - 1) / sizeof(double));
+  ded_route_init(&S.route, S.cfg.min_elements, S.cfg.min_bytes, S.rank == 0, shim_log);
+  S.min_count = ded_route_min_count(&S.route);
+  S.watch_count = DED_ROUTE_LARGE_BYTES / sizeof(double);
   if (S.rank == 0) progress_open();
   if (S.rank == 0)
     shim_log(DED_LOG_INFO, "job of %d rank%s joined run '%s' as peer %s", S.size,
@@ -810,6 +802,7 @@ DED_EXPORT int MPI_Finalize(void) {
       backoff(spins);
     }
     S.active = false;
+    if (S.rank == 0) ded_route_census_flush(&S.route);
     /* Goodbyes, and results a slower peer still needs from our last round,
      * get as long as a round may take. */
     ded_driver_stop(S.driver, S.cfg.round_timeout_ns);

@@ -43,6 +43,12 @@ static void report(const char *name, int rc, double first, double last, double w
 }
 
 /* A float all-reduce of |n| elements on |comm| with |op|; returns rc. */
+/* MPI_SUM of floats, as a user-defined op. */
+static void float_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  for (int i = 0; i < *len; i++) ((float *)inout)[i] += ((const float *)in)[i];
+}
+
 static int run_float(MPI_Comm comm, MPI_Op op, int n, float v, int in_place, int nonblocking,
                      float *out_first, float *out_last) {
   float *buf = malloc(sizeof(float) * (size_t)n), *src = malloc(sizeof(float) * (size_t)n);
@@ -136,9 +142,12 @@ int main(int argc, char **argv) {
     rc = run_float(dup, MPI_SUM, count, v, 1, nonblocking, &f, &l);
     report("swarm_congruent_dup", rc, f, l, swarm, MPI_SUCCESS);
     MPI_Comm_free(&dup);
-    /* Everything below stays inside the job. */
+    /* A small tensor (a bias) is a gradient too. */
     rc = run_float(MPI_COMM_WORLD, MPI_SUM, 16, v, 1, nonblocking, &f, &l);
-    report("local_small", rc, f, l, local_sum, MPI_SUCCESS);
+    report("swarm_small", rc, f, l, swarm, MPI_SUCCESS);
+    /* Everything below stays inside the job: a single value is a metric. */
+    rc = run_float(MPI_COMM_WORLD, MPI_SUM, 1, v, 1, nonblocking, &f, &l);
+    report("local_scalar", rc, f, l, local_sum, MPI_SUCCESS);
     rc = run_float(MPI_COMM_WORLD, MPI_MAX, count, v, 1, nonblocking, &f, &l);
     report("local_max", rc, f, l, value + size - 1, MPI_SUCCESS);
     MPI_Comm half;
@@ -152,6 +161,13 @@ int main(int argc, char **argv) {
       report("local_subcomm", rc, f, l, hsum, MPI_SUCCESS);
     }
     MPI_Comm_free(&half);
+    /* A user-defined op (as Horovod's fp16 sum): the job's own sum, and a
+     * warning from rank 0 that the swarm does not average it. */
+    MPI_Op user_sum;
+    MPI_Op_create(float_sum, 1, &user_sum);
+    rc = run_float(MPI_COMM_WORLD, user_sum, count, v, 1, nonblocking, &f, &l);
+    report("local_user_op", rc, f, l, local_sum, MPI_SUCCESS);
+    MPI_Op_free(&user_sum);
     int *iv = malloc(sizeof(int) * (size_t)count);
     for (int i = 0; i < count; i++) iv[i] = (int)v;
     rc = MPI_Allreduce(MPI_IN_PLACE, iv, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -146,6 +146,14 @@ def routing():
         # dedmpi_last_round: both jobs contributed, weight = 4 ranks
         check(re.search(r"round_info rc 0 round \d+ contributors 2 weight 4 alone 0 error 0", j.out),
               "round info wrong:\n" + j.describe())
+        # Rank 0 says once what went where, and warns about the large sums that
+        # stay: a user-defined op and a sub-communicator.
+        check(len(re.findall(r"the first \d+ all-reduces: \d+ to the swarm \(float", j.err)) == 1
+              and "left to this job" in j.err and "a metric or a count" in j.err,
+              "no census of the all-reduces:\n" + j.describe())
+        check(j.err.count("with a user-defined op") == 1 and
+              j.err.count("on a communicator other than the whole job's") == 1,
+              "no warning about large sums left to the job:\n" + j.describe())
 
 
 @test
@@ -659,9 +667,9 @@ def fused_cuts():
     every step, each job with cuts of its own, so no two jobs' calls line up.
     The swarm aligns rounds by the gradient stream: the jobs end with
     bit-identical parameters, equal within float tolerance to one 3-rank job,
-    and each learns its step (no call repeats) from where the calls end.
-    DEDMPI_MIN_BYTES=40 routes the 40-byte output bias too (and not the 8-byte
-    loss)."""
+    and each learns its step (no call repeats) from where the calls end. The
+    40-byte output bias is averaged too (a fused buffer may hold nothing
+    else), and the one-value loss metric stays with each job."""
     port = free_port()
     common = ["--steps", "40", "--log-every", "10", "--dim", "64", "--hidden", "32",
               "--shards", "3"]
@@ -669,7 +677,7 @@ def fused_cuts():
     for i in range(3):
         argv = trainer_cmd(False, common + ["--fuse", str(11 + i), "--shard-base", str(i),
                                             "--out", "params-%d.bin" % i])
-        j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 3, DEDMPI_MIN_BYTES=40),
+        j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 3),
                 workdir=wd)
         wd = j.dir
         jobs.append(j)
