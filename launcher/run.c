@@ -339,9 +339,12 @@ static int children_now(pid_t *out, int max) {
 
 /* What is left of the job once dedrun's own children ended (a rank whose
  * mpirun was killed, a trainer's helper process): SIGTERM, 3 s, SIGKILL,
- * each reaped. */
+ * each reaped. Orphans that already ended are reaped first, unreported
+ * (mpirun's remote-shell agents, on hosts, end just after it). */
 static void end_descendants(void) {
   pid_t pids[256];
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
   int n = children_now(pids, 256);
   if (n == 0) return;
   for (int i = 0; i < n; i++) kill(pids[i], SIGTERM);
