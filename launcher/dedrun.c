@@ -5,6 +5,8 @@
  *   dedrun [-n N] [-x VAR[=value]]... [--join HOST:PORT[,...]] [--listen HOST:PORT]
  *          [--run NAME] [--swarm-key-file F] [--mode M] ... PROGRAM [ARGS...]
  *                                        run a trainer on the swarm (run.c)
+ *   dedrun --host H1,H2:4 | --hostfile F ... PROGRAM
+ *                                        the same job spread over hosts (hosts.c)
  *   dedrun --id [--identity-file F]      this identity's public key
  *   dedrun --new-key                     a random DEDMPI_SWARM_KEY
  *   dedrun --invite KEY [--run NAME] [--identity-file F] [--expires D]
@@ -27,6 +29,7 @@
 #include "ded_driver.h"
 #include "dht/ded_invite.h"
 #include "backbone.h"
+#include "hosts.h"
 #include "run.h"
 
 #ifndef DEDMPI_VERSION
@@ -51,6 +54,13 @@ static const char usage_text[] =
     "\n"
     "  -n, -np N             ranks of the job (default 1)\n"
     "  -x VAR[=VALUE]        export VAR to the ranks, as mpirun -x does\n"
+    "  -H, --host LIST       run the ranks on these hosts, mpirun's syntax: HOST[:SLOTS],...\n"
+    "                        (a name or IPv4 address; SLOTS ranks there, default 1)\n"
+    "  --hostfile FILE       the same from a file (also --machinefile): a host a line,\n"
+    "                        'HOST [slots=N] [max_slots=N]', '#' comments. Both go to\n"
+    "                        mpirun as given; without -n, a rank per slot. Rank 0, the\n"
+    "                        job's peer, runs here if a host listed is this machine,\n"
+    "                        else on the first host (then no progress line)\n"
     "  --join HOST:PORT,...  peers to bootstrap from (DEDMPI_JOIN); none: start a swarm\n"
     "  --listen HOST:PORT    accept peers there (DEDMPI_LISTEN; :0 = any free port)\n"
     "  --run NAME            the run's name (DEDMPI_RUN; default 'default')\n"
@@ -257,6 +267,7 @@ int main(int argc, char **argv) {
   };
   enum { CMD_RUN, CMD_ID, CMD_NEW_KEY, CMD_INVITE, CMD_BACKBONE, CMD_STATUS };
   dedrun_opts ro = {.np = 1, .progress = -1};
+  bool np_given = false;
   const char *invite = NULL, *expires = NULL, *http = NULL, *status = NULL;
   int cmd = CMD_RUN, i;
   for (i = 1; i < argc; i++) {
@@ -275,7 +286,31 @@ int main(int argc, char **argv) {
     }
     if (matched) continue;
     if (missing) goto missing_value;
-    if ((v = opt_value(argv, argc, &i, "-n", &missing)) ||
+    if ((v = opt_value(argv, argc, &i, "--host", &missing)) ||
+        (v = opt_value(argv, argc, &i, "-H", &missing))) {
+      char err[1024];
+      if (ro.host) {
+        fprintf(stderr, "dedrun: --host given twice: list every host in one (--host A,B:2)\n");
+        return usage(stderr, 2);
+      }
+      if (dedrun_host_list(v, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "dedrun: %.*s %s: %s\n", (int)strcspn(a, "="), a, v, err);
+        return usage(stderr, 2);
+      }
+      ro.host = v;
+    } else if ((v = opt_value(argv, argc, &i, "--hostfile", &missing)) ||
+               (v = opt_value(argv, argc, &i, "--machinefile", &missing))) {
+      char err[1024];
+      if (ro.hostfile) {
+        fprintf(stderr, "dedrun: --hostfile given twice: one file lists every host\n");
+        return usage(stderr, 2);
+      }
+      if (dedrun_hostfile(v, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "dedrun: %.*s %s: %s\n", (int)strcspn(a, "="), a, v, err);
+        return usage(stderr, 2);
+      }
+      ro.hostfile = v;
+    } else if ((v = opt_value(argv, argc, &i, "-n", &missing)) ||
         (v = opt_value(argv, argc, &i, "-np", &missing)) ||
         (v = opt_value(argv, argc, &i, "--np", &missing))) {
       char *end;
@@ -286,6 +321,7 @@ int main(int argc, char **argv) {
         return usage(stderr, 2);
       }
       ro.np = (int)n;
+      np_given = true;
     } else if ((v = opt_value(argv, argc, &i, "-x", &missing))) {
       if (!v[0] || v[0] == '=') {
         fprintf(stderr, "dedrun: -x %s: expected VAR or VAR=VALUE\n", v);
@@ -357,6 +393,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dedrun: --http goes with --backbone\n");
     return usage(stderr, 2);
   }
+  if ((ro.host || ro.hostfile) && (cmd != CMD_RUN || ro.standalone)) {
+    fprintf(stderr, "dedrun: --host and --hostfile go with a trainer that mpirun runs%s\n",
+            ro.standalone ? " (--standalone runs every process on this machine)" : "");
+    return usage(stderr, 2);
+  }
+  /* On hosts, mpirun's own default: a rank per slot. */
+  if ((ro.host || ro.hostfile) && !np_given) ro.np = 0;
   if (cmd != CMD_RUN) {
     if (i < argc) {
       fprintf(stderr, "dedrun: --backbone, --status, --id, --new-key and --invite take no "

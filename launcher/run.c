@@ -4,6 +4,13 @@
  * (values stay out of the process list), the library as
  * `-x LD_PRELOAD=...`.
  *
+ * With --host or --hostfile the ranks spread over hosts: mpirun gets the
+ * options as given, and -x (which Open MPI forwards to remote ranks, unlike
+ * the rest of the environment) carries the settings and the library's path
+ * there. Rank 0, the job's peer, lands on this machine if a host listed is
+ * this machine, else on the first host (hosts.c); then it has no progress
+ * socket to report to, and dedrun says so.
+ *
  * Without Open MPI (or with --standalone), each of the -n processes is a
  * job of one rank on dedmpi's own libmpi.so.40 (standalone/).
  *
@@ -21,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include "run.h"
+#include "hosts.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -339,9 +347,12 @@ static int children_now(pid_t *out, int max) {
 
 /* What is left of the job once dedrun's own children ended (a rank whose
  * mpirun was killed, a trainer's helper process): SIGTERM, 3 s, SIGKILL,
- * each reaped. */
+ * each reaped. Orphans that already ended are reaped first, unreported
+ * (mpirun's remote-shell agents, on hosts, end just after it). */
 static void end_descendants(void) {
   pid_t pids[256];
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
   int n = children_now(pids, 256);
   if (n == 0) return;
   for (int i = 0; i < n; i++) kill(pids[i], SIGTERM);
@@ -373,12 +384,14 @@ static bool sent_by_process(const struct signalfd_siginfo *si) {
 
 /* ---------------------------------------------------------------- launch */
 
-/* mpirun's command line: the job, our library preloaded (after whatever
- * this process or the user preloads: sanitizers), every DEDMPI_* of the
- * environment by name, then the user's -x and the program. */
+/* mpirun's command line: the job (its ranks, its hosts), our library
+ * preloaded (after whatever this process or the user preloads:
+ * sanitizers), every DEDMPI_* of the environment by name, then the user's
+ * -x and the program. Everything the ranks need from dedrun goes by -x:
+ * remote ranks get nothing else of its environment. */
 static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *lib, char *np,
                           char *preload, size_t preload_len, char **names) {
-  size_t cap = 16 + 2 * (size_t)o->nx, names_len = 1;
+  size_t cap = 20 + 2 * (size_t)o->nx, names_len = 1;
   for (char **e = environ; *e; e++) {
     cap += 2;
     names_len += strcspn(*e, "=") + 1;
@@ -393,11 +406,22 @@ static char **mpirun_argv(const dedrun_opts *o, const char *mpirun, const char *
   }
   size_t n = 0;
   v[n++] = (char *)mpirun;
-  v[n++] = "-np";
-  snprintf(np, 16, "%d", o->np);
-  v[n++] = np;
+  if (o->np > 0) {
+    v[n++] = "-np";
+    snprintf(np, 16, "%d", o->np);
+    v[n++] = np;
+  }
+  /* On hosts the slots given are the limit, as for mpirun; here, the cores. */
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus > 0 && o->np > cpus) v[n++] = "--oversubscribe";
+  if (!o->host && !o->hostfile && cpus > 0 && o->np > cpus) v[n++] = "--oversubscribe";
+  if (o->hostfile) {
+    v[n++] = "--hostfile";
+    v[n++] = (char *)o->hostfile;
+  }
+  if (o->host) {
+    v[n++] = "--host";
+    v[n++] = (char *)o->host;
+  }
   const char *env_pre = getenv("LD_PRELOAD");
   const char *user_pre = NULL;
   for (int i = 0; i < o->nx; i++)
@@ -505,10 +529,34 @@ static bool standalone_env(int i, int n, const char *dir, char *ldpath, size_t l
   return true;
 }
 
+/* Rank 0, the job's peer, runs on |host|, not here: where it listens and
+ * is reached, and why there is no progress line. */
+static void rank0_elsewhere(const char *host) {
+  fprintf(stderr, "dedrun: rank 0, the job's swarm peer, runs on %s (no host listed is this "
+                  "machine): it listens there, and dedrun shows no progress line\n", host);
+  const char *l = getenv("DEDMPI_LISTEN");
+  const char *colon = l ? strrchr(l, ':') : NULL;
+  if (!colon) return;
+  char name[256];
+  size_t n = (size_t)(colon - l);
+  if (n >= 2 && l[0] == '[' && l[n - 1] == ']') /* [v6]:port */
+    snprintf(name, sizeof name, "%.*s", (int)(n - 2), l + 1);
+  else
+    snprintf(name, sizeof name, "%.*s", (int)n, l);
+  if (!any_host(l, n) && dedrun_host_is_local(name))
+    fprintf(stderr, "dedrun: warning: --listen %s is this machine, but rank 0 listens on %s: "
+                    "give an address of %s, or 0.0.0.0:PORT\n", l, host, host);
+}
+
 int dedrun_launch(const dedrun_opts *o) {
   char mpirun[PATH_MAX], lib[PATH_MAX], dir[PATH_MAX];
-  bool standalone = o->standalone;
+  bool standalone = o->standalone, hosts = o->host || o->hostfile;
   if (!standalone && !find_in_path("mpirun", mpirun, sizeof mpirun)) {
+    if (hosts) {
+      fprintf(stderr, "dedrun: --host and --hostfile need Open MPI's mpirun, and there is none "
+                      "on PATH\n");
+      return 1;
+    }
     standalone = true;
     fprintf(stderr, "dedrun: no mpirun on PATH: running on dedmpi's own MPI library, each "
                     "process a job of one rank (install openmpi-bin for jobs of several ranks)\n");
@@ -544,7 +592,10 @@ int dedrun_launch(const dedrun_opts *o) {
   progress p = {.fd = -1};
   const char *run = getenv("DEDMPI_RUN");
   snprintf(p.run, sizeof p.run, "%s", run && run[0] ? run : "default");
-  bool want = o->progress != 0;
+  char rank0[256];
+  bool here = !hosts || dedrun_rank0_here(o->host, o->hostfile, rank0, sizeof rank0);
+  if (!here) rank0_elsewhere(rank0);
+  bool want = o->progress != 0 && here;
   p.tty = isatty(STDERR_FILENO) && o->progress != 0;
   if (want) {
     char name[108];

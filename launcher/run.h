@@ -3,7 +3,9 @@
  * mpirun with libdedmpi.so preloaded and the configuration carried by -x,
  * or (no Open MPI, or --standalone) each process a job of one rank on
  * dedmpi's own libmpi.so.40; the children's signals and lifetime; the
- * progress line.
+ * progress line. With --host or --hostfile the job spreads over hosts:
+ * mpirun gets them as given, and -x carries the library and the settings
+ * to the remote ranks.
  */
 #ifndef DEDRUN_RUN_H
 #define DEDRUN_RUN_H
@@ -13,7 +15,10 @@
 #define DEDRUN_X_MAX 256
 
 typedef struct dedrun_opts {
-  int np;                       /* -n/-np: ranks of the one job; standalone: processes */
+  int np;                       /* -n/-np: ranks of the one job; standalone: processes;
+                                   0: mpirun's default (a rank per slot of the hosts) */
+  const char *host;             /* --host LIST for mpirun, checked (hosts.h); or NULL */
+  const char *hostfile;         /* --hostfile FILE for mpirun, checked; or NULL */
   bool standalone;              /* each process a job of one rank on dedmpi's own libmpi */
   const char *x[DEDRUN_X_MAX]; /* -x VAR[=value], as given */
   int nx;

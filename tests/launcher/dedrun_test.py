@@ -98,18 +98,43 @@ def swarm_flags(port, first, min_peers):
 def flags():
     """--help documents the flags and every DEDMPI_* variable; --version;
     each kind of bad command line exits 2 with a message and the usage; bad
-    settings are refused before anything starts; a missing mpirun or
-    library is a clear error (exit 1)."""
+    settings are refused before anything starts, as are a malformed --host,
+    a hostfile that is missing, unreadable or malformed, and hosts with
+    --standalone; a missing mpirun or library is a clear error (exit 1),
+    with --host too (no falling back to this machine alone). --host and
+    --hostfile naming this machine, without -n, run a rank per slot."""
     r = cli("--help")
     check(r.returncode == 0 and "usage: dedrun" in r.stdout, "--help:\n" + r.stdout + r.stderr)
     for want in ("-n, -np N", "-x VAR[=VALUE]", "--join HOST:PORT", "--swarm-key-file",
-                 "--mode M", "DEDMPI_ROUND_TIMEOUT (default: 60s)", "DEDMPI_PROGRESS"):
+                 "--mode M", "-H, --host LIST", "--hostfile FILE", "--machinefile",
+                 "DEDMPI_ROUND_TIMEOUT (default: 60s)", "DEDMPI_PROGRESS"):
         check(want in r.stdout, "--help lacks %r:\n%s" % (want, r.stdout))
     r = cli("--version")
     check(r.returncode == 0 and re.match(r"dedrun \d+\.\d+\.\d+$", r.stdout.strip()),
           "--version: %r" % r.stdout)
+    wd = tempfile.mkdtemp(prefix="dedrun-flags-")
+    hostfiles = {}
+    for name, text in (("bad", "# hosts\nnode1 slots=2\nnode2 slot=2\n"), ("empty", "# none\n"),
+                       ("zero", "node1 slots=0\n")):
+        hostfiles[name] = os.path.join(wd, name)
+        with open(hostfiles[name], "w") as f:
+            f.write(text)
     bad = [
         (["--bogus", "true"], "unknown option --bogus"),
+        (["--host", "a,,b", "true"], "--host a,,b: an empty entry"),
+        (["-H", "a:0", "true"], "-H a:0: 'a:0': expected HOST:SLOTS, SLOTS a number from 1"),
+        (["--host=node1:2,bad/name", "true"], "'bad/name' is not a host name"),
+        (["--host", "a", "--host", "b", "true"], "--host given twice"),
+        (["--hostfile"], "--hostfile needs a value"),
+        (["--hostfile", "/nonexistent/hosts", "true"],
+         "--hostfile /nonexistent/hosts: No such file or directory"),
+        (["--hostfile", wd, "true"], "not a regular file"),
+        (["--machinefile", hostfiles["bad"], "true"],
+         "line 3: 'node2 slot=2': expected HOST [slots=N] [max_slots=N]"),
+        (["--hostfile", hostfiles["empty"], "true"], "no host in it"),
+        (["--hostfile", hostfiles["zero"], "true"], "line 1: 'node1 slots=0'"),
+        (["--standalone", "--host", "a", "true"], "go with a trainer that mpirun runs"),
+        (["--backbone", "--hostfile", hostfiles["bad"]], "line 3"),
         (["-n"], "-n needs a value"),
         (["-n", "zero", "true"], "expected a number of ranks"),
         (["-np", "0", "true"], "expected a number of ranks"),
@@ -133,6 +158,9 @@ def flags():
     r = cli("/bin/true", env=base_env(PATH="/nonexistent"))
     check(r.returncode == 0 and "no mpirun on PATH: running on dedmpi's own MPI library" in
           r.stderr, "no mpirun: %d %s" % (r.returncode, r.stderr))
+    r = cli("--host", "localhost", "/bin/true", env=base_env(PATH="/nonexistent"))
+    check(r.returncode == 1 and "--host and --hostfile need Open MPI's mpirun" in r.stderr,
+          "--host without mpirun: %d %s" % (r.returncode, r.stderr))
     r = cli("--standalone", "-n", "2", "/bin/true")
     check(r.returncode == 2 and "give --listen HOST:PORT" in r.stderr,
           "2 standalone processes with no way to meet: %d %s" % (r.returncode, r.stderr))
@@ -152,8 +180,18 @@ def flags():
     check(r.returncode == 0 and [x[0] for x in ranks] == ["0", "1"] and
           "unknown variable" not in r.stderr,
           "-np 2 -x: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    # On hosts (this one here), without -n: a rank per slot, rank 0 here.
+    for opt in (["--host", "localhost:2"], ["--hostfile", os.path.join(wd, "local")]):
+        with open(os.path.join(wd, "local"), "w") as f:
+            f.write("localhost slots=2  # this machine\n")
+        r = subprocess.run(dedrun_cmd("--no-progress", *opt, "-x", "DEDRUN_A=1 2", "/bin/sh", "-c",
+                                      show), capture_output=True, text=True,
+                           env=base_env(DEDMPI_LIB=mp.ARGS.lib), timeout=60)
+        ranks = sorted(re.findall(r"^rank=(\d) a=1 2 b= lib= pre=.*libdedmpi\.so", r.stdout, re.M))
+        check(r.returncode == 0 and ranks == ["0", "1"] and "runs on" not in r.stderr,
+              "%s: rc %d\n%s%s" % (" ".join(opt), r.returncode, r.stdout, r.stderr))
     print("  --help, --version, %d usage errors, missing mpirun and library checked; -np 2 and "
-          "-x reach both ranks" % len(bad))
+          "-x reach both ranks; --host and --hostfile without -n run a rank per slot" % len(bad))
 
 
 @test
