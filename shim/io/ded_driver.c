@@ -208,6 +208,10 @@ static const ded_node_callbacks drv_callbacks = {
  * (DED_ROUNDS_ACTIVE_MAX); the rest wait here and go in as rounds finish.
  */
 static void driver_submit_waiting(ded_driver *d) {
+  if (d->wait_head) { /* the job is not quiet (driver_quiet_check) */
+    d->quiet_round = ded_node_swarm_round(d->node);
+    d->quiet_since_ns = ded_driver_now_ns();
+  }
   while (d->wait_head) {
     pending_round *p = d->wait_head;
     int64_t rv = ded_node_round_submit(d->node, &p->args, ded_driver_now_ns());
@@ -327,6 +331,24 @@ static bool driver_leave_done(ded_driver *d, uint64_t now) {
   return !any;
 }
 
+/* Once a second at most: says (cfg.quiet, once) that the run's rounds go
+ * on while this job has submitted nothing for a round bound or more. */
+static void driver_quiet_check(ded_driver *d, uint64_t now) {
+  if (!d->cfg.quiet || d->quiet_said || now < d->quiet_next_ns) return;
+  d->quiet_next_ns = now + 1000000000ull;
+  uint64_t swarm = ded_node_swarm_round(d->node);
+  if (d->quiet_since_ns == 0 || swarm < d->quiet_round) { /* the first look, or a new run */
+    d->quiet_round = swarm;
+    d->quiet_since_ns = now;
+    return;
+  }
+  uint64_t bound = DED_MAX(d->cfg.node.round_timeout_ns, 1000000000ull);
+  if (swarm > d->quiet_round && now - d->quiet_since_ns >= bound) {
+    d->quiet_said = true;
+    d->cfg.quiet(d->cfg.user, swarm, (now - d->quiet_since_ns) / 1000000000ull);
+  }
+}
+
 static void *driver_main(void *arg) {
   ded_driver *d = arg;
   struct epoll_event evs[DRV_EVENTS_MAX];
@@ -356,6 +378,7 @@ static void *driver_main(void *arg) {
     }
     if (d->accept_paused_until && now >= d->accept_paused_until) drv_accept_pause(d, false);
     if (d->wait_head) driver_submit_waiting(d);
+    driver_quiet_check(d, now);
     if (d->peers_changed) { /* recounted after a peer came or went, not per wake-up */
       d->peers_changed = false;
       atomic_store_explicit(&d->peers_up, ded_node_round_peer_count(d->node), memory_order_relaxed);

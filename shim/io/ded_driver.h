@@ -40,6 +40,11 @@ typedef struct ded_driver_config {
    * take a snapshot at the trainer's next step and pass it to
    * ded_driver_snapshot_set (optional: without it, no state is offered). */
   void (*want_snapshot)(void *user);
+  /* Called once on the driver thread when the run's rounds go on (the
+   * peers publish newer rounds) while this job has submitted nothing for
+   * |quiet_s| seconds, at least one round bound: its trainer's gradients
+   * do not reach the swarm (optional). */
+  void (*quiet)(void *user, uint64_t swarm_round, uint64_t quiet_s);
   void *user;
   /* DEDMPI_IDENTITY_FILE: where the identity's seed is kept (created,
    * mode 0600, when missing); NULL or "" = a fresh identity. */

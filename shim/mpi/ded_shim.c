@@ -345,6 +345,18 @@ static void shim_want_snapshot(void *user) {
   ded_step_want_snapshot(&S.step);
 }
 
+/* Driver thread: the run's rounds go on while this job sends nothing. */
+static void shim_quiet(void *user, uint64_t swarm_round, uint64_t quiet_s) {
+  (void)user;
+  shim_log(DED_LOG_WARN, "run '%s' is at round %llu and its rounds go on, but this job has "
+           "all-reduced nothing to the swarm for %llu s: its gradients stay its own. Likely causes: "
+           "a framework that skips its all-reduce with one process (Horovod does at size() == 1: "
+           "run 2 ranks or more); a reduction of pickled objects (mpi4py's lowercase "
+           "comm.allreduce: use comm.Allreduce on arrays); a type or op of its own (Horovod's "
+           "--fp16-allreduce); a sum on a communicator that is not the whole job's",
+           S.cfg.run, (unsigned long long)swarm_round, (unsigned long long)quiet_s);
+}
+
 /* Rank 0: asks the swarm, once, whether a run is in progress, and if so
  * fetches its state. Returns an MPI error code. */
 static int state_sync(void) {
@@ -716,6 +728,7 @@ static int shim_start_driver(char *err, size_t errlen) {
   ded_config_driver(&S.cfg, &dc);
   dc.done = shim_swarm_done;
   dc.want_snapshot = shim_want_snapshot;
+  dc.quiet = shim_quiet;
   dc.log_prefix = S.prefix;
   int rv = ded_driver_start(&dc, &S.driver, err, errlen);
   ded_wipe(S.cfg.swarm_key, sizeof S.cfg.swarm_key); /* the driver derived its own */

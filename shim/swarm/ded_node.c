@@ -874,6 +874,18 @@ unsigned ded_node_round_peer_count(const ded_node *node) {
   return n;
 }
 
+uint64_t ded_node_swarm_round(const ded_node *node) {
+  uint64_t best = 0;
+  for (size_t i = 0; i < ded_table_count(&node->disc.table); i++) {
+    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
+    ded_progress prog;
+    if (memcmp(e->id, node->ident.id, DED_ID_BYTES) != 0 && ded_record_progress(&e->rec, &prog) &&
+        prog.round > best)
+      best = prog.round;
+  }
+  return best;
+}
+
 void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
   *up_kBps = node->disc.perf.up_kBps;
   *down_kBps = node->disc.perf.down_kBps;

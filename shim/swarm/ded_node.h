@@ -374,6 +374,10 @@ unsigned ded_node_peer_count(const ded_node *node);
  * peers that left not counted; not counting us). */
 unsigned ded_node_round_peer_count(const ded_node *node);
 
+/* The newest round any other peer's record says it finished (its
+ * published progress; records are republished every few seconds), or 0. */
+uint64_t ded_node_swarm_round(const ded_node *node);
+
 /* One peer as this node knows it, from its discovery record. */
 typedef struct ded_status_peer {
   uint8_t id[DED_ID_BYTES];

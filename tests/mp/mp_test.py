@@ -701,6 +701,46 @@ def fused_cuts():
           "parameter difference %.2g" % d)
 
 
+QUIET_JOB = """
+import time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+t0 = time.time()
+while time.time() - t0 < 8:
+    # Pickled objects and single values: nothing for the swarm to average.
+    total = comm.allreduce({"loss": 1.5}["loss"])
+    n = comm.allreduce(7, op=MPI.SUM)
+    time.sleep(0.05)
+print("quiet done", total, n, flush=True)
+"""
+
+
+@test
+def quiet_job():
+    """A job in a run whose rounds go on, that routes nothing (mpi4py's
+    pickle-based comm.allreduce, as a trainer that reduces Python objects
+    would), says so once within a round bound, naming the likely causes;
+    the training job does not."""
+    port = free_port()
+    env = {"DEDMPI_ROUND_TIMEOUT": "3s"}
+    train = ["--steps", "450", "--step-ms", "20", "--log-every", "100", "--dim", "32",
+             "--hidden", "16", "--shards", "2"]
+    a = Job("a", 1, trainer_cmd(False, train + ["--shard-base", "0"]),
+            swarm_env(port, True, 2, **env))
+    a2 = Job("a2", 1, trainer_cmd(False, train + ["--shard-base", "1"]),
+             swarm_env(port, False, 2, **env), workdir=a.dir)
+    time.sleep(1)
+    b = Job("b", 1, ["/usr/bin/python3", "-c", QUIET_JOB], swarm_env(port, False, 1, **env),
+            workdir=a.dir)
+    run_jobs([a, a2, b], 120)
+    check("quiet done" in b.out, "the quiet job did not run:\n" + b.describe())
+    said = b.err.count("its rounds go on, but this job has all-reduced nothing to the swarm")
+    check(said == 1 and "Horovod does at size() == 1" in b.err and "lowercase" in b.err,
+          "the quiet job did not say it once (%d):\n%s" % (said, b.describe()))
+    for j in (a, a2):
+        check("all-reduced nothing" not in j.err, "a training job said it is quiet:\n" + j.describe())
+
+
 @test
 def alone_equals_plain():
     """A job alone in the swarm gets bit for bit what plain Open MPI gives it,
