@@ -701,6 +701,44 @@ def fused_cuts():
           "parameter difference %.2g" % d)
 
 
+@test
+def horovod_like():
+    """MPI as Horovod uses it (tests/mp/hvd_like.c: MPI_THREAD_MULTIPLE, a
+    duplicate of the world, a background thread making every collective: a
+    bit-vector MPI_BAND all-reduce each step, then the tensors fused and cut
+    at random, each job its own way; per-tensor broadcasts of rank 0's
+    parameters at the start; the main thread probing meanwhile). Jobs of 2+1+1
+    ranks end bit-identical and equal, within float tolerance, to one 4-rank
+    job; the bit vectors stay inside each job."""
+    port = free_port()
+    common = ["--steps", "30", "--seed", "5"]
+    jobs, wd, base = [], None, 0
+    for i, n in enumerate([2, 1, 1]):
+        argv = [binpath("hvd_like")] + common + ["--fuse", str(21 + i), "--shard", str(base),
+                                                 "--out", "params-%d.bin" % i]
+        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, 3), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+        base += n
+    run_jobs(jobs, 240)
+    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
+    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "Horovod-like jobs disagree:\n" + "\n".join(j.describe() for j in jobs))
+    for j in jobs:
+        check("hvd_like done" in j.out and "error" not in j.err,
+              "a job failed:\n" + j.describe())
+        check(re.search(r"left to this job \(MPI_UINT64_T, 4 elements\): an op other than MPI_SUM",
+                        j.err), "the bit vectors are not shown left to the job:\n" + j.describe())
+    ref = Job("plain", 4, [binpath("hvd_like")] + common + ["--fuse", "21", "--out", "ref.bin"], {},
+              preload=False)
+    run_jobs([ref], 120)
+    d = max_rel_diff(read_floats(os.path.join(wd, "params-0.bin")),
+                     read_floats(os.path.join(ref.dir, "ref.bin")))
+    check(d < 1e-4, "Horovod-like swarm vs one 4-rank job: max relative difference %.3g" % d)
+    print("  2+1+1 jobs, a background thread, fusion cut differently: bit-identical; vs one "
+          "4-rank job: max relative parameter difference %.2g" % d)
+
+
 QUIET_JOB = """
 import time
 from mpi4py import MPI
