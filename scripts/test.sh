@@ -4,14 +4,14 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer build, then each libFuzzer
 # target for a short while. Exits non-zero if anything fails.
 #   FUZZ_SECONDS  seconds per fuzz target (default 15)
-#   SIM_SEEDS     seeds of the simulator tier (default 2000; SIM_SEEDS_ASAN, 300, under ASan)
+#   SIM_SEEDS     seeds of the simulator tier (default 1000; SIM_SEEDS_ASAN, 150, under ASan)
 #   CHAOS_SEEDS   seeds of its fault-schedule part (default 1000; CHAOS_SEEDS_ASAN, 100, under ASan)
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc)
-SIM_SEEDS=${SIM_SEEDS:-2000}
+SIM_SEEDS=${SIM_SEEDS:-1000}
 CHAOS_SEEDS=${CHAOS_SEEDS:-1000}
 
 step() { printf '\n==== %s\n' "$*"; }
@@ -25,7 +25,7 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "sanitizer build (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDEDMPI_SANITIZE=ON \
-  -DDEDMPI_SIM_SEEDS="${SIM_SEEDS_ASAN:-300}" -DDEDMPI_CHAOS_SEEDS="${CHAOS_SEEDS_ASAN:-100}" >/dev/null
+  -DDEDMPI_SIM_SEEDS="${SIM_SEEDS_ASAN:-150}" -DDEDMPI_CHAOS_SEEDS="${CHAOS_SEEDS_ASAN:-100}" >/dev/null
 cmake --build build-asan -j"$jobs"
 step "tests (sanitizer build)"
 ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j"$jobs"

@@ -813,6 +813,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   node->leaving = true;
   node_log(node, DED_LOG_INFO, "leaving the swarm");
   for (unsigned i = 0; i < node->rounds.n; i++) ded_round_fail(node, node->rounds.v[i], DED_ERR_CLOSING);
+  ded_rounds_fail_queued(node, DED_ERR_CLOSING); /* what no round covers yet */
   /* Rounds we coordinate go ahead without us rather than stall. */
   ded_coords_on_leave(node);
   /* LEAVE goes last on every connection to a peer, behind the results

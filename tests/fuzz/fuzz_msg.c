@@ -263,9 +263,10 @@ static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t 
   }
   FUZZ_CHECK(sum == m.len);
   FUZZ_CHECK(m.nlin <= DED_ROUND_MEMBERS_MAX);
-  /* status | round | digest | step_rounds | len | npieces | sizes |
+  /* status | round | pos | digest | step_rounds | len | npieces | sizes |
    * lin_attempt | nlin, then the ids and the client bits. */
-  FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)m.npieces + 8 + 2);
+  FUZZ_CHECK(m.pos <= DED_POS_MAX);
+  FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)m.npieces + 8 + 2);
   FUZZ_CHECK(m.lin + DED_LIN_BYTES(m.nlin) == p + len);
   if (m.nlin % 8) FUZZ_CHECK((m.lin[DED_LIN_BYTES(m.nlin) - 1] >> (m.nlin % 8)) == 0);
   if (m.nlin) {

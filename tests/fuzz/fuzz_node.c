@@ -94,7 +94,9 @@ static void drv_round_done(void *user, void *ctx, const ded_round_result *res) {
   FUZZ_CHECK(res->status <= 0);
   FUZZ_CHECK(res->contributors >= 1 && res->contributors <= DED_ROUND_MEMBERS_MAX);
   FUZZ_CHECK(res->alone ? res->members == NULL : 1);
-  d->rounds_done++;
+  FUZZ_CHECK(res->count >= 1 && res->count <= FUZZ_NODE_COUNT &&
+             res->off + res->count <= FUZZ_NODE_COUNT);
+  d->rounds_done += res->last; /* a submission ends with its last round */
   if (drv_verbose())
     fprintf(stderr, "  round %llu done: status %d, %u contributors%s%s\n",
             (unsigned long long)res->round, res->status, res->contributors,

@@ -305,6 +305,24 @@ static int round_create(ded_node *node, const ded_cut *c, uint64_t now_ns) {
   return 0;
 }
 
+/* A round that never started (no memory for it, or the node leaves):
+ * the rest of its call is reported at once with |status|. */
+static void round_fail_cut(ded_node *node, const ded_cut *c, int status) {
+  ded_round_result res;
+  memset(&res, 0, sizeof res);
+  res.status = status;
+  res.round = node->rounds.next;
+  res.pos = c->pos;
+  res.off = c->off;
+  res.count = c->a.count;
+  res.contributors = 1;
+  res.total_weight = c->a.weight;
+  ded_stream_fix(&node->rounds.stream, c->a.count);
+  res.last = ded_stream_reported(&node->rounds.stream, c->seq, c->a.count);
+  res.peers = ded_node_round_peer_count(node);
+  node->cb.round_done(node->user, c->a.ctx, &res);
+}
+
 bool ded_rounds_can_cut(const ded_node *node) {
   return node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
          ded_stream_ready(&node->rounds.stream);
@@ -314,20 +332,14 @@ void ded_rounds_pump(ded_node *node, uint64_t now_ns) {
   ded_cut c;
   while (node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
          ded_stream_cut(&node->rounds.stream, &c)) {
-    if (round_create(node, &c, now_ns) != 0) {
-      /* No memory for the round: its call fails whole, as one round. */
-      ded_round_result res;
-      memset(&res, 0, sizeof res);
-      res.status = DED_ERR_NOMEM;
-      res.round = node->rounds.next;
-      res.pos = c.pos;
-      res.off = c.off;
-      res.count = c.a.count;
-      ded_stream_fix(&node->rounds.stream, c.a.count);
-      res.last = ded_stream_reported(&node->rounds.stream, c.seq, c.a.count);
-      node->cb.round_done(node->user, c.a.ctx, &res);
-    }
+    if (round_create(node, &c, now_ns) != 0)
+      round_fail_cut(node, &c, DED_ERR_NOMEM); /* the rest of its call, as one round */
   }
+}
+
+void ded_rounds_fail_queued(ded_node *node, int status) {
+  ded_cut c;
+  while (ded_stream_cut(&node->rounds.stream, &c)) round_fail_cut(node, &c, status);
 }
 
 int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {

@@ -182,6 +182,10 @@ void ded_rounds_pump(ded_node *node, uint64_t now_ns);
 /* Whether ded_rounds_pump would cut a round now. */
 bool ded_rounds_can_cut(const ded_node *node);
 
+/* Leaving: every submitted element no round covers yet is reported, with
+ * |status|, as rounds of their own (numbered as the next round). */
+void ded_rounds_fail_queued(ded_node *node, int status);
+
 /* The live round |no|, or NULL. */
 ded_round *ded_round_find(ded_node *node, uint64_t no);
 

@@ -13,6 +13,18 @@ static ded_call *stream_at(ded_stream *st, unsigned i) {
   return &st->v[(st->head + i) % DED_ROUNDS_ACTIVE_MAX];
 }
 
+static const ded_call *stream_at_c(const ded_stream *st, unsigned i) {
+  return &st->v[(st->head + i) % DED_ROUNDS_ACTIVE_MAX];
+}
+
+/* The index of the oldest call with elements not given to a round whose
+ * length is fixed, or st->n if none. */
+static unsigned stream_cutting(const ded_stream *st) {
+  unsigned i = 0;
+  while (i < st->n && stream_at_c(st, i)->cut == stream_at_c(st, i)->a.count) i++;
+  return i;
+}
+
 void ded_stream_resume(ded_stream *st, uint64_t pos) {
   DED_ASSERT(st->n == 0 && !st->open);
   st->pos = pos;
@@ -28,32 +40,16 @@ int ded_stream_push(ded_stream *st, const ded_round_args *a, uint64_t bound_ns) 
   return 0;
 }
 
-/* The oldest call with elements not given to a fixed round, or NULL. */
-static ded_call *stream_cutting(ded_stream *st, unsigned *idx) {
-  for (unsigned i = 0; i < st->n; i++) {
-    ded_call *c = stream_at(st, i);
-    if (c->cut < c->a.count) {
-      if (idx) *idx = i;
-      return c;
-    }
-  }
-  return NULL;
-}
-
 unsigned ded_stream_waiting(const ded_stream *st) {
-  unsigned k = 0, first = 0;
-  bool cutting = st->open && stream_cutting((ded_stream *)st, &first);
-  for (unsigned i = 0; i < st->n; i++) {
-    const ded_call *c = &st->v[(st->head + i) % DED_ROUNDS_ACTIVE_MAX];
-    k += c->cut == 0 && !(cutting && i == first);
-  }
+  unsigned k = 0, cutting = st->open ? stream_cutting(st) : st->n;
+  for (unsigned i = 0; i < st->n; i++) k += stream_at_c(st, i)->cut == 0 && i != cutting;
   return k;
 }
 
 bool ded_stream_cut(ded_stream *st, ded_cut *out) {
-  if (st->open) return false;
-  ded_call *c = stream_cutting(st, NULL);
-  if (!c) return false;
+  unsigned i = stream_cutting(st);
+  if (st->open || i == st->n) return false;
+  ded_call *c = stream_at(st, i);
   size_t es = ded_dtype_size(c->a.dtype);
   out->a = c->a;
   out->a.buf = (uint8_t *)c->a.buf + (size_t)c->cut * es;
@@ -67,9 +63,10 @@ bool ded_stream_cut(ded_stream *st, ded_cut *out) {
 }
 
 void ded_stream_fix(ded_stream *st, uint64_t count) {
-  DED_ASSERT(st->open);
-  ded_call *c = stream_cutting(st, NULL);
-  DED_ASSERT(c && count > 0 && count <= c->a.count - c->cut);
+  unsigned i = stream_cutting(st);
+  DED_ASSERT(st->open && i < st->n);
+  ded_call *c = stream_at(st, i);
+  DED_ASSERT(count > 0 && count <= c->a.count - c->cut);
   c->cut += count;
   st->pos += count;
   st->open = false;
@@ -90,7 +87,7 @@ bool ded_stream_reported(ded_stream *st, uint64_t seq, uint64_t count) {
 }
 
 bool ded_stream_ready(const ded_stream *st) {
-  return !st->open && stream_cutting((ded_stream *)st, NULL) != NULL;
+  return !st->open && stream_cutting(st) < st->n;
 }
 
 bool ded_stream_idle(const ded_stream *st) { return st->n == 0; }

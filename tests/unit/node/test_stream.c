@@ -118,11 +118,35 @@ static void test_node_stream_wrong_decisions(void **state) {
   }
 }
 
+/* Leaving: the open round fails, and so does the call queued behind it,
+ * which no round covered yet; each call ends once. */
+static void test_node_stream_leave_reports_queued(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT];
+  memset(b0, 0, sizeof b0);
+  memset(b1, 0, sizeof b1);
+  tnode t;
+  tnode_start(&t, NULL, 0, 1.0, 1);
+  ded_round_args a = {b0, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  ded_round_args b = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 0);
+  assert_int_equal(ded_node_round_submit(t.node, &b, t.now), 1); /* projected */
+  assert_int_equal(t.rounds_done, 0);
+  ded_node_leave(t.node, t.now);
+  assert_int_equal(t.rounds_done, 2);
+  assert_int_equal(t.last.status, DED_ERR_CLOSING);
+  assert_true(t.last.last);
+  assert_int_equal(t.last.pos, COUNT);
+  assert_int_equal(t.last.count, COUNT);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stream_round_cut_short),
       cmocka_unit_test(test_node_stream_unknown_step_fits),
       cmocka_unit_test(test_node_stream_wrong_decisions),
+      cmocka_unit_test(test_node_stream_leave_reports_queued),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
