@@ -11,7 +11,6 @@
 #include "../ded_node_int.h"
 #include "ded_round_int.h"
 
-static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
 
 /* ------------------------------------------------------------------ */
 /* the round's memory                                                   */
@@ -224,7 +223,7 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 
 /* Chooses the coordinator of |r| once we can (WAIT_PREV), and asks it in
  * once its connection is ready (JOINING). */
-static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
+void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_JOINING: {
     ded_peer *p = ded_peer_find(node, r->coord);
@@ -286,78 +285,6 @@ static void round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   round_send_join(node, r, now_ns);
 }
 
-/* A new round, the next number, for the stream's cut |c|, and its first
- * step. */
-static int round_create(ded_node *node, const ded_cut *c, uint64_t now_ns) {
-  ded_round *r = ded_mem_calloc(node->mem, 1, sizeof *r);
-  if (!r) return DED_ERR_NOMEM;
-  r->no = node->rounds.next++;
-  r->a = c->a;
-  r->pos = c->pos;
-  r->off = c->off;
-  r->call = c->seq;
-  r->es = ded_dtype_size(c->a.dtype);
-  r->state = ROUND_WAIT_PREV;
-  r->submit_ns = now_ns;
-  r->bound_ns = c->bound_ns; /* the call's: it returns by then, however it is cut */
-  node->rounds.v[node->rounds.n++] = r;
-  round_try_join(node, r, now_ns); /* may finish (and free) |r| at once */
-  return 0;
-}
-
-/* A round that never started (no memory for it, or the node leaves):
- * the rest of its call is reported at once with |status|. */
-static void round_fail_cut(ded_node *node, const ded_cut *c, int status) {
-  ded_round_result res;
-  memset(&res, 0, sizeof res);
-  res.status = status;
-  res.round = node->rounds.next;
-  res.pos = c->pos;
-  res.off = c->off;
-  res.count = c->a.count;
-  res.contributors = 1;
-  res.total_weight = c->a.weight;
-  ded_stream_fix(&node->rounds.stream, c->a.count);
-  res.last = ded_stream_reported(&node->rounds.stream, c->seq, c->a.count);
-  res.peers = ded_node_round_peer_count(node);
-  node->cb.round_done(node->user, c->a.ctx, &res);
-}
-
-bool ded_rounds_can_cut(const ded_node *node) {
-  return node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
-         ded_stream_ready(&node->rounds.stream);
-}
-
-void ded_rounds_pump(ded_node *node, uint64_t now_ns) {
-  ded_cut c;
-  while (node->rounds.n < DED_ROUNDS_ACTIVE_MAX && !node->rounds.reporting &&
-         ded_stream_cut(&node->rounds.stream, &c)) {
-    if (round_create(node, &c, now_ns) != 0)
-      round_fail_cut(node, &c, DED_ERR_NOMEM); /* the rest of its call, as one round */
-  }
-}
-
-void ded_rounds_fail_queued(ded_node *node, int status) {
-  ded_cut c;
-  while (ded_stream_cut(&node->rounds.stream, &c)) round_fail_cut(node, &c, status);
-}
-
-int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
-  uint64_t no = node->rounds.next + ded_stream_waiting(&node->rounds.stream);
-  int rv = ded_stream_push(&node->rounds.stream, args, now_ns + node->s.round_timeout_ns);
-  if (rv) return rv;
-  if (ded_rounds_can_cut(node)) ded_rounds_pump(node, now_ns);
-  return (int64_t)no;
-}
-
-void ded_round_fix(ded_node *node, ded_round *r, uint64_t count) {
-  if (r->fixed) return;
-  DED_ASSERT(count > 0 && count <= r->a.count);
-  r->a.count = count;
-  r->fixed = true;
-  ded_stream_fix(&node->rounds.stream, count);
-}
-
 /* ------------------------------------------------------------------ */
 /* failover: an attempt is frozen, the next view gets our report        */
 /* ------------------------------------------------------------------ */
@@ -380,7 +307,7 @@ void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t 
     node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
              (unsigned long long)r->no, why);
     r->state = ROUND_WAIT_PREV;
-    round_try_join(node, r, now_ns);
+    ded_round_try_join(node, r, now_ns);
     return;
   }
   if (r->genesis || r->nlin == 0) {
@@ -447,7 +374,7 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
   if (nx && (nx->state == ROUND_JOINED || nx->state == ROUND_JOINING) && !nx->genesis &&
       nx->lin_attempt != plan->attempt && !ded_round_holds(nx)) {
     nx->state = ROUND_WAIT_PREV;
-    round_try_join(node, nx, now_ns);
+    ded_round_try_join(node, nx, now_ns);
   }
   return 0;
 }
@@ -652,7 +579,7 @@ static void round_on_advance(ded_node *node, ded_round *r, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_WAIT_PREV:
   case ROUND_JOINING:
-    round_try_join(node, r, now_ns);
+    ded_round_try_join(node, r, now_ns);
     if (r->state != ROUND_FETCHING) break;
     /* Our own coordinator side decided at once: fetch as below. */
     /* fall through */
@@ -1051,7 +978,7 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->rounds.n; i++) {
     ded_round *r = node->rounds.v[i];
     if (ded_round_over(r)) continue;
-    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) round_try_join(node, r, now_ns);
+    if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) ded_round_try_join(node, r, now_ns);
     if (ded_round_over(r) || round_on_bound(node, r, now_ns)) continue;
     /* Late, still fetching: the swarm keeps holding the next round. */
     if (r->state == ROUND_FETCHING && ded_round_holds(r) && r->att.me == r->att.plan.k &&

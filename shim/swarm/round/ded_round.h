@@ -36,10 +36,11 @@
  * newer view: it sends and adds nothing more, and completes only if a
  * coordinator says it stands, or someone completed it).
  *
- * The module's code is in three files (sharing ded_round_int.h):
- * ded_round.c, the state machine; ded_complete.c, completion and the
- * report; ded_late.c, late members both ways (serving them from rounds we
- * finished, and announcing ourselves when we are one).
+ * The module's code is in four files (sharing ded_round_int.h):
+ * ded_round.c, the state machine; ded_submit.c, the all-reduces submitted
+ * and the rounds cut from them (ded_stream.h); ded_complete.c,
+ * completion and the report; ded_late.c, late members both ways (serving
+ * them from rounds we finished, and announcing ourselves when we are one).
  *
  * Invariants: the caller's buffer is untouched until the report, which
  * happens exactly once, in round order, with the state going to DRAINING;

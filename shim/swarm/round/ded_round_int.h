@@ -37,6 +37,10 @@ int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 /* Serves shard |s| of the attempt |r| holds to |to| (ded_attempt_serve). */
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
 
+/* Chooses the coordinator of |r| once it can (WAIT_PREV) and asks it in
+ * once its connection is ready (JOINING); may report |r| at once. */
+void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
+
 /* ---- ded_complete.c ---- */
 
 /* |attempt| is the round's result, with the bytes of |digest| (NULL: not
