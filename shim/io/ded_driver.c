@@ -208,10 +208,7 @@ static const ded_node_callbacks drv_callbacks = {
  * (DED_ROUNDS_ACTIVE_MAX); the rest wait here and go in as rounds finish.
  */
 static void driver_submit_waiting(ded_driver *d) {
-  if (d->wait_head) { /* the job is not quiet (driver_quiet_check) */
-    d->quiet_round = ded_node_swarm_round(d->node);
-    d->quiet_since_ns = ded_driver_now_ns();
-  }
+  if (d->wait_head) d->quiet_since_ns = 0; /* not quiet: driver_quiet_check starts over */
   while (d->wait_head) {
     pending_round *p = d->wait_head;
     int64_t rv = ded_node_round_submit(d->node, &p->args, ded_driver_now_ns());
@@ -337,7 +334,7 @@ static void driver_quiet_check(ded_driver *d, uint64_t now) {
   if (!d->cfg.quiet || d->quiet_said || now < d->quiet_next_ns) return;
   d->quiet_next_ns = now + 1000000000ull;
   uint64_t swarm = ded_node_swarm_round(d->node);
-  if (d->quiet_since_ns == 0 || swarm < d->quiet_round) { /* the first look, or a new run */
+  if (d->quiet_since_ns == 0 || swarm < d->quiet_round) { /* the first look, a submission, a new run */
     d->quiet_round = swarm;
     d->quiet_since_ns = now;
     return;

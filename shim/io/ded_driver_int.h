@@ -118,8 +118,9 @@ struct ded_driver {
   bool leaving;
   uint64_t leave_deadline_ns;
   _Atomic unsigned peers_up; /* ded_driver_peer_count */
-  /* Driver thread: the swarm's round when this job last submitted (or
-   * started), and when; the next look; whether quiet was said. */
+  /* Driver thread: the swarm's round at the first look after this job
+   * last submitted (or started), and when (0: to be taken at the next
+   * look); the next look; whether quiet was said. */
   uint64_t quiet_round, quiet_since_ns, quiet_next_ns;
   bool quiet_said;
   bool peers_changed;        /* driver thread: a peer came or went since the count */
