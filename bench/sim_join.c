@@ -139,9 +139,6 @@ static void submit(bench *b, int i) {
     memset(&snap, 0, sizeof snap);
     snap.round = (uint64_t)j->next_round;
     snap.step_rounds = 1;
-    snap.npieces = 2;
-    snap.sizes[0] = b->state_bytes / 3;
-    snap.sizes[1] = b->state_bytes - snap.sizes[0];
     snap.len = b->state_bytes;
     snap.bytes = malloc(b->state_bytes ? b->state_bytes : 1);
     if (!snap.bytes) die(b, i, "out of memory");
@@ -245,12 +242,12 @@ static void on_state_done(void *user, int node, int status, ded_snapshot *snap) 
   if (!snap) die(b, node, "state fetch found no run in progress");
   uint64_t bad = snap->len == b->state_bytes ? state_check(snap->bytes, snap->len, snap->round) : 0;
   if (snap->len != b->state_bytes || bad != snap->len || snap->round == 0 ||
-      snap->step_rounds != 1 || snap->npieces != 2 || snap->sizes[0] != b->state_bytes / 3 ||
+      snap->step_rounds != 1 ||
       snap->digest != ded_digest64(snap->bytes, snap->len)) {
     snprintf(why, sizeof why,
-             "the state loaded (round %" PRIu64 ", %" PRIu64 " bytes, %u pieces) is not the "
+             "the state loaded (round %" PRIu64 ", %" PRIu64 " bytes) is not the "
              "donors' (%" PRIu64 " bytes): first difference at byte %" PRIu64,
-             snap->round, snap->len, snap->npieces, b->state_bytes, bad);
+             snap->round, snap->len, b->state_bytes, bad);
     die(b, node, why);
   }
   j->loaded_ns = sim_now(b->s);

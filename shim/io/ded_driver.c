@@ -251,9 +251,12 @@ static void on_wake(ded_driver *d) {
   bool stop = d->stop_requested;
   bool fetch = d->fetch_asked;
   uint64_t fetch_min = d->fetch_min;
+  uint8_t *cands = d->fetch_cands;
+  unsigned ncands = d->fetch_ncands;
+  d->fetch_cands = NULL;
   d->fetch_asked = false;
-  ded_snapshot *give = d->give_snap;
-  d->give_snap = NULL;
+  ded_snapshot *give = d->give_snap, *found = d->give_found;
+  d->give_snap = d->give_found = NULL;
   if (d->status_asked) {
     d->status_asked = false;
     driver_status_fill(d, d->status_out);
@@ -261,12 +264,19 @@ static void on_wake(ded_driver *d) {
     pthread_cond_broadcast(&d->cv);
   }
   pthread_mutex_unlock(&d->mu);
+  /* The founding state goes in before this job's first round does. */
+  if (found) {
+    ded_node_found_set(d->node, found, ded_driver_now_ns());
+    free(found);
+  }
   if (fetch) {
     uint64_t now = ded_driver_now_ns();
-    int rv = fetch_min ? ded_node_state_reload(d->node, fetch_min, now)
-                       : ded_node_state_fetch(d->node, now);
+    int rv = cands      ? ded_node_state_found(d->node, cands, ncands, now)
+             : fetch_min ? ded_node_state_reload(d->node, fetch_min, now)
+                         : ded_node_state_fetch(d->node, now);
     if (rv) cb_state_done(d, rv, NULL);
   }
+  free(cands);
   if (give) {
     ded_node_snapshot_set(d->node, give, ded_driver_now_ns());
     free(give);
@@ -439,6 +449,9 @@ static void driver_free(ded_driver *d) {
   }
   if (d->give_snap) free(d->give_snap->bytes);
   free(d->give_snap);
+  if (d->give_found) free(d->give_found->bytes);
+  free(d->give_found);
+  free(d->fetch_cands);
   free(d->fetch_snap.bytes);
   ded_node_free(d->node);
   if (d->listen_fd >= 0) close(d->listen_fd);
@@ -636,16 +649,22 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
   return 0;
 }
 
-static int driver_fetch(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
+/* A fetch (|cands| NULL, |min_round| 0), a reload, or a founding fetch
+ * (|cands| from malloc, taken on every path). */
+static int driver_fetch(ded_driver *d, uint64_t min_round, uint8_t *cands, unsigned ncands,
+                        ded_snapshot *snap) {
   memset(snap, 0, sizeof *snap);
   pthread_mutex_lock(&d->mu);
-  if (d->fetch_busy || (min_round == 0 && d->fetch_joined)) {
+  if (d->fetch_busy || (min_round == 0 && !cands && d->fetch_joined)) {
     pthread_mutex_unlock(&d->mu);
+    free(cands);
     return DED_ERR_INVALID_ARG;
   }
   d->fetch_busy = d->fetch_asked = d->fetch_joined = true;
   d->fetch_done = false;
   d->fetch_min = min_round;
+  d->fetch_cands = cands;
+  d->fetch_ncands = ncands;
   pthread_mutex_unlock(&d->mu);
   driver_wake(d);
   pthread_mutex_lock(&d->mu);
@@ -658,14 +677,25 @@ static int driver_fetch(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   return status;
 }
 
-int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) { return driver_fetch(d, 0, snap); }
+int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) {
+  return driver_fetch(d, 0, NULL, 0, snap);
+}
 
 int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   if (min_round == 0) return DED_ERR_INVALID_ARG;
-  return driver_fetch(d, min_round, snap);
+  return driver_fetch(d, min_round, NULL, 0, snap);
 }
 
-void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
+int ded_driver_state_found(ded_driver *d, const uint8_t *cands, unsigned n, ded_snapshot *snap) {
+  uint8_t *copy = malloc(n ? (size_t)n * DED_ID_BYTES : 1); /* non-NULL: a founding fetch */
+  if (!copy) return DED_ERR_NOMEM;
+  if (n) memcpy(copy, cands, (size_t)n * DED_ID_BYTES);
+  return driver_fetch(d, 0, copy, n, snap);
+}
+
+/* Hands |snap| to the driver thread through |*slot| (a newer one replaces
+ * one not handed over yet). */
+static void driver_give(ded_driver *d, ded_snapshot **slot, ded_snapshot *snap) {
   ded_snapshot *copy = malloc(sizeof *copy);
   if (!copy) {
     free(snap->bytes);
@@ -675,8 +705,8 @@ void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
   *copy = *snap;
   snap->bytes = NULL;
   pthread_mutex_lock(&d->mu);
-  ded_snapshot *old = d->give_snap;
-  d->give_snap = copy;
+  ded_snapshot *old = *slot;
+  *slot = copy;
   pthread_mutex_unlock(&d->mu);
   if (old) { /* never handed over: the newer one replaces it */
     free(old->bytes);
@@ -684,6 +714,10 @@ void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
   }
   driver_wake(d);
 }
+
+void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_snap, snap); }
+
+void ded_driver_found_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_found, snap); }
 
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   if (!d) return;

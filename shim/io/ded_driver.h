@@ -103,6 +103,21 @@ int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *sna
  * the driver takes it). Thread-safe. */
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap);
 
+/* A job that found no run in progress, as its first round starts: hands
+ * the node the state it brings to the run (ded_node_found_set; the driver
+ * takes snap->bytes). Before that round's ded_driver_submit. */
+void ded_driver_found_set(ded_driver *d, ded_snapshot *snap);
+
+/*
+ * Once the run's first round reported its contributors |cands| (|n| ids;
+ * 0: none but this job, which then only says the round is over):
+ * finds the run's initial state (ded_node_state_found). Blocks within the
+ * node's bounds. Returns 0 with snap->bytes NULL when it is this job's own,
+ * 0 with |snap| filled (round 0; the caller owns snap->bytes) when it is
+ * another's, or a DED_ERR_*.
+ */
+int ded_driver_state_found(ded_driver *d, const uint8_t *cands, unsigned n, ded_snapshot *snap);
+
 /* Leaves the swarm, flushes for at most |flush_ns|, stops the thread and
  * frees everything. Rounds still queued finish with DED_ERR_CLOSING. */
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns);

@@ -106,9 +106,11 @@ struct ded_driver {
    * its outcome; a snapshot to hand to the node. */
   bool fetch_asked, fetch_busy, fetch_joined, fetch_done;
   uint64_t fetch_min;
+  uint8_t *fetch_cands; /* founding: the first round's contributors (malloc) */
+  unsigned fetch_ncands;
   int fetch_status;
   ded_snapshot fetch_snap;
-  ded_snapshot *give_snap;
+  ded_snapshot *give_snap, *give_found;
   /* Rounds waiting for room in the node (DED_ROUNDS_ACTIVE_MAX), in order.
    * Driver thread only. */
   pending_round *wait_head, *wait_tail;

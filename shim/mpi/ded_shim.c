@@ -58,10 +58,17 @@
 #include "ded_route.h"
 #include "ded_step.h"
 #include "dedmpi.h"
+#include "state/ded_image.h"
 
 #define DED_EXPORT __attribute__((visibility("default")))
 
 extern char **environ;
+
+/* Rank 0's founding: NONE (not a founder) -> WAIT (its state handed to
+ * the swarm with its first all-reduce) -> DUE (the first round reported,
+ * naming its contributors if there were others) -> BUSY (finding whose
+ * state it is) -> DONE. */
+enum shim_found { FOUND_NONE, FOUND_WAIT, FOUND_DUE, FOUND_BUSY, FOUND_DONE };
 
 /* The outcome rank 0 broadcasts to the other ranks of the job. */
 typedef struct shim_header {
@@ -135,7 +142,16 @@ static struct {
   bool state_known; /* rank 0: the swarm said whether a run is in progress */
   int state_err;    /* rank 0: why it could not say (MPI error code) */
   ded_snapshot loaded; /* rank 0: the run's state (bytes until handed out) */
-  unsigned loaded_next;
+  ded_image_view loaded_view; /* rank 0: its pieces */
+  uint64_t loaded_next, loaded_off;
+  /* Rank 0, a job that found no run in progress: the founding of its
+   * initial state (docs/architecture.md, "One initial model"). Its first
+   * all-reduce is not posted until the first round's contributors say
+   * whose state the run starts from and, if another's, it is loaded. */
+  _Atomic int found; /* enum shim_found */
+  shim_op *found_op;
+  uint8_t *found_cands; /* the first round's contributors (malloc), while DUE */
+  unsigned found_ncands;
   int progress_fd; /* rank 0: DEDMPI_PROGRESS, connected; -1 = none */
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER, .progress_fd = -1};
 
@@ -205,6 +221,73 @@ static void progress_open(void) {
   if (fd >= 0) close(fd);
 }
 
+/* Driver thread, under S.mu: the first round of a founding job reported
+ * (no contributors to name when it was alone, failed, or not the run's
+ * first: the node then only learns that the round is over). */
+static void found_first_round(const ded_round_result *res) {
+  S.found_ncands = 0;
+  if (res->status == 0 && res->round == 0 && !res->alone && res->members && res->contributors) {
+    S.found_cands = malloc((size_t)res->contributors * DED_ID_BYTES);
+    if (S.found_cands) {
+      memcpy(S.found_cands, res->members, (size_t)res->contributors * DED_ID_BYTES);
+      S.found_ncands = res->contributors;
+    } else {
+      shim_log(DED_LOG_ERROR, "no memory to agree on the run's initial state: this job keeps "
+               "its own");
+    }
+  } else if (res->status == 0 && res->round != 0 && !res->alone) {
+    shim_log(DED_LOG_WARN, "this job found no run in progress, but its first round is the "
+             "run's round %llu: its initial state is its own until it reloads the run's",
+             (unsigned long long)res->round);
+  }
+  atomic_store(&S.found, FOUND_DUE);
+}
+
+/* Rank 0, an application thread, without S.mu: once the first round named
+ * its contributors, finds whose state the run starts from; another's is
+ * loaded into the pieces as the first all-reduce completes. */
+static void found_run(void) {
+  int due = FOUND_DUE;
+  if (atomic_load_explicit(&S.found, memory_order_relaxed) != FOUND_DUE ||
+      !atomic_compare_exchange_strong(&S.found, &due, FOUND_BUSY))
+    return;
+  ded_snapshot snap;
+  int rv = ded_driver_state_found(S.driver, S.found_cands, S.found_ncands, &snap);
+  free(S.found_cands);
+  S.found_cands = NULL;
+  const char *why = NULL;
+  if (rv == 0 && snap.bytes && !ded_step_image_fits(&S.step, snap.bytes, snap.len, &why)) {
+    shim_log(DED_LOG_ERROR, "the run's initial state does not fit this job's (%s): is it the "
+             "same program, model and configuration?", why);
+    free(snap.bytes);
+    rv = DED_ERR_SIZE_MISMATCH;
+  } else if (rv == DED_ERR_INVALID_ARG) { /* the node kept no founding state: nothing to agree on */
+    shim_log(DED_LOG_WARN, "the run's initial state could not be agreed on: this job keeps its own");
+    rv = 0;
+  } else if (rv != 0) {
+    shim_log(DED_LOG_ERROR, "cannot load the run's initial state (%s): this job cannot take "
+             "part", ded_strerror(rv));
+  }
+  pthread_mutex_lock(&S.mu);
+  if (rv != 0) {
+    S.found_op->res.status = rv; /* the first all-reduce fails */
+  } else if (snap.bytes) {
+    shim_log(DED_LOG_INFO, "starting from the run's initial state (another job's, %llu bytes), "
+             "as the first all-reduce completes", (unsigned long long)snap.len);
+    ded_step_found_load(&S.step, &snap);
+    S.found_op->reload = true;
+  }
+  atomic_store(&S.found, FOUND_DONE);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* Whether |op| waits for the founding before it may be posted. */
+static bool found_holds(const shim_op *op) {
+  if (op != S.found_op) return false;
+  int f = atomic_load(&S.found);
+  return f == FOUND_WAIT || f == FOUND_DUE || f == FOUND_BUSY;
+}
+
 /* Called on the driver thread: the swarm finished a round of rank 0's
  * part of |ctx| (an op may take several rounds: docs/architecture.md,
  * "Alignment by the gradient stream"); the op's outcome sums them up. */
@@ -227,6 +310,7 @@ static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) 
     op->res.contributors = contributors;
     op->res.recoveries = recoveries;
   }
+  if (op == S.found_op && atomic_load(&S.found) == FOUND_WAIT) found_first_round(res);
   op->res.members = NULL; /* valid only during the callback */
   if (res->last) {
     progress_report(op, &op->res);
@@ -277,7 +361,7 @@ static void progress_locked(void) {
    * done; the other ranks posted theirs at the call. An op completes only
    * once posted: a later round the swarm finished first waits for the
    * earlier ones, or it would complete with no outcome at all. */
-  while (S.rank == 0 && S.post && S.post->swarm_done) {
+  while (S.rank == 0 && S.post && S.post->swarm_done && !found_holds(S.post)) {
     op_fill_header(S.post);
     op_post(S.post);
     S.post = S.post->next;
@@ -299,6 +383,7 @@ static void progress_locked(void) {
 
 static void progress(void) {
   if (atomic_load_explicit(&S.pending, memory_order_acquire) == 0) return;
+  found_run();
   pthread_mutex_lock(&S.mu);
   progress_locked();
   pthread_mutex_unlock(&S.mu);
@@ -332,7 +417,10 @@ static void backoff(unsigned spins) {
  * all-reduce of a step, when they hold the state after every round before
  * it (the trainer updates its parameters only after the step's last
  * all-reduce). A joining job's rank 0 fills each piece from the run's
- * snapshot instead, and its rounds resume at the snapshot's round.
+ * snapshot instead, and its rounds resume at the snapshot's round. A job
+ * that found no run in progress hands the swarm its pieces as its first
+ * all-reduce starts, and takes another's if the first round says the run
+ * starts from that (the found_* functions below).
  *
  * The buffers must stay valid and keep holding the state for the whole
  * run: a trainer that broadcasts through a temporary buffer sets
@@ -371,13 +459,22 @@ static int state_sync(void) {
     return S.state_err;
   }
   if (snap.round > 0) {
+    if (ded_image_parse(snap.bytes, snap.len, &S.loaded_view) != 0) {
+      shim_log(DED_LOG_ERROR, "the state of run '%s' its peers gave is malformed: this job cannot "
+               "join it", S.cfg.run);
+      free(snap.bytes);
+      S.state_err = MPI_ERR_OTHER;
+      return S.state_err;
+    }
     S.loaded = snap;
     ded_step_resume(&S.step, snap.round, snap.pos);
-    shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in %u "
-             "piece%s", S.cfg.run, (unsigned long long)snap.round, (unsigned long long)snap.len,
-             snap.npieces, snap.npieces == 1 ? "" : "s");
+    shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in "
+             "%llu piece%s", S.cfg.run, (unsigned long long)snap.round,
+             (unsigned long long)S.loaded_view.data_len, (unsigned long long)S.loaded_view.n,
+             S.loaded_view.n == 1 ? "" : "s");
   } else {
     free(snap.bytes);
+    atomic_store(&S.found, FOUND_WAIT); /* a founder: its first round says whose state it is */
   }
   return MPI_SUCCESS;
 }
@@ -389,36 +486,52 @@ static int state_piece(void *p, size_t bytes) {
   int rc = S.rank == 0 ? state_sync() : MPI_SUCCESS;
   if (rc != MPI_SUCCESS) return rc;
   if (S.rank == 0 && S.loaded.round > 0) {
-    unsigned k = S.loaded_next++;
-    if (k >= S.loaded.npieces || S.loaded.sizes[k] != bytes) {
-      shim_log(DED_LOG_ERROR, "the run's state has %u piece%s; this job's piece %u is %zu bytes "
-               "where the run's is %llu: is it the same program, model and configuration?",
-               S.loaded.npieces, S.loaded.npieces == 1 ? "" : "s", k + 1, bytes,
-               k < S.loaded.npieces ? (unsigned long long)S.loaded.sizes[k] : 0ull);
+    const ded_image_view *v = &S.loaded_view;
+    uint64_t k = S.loaded_next++;
+    if (k >= v->n || ded_image_size(v, k) != bytes) {
+      shim_log(DED_LOG_ERROR, "the run's state has %llu piece%s; this job's piece %llu is %zu "
+               "bytes where the run's is %llu: is it the same program, model and configuration?",
+               (unsigned long long)v->n, v->n == 1 ? "" : "s", (unsigned long long)k + 1, bytes,
+               k < v->n ? (unsigned long long)ded_image_size(v, k) : 0ull);
       return MPI_ERR_COUNT;
     }
-    uint64_t off = 0;
-    for (unsigned i = 0; i < k; i++) off += S.loaded.sizes[i];
-    memcpy(p, S.loaded.bytes + off, bytes);
+    memcpy(p, v->data + S.loaded_off, bytes);
+    S.loaded_off += bytes;
   }
   ded_step_piece_add(&S.step, p, bytes);
   return MPI_SUCCESS;
 }
 
-/* Rank 0, the first routed all-reduce: the state is complete. */
-static void state_start(void) {
+/* Rank 0, the first routed all-reduce |op|, before it is submitted: the
+ * state is complete. A founder hands the swarm the state it brings. */
+static void state_start(shim_op *op) {
   state_sync();
   if (S.loaded.round > 0) {
-    if (S.loaded_next < S.loaded.npieces)
-      shim_log(DED_LOG_ERROR, "the run's state has %u pieces but this job broadcast or registered "
-               "only %u before training: its state differs from the run's",
-               S.loaded.npieces, S.loaded_next);
-    else if (S.loaded.npieces == 0)
+    if (S.loaded_next < S.loaded_view.n)
+      shim_log(DED_LOG_ERROR, "the run's state has %llu pieces but this job broadcast or "
+               "registered only %llu before training: its state differs from the run's",
+               (unsigned long long)S.loaded_view.n, (unsigned long long)S.loaded_next);
+    else if (S.loaded_view.n == 0)
       shim_log(DED_LOG_WARN, "the run's peers have no state to give (no start-up broadcast, "
                "nothing registered): this job's parameters are its own");
   }
   free(S.loaded.bytes);
   S.loaded.bytes = NULL;
+  memset(&S.loaded_view, 0, sizeof S.loaded_view);
+  if (atomic_load(&S.found) != FOUND_WAIT) return;
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  if (!ded_step_image(&S.step, &snap)) {
+    atomic_store(&S.found, FOUND_NONE);
+    return;
+  }
+  shim_log(DED_LOG_DEBUG, "offering this job's initial state (%zu piece%s, %llu bytes) as the "
+           "run's, should its first round choose it", S.step.npieces,
+           S.step.npieces == 1 ? "" : "s", (unsigned long long)S.step.total);
+  ded_driver_found_set(S.driver, &snap);
+  pthread_mutex_lock(&S.mu);
+  S.found_op = op;
+  pthread_mutex_unlock(&S.mu);
 }
 
 /* A broadcast from rank 0 to the whole job of floats or doubles that the
@@ -506,7 +619,7 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
   atomic_fetch_add(&S.pending, 1);
   pthread_mutex_unlock(&S.mu);
   if (S.rank == 0) {
-    if (first) state_start();
+    if (first) state_start(op);
     bool idle = atomic_load(&S.pending) == 1; /* this op only */
     bool step_begins = ded_step_call_begin(&S.step, S.driver, recvbuf, count, dt, idle, &op->reload);
     int rv = DED_ERR_INTERNAL;
@@ -562,6 +675,7 @@ __attribute__((noinline)) static int shim_allreduce(const void *sendbuf, void *r
       continue;
     }
     pthread_mutex_unlock(&S.mu);
+    found_run();
     backoff(spins);
     pthread_mutex_lock(&S.mu);
   }

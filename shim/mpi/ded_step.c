@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ded_limits.h"
+#include "state/ded_image.h"
+
 void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_calls,
                    ded_step_log_fn log) {
   memset(st, 0, sizeof *st);
@@ -23,20 +26,86 @@ void ded_step_free(ded_step *st) {
   free(st->loaded.bytes);
   st->loaded.bytes = NULL;
   st->reload = DED_STEP_RELOAD_NONE;
+  free(st->pieces);
+  st->pieces = NULL;
+  st->npieces = st->pieces_cap = 0;
   pthread_mutex_destroy(&st->mu);
 }
 
 void ded_step_piece_add(ded_step *st, void *p, size_t bytes) {
-  if (st->npieces == DED_STATE_PIECES_MAX) {
+  if (st->pieces_full_logged) return; /* the pieces after one not kept are not kept either */
+  uint64_t image = ded_image_table_bytes(st->npieces + 1) + st->total + bytes;
+  bool fits = bytes <= DED_STATE_BYTES_MAX && image <= DED_STATE_BYTES_MAX;
+  if (fits && st->npieces == st->pieces_cap) {
+    size_t cap = st->pieces_cap ? 2 * st->pieces_cap : 64;
+    struct ded_step_piece *v = realloc(st->pieces, cap * sizeof *v);
+    fits = v != NULL;
+    if (v) {
+      st->pieces = v;
+      st->pieces_cap = cap;
+    }
+  }
+  if (!fits) {
     if (!st->pieces_full_logged)
-      st->log(DED_LOG_WARN, "more than %d pieces of state: the rest is not served to joiners",
-              DED_STATE_PIECES_MAX);
+      st->log(DED_LOG_WARN, "state piece %zu (%zu bytes) %s: it and the pieces after it are not "
+              "served to joiners", st->npieces + 1, bytes,
+              image > DED_STATE_BYTES_MAX ? "takes the state past its bound" : "finds no memory");
     st->pieces_full_logged = true;
     return;
   }
   st->pieces[st->npieces].p = p;
   st->pieces[st->npieces].bytes = bytes;
   st->npieces++;
+  st->total += bytes;
+}
+
+bool ded_step_image(const ded_step *st, ded_snapshot *snap) {
+  uint64_t table = ded_image_table_bytes(st->npieces);
+  snap->len = table + st->total;
+  snap->bytes = malloc(snap->len);
+  uint64_t *sizes = malloc((st->npieces ? st->npieces : 1) * sizeof *sizes);
+  if (!snap->bytes || !sizes) {
+    st->log(DED_LOG_WARN, "no memory for a snapshot of %llu bytes", (unsigned long long)snap->len);
+    free(snap->bytes);
+    free(sizes);
+    snap->bytes = NULL;
+    return false;
+  }
+  uint64_t off = table;
+  for (size_t i = 0; i < st->npieces; i++) {
+    sizes[i] = st->pieces[i].bytes;
+    memcpy(snap->bytes + off, st->pieces[i].p, st->pieces[i].bytes);
+    off += st->pieces[i].bytes;
+  }
+  ded_image_write_table(snap->bytes, sizes, st->npieces);
+  free(sizes);
+  snap->digest = ded_digest64(snap->bytes, snap->len);
+  return true;
+}
+
+bool ded_step_image_fits(const ded_step *st, const uint8_t *img, uint64_t len, const char **why) {
+  ded_image_view v;
+  if (ded_image_parse(img, len, &v) != 0) {
+    *why = "malformed";
+    return false;
+  }
+  if (v.n != st->npieces) {
+    *why = "another number of pieces";
+    return false;
+  }
+  for (size_t i = 0; i < st->npieces; i++)
+    if (ded_image_size(&v, i) != st->pieces[i].bytes) {
+      *why = "pieces of other sizes";
+      return false;
+    }
+  return true;
+}
+
+void ded_step_found_load(ded_step *st, ded_snapshot *snap) {
+  free(st->loaded.bytes);
+  st->loaded = *snap;
+  snap->bytes = NULL;
+  st->reload = DED_STEP_RELOAD_DUE;
 }
 
 void ded_step_resume(ded_step *st, uint64_t round, uint64_t pos) {
@@ -148,23 +217,7 @@ void ded_step_offer(ded_step *st, ded_driver *driver, bool step_begins, bool idl
   memset(&snap, 0, sizeof snap);
   snap.round = round;
   snap.step_rounds = DED_MIN(step_rounds, (unsigned)DED_STATE_STEP_ROUNDS_MAX);
-  snap.npieces = st->npieces;
-  for (unsigned i = 0; i < st->npieces; i++) {
-    snap.sizes[i] = st->pieces[i].bytes;
-    snap.len += st->pieces[i].bytes;
-  }
-  snap.bytes = malloc(snap.len ? snap.len : 1);
-  if (!snap.bytes) {
-    st->log(DED_LOG_WARN, "no memory for a snapshot of %llu bytes", (unsigned long long)snap.len);
-    return;
-  }
-  uint64_t off = 0;
-  for (unsigned i = 0; i < st->npieces; i++) {
-    memcpy(snap.bytes + off, st->pieces[i].p, st->pieces[i].bytes);
-    off += st->pieces[i].bytes;
-  }
-  snap.digest = ded_digest64(snap.bytes, snap.len);
-  ded_driver_snapshot_set(driver, &snap);
+  if (ded_step_image(st, &snap)) ded_driver_snapshot_set(driver, &snap);
 }
 
 void ded_step_want_snapshot(ded_step *st) { atomic_store(&st->snap_wanted, true); }
@@ -217,16 +270,11 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
             "and keeps its own values", ded_strerror(rv));
     return;
   }
-  uint64_t total = 0;
-  bool same = snap.npieces == st->npieces;
-  for (unsigned i = 0; same && i < st->npieces; i++) {
-    same = snap.sizes[i] == st->pieces[i].bytes;
-    total += snap.sizes[i];
-  }
-  if (!same || total != snap.len) {
-    st->log(DED_LOG_ERROR, "the run's state (%u piece%s, %llu bytes) does not fit this job's "
-            "(%u pieces): it stays out of step", snap.npieces, snap.npieces == 1 ? "" : "s",
-            (unsigned long long)snap.len, st->npieces);
+  const char *why;
+  if (!ded_step_image_fits(st, snap.bytes, snap.len, &why)) {
+    st->log(DED_LOG_ERROR, "the run's state (%llu bytes) does not fit this job's (%zu pieces, "
+            "%llu bytes): %s; it stays out of step", (unsigned long long)snap.len, st->npieces,
+            (unsigned long long)st->total, why);
     free(snap.bytes);
     return;
   }
@@ -272,9 +320,9 @@ bool ded_step_call_begin(ded_step *st, ded_driver *driver, const void *buf, int 
 }
 
 void ded_step_apply(ded_step *st) {
-  if (st->loaded.bytes) { /* rank 0 */
-    uint64_t off = 0;
-    for (unsigned i = 0; i < st->npieces; i++) {
+  if (st->loaded.bytes) { /* rank 0: an image that fits (checked as it loaded) */
+    uint64_t off = ded_image_table_bytes(st->npieces);
+    for (size_t i = 0; i < st->npieces; i++) {
       memcpy(st->pieces[i].p, st->loaded.bytes + off, st->pieces[i].bytes);
       off += st->pieces[i].bytes;
     }
@@ -282,7 +330,7 @@ void ded_step_apply(ded_step *st) {
   free(st->loaded.bytes);
   st->loaded.bytes = NULL;
   st->reload = DED_STEP_RELOAD_NONE;
-  for (unsigned i = 0; st->size > 1 && i < st->npieces; i++)
+  for (size_t i = 0; st->size > 1 && i < st->npieces; i++)
     for (size_t off = 0; off < st->pieces[i].bytes;) {
       size_t n = DED_MIN(st->pieces[i].bytes - off, (size_t)1 << 30);
       PMPI_Bcast((char *)st->pieces[i].p + off, (int)n, MPI_BYTE, 0, st->comm);

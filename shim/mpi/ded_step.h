@@ -5,9 +5,10 @@
  * "Joining a run in progress").
  *
  * Owns, for one job:
- *   - the pieces of its state: the buffers of rank 0's large start-up
- *     broadcasts and of dedmpi_register_state, in call order (every rank
- *     keeps their addresses);
+ *   - the pieces of its state: the buffers of rank 0's start-up
+ *     broadcasts of tensors and of dedmpi_register_state, in call order
+ *     (every rank keeps their addresses), as many as the bytes allow;
+ *     rank 0 lays them out as a state image (state/ded_image.h);
  *   - rank 0's view of its gradient stream (the elements of its routed
  *     all-reduces in order, as the swarm aligns rounds by them): where
  *     the next call begins, and where a training step begins: every
@@ -97,12 +98,13 @@ typedef struct ded_step {
   MPI_Comm comm; /* a private duplicate of the world for the pieces (size > 1) */
   unsigned step_calls_set; /* DEDMPI_STEP_ROUNDS: all-reduces per step; 0: learnt */
   ded_step_log_fn log;
-  /* The pieces, in call order. */
-  struct {
+  /* The pieces, in call order; |total| their bytes. */
+  struct ded_step_piece {
     void *p;
     size_t bytes;
-  } pieces[DED_STATE_PIECES_MAX];
-  unsigned npieces;
+  } *pieces;
+  size_t npieces, pieces_cap;
+  uint64_t total;
   bool pieces_full_logged;
   /* Rank 0: the stream. The next call begins at |pos|; steps are counted
    * from |pos0|, every |len| elements (0: not known). */
@@ -150,9 +152,23 @@ void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_calls,
 /* Frees the state a reload left unapplied; after the driver stopped. */
 void ded_step_free(ded_step *st);
 
-/* |p| (|bytes|) becomes the next piece of the state; past
- * DED_STATE_PIECES_MAX it is not kept (logged once). */
+/* |p| (|bytes|) becomes the next piece of the state; one that would take
+ * the image past DED_STATE_BYTES_MAX, or finds no memory, is not kept
+ * (logged once). */
 void ded_step_piece_add(ded_step *st, void *p, size_t bytes);
+
+/* Rank 0: |snap| (round and step_rounds left to the caller) holds a state
+ * image of the pieces as they are now, bytes from malloc. False, logged,
+ * without memory. */
+bool ded_step_image(const ded_step *st, ded_snapshot *snap);
+
+/* Whether |img| (|len| bytes, from a peer) is an image of pieces of this
+ * job's sizes, all of them: |*why| says what differs when not. */
+bool ded_step_image_fits(const ded_step *st, const uint8_t *img, uint64_t len, const char **why);
+
+/* Rank 0, a founding state loaded (a state image that fits): it applies
+ * when the all-reduce in flight, the job's first, completes. */
+void ded_step_found_load(ded_step *st, ded_snapshot *snap);
 
 /* Rank 0 of a job that joins a run in progress: its stream resumes at
  * |pos|, the beginning of round |round| and of a step. Before the first
@@ -182,8 +198,9 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res);
 /* Driver thread: a joiner asked for this job's state. */
 void ded_step_want_snapshot(ded_step *st);
 
-/* Every rank, as the all-reduce that ends a reload's step completes: the
- * pieces take the run's state, rank 0's bytes going to the others. */
+/* Every rank, as the all-reduce that ends a reload's step (or, for a
+ * founding state, the first all-reduce) completes: the pieces take the
+ * run's state, rank 0's bytes going to the others. */
 void ded_step_apply(ded_step *st);
 
 #endif /* DED_STEP_H */

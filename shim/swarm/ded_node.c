@@ -790,6 +790,20 @@ int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   return rv;
 }
 
+int ded_node_found_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_xfer_found_set(node, snap, now_ns);
+  node_reap(node);
+  return rv;
+}
+
+int ded_node_state_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_xfer_found(node, cands, n, now_ns);
+  if (rv == 0) node_reap(node);
+  return rv;
+}
+
 int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
   node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;

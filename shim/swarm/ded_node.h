@@ -183,16 +183,16 @@ typedef struct ded_event {
  * in progress"): what a job that joins a run in progress loads before its
  * first round.
  * It is the state after every round below |round|, which begins a training
- * step; the bytes are the pieces (start-up broadcasts, registered buffers)
- * back to back.
+ * step. The bytes are opaque to the node: the shim's state image
+ * (state/ded_image.h), the trainer's pieces under a table of their sizes.
+ * A founding state (ded_node_found_set) is the same with |round| 0: the
+ * state a job that started the run brought to its first round.
  */
 typedef struct ded_snapshot {
-  uint64_t round;       /* the round to resume at (> 0) */
+  uint64_t round;       /* the round to resume at (> 0; 0: a founding state) */
   uint64_t pos;         /* where it begins in the gradient stream (the node fills it in) */
   uint32_t step_rounds; /* routed all-reduces per training step */
-  uint32_t npieces;
-  uint64_t sizes[DED_STATE_PIECES_MAX];
-  uint64_t len;    /* the sum of |sizes| */
+  uint64_t len;    /* bytes, at most DED_STATE_BYTES_MAX */
   uint64_t digest; /* ded_digest64(bytes, len) */
   uint8_t *bytes;  /* allocated with the node's allocator (settings.mem) */
 } ded_snapshot;
@@ -356,6 +356,32 @@ int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
  * with the swarm's result: this job cannot vouch for the state).
  */
 int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+
+/*
+ * One initial model for the jobs that start a run together
+ * (docs/architecture.md, "One initial model"). A job that found no run in
+ * progress hands the node its state as it enters its first round, before
+ * it submits it: the founding state of origin this peer (snap->round 0;
+ * the node takes snap->bytes on every path). Returns 0, or
+ * DED_ERR_INVALID_ARG (malformed, or rounds already submitted).
+ */
+int ded_node_found_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+
+/*
+ * Once the run's first round reported: its contributors |cands| (|n| ids,
+ * in the order the round summed them) started the run together, and the
+ * run's initial state is the founding state of the first of them that a
+ * peer still holds. state_done reports: 0 without a snapshot when that is
+ * this job's own; 0 with the snapshot (round 0) when it is another's, which
+ * this node then holds and serves as that origin's; DED_ERR_TIMEOUT when no
+ * candidate's state came within the round timeout. The node's rounds go on
+ * meanwhile. |n| 0 says the first round had no contributor but this job
+ * (alone, or it failed): its own state stands. The founding state is
+ * kept until this is called, then a minute past its last use. Returns 0,
+ * or DED_ERR_INVALID_ARG (no founding state set, a fetch in progress),
+ * DED_ERR_NOMEM, DED_ERR_CLOSING.
+ */
+int ded_node_state_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t now_ns);
 
 /*
  * Leaves the swarm: tells every peer, fails rounds in flight with

@@ -250,23 +250,13 @@ static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t 
   int rv = ded_msg_state_offer_decode(p, len, &m);
   FUZZ_CHECK(rv == 0 || rv == DED_ERR_PROTO);
   if (rv) return;
-  FUZZ_CHECK(m.status <= DED_STATE_GONE);
-  FUZZ_CHECK(m.npieces <= DED_STATE_PIECES_MAX && m.len <= DED_STATE_BYTES_MAX);
-  uint64_t sum = 0;
-  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++) {
-    if (i >= m.npieces) {
-      FUZZ_CHECK(m.sizes[i] == 0);
-      continue;
-    }
-    FUZZ_CHECK(m.sizes[i] <= DED_STATE_BYTES_MAX);
-    sum += m.sizes[i];
-  }
-  FUZZ_CHECK(sum == m.len);
+  FUZZ_CHECK(m.status <= DED_STATE_FOUNDING);
+  FUZZ_CHECK(m.len <= DED_STATE_BYTES_MAX);
   FUZZ_CHECK(m.nlin <= DED_ROUND_MEMBERS_MAX);
-  /* status | round | pos | digest | step_rounds | len | npieces | sizes |
-   * lin_attempt | nlin, then the ids and the client bits. */
+  /* status | round | pos | digest | step_rounds | len | lin_attempt | nlin,
+   * then the ids and the client bits. */
   FUZZ_CHECK(m.pos <= DED_POS_MAX);
-  FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)m.npieces + 8 + 2);
+  FUZZ_CHECK(m.lin == p + 1 + 8 + 8 + 8 + 4 + 8 + 8 + 2);
   FUZZ_CHECK(m.lin + DED_LIN_BYTES(m.nlin) == p + len);
   if (m.nlin % 8) FUZZ_CHECK((m.lin[DED_LIN_BYTES(m.nlin) - 1] >> (m.nlin % 8)) == 0);
   if (m.nlin) {
@@ -283,6 +273,8 @@ static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t 
   if (m.status == DED_STATE_OFFER)
     FUZZ_CHECK(m.round > 0 && m.step_rounds >= 1 && m.step_rounds <= DED_STATE_STEP_ROUNDS_MAX &&
                m.nlin >= 1);
+  if (m.status == DED_STATE_FOUNDING)
+    FUZZ_CHECK(m.round == 0 && m.nlin == 1 && !ded_lin_client(m.lin, 1, 0) && m.step_rounds == 0);
   ded_wr w = ded_wr_init(out, cap);
   ded_msg_state_offer_encode(&w, &m);
   check_reencoded(&w, DED_MSG_STATE_OFFER, p, len);

@@ -127,10 +127,7 @@ static void drv_state_done(void *user, int status, ded_snapshot *snap) {
   if (snap) {
     FUZZ_CHECK(snap->round > 0 && snap->step_rounds >= 1 &&
                snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX);
-    FUZZ_CHECK(snap->npieces <= DED_STATE_PIECES_MAX && snap->len <= DED_STATE_BYTES_MAX);
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < snap->npieces; i++) sum += snap->sizes[i];
-    FUZZ_CHECK(sum == snap->len);
+    FUZZ_CHECK(snap->len <= DED_STATE_BYTES_MAX);
     FUZZ_CHECK(snap->bytes != NULL);
     FUZZ_CHECK(ded_digest64(snap->bytes, (size_t)snap->len) == snap->digest);
     d->state_round = snap->round;
@@ -155,9 +152,6 @@ static void drv_give_snapshot(ded_node *node, fuzz_driver *d, unsigned submitted
   snap.round = submitted ? submitted : 1;
   snap.step_rounds = 1 + d->snaps_given % 2;
   snap.len = FUZZ_NODE_SNAP_LEN;
-  snap.npieces = 2;
-  snap.sizes[0] = snap.len / 2;
-  snap.sizes[1] = snap.len - snap.len / 2;
   snap.bytes = malloc((size_t)snap.len);
   FUZZ_CHECK(snap.bytes != NULL);
   for (uint64_t i = 0; i < snap.len; i++) snap.bytes[i] = (uint8_t)(i * 31);

@@ -1,7 +1,7 @@
 /*
  * gen_corpus.c: writes the seed corpora of the fuzz targets.
  *
- * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan,invite}/NAME)
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan,invite,image}/NAME)
  *
  * Seeds are valid encodings of every message, records, and whole
  * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
@@ -26,6 +26,7 @@
 #include "crypto/ded_ident.h"
 #include "dht/ded_record.h"
 #include "dht/ded_invite.h"
+#include "state/ded_image.h"
 #include "fuzz_chan_world.h"
 #include "fuzz_noise_world.h"
 
@@ -374,8 +375,12 @@ static void frame_speed(gbuf *b, uint32_t want, size_t fill) {
   for (size_t i = 0; i < fill; i++) gbuf_u8(b, 0);
 }
 
-static void frame_state_ask(gbuf *b, uint64_t min_round) {
-  ded_msg_state_ask m = {min_round};
+/* |origin| NULL: a plain ask; else a founding one (min_round 0). */
+static void frame_state_ask(gbuf *b, uint64_t min_round, const uint8_t *origin) {
+  ded_msg_state_ask m;
+  memset(&m, 0, sizeof m);
+  m.min_round = min_round;
+  if (origin) memcpy(m.origin, origin, DED_ID_BYTES);
   uint8_t f[DED_STATE_ASK_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_state_ask_encode(&w, &m);
@@ -386,7 +391,7 @@ static void frame_state_ask(gbuf *b, uint64_t min_round) {
 /* A STATE_OFFER; |m->lin| holds a lineage: m->nlin ids, then
  * DED_LIN_BITS(m->nlin) bytes of client bits (ded_msg.h). */
 static void frame_state_offer(gbuf *b, const ded_msg_state_offer *m) {
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->npieces, m->nlin);
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->nlin);
   uint8_t *f = malloc(cap);
   FUZZ_CHECK(f);
   ded_wr w = ded_wr_init(f, cap);
@@ -808,11 +813,33 @@ static void gen_msg(void) {
   frame_speed(&f, 0, 0);
   write_msg("speed_fill_only", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
-  /* State transfer: a joiner asks, peers answer with a snapshot (three
-   * pieces, the two members of round 7's attempt as lineage, the second
-   * a client) or a status, and the joiner fetches ranges of it. */
-  frame_state_ask(&f, 8);
+  /* State transfer: a joiner asks, peers answer with a snapshot (the two
+   * members of round 7's attempt as lineage, the second a client) or a
+   * status, and the joiner fetches ranges of it. */
+  frame_state_ask(&f, 8, NULL);
   write_msg_variants("state_ask", &f);
+  gbuf_reset(&f);
+  /* Founding: an ask for a peer's founding state, and the answer. */
+  frame_state_ask(&f, 0, ids[1]);
+  write_msg_variants("state_ask_founding", &f);
+  gbuf_reset(&f);
+  uint8_t origin[DED_LIN_BYTES(1)];
+  memcpy(origin, ids[1], DED_ID_BYTES);
+  origin[DED_ID_BYTES] = 0;
+  ded_msg_state_offer fo;
+  memset(&fo, 0, sizeof fo);
+  fo.status = DED_STATE_FOUNDING;
+  fo.round = 0;
+  fo.digest = 0x0123456789abcdefull;
+  fo.len = 4196;
+  fo.nlin = 1;
+  fo.lin = origin;
+  frame_state_offer(&f, &fo);
+  write_msg_variants("state_offer_founding", &f);
+  gbuf_reset(&f);
+  origin[DED_ID_BYTES] = 1; /* a client bit: refused */
+  frame_state_offer(&f, &fo);
+  write_msg("state_offer_founding_client", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   uint8_t lin[DED_LIN_BYTES(2)];
   memcpy(lin, ids[0], DED_ID_BYTES);
@@ -824,10 +851,6 @@ static void gen_msg(void) {
   so.round = 8;
   so.digest = 0x0123456789abcdefull;
   so.step_rounds = 2;
-  so.npieces = 3;
-  so.sizes[0] = 4096;
-  so.sizes[1] = 100;
-  so.sizes[2] = 0;
   so.len = 4196;
   so.lin_attempt = att;
   so.nlin = 2;
@@ -845,25 +868,20 @@ static void gen_msg(void) {
     write_msg(client_names[i], &f, f.len - DED_FRAME_HDR_BYTES);
     gbuf_reset(&f);
   }
-  /* Nine lineage members (1 and 8 clients: bits in both bytes) and every
-   * piece a snapshot may hold. */
+  /* Nine lineage members (1 and 8 clients: bits in both bytes) and the
+   * most bytes a snapshot may hold. */
   uint8_t lin9[DED_LIN_BYTES(9)];
   for (unsigned i = 0; i < 9; i++) memcpy(lin9 + i * DED_ID_BYTES, ids9[i], DED_ID_BYTES);
   lin9[9 * DED_ID_BYTES] = 0x02;
   lin9[9 * DED_ID_BYTES + 1] = 0x01;
   so.round = 12;
   so.step_rounds = DED_STATE_STEP_ROUNDS_MAX;
-  so.npieces = DED_STATE_PIECES_MAX;
-  so.len = 0;
-  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++) {
-    so.sizes[i] = 1000 + i;
-    so.len += so.sizes[i];
-  }
+  so.len = DED_STATE_BYTES_MAX;
   so.lin_attempt = attempt_of(4, ids9[3]);
   so.nlin = 9;
   so.lin = lin9;
   frame_state_offer(&f, &so);
-  write_msg("state_offer_k9_pieces_max", &f, f.len - DED_FRAME_HDR_BYTES);
+  write_msg("state_offer_k9_len_max", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
   frame_state_status(&f, DED_STATE_FRESH, 0, 0);
   write_msg("state_offer_fresh", &f, f.len - DED_FRAME_HDR_BYTES);
@@ -1508,6 +1526,36 @@ static void gen_noise(void) {
 }
 
 
+/* ------------------------------------------------------------- image */
+
+/* fuzz_image: state images of no piece, of pieces of every size a
+ * per-tensor trainer has (hundreds, most of them small), and broken ones:
+ * a table past the end, sizes short of or past the bytes. */
+static void gen_image(void) {
+  enum { N = 300 };
+  uint64_t sizes[N], total = 0;
+  for (unsigned i = 0; i < N; i++) total += sizes[i] = i % 10 == 0 ? 256 : 4 * (i % 7);
+  uint64_t len = ded_image_table_bytes(N) + total;
+  uint8_t *img = calloc(1, len + 8);
+  FUZZ_CHECK(img);
+  ded_image_write_table(img, sizes, N);
+  for (uint64_t i = ded_image_table_bytes(N); i < len; i++) img[i] = (uint8_t)(i * 31);
+  write_seed("image", "pieces_300", img, len);
+  write_seed("image", "one_byte_short", img, len - 1);
+  write_seed("image", "one_byte_over", img, len + 1);
+  write_seed("image", "table_cut", img, ded_image_table_bytes(N) - 3);
+  uint64_t none = 0;
+  ded_image_write_table(img, &none, 0);
+  write_seed("image", "no_pieces", img, 8);
+  uint64_t huge[2] = {UINT64_MAX, 9};
+  ded_image_write_table(img, huge, 2);
+  write_seed("image", "size_wraps", img, ded_image_table_bytes(2) + 8);
+  uint64_t count = UINT64_MAX;
+  memcpy(img, &count, 8);
+  write_seed("image", "count_huge", img, 64);
+  free(img);
+}
+
 /* ------------------------------------------------------------ invite */
 
 /* fuzz_invite: the fixed owner's invitations (forever, expired, in the
@@ -1602,6 +1650,7 @@ int main(int argc, char **argv) {
   gen_noise();
   gen_chan();
   gen_invite();
+  gen_image();
   gen_http();
   return 0;
 }

@@ -311,8 +311,7 @@ static void offer_state(scenario *sc, job *j) {
   memset(&snap, 0, sizeof snap);
   snap.round = (uint64_t)j->next;
   snap.step_rounds = (uint32_t)sc->buckets;
-  snap.npieces = 1;
-  snap.sizes[0] = snap.len = state_bytes(sc);
+  snap.len = state_bytes(sc);
   snap.bytes = dup_bytes(j->P, snap.len); /* the sim's nodes use libc's allocator */
   snap.digest = ded_digest64(snap.bytes, snap.len);
   j->offering = true;
@@ -561,11 +560,11 @@ static void hook_want_snapshot(void *user, int node) {
 /* The state is in (a join, or a reload): P takes it, and the rounds go on
  * from its round. */
 static void load_state(scenario *sc, job *j, const ded_snapshot *snap) {
-  if (snap->len != state_bytes(sc) || snap->npieces != 1 || snap->sizes[0] != snap->len ||
+  if (snap->len != state_bytes(sc) ||
       snap->step_rounds != (uint32_t)sc->buckets || snap->round == 0 ||
       snap->round > (uint64_t)sc->rounds || (!j->loading && (int)snap->round <= j->next)) {
-    fail(sc, "node %d: a snapshot of round %" PRIu64 " (%" PRIu64 " bytes, %u pieces, steps of %u)"
-         " at round %d", j->node, snap->round, snap->len, snap->npieces, snap->step_rounds,
+    fail(sc, "node %d: a snapshot of round %" PRIu64 " (%" PRIu64 " bytes, steps of %u)"
+         " at round %d", j->node, snap->round, snap->len, snap->step_rounds,
          j->next);
     return;
   }

@@ -1958,24 +1958,28 @@ static void test_msg_data_invalid(void **state) {
 
 /* ---------------------------------------------------- state transfer */
 
-/* Payload layout of STATE_OFFER (ded_msg.h): status | round | pos | digest |
- * step_rounds | len | npieces | npieces x size | lin_attempt | nlin |
- * nlin x id | DED_LIN_BITS(nlin) bytes of client bits (a lineage). */
+/* Payload layout of STATE_OFFER (ded_msg.h, version 11): status | round |
+ * pos | digest | step_rounds | len | lin_attempt | nlin | nlin x id |
+ * DED_LIN_BITS(nlin) bytes of client bits (a lineage). No pieces: the
+ * snapshot's bytes are opaque to the wire (the shim's state image lists
+ * them). */
 #define OFFER_OFF_ROUND 1
 #define OFFER_OFF_POS 9
 #define OFFER_OFF_DIGEST 17
 #define OFFER_OFF_STEP 25
 #define OFFER_OFF_LEN 29
-#define OFFER_OFF_NPIECES 37
-#define OFFER_OFF_SIZES 39
-#define OFFER_BASE_BYTES 49 /* without the sizes and the lineage */
-#define STATE_ASK_BYTES 8
+#define OFFER_OFF_LIN_ATTEMPT 37
+#define OFFER_OFF_NLIN 45
+#define OFFER_OFF_LIN 47
+#define OFFER_BASE_BYTES 47 /* without the lineage */
+/* STATE_ASK: u64 min_round | origin[32] (zeros: a plain ask). */
+#define STATE_ASK_BYTES (8 + DED_ID_BYTES)
 #define STATE_GET_BYTES 28 /* round | digest | offset | u32 len */
 #define STATE_DATA_PAYLOAD_HDR (DED_STATE_DATA_HDR_BYTES - DED_FRAME_HDR_BYTES)
 
 /* A STATE_OFFER as raw fields, written by the test itself (not by the
- * encoder), so that it can break the limits: one piece more than a
- * snapshot may hold, sizes that wrap, any nlin. */
+ * encoder), so that it can break the limits: a len past the largest
+ * state, any nlin. */
 typedef struct msg_offer_spec {
   uint8_t status;
   uint64_t round;
@@ -1983,8 +1987,6 @@ typedef struct msg_offer_spec {
   uint64_t digest;
   uint32_t step_rounds;
   uint64_t len;
-  uint16_t npieces;
-  uint64_t sizes[DED_STATE_PIECES_MAX + 1];
   uint64_t lin_attempt;
   uint16_t nlin;
 } msg_offer_spec;
@@ -2011,7 +2013,7 @@ static uint8_t *msg_lin_make(unsigned n) {
   return lin;
 }
 
-/* A valid OFFER: three pieces, two lineage members, every field nonzero. */
+/* A valid OFFER: two lineage members, every field nonzero. */
 static msg_offer_spec msg_offer_valid(void) {
   msg_offer_spec s;
   memset(&s, 0, sizeof s);
@@ -2020,11 +2022,7 @@ static msg_offer_spec msg_offer_valid(void) {
   s.pos = 0x1122334455667ull;
   s.digest = 0xf1e2d3c4b5a69788ull;
   s.step_rounds = 3;
-  s.npieces = 3;
-  s.sizes[0] = 1000;
-  s.sizes[1] = 0x0123456789ull;
-  s.sizes[2] = 7;
-  s.len = s.sizes[0] + s.sizes[1] + s.sizes[2];
+  s.len = 0x0123456789ull + 1007;
   s.lin_attempt = (uint64_t)2 << 32 | 0xa1b2c3d4u;
   s.nlin = 2;
   return s;
@@ -2034,8 +2032,7 @@ static msg_offer_spec msg_offer_valid(void) {
  * their client bits; NULL: msg_lin_make's), into a buffer of exactly its
  * size (so that an over-read shows under ASan); the caller frees it. */
 static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *lin, size_t *len) {
-  assert_true(s->npieces <= DED_STATE_PIECES_MAX + 1);
-  size_t n = OFFER_BASE_BYTES + 8 * (size_t)s->npieces + DED_LIN_BYTES(s->nlin);
+  size_t n = OFFER_BASE_BYTES + DED_LIN_BYTES(s->nlin);
   uint8_t *p = malloc(n);
   assert_non_null(p);
   ded_wr w = ded_wr_init(p, n);
@@ -2045,8 +2042,6 @@ static uint8_t *msg_offer_payload_lin(const msg_offer_spec *s, const uint8_t *li
   ded_wr_u64(&w, s->digest);
   ded_wr_u32(&w, s->step_rounds);
   ded_wr_u64(&w, s->len);
-  ded_wr_u16(&w, s->npieces);
-  for (unsigned i = 0; i < s->npieces; i++) ded_wr_u64(&w, s->sizes[i]);
   ded_wr_u64(&w, s->lin_attempt);
   ded_wr_u16(&w, s->nlin);
   uint8_t *made = lin ? NULL : msg_lin_make(s->nlin);
@@ -2072,7 +2067,7 @@ static int msg_offer_try_lin(const msg_offer_spec *s, const uint8_t *lin) {
 
 static int msg_offer_try(const msg_offer_spec *s) { return msg_offer_try_lin(s, NULL); }
 
-/* A valid answer of |status| (not OFFER), as a peer sends it: the fields
+/* A valid answer of |status| (neither OFFER nor FOUNDING), as a peer sends it: the fields
  * the status uses set (PENDING and GONE a round, GONE also a digest), all
  * the others zero. */
 static msg_offer_spec msg_offer_answer(uint8_t status) {
@@ -2084,9 +2079,34 @@ static msg_offer_spec msg_offer_answer(uint8_t status) {
   return s;
 }
 
-/* The statuses other than OFFER. */
+/* The statuses other than OFFER and FOUNDING: those that carry no state. */
 static const uint8_t msg_offer_answers[] = {DED_STATE_FRESH, DED_STATE_PENDING, DED_STATE_NONE,
                                             DED_STATE_GONE};
+
+/* The round a FOUNDING names (ded_msg.h): the state before the run's
+ * first round, round 0. */
+#define MSG_FOUNDING_ROUND 0
+
+/* A valid FOUNDING (ded_msg.h): round MSG_FOUNDING_ROUND, the one origin as the lineage
+ * (nlin 1, not a client), pos, step_rounds and lin_attempt 0; len and
+ * digest anything within the bounds. */
+static msg_offer_spec msg_offer_founding(void) {
+  msg_offer_spec s;
+  memset(&s, 0, sizeof s);
+  s.status = DED_STATE_FOUNDING;
+  s.round = MSG_FOUNDING_ROUND;
+  s.digest = 0xf1e2d3c4b5a69788ull;
+  s.len = 0x0123456789ull;
+  s.nlin = 1;
+  return s;
+}
+
+/* The lineage of a FOUNDING: origin id msg_lin_id(0), then its client bit
+ * byte (0: msg_lin_make(1)'s, member 0 is not a client). */
+static void msg_founding_lin(uint8_t lin[DED_LIN_BYTES(1)]) {
+  memset(lin, 0, DED_LIN_BYTES(1));
+  msg_lin_id(lin, 0);
+}
 
 /* |s| followed by 1 to 4 zero bytes: refused, however many. */
 static void msg_offer_trailing(const msg_offer_spec *s) {
@@ -2113,8 +2133,6 @@ static ded_msg_state_offer msg_offer_of(const msg_offer_spec *s, const uint8_t *
   m.digest = s->digest;
   m.step_rounds = s->step_rounds;
   m.len = s->len;
-  m.npieces = s->npieces;
-  for (unsigned i = 0; i < s->npieces && i < DED_STATE_PIECES_MAX; i++) m.sizes[i] = s->sizes[i];
   m.lin_attempt = s->lin_attempt;
   m.nlin = s->nlin;
   m.lin = lin;
@@ -2128,21 +2146,27 @@ static void msg_offer_equal(const ded_msg_state_offer *got, const ded_msg_state_
   assert_int_equal(got->digest, want->digest);
   assert_int_equal(got->step_rounds, want->step_rounds);
   assert_int_equal(got->len, want->len);
-  assert_int_equal(got->npieces, want->npieces);
-  for (unsigned i = 0; i < DED_STATE_PIECES_MAX; i++)
-    assert_int_equal(got->sizes[i], i < want->npieces ? want->sizes[i] : 0);
   assert_int_equal(got->lin_attempt, want->lin_attempt);
   assert_int_equal(got->nlin, want->nlin);
   if (want->nlin) assert_memory_equal(got->lin, want->lin, DED_LIN_BYTES(want->nlin));
 }
 
+/* An origin that differs from zeros in every byte (|salt| moves it). */
+static void msg_origin(uint8_t origin[DED_ID_BYTES], unsigned salt) {
+  for (unsigned b = 0; b < DED_ID_BYTES; b++) origin[b] = (uint8_t)(b * 11 + salt * 5 + 1);
+}
+
 static void test_msg_state_ask_round_trip(void **state) {
   (void)state;
+  assert_int_equal(STATE_ASK_BYTES, 40);
   assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + STATE_ASK_BYTES);
-  /* Any round, 0 (a joiner that knows nothing of the run) included. */
+  /* A plain ask (origin zeros): any round, 0 (a joiner that knows nothing
+   * of the run) included. */
   const uint64_t rounds[] = {0, 1, 0x0102030405060708ull, UINT64_MAX};
   for (size_t i = 0; i < sizeof rounds / sizeof rounds[0]; i++) {
-    ded_msg_state_ask m = {rounds[i]};
+    ded_msg_state_ask m;
+    memset(&m, 0, sizeof m);
+    m.min_round = rounds[i];
     uint8_t buf[DED_STATE_ASK_FRAME_BYTES];
     ded_wr w = ded_wr_init(buf, sizeof buf);
     ded_msg_state_ask_encode(&w, &m);
@@ -2151,25 +2175,88 @@ static void test_msg_state_ask_round_trip(void **state) {
     ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_ASK);
     assert_int_equal(fr.len, STATE_ASK_BYTES);
     assert_int_equal(msg_le(fr.payload, 8), rounds[i]);
+    for (unsigned b = 0; b < DED_ID_BYTES; b++) assert_int_equal(fr.payload[8 + b], 0);
     ded_msg_state_ask out;
     memset(&out, 0xee, sizeof out);
     assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &out), 0);
     assert_int_equal(out.min_round, rounds[i]);
+    for (unsigned b = 0; b < DED_ID_BYTES; b++) assert_int_equal(out.origin[b], 0);
     msg_check_bounds(DED_MSG_STATE_ASK, fr.payload, fr.len, 0);
   }
 }
 
+/*
+ * Version 11: a founding ask names an origin (not all zeros) and asks for
+ * no round (min_round 0). It round trips in the same frame size as a
+ * plain ask, the origin after the round, byte for byte; an origin with
+ * any min_round but 0 is refused, whichever byte of it is set.
+ */
+static void test_msg_state_ask_origin(void **state) {
+  (void)state;
+  ded_msg_state_ask m;
+  memset(&m, 0, sizeof m);
+  msg_origin(m.origin, 0);
+  uint8_t buf[DED_STATE_ASK_FRAME_BYTES];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_state_ask_encode(&w, &m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, DED_STATE_ASK_FRAME_BYTES);
+  assert_int_equal(msg_le(buf, 4), DED_STATE_ASK_FRAME_BYTES - 4);
+  ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_ASK);
+  assert_int_equal(fr.len, STATE_ASK_BYTES);
+  assert_int_equal(msg_le(fr.payload, 8), 0);
+  assert_memory_equal(fr.payload + 8, m.origin, DED_ID_BYTES);
+  ded_msg_state_ask out;
+  memset(&out, 0xee, sizeof out);
+  assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &out), 0);
+  assert_int_equal(out.min_round, 0);
+  assert_memory_equal(out.origin, m.origin, DED_ID_BYTES);
+  msg_check_bounds(DED_MSG_STATE_ASK, fr.payload, fr.len, 0);
+
+  /* A single nonzero byte anywhere makes an origin: accepted with
+   * min_round 0, refused with any other. */
+  uint8_t p[STATE_ASK_BYTES];
+  for (unsigned b = 0; b < DED_ID_BYTES; b++) {
+    memset(p, 0, sizeof p);
+    p[8 + b] = (uint8_t)(b == DED_ID_BYTES - 1 ? 0x80 : 1);
+    if (msg_decode_any(DED_MSG_STATE_ASK, p, sizeof p) != 0)
+      fail_msg("founding ask with origin byte %u set refused", b);
+    ded_msg_state_ask o;
+    assert_int_equal(ded_msg_state_ask_decode(p, sizeof p, &o), 0);
+    assert_int_equal(o.origin[b], p[8 + b]);
+    const uint64_t bad[] = {1, 2, 0x0100000000000000ull, UINT64_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      msg_put_le(p, bad[i], 8);
+      if (msg_decode_any(DED_MSG_STATE_ASK, p, sizeof p) != DED_ERR_PROTO)
+        fail_msg("origin byte %u set with min_round %llu accepted", b,
+                 (unsigned long long)bad[i]);
+    }
+  }
+  /* A whole origin with a round, as the encoder writes it: refused. */
+  m.min_round = 7;
+  w = ded_wr_init(buf, sizeof buf);
+  ded_msg_state_ask_encode(&w, &m);
+  assert_false(w.err);
+  fr = msg_unframe(buf, w.pos, DED_MSG_STATE_ASK);
+  assert_int_equal(ded_msg_state_ask_decode(fr.payload, fr.len, &out), DED_ERR_PROTO);
+  /* The version 10 ask (the round alone) is too short for version 11. */
+  memset(p, 0, sizeof p);
+  for (size_t n = 0; n < sizeof p; n++)
+    assert_int_equal(msg_decode_any(DED_MSG_STATE_ASK, p, n), DED_ERR_PROTO);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_ASK, p, sizeof p), 0);
+}
+
 static void test_msg_state_offer_round_trip(void **state) {
   (void)state;
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES);
   msg_offer_spec s = msg_offer_valid();
   uint8_t *lin = msg_lin_make(s.nlin);
   ded_msg_state_offer m = msg_offer_of(&s, lin);
-  uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(3, 2)];
+  uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(2)];
   ded_wr w = ded_wr_init(buf, sizeof buf);
   ded_msg_state_offer_encode(&w, &m);
   assert_false(w.err);
-  assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(3, 2));
+  assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(2));
   ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
   /* The layout of ded_msg.h, byte for byte as the test writes it. */
   size_t want_len;
@@ -2183,11 +2270,11 @@ static void test_msg_state_offer_round_trip(void **state) {
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_DIGEST, 8), s.digest);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_STEP, 4), s.step_rounds);
   assert_int_equal(msg_le(fr.payload + OFFER_OFF_LEN, 8), s.len);
-  assert_int_equal(msg_le(fr.payload + OFFER_OFF_NPIECES, 2), 3);
-  for (unsigned i = 0; i < 3; i++)
-    assert_int_equal(msg_le(fr.payload + OFFER_OFF_SIZES + 8 * i, 8), s.sizes[i]);
-  const uint8_t *tail = fr.payload + OFFER_OFF_SIZES + 8 * 3;
+  /* No pieces since version 11: the lineage's attempt follows len. */
+  const uint8_t *tail = fr.payload + OFFER_OFF_LIN_ATTEMPT;
   assert_int_equal(msg_le(tail, 8), s.lin_attempt);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_NLIN, 2), 2);
+  assert_ptr_equal(tail + 10, fr.payload + OFFER_OFF_LIN);
   assert_int_equal(msg_le(tail + 8, 2), 2);
   assert_memory_equal(tail + 10, lin, 2 * DED_ID_BYTES);
   /* Then one byte of client bits: member 1 is a client. */
@@ -2204,19 +2291,14 @@ static void test_msg_state_offer_round_trip(void **state) {
   msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
   free(lin);
 
-  /* The largest: every piece a snapshot may hold, the largest lineage,
-   * one piece of the largest state. */
-  s.npieces = DED_STATE_PIECES_MAX;
-  uint64_t sum = 0;
-  for (unsigned i = 0; i + 1 < DED_STATE_PIECES_MAX; i++) sum += s.sizes[i] = i;
-  s.sizes[DED_STATE_PIECES_MAX - 1] = DED_STATE_BYTES_MAX - sum;
+  /* The largest: the largest state, the largest lineage. */
   s.len = DED_STATE_BYTES_MAX;
   s.nlin = DED_ROUND_MEMBERS_MAX;
   s.step_rounds = DED_STATE_STEP_ROUNDS_MAX;
   s.round = UINT64_MAX;
   lin = msg_lin_make(s.nlin);
   m = msg_offer_of(&s, lin);
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(DED_STATE_PIECES_MAX, DED_ROUND_MEMBERS_MAX);
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(DED_ROUND_MEMBERS_MAX);
   assert_true(cap - 4 <= DED_FRAME_MAX);
   uint8_t *big = malloc(cap);
   assert_non_null(big);
@@ -2252,11 +2334,11 @@ static void test_msg_state_offer_statuses(void **state) {
     m.status = cases[i].status;
     m.round = cases[i].round;
     m.digest = cases[i].digest;
-    uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(0, 0)];
+    uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(0)];
     ded_wr w = ded_wr_init(buf, sizeof buf);
     ded_msg_state_offer_encode(&w, &m);
     assert_false(w.err);
-    assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(0, 0));
+    assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(0));
     ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
     assert_int_equal(fr.len, OFFER_BASE_BYTES);
     assert_int_equal(fr.payload[0], cases[i].status);
@@ -2273,86 +2355,85 @@ static void test_msg_state_offer_invalid(void **state) {
   msg_offer_spec s = msg_offer_valid();
   assert_int_equal(msg_offer_try(&s), 0);
 
-  /* Every status byte: OFFER .. GONE, nothing above. Each status is
-   * tried with the fields it may carry (a snapshot for OFFER, the answer
-   * as it is sent for the others); a status above GONE is refused with
-   * either. */
+  /* Every status byte: OFFER .. FOUNDING, nothing above. Each status is
+   * tried with the fields it may carry (a snapshot for OFFER, a founding
+   * state for FOUNDING, the answer as it is sent for the others); a
+   * status above FOUNDING is refused with any of them. */
+  uint8_t flin[DED_LIN_BYTES(1)];
+  msg_founding_lin(flin);
   for (unsigned v = 0; v < 256; v++) {
-    int want = v > DED_STATE_GONE ? DED_ERR_PROTO : 0;
-    s = v == DED_STATE_OFFER || v > DED_STATE_GONE ? msg_offer_valid()
-                                                   : msg_offer_answer((uint8_t)v);
+    int want = v > DED_STATE_FOUNDING ? DED_ERR_PROTO : 0;
+    s = v == DED_STATE_OFFER || v > DED_STATE_FOUNDING ? msg_offer_valid()
+        : v == DED_STATE_FOUNDING                      ? msg_offer_founding()
+                                                       : msg_offer_answer((uint8_t)v);
     s.status = (uint8_t)v;
     if (msg_offer_try(&s) != want) fail_msg("STATE_OFFER with status %u: want %d", v, want);
-    for (size_t i = 0; v > DED_STATE_GONE && i < sizeof msg_offer_answers; i++) {
+    for (size_t i = 0; v > DED_STATE_FOUNDING && i < sizeof msg_offer_answers; i++) {
       s = msg_offer_answer(msg_offer_answers[i]);
       s.status = (uint8_t)v;
       if (msg_offer_try(&s) != DED_ERR_PROTO)
         fail_msg("STATE_OFFER with status %u and the fields of %u accepted", v,
                  msg_offer_answers[i]);
     }
-  }
-
-  /* Pieces: as many as a snapshot may hold, not one more (sizes that
-   * add up, so that only the count is wrong). */
-  for (unsigned n = DED_STATE_PIECES_MAX - 1; n <= DED_STATE_PIECES_MAX + 1; n++) {
-    s = msg_offer_valid();
-    s.npieces = (uint16_t)n;
-    s.len = 0;
-    for (unsigned i = 0; i < n; i++) {
-      s.sizes[i] = 100 + i;
-      s.len += s.sizes[i];
+    if (v > DED_STATE_FOUNDING) {
+      s = msg_offer_founding();
+      s.status = (uint8_t)v;
+      if (msg_offer_try_lin(&s, flin) != DED_ERR_PROTO)
+        fail_msg("STATE_OFFER with status %u and a founding state's fields accepted", v);
     }
-    int want = n > DED_STATE_PIECES_MAX ? DED_ERR_PROTO : 0;
-    if (msg_offer_try(&s) != want) fail_msg("STATE_OFFER with %u pieces: want %d", n, want);
   }
 
-  /* A piece may be as large as the largest state, no larger: sizes that
-   * would wrap the sum round to |len| exactly. */
-  s = msg_offer_valid();
-  s.npieces = 1;
-  s.sizes[0] = s.len = DED_STATE_BYTES_MAX;
-  assert_int_equal(msg_offer_try(&s), 0);
-  s.npieces = 2;
-  s.sizes[0] = DED_STATE_BYTES_MAX - 1;
-  s.sizes[1] = 1;
-  assert_int_equal(msg_offer_try(&s), 0);
-  s.npieces = 3;
-  s.sizes[0] = s.sizes[1] = (uint64_t)1 << 63;
-  s.sizes[2] = 5;
-  s.len = 5;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s.npieces = 2;
-  s.sizes[0] = UINT64_MAX;
-  s.sizes[1] = 6;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s.sizes[0] = 6;
-  s.sizes[1] = UINT64_MAX;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  /* ... and the state no larger than DED_STATE_BYTES_MAX, even when each
-   * piece is within it and they add up. */
-  s.npieces = 2;
-  s.sizes[0] = DED_STATE_BYTES_MAX;
-  s.sizes[1] = 1;
-  s.len = DED_STATE_BYTES_MAX + 1;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s.npieces = 1;
-  s.sizes[0] = s.len = DED_STATE_BYTES_MAX + 1;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-
-  /* The sizes must add up to |len|, exactly. */
-  s = msg_offer_valid();
-  s.len++;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s.len -= 2;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s.len = 0;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
-  s = msg_offer_valid();
-  s.npieces = 0;
-  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO); /* len without pieces */
-  s = msg_offer_answer(DED_STATE_GONE); /* whatever the status */
+  /* The state's length: anything up to the largest state, no more
+   * (version 11 has no pieces to add up to it). */
+  const uint64_t lens_ok[] = {0, 1, 1000, DED_STATE_BYTES_MAX - 1, DED_STATE_BYTES_MAX};
+  for (size_t i = 0; i < sizeof lens_ok / sizeof lens_ok[0]; i++) {
+    s = msg_offer_valid();
+    s.len = lens_ok[i];
+    if (msg_offer_try(&s) != 0)
+      fail_msg("OFFER of %llu bytes refused", (unsigned long long)lens_ok[i]);
+  }
+  const uint64_t lens_bad[] = {DED_STATE_BYTES_MAX + 1, DED_STATE_BYTES_MAX << 1,
+                               (uint64_t)1 << 63, UINT64_MAX};
+  for (size_t i = 0; i < sizeof lens_bad / sizeof lens_bad[0]; i++) {
+    s = msg_offer_valid();
+    s.len = lens_bad[i];
+    if (msg_offer_try(&s) != DED_ERR_PROTO)
+      fail_msg("OFFER of %llu bytes accepted", (unsigned long long)lens_bad[i]);
+    s = msg_offer_founding();
+    s.len = lens_bad[i];
+    if (msg_offer_try_lin(&s, flin) != DED_ERR_PROTO)
+      fail_msg("FOUNDING of %llu bytes accepted", (unsigned long long)lens_bad[i]);
+  }
+  s = msg_offer_answer(DED_STATE_GONE); /* a length without a state, whatever the status */
   s.len = 1;
   assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+
+  /* A version 10 OFFER (a piece table after len: npieces 1, its size) is
+   * not a version 11 one. */
+  {
+    s = msg_offer_valid();
+    s.len = 1000;
+    size_t n10 = OFFER_BASE_BYTES + 2 + 8 + DED_LIN_BYTES(s.nlin);
+    uint8_t *p10 = malloc(n10);
+    assert_non_null(p10);
+    ded_wr w10 = ded_wr_init(p10, n10);
+    ded_wr_u8(&w10, s.status);
+    ded_wr_u64(&w10, s.round);
+    ded_wr_u64(&w10, s.pos);
+    ded_wr_u64(&w10, s.digest);
+    ded_wr_u32(&w10, s.step_rounds);
+    ded_wr_u64(&w10, s.len);
+    ded_wr_u16(&w10, 1);
+    ded_wr_u64(&w10, s.len);
+    ded_wr_u64(&w10, s.lin_attempt);
+    ded_wr_u16(&w10, s.nlin);
+    uint8_t *l10 = msg_lin_make(s.nlin);
+    ded_wr_bytes(&w10, l10, DED_LIN_BYTES(s.nlin));
+    free(l10);
+    assert_false(w10.err);
+    assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p10, n10), DED_ERR_PROTO);
+    free(p10);
+  }
 
   /* The lineage: up to the largest round, not one member more. */
   s = msg_offer_valid();
@@ -2375,18 +2456,14 @@ static void test_msg_state_offer_invalid(void **state) {
   s = msg_offer_valid();
   size_t len;
   uint8_t *p = msg_offer_payload(&s, &len);
-  uint8_t *nlin = p + OFFER_OFF_SIZES + 8 * (size_t)s.npieces + 8;
+  uint8_t *nlin = p + OFFER_OFF_NLIN;
+  assert_int_equal(msg_le(nlin, 2), s.nlin);
   msg_put_le(nlin, s.nlin + 1, 2);
   assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
   msg_put_le(nlin, s.nlin - 1, 2);
   assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
-  /* npieces likewise. */
   msg_put_le(nlin, s.nlin, 2);
   assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), 0);
-  msg_put_le(p + OFFER_OFF_NPIECES, s.npieces + 1, 2);
-  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
-  msg_put_le(p + OFFER_OFF_NPIECES, s.npieces - 1, 2);
-  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
   free(p);
 }
 
@@ -2456,15 +2533,13 @@ static void test_msg_state_offer_unused_fields(void **state) {
   } while (0)
     ANSWER(0, (void)sp);
     /* Never used by an answer: refused, whatever nonzero value. Each
-     * mutation breaks that one field alone (npieces with pieces of 0
-     * bytes, so that the sizes still add up to len). */
+     * mutation breaks that one field alone. */
     ANSWER(DED_ERR_PROTO, sp->step_rounds = 1);
     ANSWER(DED_ERR_PROTO, sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX);
     ANSWER(DED_ERR_PROTO, sp->step_rounds = UINT32_MAX);
-    ANSWER(DED_ERR_PROTO, sp->npieces = 1);
-    ANSWER(DED_ERR_PROTO, sp->npieces = DED_STATE_PIECES_MAX);
-    ANSWER(DED_ERR_PROTO, sp->npieces = 1; sp->sizes[0] = sp->len = 100);
+    ANSWER(DED_ERR_PROTO, sp->len = 1);
     ANSWER(DED_ERR_PROTO, sp->len = 100);
+    ANSWER(DED_ERR_PROTO, sp->len = DED_STATE_BYTES_MAX);
     ANSWER(DED_ERR_PROTO, sp->lin_attempt = 1);
     ANSWER(DED_ERR_PROTO, sp->lin_attempt = UINT64_MAX);
     ANSWER(DED_ERR_PROTO, sp->nlin = 1);
@@ -2624,7 +2699,7 @@ static void test_msg_state_offer_client_bits(void **state) {
   assert_int_equal(DED_LIN_BYTES(0), 0);
   assert_int_equal(DED_LIN_BYTES(2), 2 * DED_ID_BYTES + 1);
   assert_int_equal(DED_LIN_BYTES(17), 17 * DED_ID_BYTES + 3);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9),
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(9),
                    DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES + 9 * DED_ID_BYTES + 2);
   const unsigned ns[] = {1, 2, 7, 8, 9, 15, 16, 17, DED_ROUND_MEMBERS_MAX};
   bool (*const patterns[])(unsigned) = {msg_lin_none, msg_lin_all, msg_lin_odd, msg_lin_is_client};
@@ -2635,7 +2710,7 @@ static void test_msg_state_offer_client_bits(void **state) {
       msg_offer_spec s = msg_offer_valid();
       s.nlin = (uint16_t)n;
       ded_msg_state_offer m = msg_offer_of(&s, lin);
-      size_t cap = DED_STATE_OFFER_FRAME_BYTES(s.npieces, n);
+      size_t cap = DED_STATE_OFFER_FRAME_BYTES(n);
       uint8_t *buf = malloc(cap);
       assert_non_null(buf);
       ded_wr w = ded_wr_init(buf, cap);
@@ -2687,6 +2762,143 @@ static void test_msg_state_offer_client_bits(void **state) {
     }
     free(lin);
   }
+}
+
+/*
+ * Version 11, FOUNDING: the founding state asked for, as one layout with
+ * the others: round 0 (MSG_FOUNDING_ROUND), the origin as a lineage of one (not a client), len
+ * and digest the state's; pos, step_rounds and lin_attempt 0. It round
+ * trips byte for byte; each field out of that is refused alone.
+ */
+static void test_msg_state_offer_founding(void **state) {
+  (void)state;
+  msg_offer_spec s = msg_offer_founding();
+  uint8_t lin[DED_LIN_BYTES(1)];
+  msg_founding_lin(lin);
+  ded_msg_state_offer m = msg_offer_of(&s, lin);
+  uint8_t buf[DED_STATE_OFFER_FRAME_BYTES(1)];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_state_offer_encode(&w, &m);
+  assert_false(w.err);
+  assert_int_equal(w.pos, DED_STATE_OFFER_FRAME_BYTES(1));
+  assert_int_equal(w.pos, DED_FRAME_HDR_BYTES + OFFER_BASE_BYTES + DED_ID_BYTES + 1);
+  ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_STATE_OFFER);
+  size_t want_len;
+  uint8_t *want = msg_offer_payload_lin(&s, lin, &want_len);
+  assert_int_equal(fr.len, want_len);
+  assert_memory_equal(fr.payload, want, want_len);
+  free(want);
+  assert_int_equal(fr.payload[0], DED_STATE_FOUNDING);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_ROUND, 8), MSG_FOUNDING_ROUND);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_POS, 8), 0);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_DIGEST, 8), s.digest);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_STEP, 4), 0);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_LEN, 8), s.len);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_LIN_ATTEMPT, 8), 0);
+  assert_int_equal(msg_le(fr.payload + OFFER_OFF_NLIN, 2), 1);
+  assert_memory_equal(fr.payload + OFFER_OFF_LIN, lin, DED_ID_BYTES);
+  assert_int_equal(fr.payload[OFFER_OFF_LIN + DED_ID_BYTES], 0);
+  ded_msg_state_offer out;
+  memset(&out, 0xee, sizeof out);
+  assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, &out), 0);
+  msg_offer_equal(&out, &m);
+  assert_ptr_equal(out.lin, fr.payload + OFFER_OFF_LIN);
+  assert_false(ded_lin_client(out.lin, 1, 0));
+  msg_check_bounds(DED_MSG_STATE_OFFER, fr.payload, fr.len, 0);
+  msg_offer_trailing(&s); /* (with msg_lin_make(1)'s lineage: the same) */
+
+#define FOUNDING_TRY(want, mutation)                                                              \
+  do {                                                                                            \
+    msg_offer_spec s_ = msg_offer_founding();                                                     \
+    msg_offer_spec *sp = &s_;                                                                     \
+    uint8_t l_[DED_LIN_BYTES(1)];                                                                 \
+    msg_founding_lin(l_);                                                                         \
+    uint8_t *lp = l_;                                                                             \
+    (void)lp;                                                                                     \
+    mutation;                                                                                     \
+    if (msg_offer_try_lin(sp, l_) != (want))                                                      \
+      fail_msg("FOUNDING with %s: want %d", #mutation, (int)(want));                              \
+  } while (0)
+  FOUNDING_TRY(0, (void)sp);
+  /* len and digest are the state's: anything within the bounds. */
+  FOUNDING_TRY(0, sp->len = 0);
+  FOUNDING_TRY(0, sp->len = 1);
+  FOUNDING_TRY(0, sp->len = DED_STATE_BYTES_MAX);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->len = DED_STATE_BYTES_MAX + 1);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->len = UINT64_MAX);
+  FOUNDING_TRY(0, sp->digest = 0);
+  FOUNDING_TRY(0, sp->digest = UINT64_MAX);
+  /* Any origin id (all zeros on the wire too: the decoder does not judge
+   * who it is). */
+  FOUNDING_TRY(0, memset(lp, 0xff, DED_ID_BYTES));
+  FOUNDING_TRY(0, memset(lp, 0x00, DED_ID_BYTES));
+  /* The round: MSG_FOUNDING_ROUND, nothing else. */
+  const uint64_t bad_rounds[] = {0, 1, 2, 0x0100000000000000ull, 0x0100000000000001ull,
+                                 UINT64_MAX};
+  for (size_t i = 0; i < sizeof bad_rounds / sizeof bad_rounds[0]; i++) {
+    if (bad_rounds[i] == MSG_FOUNDING_ROUND) continue;
+    s = msg_offer_founding();
+    s.round = bad_rounds[i];
+    if (msg_offer_try_lin(&s, lin) != DED_ERR_PROTO)
+      fail_msg("FOUNDING of round %llu accepted", (unsigned long long)bad_rounds[i]);
+  }
+  /* The origin is not a client; the unused bits of its byte are zero too. */
+  FOUNDING_TRY(DED_ERR_PROTO, lp[DED_ID_BYTES] = 0x01);
+  FOUNDING_TRY(DED_ERR_PROTO, lp[DED_ID_BYTES] = 0x02);
+  FOUNDING_TRY(DED_ERR_PROTO, lp[DED_ID_BYTES] = 0x80);
+  FOUNDING_TRY(DED_ERR_PROTO, lp[DED_ID_BYTES] = 0xff);
+  /* A snapshot's fields: zero. */
+  FOUNDING_TRY(DED_ERR_PROTO, sp->pos = 1);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->pos = DED_POS_MAX);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->step_rounds = 1);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->step_rounds = DED_STATE_STEP_ROUNDS_MAX);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->lin_attempt = 1);
+  FOUNDING_TRY(DED_ERR_PROTO, sp->lin_attempt = UINT64_MAX);
+#undef FOUNDING_TRY
+
+  /* The lineage: one id, not none and not two (each written whole, so
+   * that only nlin is wrong). */
+  s = msg_offer_founding();
+  s.nlin = 0;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  const unsigned nlins[] = {2, 3, 9, DED_ROUND_MEMBERS_MAX};
+  for (size_t i = 0; i < sizeof nlins / sizeof nlins[0]; i++) {
+    s = msg_offer_founding();
+    s.nlin = (uint16_t)nlins[i];
+    uint8_t *l = msg_lin_with(nlins[i], msg_lin_none); /* ids increasing, no client */
+    if (msg_offer_try_lin(&s, l) != DED_ERR_PROTO)
+      fail_msg("FOUNDING with %u lineage ids accepted", nlins[i]);
+    free(l);
+  }
+  /* nlin says one more than there are. */
+  s = msg_offer_founding();
+  size_t len;
+  uint8_t *p = msg_offer_payload_lin(&s, lin, &len);
+  msg_put_le(p + OFFER_OFF_NLIN, 2, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), DED_ERR_PROTO);
+  msg_put_le(p + OFFER_OFF_NLIN, 1, 2);
+  assert_int_equal(msg_decode_any(DED_MSG_STATE_OFFER, p, len), 0);
+  free(p);
+  /* Every field of a snapshot whole under FOUNDING: refused; a FOUNDING's
+   * fields under OFFER: refused too (no lineage attempt, no step). */
+  s = msg_offer_valid();
+  s.status = DED_STATE_FOUNDING;
+  assert_int_equal(msg_offer_try(&s), DED_ERR_PROTO);
+  s = msg_offer_founding();
+  s.status = DED_STATE_OFFER;
+  assert_int_equal(msg_offer_try_lin(&s, lin), DED_ERR_PROTO);
+  /* ... and under an answer that carries no state. */
+  for (size_t i = 0; i < sizeof msg_offer_answers; i++) {
+    s = msg_offer_founding();
+    s.status = msg_offer_answers[i];
+    if (msg_offer_try_lin(&s, lin) != DED_ERR_PROTO)
+      fail_msg("status %u with a founding state accepted", msg_offer_answers[i]);
+  }
+  /* PENDING with round 0: the answer of a peer that fetches that origin's
+   * state itself. */
+  s = msg_offer_answer(DED_STATE_PENDING);
+  s.round = 0;
+  assert_int_equal(msg_offer_try(&s), 0);
 }
 
 /* ded_lin_coord: the coordinator of view v of round r is eligible member
@@ -2981,7 +3193,7 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
     break;
   }
   case ENC_STATE_ASK: {
-    ded_msg_state_ask m = {1};
+    ded_msg_state_ask m = {.min_round = 0, .origin = {1, 2, 3}}; /* a founding ask */
     ded_msg_state_ask_encode(w, &m);
     break;
   }
@@ -2992,7 +3204,7 @@ static void msg_encode_kind(int kind, ded_wr *w, const ded_msg_commit *plan) {
                                                   [2 * DED_ID_BYTES] = 3,
                                                   [3 * DED_ID_BYTES] = 0x02};
     ded_msg_state_offer m = {.status = DED_STATE_OFFER, .round = 1, .digest = 2,
-                             .step_rounds = 1, .len = 30, .npieces = 2, .sizes = {10, 20},
+                             .step_rounds = 1, .len = 30,
                              .lin_attempt = 3, .nlin = 3, .lin = lin};
     ded_msg_state_offer_encode(w, &m);
     break;
@@ -3027,7 +3239,7 @@ static void test_msg_encoder_overflow(void **state) {
       [ENC_STALE] = DED_STALE_FRAME_BYTES,
       [ENC_AHEAD] = DED_STALE_FRAME_BYTES,
       [ENC_STATE_ASK] = DED_STATE_ASK_FRAME_BYTES,
-      [ENC_STATE_OFFER] = DED_STATE_OFFER_FRAME_BYTES(2, 3),
+      [ENC_STATE_OFFER] = DED_STATE_OFFER_FRAME_BYTES(3),
       [ENC_STATE_GET] = DED_STATE_GET_FRAME_BYTES,
   };
   uint8_t buf[MSG_BUF_BYTES];
@@ -3082,6 +3294,7 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_STATE_PENDING, 2);
   assert_int_equal(DED_STATE_NONE, 3);
   assert_int_equal(DED_STATE_GONE, 4);
+  assert_int_equal(DED_STATE_FOUNDING, 5);
   /* Version 4 added the state transfer (types 14-17): a version 3 peer
    * drops a connection on a type it does not know. */
   /* Version 5 added AHEAD (type 18), for the same reason. */
@@ -3097,7 +3310,10 @@ static void test_msg_names(void **state) {
   /* Version 10 added the stream position and the step's length to JOIN
    * and COMMIT (16 bytes after the count), and the position to
    * STATE_OFFER: rounds align by the gradient stream, not by call. */
-  assert_int_equal(DED_PROTO_VERSION, 10);
+  /* Version 11 took the piece table out of STATE_OFFER (the snapshot's
+   * bytes are opaque to the wire), put an origin in STATE_ASK (a founding
+   * ask) and added the status FOUNDING: a version 10 peer misreads both. */
+  assert_int_equal(DED_PROTO_VERSION, 11);
   assert_int_equal(DED_RESULT_DIGEST_BYTES, 32);
   assert_int_equal(HAVE_BYTES, 21 + 32);
   assert_int_equal(DED_MSG_SPEED, 19);
@@ -3106,16 +3322,17 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_JOIN_F_AUX, 32);
   assert_int_equal(DED_MEMBER_F_CLIENT, 4);
   assert_int_equal(DED_MEMBER_F_AUX, 8);
-  /* Sizes of version 10's messages (a change here is a change of the wire). */
+  /* Sizes of version 11's messages (a change here is a change of the wire). */
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
   assert_int_equal(DED_COMMIT_BODY_BYTES(0), 57);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
   assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 57);
   assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 57);
-  assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 0), DED_FRAME_HDR_BYTES + 49);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(2, 3), DED_FRAME_HDR_BYTES + 49 + 16 + 96 + 1);
-  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0, 9), DED_FRAME_HDR_BYTES + 49 + 288 + 2);
+  assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8 + 32);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 47);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(1), DED_FRAME_HDR_BYTES + 47 + 32 + 1);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(3), DED_FRAME_HDR_BYTES + 47 + 96 + 1);
+  assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(9), DED_FRAME_HDR_BYTES + 47 + 288 + 2);
   assert_int_equal(DED_STATE_GET_FRAME_BYTES, DED_FRAME_HDR_BYTES + 28);
   assert_int_equal(DED_STATE_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 24);
 }
@@ -3157,6 +3374,7 @@ int main(void) {
       cmocka_unit_test(test_msg_data_round_trip),
       cmocka_unit_test(test_msg_data_invalid),
       cmocka_unit_test(test_msg_state_ask_round_trip),
+      cmocka_unit_test(test_msg_state_ask_origin),
       cmocka_unit_test(test_msg_state_offer_round_trip),
       cmocka_unit_test(test_msg_state_offer_statuses),
       cmocka_unit_test(test_msg_state_offer_invalid),
@@ -3164,6 +3382,7 @@ int main(void) {
       cmocka_unit_test(test_msg_state_offer_unused_fields),
       cmocka_unit_test(test_msg_state_offer_lineage_order),
       cmocka_unit_test(test_msg_state_offer_client_bits),
+      cmocka_unit_test(test_msg_state_offer_founding),
       cmocka_unit_test(test_msg_lin_coord),
       cmocka_unit_test(test_msg_state_get_round_trip),
       cmocka_unit_test(test_msg_state_get_invalid),

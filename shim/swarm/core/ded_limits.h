@@ -68,9 +68,6 @@ enum ded_limits {
   /* Inbound connections from one IP address, in any state: an admitted
    * peer, or many behind one NAT, cannot take every slot of DED_CONNS_MAX. */
   DED_CONNS_PER_ADDR_MAX = 256,
-  /* Pieces of a trainer's state (start-up broadcasts and registered
-   * buffers) a snapshot may hold. */
-  DED_STATE_PIECES_MAX = 64,
   /* Routed all-reduces per training step a snapshot may claim. */
   DED_STATE_STEP_ROUNDS_MAX = 1024,
   /* Largest range of a snapshot one STATE_GET may ask for. */

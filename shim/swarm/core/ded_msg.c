@@ -178,11 +178,11 @@ void ded_msg_ahead_encode(ded_wr *w, const ded_msg_stale *m) {
 void ded_msg_state_ask_encode(ded_wr *w, const ded_msg_state_ask *m) {
   size_t s = msg_begin(w, DED_MSG_STATE_ASK);
   ded_wr_u64(w, m->min_round);
+  ded_wr_bytes(w, m->origin, DED_ID_BYTES);
   msg_end(w, s);
 }
 
 void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m) {
-  DED_ASSERT(m->npieces <= DED_STATE_PIECES_MAX);
   size_t s = msg_begin(w, DED_MSG_STATE_OFFER);
   ded_wr_u8(w, m->status);
   ded_wr_u64(w, m->round);
@@ -190,8 +190,6 @@ void ded_msg_state_offer_encode(ded_wr *w, const ded_msg_state_offer *m) {
   ded_wr_u64(w, m->digest);
   ded_wr_u32(w, m->step_rounds);
   ded_wr_u64(w, m->len);
-  ded_wr_u16(w, m->npieces);
-  for (unsigned i = 0; i < m->npieces; i++) ded_wr_u64(w, m->sizes[i]);
   ded_wr_u64(w, m->lin_attempt);
   ded_wr_u16(w, m->nlin);
   ded_wr_bytes(w, m->lin, DED_LIN_BYTES(m->nlin));
@@ -517,7 +515,11 @@ int ded_msg_ahead_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {
 int ded_msg_state_ask_decode(const uint8_t *p, size_t len, ded_msg_state_ask *m) {
   ded_rd r = ded_rd_init(p, len);
   m->min_round = ded_rd_u64(&r);
-  return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+  ded_rd_bytes(&r, m->origin, DED_ID_BYTES);
+  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
+  bool any = true;
+  for (unsigned i = 0; i < DED_ID_BYTES; i++) any = any && m->origin[i] == 0;
+  return any || m->min_round == 0 ? 0 : DED_ERR_PROTO;
 }
 
 int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer *m) {
@@ -529,24 +531,22 @@ int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer
   m->digest = ded_rd_u64(&r);
   m->step_rounds = ded_rd_u32(&r);
   m->len = ded_rd_u64(&r);
-  m->npieces = ded_rd_u16(&r);
-  if (r.err || m->status > DED_STATE_GONE || m->npieces > DED_STATE_PIECES_MAX ||
-      m->len > DED_STATE_BYTES_MAX || m->pos > DED_POS_MAX)
+  if (r.err || m->status > DED_STATE_FOUNDING || m->len > DED_STATE_BYTES_MAX ||
+      m->pos > DED_POS_MAX)
     return DED_ERR_PROTO;
-  uint64_t sum = 0;
-  for (unsigned i = 0; i < m->npieces; i++) {
-    m->sizes[i] = ded_rd_u64(&r);
-    if (m->sizes[i] > DED_STATE_BYTES_MAX) return DED_ERR_PROTO;
-    sum += m->sizes[i]; /* at most 64 x 2^40: no overflow */
-  }
   m->lin_attempt = ded_rd_u64(&r);
   m->nlin = ded_rd_u16(&r);
   if (r.err || m->nlin > DED_ROUND_MEMBERS_MAX) return DED_ERR_PROTO;
   m->lin = ded_rd_ptr(&r, DED_LIN_BYTES(m->nlin));
-  if (!ded_rd_done(&r) || sum != m->len) return DED_ERR_PROTO;
+  if (!ded_rd_done(&r)) return DED_ERR_PROTO;
   if (m->nlin % 8 && m->lin[DED_LIN_BYTES(m->nlin) - 1] >> (m->nlin % 8)) return DED_ERR_PROTO;
+  if (m->status == DED_STATE_FOUNDING)
+    return m->round == 0 && m->nlin == 1 && !(m->lin[DED_ID_BYTES] & 1) && !m->pos &&
+                   !m->step_rounds && !m->lin_attempt
+               ? 0
+               : DED_ERR_PROTO;
   if (m->status != DED_STATE_OFFER) /* fields a status does not use are zero */
-    return m->step_rounds || m->pos || m->len || m->npieces || m->lin_attempt || m->nlin ||
+    return m->step_rounds || m->pos || m->len || m->lin_attempt || m->nlin ||
                    (m->status != DED_STATE_PENDING && m->status != DED_STATE_GONE && m->round) ||
                    (m->status != DED_STATE_GONE && m->digest)
                ? DED_ERR_PROTO

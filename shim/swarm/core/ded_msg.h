@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 10
+#define DED_PROTO_VERSION 11
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -337,16 +337,20 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
  * State transfer: how a job that joins a run in progress gets the
  * trainer's state (docs/architecture.md, "Joining a run in progress").
  *
- * STATE_ASK (joiner -> peer): u64 min_round. "Offer me a snapshot of your
- * state as of a round >= min_round."
+ * STATE_ASK (joiner -> peer): u64 min_round | origin[32]. With an origin of
+ * zeros: "offer me a snapshot of your state as of a round >= min_round".
+ * Otherwise (min_round 0): "offer me the founding state of |origin|", the
+ * state that peer brought to the run's first round (docs/architecture.md,
+ * "One initial model").
  *
  * STATE_OFFER (peer -> joiner): u8 status | u64 round | u64 pos | u64 digest |
- * u32 step_rounds | u64 len | u16 npieces | npieces x u64 size |
- * u64 lin_attempt | u16 nlin | nlin x id | ceil(nlin/8) client bits.
+ * u32 step_rounds | u64 len | u64 lin_attempt | u16 nlin | nlin x id |
+ * ceil(nlin/8) client bits.
  * One layout for every status:
  *   OFFER   a snapshot: the trainer's state after every round below
- *           |round| (a step boundary), |len| bytes in |npieces| pieces,
- *           with ded_digest64 |digest|; |round| begins at element
+ *           |round| (a step boundary), |len| bytes (opaque here: the
+ *           shim's state image, its pieces listed inside, under the
+ *           digest), with ded_digest64 |digest|; |round| begins at element
  *           |pos| of the run's gradient stream; |step_rounds| rounds
  *           make one step; round-1 ended with attempt |lin_attempt| and
  *           members |lin| (the lineage the joiner's first round needs;
@@ -357,9 +361,15 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
  *   NONE    the sender has no state to give (a backbone, or leaving).
  *   GONE    the answer to a STATE_GET for a snapshot the sender no longer
  *           holds (|round| and |digest| name it).
+ *   FOUNDING the founding state asked for: |round| 0 (the state before
+ *           the run's first round, round 0), |len| bytes with
+ *           |digest|, |lin| the one origin (nlin 1, no client bit);
+ *           pos, step_rounds and lin_attempt 0.
  * Fields a status does not use are zero (PENDING and GONE use |round|,
  * GONE also |digest|). An OFFER's lineage ids are strictly increasing and
- * its lin_attempt is not 0.
+ * its lin_attempt is not 0. To a founding ask the answer is FOUNDING,
+ * PENDING with round 0 (the sender is fetching that origin's state
+ * itself), or NONE.
  *
  * STATE_GET (joiner -> peer): u64 round | u64 digest | u64 offset | u32 len.
  * STATE_DATA (peer -> joiner): u64 round | u64 digest | u64 offset | bytes:
@@ -371,10 +381,12 @@ enum {
   DED_STATE_PENDING = 2,
   DED_STATE_NONE = 3,
   DED_STATE_GONE = 4,
+  DED_STATE_FOUNDING = 5,
 };
 
 typedef struct ded_msg_state_ask {
   uint64_t min_round;
+  uint8_t origin[DED_ID_BYTES]; /* zeros: any snapshot */
 } ded_msg_state_ask;
 
 typedef struct ded_msg_state_offer {
@@ -384,8 +396,6 @@ typedef struct ded_msg_state_offer {
   uint64_t digest;
   uint32_t step_rounds;
   uint64_t len;
-  uint16_t npieces;
-  uint64_t sizes[DED_STATE_PIECES_MAX];
   uint64_t lin_attempt;
   uint16_t nlin;
   /* nlin x DED_ID_BYTES then DED_LIN_BITS(nlin) client bits (a
@@ -408,10 +418,9 @@ typedef struct ded_msg_state_data {
   size_t len;
 } ded_msg_state_data;
 
-#define DED_STATE_ASK_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8)
-#define DED_STATE_OFFER_FRAME_BYTES(npieces, nlin)                                       \
-  (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 8 + 4 + 8 + 2 + 8 * (size_t)(npieces) + 8 + 2 +      \
-   DED_LIN_BYTES(nlin))
+#define DED_STATE_ASK_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + DED_ID_BYTES)
+#define DED_STATE_OFFER_FRAME_BYTES(nlin)                                                \
+  (DED_FRAME_HDR_BYTES + 1 + 8 + 8 + 8 + 4 + 8 + 8 + 2 + DED_LIN_BYTES(nlin))
 #define DED_STATE_GET_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 8 + 4)
 #define DED_STATE_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
 

@@ -30,6 +30,13 @@ static void state_snap_drop(ded_node *node) {
   st->have_snap = false;
 }
 
+static void state_found_drop(ded_node *node) {
+  ded_xfer *st = &node->xfer;
+  ded_mem_free(node->mem, st->found.bytes);
+  memset(&st->found, 0, sizeof st->found);
+  st->have_found = false;
+}
+
 static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint64_t round,
                              uint64_t digest) {
   ded_xfer *st = &node->xfer;
@@ -38,20 +45,28 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
   m.status = status;
   m.round = round;
   m.digest = digest;
+  uint8_t origin[DED_LIN_BYTES(1)];
   if (status == DED_STATE_OFFER) {
     m.round = st->snap.round;
     m.pos = st->snap.pos;
     m.digest = st->snap.digest;
     m.step_rounds = st->snap.step_rounds;
     m.len = st->snap.len;
-    m.npieces = (uint16_t)st->snap.npieces;
-    memcpy(m.sizes, st->snap.sizes, sizeof m.sizes);
     m.lin_attempt = st->snap_lin_attempt;
     m.nlin = (uint16_t)st->snap_nlin;
     m.lin = (const uint8_t *)st->snap_lin;
     st->snap_used_ns = node->now_ns;
+  } else if (status == DED_STATE_FOUNDING) {
+    m.round = 0;
+    m.digest = st->found.digest;
+    m.len = st->found.len;
+    memcpy(origin, st->found_origin, DED_ID_BYTES);
+    origin[DED_ID_BYTES] = 0; /* not a client */
+    m.nlin = 1;
+    m.lin = origin;
+    st->found_used_ns = node->now_ns;
   }
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m.npieces, m.nlin);
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m.nlin);
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   if (!frame || !to->conn) {
     ded_mem_free(node->mem, frame);
@@ -70,9 +85,31 @@ static bool state_snap_fresh(const ded_node *node, uint64_t min_round) {
          st->snap.round + st->snap.step_rounds >= node->rounds.next;
 }
 
+static bool id_is_zero(const uint8_t id[DED_ID_BYTES]) {
+  for (unsigned i = 0; i < DED_ID_BYTES; i++)
+    if (id[i]) return false;
+  return true;
+}
+
+/* A founding ask: the state |origin| brought to the run's first round. */
+static void state_on_found_ask(ded_node *node, ded_peer *p, const uint8_t origin[DED_ID_BYTES]) {
+  ded_xfer *st = &node->xfer;
+  if (st->have_found && memcmp(st->found_origin, origin, DED_ID_BYTES) == 0)
+    state_send_offer(node, p, DED_STATE_FOUNDING, 0, 0);
+  else if (st->founding && (st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING) &&
+           memcmp(st->cands[st->cand], origin, DED_ID_BYTES) == 0)
+    state_send_offer(node, p, DED_STATE_PENDING, 0, 0); /* fetching it ourselves */
+  else
+    state_send_offer(node, p, DED_STATE_NONE, 0, 0);
+}
+
 void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
   ded_xfer *st = &node->xfer;
   ded_peer *p = c->peer;
+  if (!id_is_zero(m->origin)) {
+    state_on_found_ask(node, p, m->origin);
+    return;
+  }
   if (node->s.no_rounds || node->leaving || st->phase == DED_XFER_ASKING ||
       st->phase == DED_XFER_FETCHING || !node->cb.want_snapshot) {
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
@@ -119,15 +156,9 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
 int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
   st->snap_wanted = false;
-  uint64_t sum = 0;
   bool ok = snap->round > 0 && snap->step_rounds > 0 &&
-            snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX && snap->npieces <= DED_STATE_PIECES_MAX &&
-            snap->len <= DED_STATE_BYTES_MAX && (snap->bytes || snap->len == 0);
-  for (unsigned i = 0; ok && i < snap->npieces; i++) {
-    ok = snap->sizes[i] <= DED_STATE_BYTES_MAX;
-    sum += snap->sizes[i];
-  }
-  ok = ok && sum == snap->len;
+            snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX && snap->len <= DED_STATE_BYTES_MAX &&
+            (snap->bytes || snap->len == 0);
   /* The lineage the joiner's first round needs: round-1 must have ended
    * here with the swarm's result, or this job cannot vouch for the state. */
   ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
@@ -177,9 +208,9 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     }
   }
   st->naskers = keep;
-  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes in %u pieces) offered to %zu "
-           "peer%s%s", (unsigned long long)st->snap.round, (unsigned long long)st->snap.len,
-           st->snap.npieces, offered, offered == 1 ? "" : "s",
+  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes) offered to %zu peer%s%s",
+           (unsigned long long)st->snap.round, (unsigned long long)st->snap.len, offered,
+           offered == 1 ? "" : "s",
            keep ? " (others want a later round)" : "");
   if (keep && node->cb.want_snapshot) {
     st->snap_wanted = true;
@@ -190,20 +221,28 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
 
 void ded_xfer_on_get(ded_node *node, ded_conn *c, const ded_msg_state_get *m) {
   ded_xfer *st = &node->xfer;
-  if (!st->have_snap || st->snap.round != m->round || st->snap.digest != m->digest) {
+  /* Round 0 names the founding state (the state before the run's first
+   * round): no snapshot is ever of round 0. */
+  bool found = m->round == 0;
+  const ded_snapshot *snap = found ? &st->found : &st->snap;
+  if (!(found ? st->have_found : st->have_snap) || snap->round != m->round ||
+      snap->digest != m->digest) {
     state_send_offer(node, c->peer, DED_STATE_GONE, m->round, m->digest);
     return;
   }
-  if (m->offset > st->snap.len || m->len > st->snap.len - m->offset) {
+  if (m->offset > snap->len || m->len > snap->len - m->offset) {
     ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_GET beyond the snapshot");
     return;
   }
-  st->snap_used_ns = st->snap_served_ns = node->now_ns;
+  if (found)
+    st->found_used_ns = node->now_ns;
+  else
+    st->snap_used_ns = st->snap_served_ns = node->now_ns;
   size_t total = DED_STATE_DATA_HDR_BYTES + m->len;
   uint8_t *frame = ded_mem_malloc(node->mem, total);
   if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
   ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
-  memcpy(frame + DED_STATE_DATA_HDR_BYTES, st->snap.bytes + m->offset, m->len);
+  memcpy(frame + DED_STATE_DATA_HDR_BYTES, snap->bytes + m->offset, m->len);
   ded_conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
 }
 
@@ -218,6 +257,7 @@ static void state_forget_donors(ded_node *node) {
 static void state_done(ded_node *node, int status, ded_snapshot *snap) {
   ded_xfer *st = &node->xfer;
   st->phase = DED_XFER_FINISHED;
+  st->founding = false;
   ded_mem_free(node->mem, st->chunk);
   ded_mem_free(node->mem, st->lin);
   st->chunk = NULL;
@@ -231,16 +271,50 @@ static void state_done(ded_node *node, int status, ded_snapshot *snap) {
 }
 
 static int state_send_ask(ded_node *node, ded_peer *p, uint64_t min_round) {
+  const ded_xfer *st = &node->xfer;
   uint8_t frame[DED_STATE_ASK_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_state_ask m = {min_round};
+  ded_msg_state_ask m;
+  memset(&m, 0, sizeof m);
+  m.min_round = min_round;
+  if (st->founding) {
+    m.min_round = 0;
+    memcpy(m.origin, st->cands[st->cand], DED_ID_BYTES);
+  }
   ded_msg_state_ask_encode(&w, &m);
   return p->conn ? ded_conn_send_ctrl(node, p->conn, frame, w.pos) : DED_ERR_PEER_LOST;
+}
+
+/* Asks |p| unless it was asked already; false if it cannot be. */
+static bool state_ask_peer(ded_node *node, ded_peer *p) {
+  ded_xfer *st = &node->xfer;
+  for (unsigned i = 0; i < st->ndonors; i++)
+    if (memcmp(st->donors[i].id, p->id, DED_ID_BYTES) == 0) return true;
+  if (st->ndonors >= DED_XFER_ASK_MAX || state_send_ask(node, p, st->min_round) != 0) return false;
+  ded_xfer_donor *d = &st->donors[st->ndonors++];
+  memset(d, 0, sizeof *d);
+  memcpy(d->id, p->id, DED_ID_BYTES);
+  d->last_ns = node->now_ns;
+  return true;
+}
+
+/* Founding: the candidate first, then the other contributors of the
+ * first round (they may hold its state, taken from it). */
+static void state_ask_founders(ded_node *node) {
+  ded_xfer *st = &node->xfer;
+  for (unsigned k = 0; k < st->ncands && st->ndonors < DED_XFER_ASK_MAX; k++) {
+    ded_peer *p = ded_peer_find(node, st->cands[(st->cand + k) % st->ncands]);
+    if (p && p->conn && !p->left) state_ask_peer(node, p);
+  }
 }
 
 /* Asks the participating peers we can talk to and have not asked yet. */
 static void state_ask_more(ded_node *node) {
   ded_xfer *st = &node->xfer;
+  if (st->founding) {
+    state_ask_founders(node);
+    return;
+  }
   if (st->ndonors >= DED_XFER_ASK_MAX || node->peers.n == 0) return;
   /* Start at a place that depends on our id, so that joiners spread. */
   size_t start = node->ident.id[0] % node->peers.n;
@@ -321,10 +395,9 @@ static void state_drop_donor(ded_node *node, unsigned di, const char *why) {
 
 /* Two offers of the very same snapshot. */
 static bool state_offers_equal(const ded_msg_state_offer *a, const ded_msg_state_offer *b) {
-  return a->status == DED_STATE_OFFER && b->status == DED_STATE_OFFER && a->round == b->round &&
-         a->digest == b->digest && a->len == b->len && a->step_rounds == b->step_rounds &&
-         a->npieces == b->npieces &&
-         memcmp(a->sizes, b->sizes, a->npieces * sizeof a->sizes[0]) == 0 &&
+  return (a->status == DED_STATE_OFFER || a->status == DED_STATE_FOUNDING) &&
+         a->status == b->status && a->round == b->round && a->digest == b->digest &&
+         a->len == b->len && a->step_rounds == b->step_rounds &&
          a->lin_attempt == b->lin_attempt && a->nlin == b->nlin &&
          memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0;
 }
@@ -337,7 +410,8 @@ static void state_choose(ded_node *node, uint64_t now_ns) {
   unsigned best_n = 0;
   for (unsigned i = 0; i < st->ndonors; i++) {
     ded_xfer_donor *a = &st->donors[i];
-    if (!a->answered || a->offer.status != DED_STATE_OFFER) continue;
+    if (!a->answered || a->offer.status != (st->founding ? DED_STATE_FOUNDING : DED_STATE_OFFER))
+      continue;
     unsigned n = 0;
     for (unsigned k = 0; k < st->ndonors; k++)
       n += st->donors[k].answered && state_offers_equal(&a->offer, &st->donors[k].offer);
@@ -368,9 +442,17 @@ static void state_choose(ded_node *node, uint64_t now_ns) {
     return;
   }
   st->phase = DED_XFER_FETCHING;
-  node_log(node, DED_LOG_INFO, "the run is at round %llu: loading its state (%llu bytes) from %u "
-           "peer%s", (unsigned long long)st->want.round, (unsigned long long)st->want.len, best_n,
-           best_n == 1 ? "" : "s");
+  if (st->founding) {
+    char sid[9];
+    ded_id_short(st->cands[st->cand], sid);
+    node_log(node, DED_LOG_INFO, "the run's initial state is peer %s's: loading it (%llu bytes) "
+             "from %u peer%s", sid, (unsigned long long)st->want.len, best_n,
+             best_n == 1 ? "" : "s");
+  } else {
+    node_log(node, DED_LOG_INFO, "the run is at round %llu: loading its state (%llu bytes) from "
+             "%u peer%s", (unsigned long long)st->want.round, (unsigned long long)st->want.len,
+             best_n, best_n == 1 ? "" : "s");
+  }
   state_fill(node);
   if (st->phase == DED_XFER_FETCHING && st->ndone == st->nchunks) state_finish(node, now_ns);
 }
@@ -395,6 +477,14 @@ void ded_xfer_on_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m
     return;
   }
   if (st->phase != DED_XFER_ASKING || m->status == DED_STATE_GONE) return;
+  /* A founding ask is answered by FOUNDING of the origin asked, PENDING
+   * or NONE; a plain one never by FOUNDING. Anything else answers an ask
+   * of another kind that crossed ours: moot. */
+  if (st->founding ? m->status == DED_STATE_OFFER ||
+                         (m->status == DED_STATE_FOUNDING &&
+                          memcmp(m->lin, st->cands[st->cand], DED_ID_BYTES) != 0)
+                   : m->status == DED_STATE_FOUNDING)
+    return;
   if (m->status == DED_STATE_OFFER && m->round < st->min_round) {
     /* Asked for a newer one: this offer cannot bring us into step. (It
      * may answer an ask of an earlier try that crossed ours: no fault.) */
@@ -414,7 +504,8 @@ void ded_xfer_on_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m
   d->offer.lin = (const uint8_t *)lin;
   d->answered = true;
   d->last_ns = now_ns;
-  if (m->status == DED_STATE_OFFER && !st->first_offer_ns) st->first_offer_ns = now_ns;
+  if ((m->status == DED_STATE_OFFER || m->status == DED_STATE_FOUNDING) && !st->first_offer_ns)
+    st->first_offer_ns = now_ns;
 }
 
 /* Asks the group for every range not asked yet, a few at a time each. */
@@ -460,6 +551,43 @@ void ded_xfer_on_data(ded_node *node, ded_conn *c, const ded_msg_state_data *m,
   if (st->ndone == st->nchunks) state_finish(node, now_ns);
 }
 
+/* Founding: the candidate's state is here and checked. It becomes ours to
+ * serve, as the candidate's, and the caller's to load. */
+static void state_found_finish(ded_node *node, uint64_t now_ns) {
+  ded_xfer *st = &node->xfer;
+  uint8_t *copy = ded_mem_malloc(node->mem, st->want.len ? st->want.len : 1);
+  if (!copy) {
+    state_done(node, DED_ERR_NOMEM, NULL);
+    return;
+  }
+  memcpy(copy, st->buf, st->want.len);
+  state_found_drop(node);
+  st->found.round = 0;
+  st->found.len = st->want.len;
+  st->found.digest = st->want.digest;
+  st->found.bytes = copy;
+  memcpy(st->found_origin, st->cands[st->cand], DED_ID_BYTES);
+  st->have_found = true;
+  st->found_used_ns = now_ns;
+  unsigned n = 0;
+  for (unsigned i = 0; i < st->ndonors; i++) n += st->donors[i].in_group;
+  char sid[9];
+  ded_id_short(st->found_origin, sid);
+  node_log(node, DED_LOG_INFO, "took the run's initial state from peer %s: %llu bytes in %llu ms "
+           "(from %u peer%s)", sid, (unsigned long long)st->want.len,
+           (unsigned long long)((now_ns - st->asked_ns) / 1000000u), n, n == 1 ? "" : "s");
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  snap.round = 0;
+  snap.len = st->want.len;
+  snap.digest = st->want.digest;
+  snap.bytes = st->buf;
+  st->buf = NULL;
+  st->founding = false;
+  state_done(node, 0, &snap);
+  ded_mem_free(node->mem, snap.bytes); /* unless the callee took it */
+}
+
 /* The whole state is here: check it, take the lineage, resume. */
 static void state_finish(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
@@ -474,6 +602,10 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     state_begin_asking(node, now_ns);
     return;
   }
+  if (st->founding) {
+    state_found_finish(node, now_ns);
+    return;
+  }
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
   ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
@@ -486,8 +618,6 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   snap.round = w->round;
   snap.pos = w->pos;
   snap.step_rounds = w->step_rounds;
-  snap.npieces = w->npieces;
-  memcpy(snap.sizes, w->sizes, sizeof snap.sizes);
   snap.len = w->len;
   snap.digest = w->digest;
   snap.bytes = st->buf;
@@ -507,11 +637,56 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   ded_mem_free(node->mem, snap.bytes); /* unless the callee took it */
 }
 
+/* Founding, every answer so far without the candidate's state. The
+ * search moves past the candidate only when it is gone and no peer asked
+ * holds or is fetching its state (ded_xfer.h); it asks again, a deadline
+ * floor apart, while the candidate is there; it gives up at the bound. */
+static void state_found_none(ded_node *node, unsigned pending, uint64_t now_ns) {
+  ded_xfer *st = &node->xfer;
+  ded_peer *p = ded_peer_find(node, st->cands[st->cand]);
+  bool gone = !p || !p->conn || p->left;
+  if (gone && pending == 0) {
+    char was[9], next[9];
+    ded_id_short(st->cands[st->cand], was);
+    st->cand++;
+    DED_ASSERT(st->cand < st->ncands); /* this job is a candidate: the search ends there */
+    if (id_is_me(node, st->cands[st->cand])) {
+      node_log(node, DED_LOG_WARN, "peer %s, whose state the run was to start from, went away "
+               "before any peer took it: this job's own state is the run's initial state", was);
+      state_done(node, 0, NULL);
+      return;
+    }
+    ded_id_short(st->cands[st->cand], next);
+    node_log(node, DED_LOG_WARN, "peer %s, whose state the run was to start from, went away "
+             "before any peer took it: trying peer %s's", was, next);
+  } else if (now_ns >= st->found_deadline_ns) {
+    char sid[9];
+    ded_id_short(st->cands[st->cand], sid);
+    node_log(node, DED_LOG_ERROR, "no peer gave peer %s's initial state within %llu ms", sid,
+             (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+    state_done(node, DED_ERR_TIMEOUT, NULL);
+    return;
+  } else {
+    /* Asked again a deadline floor apart once all have answered: a peer
+     * that said PENDING or NONE sends nothing more by itself. */
+    bool unanswered = false;
+    for (unsigned i = 0; i < st->ndonors && !unanswered; i++) unanswered = !st->donors[i].answered;
+    if (unanswered || now_ns < st->asked_ns + node->s.deadline_floor_ns) return;
+  }
+  state_forget_donors(node);
+  st->asked_ns = now_ns;
+  st->first_offer_ns = 0;
+  state_ask_more(node);
+}
+
 /* Decides what the answers so far mean; drops donors that stall. */
 void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
   if (st->have_snap && !st->naskers && now_ns >= st->snap_used_ns + STATE_SNAP_IDLE_NS)
     state_snap_drop(node);
+  if (st->have_found && st->found_asked && !st->founding &&
+      now_ns >= st->found_used_ns + STATE_SNAP_IDLE_NS)
+    state_found_drop(node);
   if (st->phase == DED_XFER_ASKING) {
     state_ask_more(node);
     unsigned offers = 0, pending = 0, fresh = 0, inrun = 0;
@@ -525,12 +700,16 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
       }
       if (!d->answered)
         pending++;
-      else if (d->offer.status == DED_STATE_OFFER)
+      else if (d->offer.status == DED_STATE_OFFER || d->offer.status == DED_STATE_FOUNDING)
         offers++;
       else if (d->offer.status == DED_STATE_PENDING)
         pending++, inrun++;
       else if (d->offer.status == DED_STATE_FRESH)
         fresh++;
+    }
+    if (offers && st->founding) { /* at the start only the candidate holds it: no wait */
+      state_choose(node, now_ns);
+      return;
     }
     if (offers) {
       /* Peers in step take their snapshots at the same round, unless an
@@ -568,6 +747,10 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
       if ((pending == 0 && !state_peer_unasked(node)) || now_ns >= st->first_offer_ns + grace ||
           now_ns >= st->deadline_ns)
         state_choose(node, now_ns);
+      return;
+    }
+    if (st->founding) {
+      state_found_none(node, pending, now_ns);
       return;
     }
     bool settled = pending == 0 && !state_peer_unasked(node);
@@ -654,9 +837,66 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   return 0;
 }
 
+int ded_xfer_found_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
+  ded_xfer *st = &node->xfer;
+  if (snap->len > DED_STATE_BYTES_MAX || (!snap->bytes && snap->len) || node->rounds.next != 0 ||
+      st->have_found || node->s.no_rounds) {
+    ded_mem_free(node->mem, snap->bytes);
+    snap->bytes = NULL;
+    return DED_ERR_INVALID_ARG;
+  }
+  st->found = *snap;
+  st->found.round = 0;
+  st->found.digest = ded_digest64(snap->bytes, snap->len);
+  snap->bytes = NULL;
+  memcpy(st->found_origin, node->ident.id, DED_ID_BYTES);
+  st->have_found = true;
+  st->found_used_ns = now_ns;
+  return 0;
+}
+
+int ded_xfer_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t now_ns) {
+  if (node->leaving) return DED_ERR_CLOSING;
+  ded_xfer *st = &node->xfer;
+  if (!node->cb.state_done || n > DED_ROUND_MEMBERS_MAX || !st->have_found ||
+      memcmp(st->found_origin, node->ident.id, DED_ID_BYTES) != 0 ||
+      st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING)
+    return DED_ERR_INVALID_ARG;
+  /* The candidates, up to and including this job (a late one, not among
+   * them, takes the last as its own if all went). */
+  unsigned k = 0;
+  while (k < n && !id_is_me(node, cands + (size_t)k * DED_ID_BYTES)) k++;
+  unsigned ncands = k < n ? k + 1 : n + 1;
+  uint8_t(*v)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)ncands * DED_ID_BYTES);
+  if (!v) return DED_ERR_NOMEM;
+  if (n) memcpy(v, cands, (size_t)DED_MIN(ncands, n) * DED_ID_BYTES);
+  memcpy(v[ncands - 1], node->ident.id, DED_ID_BYTES);
+  ded_mem_free(node->mem, st->cands);
+  st->cands = v;
+  st->ncands = ncands;
+  st->cand = 0;
+  st->found_asked = true; /* from now on the state is kept a minute past its last use */
+  st->found_used_ns = now_ns;
+  if (ncands == 1) { /* the first contributor: ours is the run's initial state */
+    st->phase = DED_XFER_FINISHED;
+    node->cb.state_done(node->user, 0, NULL);
+    return 0;
+  }
+  st->founding = true;
+  st->reload = false;
+  st->min_round = 0;
+  st->tries = 0;
+  state_begin_asking(node, now_ns);
+  st->found_deadline_ns = st->deadline_ns;
+  ded_xfer_tick(node, now_ns);
+  return 0;
+}
+
 void ded_xfer_free(ded_node *node) {
   ded_xfer *st = &node->xfer;
   state_snap_drop(node);
+  state_found_drop(node);
+  ded_mem_free(node->mem, st->cands);
   ded_mem_free(node->mem, st->askers);
   for (unsigned i = 0; i < st->ndonors; i++) ded_mem_free(node->mem, st->donors[i].lin);
   ded_mem_free(node->mem, st->lin);

@@ -20,6 +20,17 @@
  * The wire side is described in ded_msg.h, the rest in
  * docs/architecture.md ("Joining a run in progress", "Falling out of step").
  *
+ * Founding, both sides too (docs/architecture.md, "One initial model"): a
+ * job that started the run holds the state it brought to the first round
+ * (its founding state, origin itself) and serves it; once the first round
+ * reports, a job that is not its first contributor fetches the founding
+ * state of the first contributor that a peer still holds, by the same
+ * machine (ASKING with an origin, FETCHING), and then holds and serves that
+ * as its founding state. It moves past a candidate only when that peer is
+ * gone and every peer asked answered that it neither holds nor is
+ * fetching that origin's state, so jobs that could reach each other end
+ * with the same one; a candidate that is this job itself ends the search.
+ *
  * Invariants: a donor offers only a snapshot of a round whose previous
  * round ended here with the swarm's result (it can vouch for the state);
  * a joiner takes a snapshot only whole and matching its digest; ranges in
@@ -74,8 +85,20 @@ typedef struct ded_xfer {
   bool snap_wanted;        /* asked the driver for one */
   ded_xfer_asker *askers;  /* waiting for a snapshot */
   size_t naskers, askers_cap;
+  /* Founding: the state this job brought to the run's first round, or the
+   * one it took from the candidate (ded_xfer_found), served as
+   * |found_origin|'s; dropped a minute after its last use. */
+  bool have_found;
+  ded_snapshot found;
+  uint8_t found_origin[DED_ID_BYTES];
+  uint64_t found_used_ns;
+  bool found_asked; /* ded_xfer_found ran: the first round is over */
   /* Joiner side. */
   ded_xfer_phase phase;
+  bool founding; /* fetching a founding state: |cands|[|cand|]'s */
+  uint8_t (*cands)[DED_ID_BYTES]; /* the first round's contributors up to this job */
+  unsigned ncands, cand;
+  uint64_t found_deadline_ns;
   bool reload;        /* a job out of step, not a new one */
   uint64_t min_round; /* offers of older snapshots are no use */
   unsigned tries;
@@ -98,6 +121,10 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
 
 /* ded_node_snapshot_set, likewise (DED_ERR_NOMEM: nothing happened). */
 int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+
+/* ded_node_found_set and ded_node_state_found, likewise. */
+int ded_xfer_found_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+int ded_xfer_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t now_ns);
 
 /* The frames of state transfer, from |c|'s peer. */
 void ded_xfer_on_ask(ded_node *node, struct ded_conn *c, const ded_msg_state_ask *m);

@@ -692,7 +692,9 @@ uint8_t snap_byte(uint64_t i) { return (uint8_t)(i * 131 + (i >> 9) + 7); }
 void send_state_ask(tnode *t, unsigned i, uint64_t min_round) {
   uint8_t f[DED_STATE_ASK_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_state_ask m = {min_round};
+  ded_msg_state_ask m;
+  memset(&m, 0, sizeof m);
+  m.min_round = min_round;
   ded_msg_state_ask_encode(&w, &m);
   assert_false(w.err);
   send_raw(t, i, f, w.pos);
@@ -709,7 +711,7 @@ void send_state_get(tnode *t, unsigned i, uint64_t round, uint64_t digest, uint6
 }
 
 void send_state_offer(tnode *t, unsigned i, const ded_msg_state_offer *m) {
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->npieces, m->nlin);
+  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m->nlin);
   uint8_t *f = malloc(cap);
   assert_non_null(f);
   ded_wr w = ded_wr_init(f, cap);
@@ -738,8 +740,6 @@ ded_msg_state_offer scripted_offer(const uint8_t *bytes, uint64_t len,
   m.digest = ded_digest64(bytes, len);
   m.step_rounds = 2;
   m.len = len;
-  m.npieces = 1;
-  m.sizes[0] = len;
   m.lin_attempt = 77;
   m.nlin = 2;
   m.lin = lin;
