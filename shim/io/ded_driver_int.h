@@ -102,6 +102,7 @@ struct ded_driver {
   pthread_cond_t cv;
   pending_round *subs_head, *subs_tail;
   bool stop_requested;
+  uint8_t leave_reason; /* ded_driver_leave_reason; 0 = none */
   /* State transfer: a fetch (or, |fetch_min| > 0, a reload) asked for and
    * its outcome; a snapshot to hand to the node. */
   bool fetch_asked, fetch_busy, fetch_joined, fetch_done;

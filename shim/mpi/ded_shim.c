@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "core/ded_assert.h"
+#include "core/ded_msg.h"
 #include "ded_config.h"
 #include "ded_driver.h"
 #include "ded_route.h"
@@ -137,6 +138,9 @@ static struct {
   ded_snapshot loaded; /* rank 0: the run's state (bytes until handed out) */
   unsigned loaded_next;
   int progress_fd; /* rank 0: DEDMPI_PROGRESS, connected; -1 = none */
+  /* Rank 0: why this job could not take part (DED_LEAVE_*; 0 = it could),
+   * for the LEAVE at MPI_Finalize: the other jobs log it. */
+  uint8_t leave_reason;
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER, .progress_fd = -1};
 
 DED_PRINTF(2, 3)
@@ -158,6 +162,15 @@ static int err_to_mpi(int ded_err) {
   case DED_ERR_NOMEM: return MPI_ERR_NO_MEM;
   default: return MPI_ERR_OTHER;
   }
+}
+
+/* Rank 0: this job failed in a way the other jobs should hear of when it
+ * leaves; the first reason stays (what follows is likely its consequence).
+ * Any thread. */
+static void leave_reason_set(uint8_t reason) {
+  pthread_mutex_lock(&S.mu);
+  if (!S.leave_reason) S.leave_reason = reason;
+  pthread_mutex_unlock(&S.mu);
 }
 
 static void op_unref(shim_op *op) {
@@ -211,6 +224,9 @@ static void progress_open(void) {
 static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) {
   (void)user;
   shim_op *op = ctx;
+  /* Another model's step: the job's call fails with MPI_ERR_COUNT, and
+   * so will every step after it. */
+  if (res->status == DED_ERR_SIZE_MISMATCH) leave_reason_set(DED_LEAVE_MISMATCH_STEP);
   pthread_mutex_lock(&S.mu);
   ded_step_round_done(&S.step, res); /* before the op shows done: the next op sees it */
   if (op->rounds++ == 0) {
@@ -367,6 +383,7 @@ static int state_sync(void) {
   if (rv != 0) {
     shim_log(DED_LOG_ERROR, "cannot load the state of run '%s' from its peers (%s): this job "
              "cannot join it", S.cfg.run, ded_strerror(rv));
+    leave_reason_set(DED_LEAVE_ERROR);
     S.state_err = MPI_ERR_OTHER;
     return S.state_err;
   }
@@ -395,6 +412,7 @@ static int state_piece(void *p, size_t bytes) {
                "where the run's is %llu: is it the same program, model and configuration?",
                S.loaded.npieces, S.loaded.npieces == 1 ? "" : "s", k + 1, bytes,
                k < S.loaded.npieces ? (unsigned long long)S.loaded.sizes[k] : 0ull);
+      leave_reason_set(DED_LEAVE_MISMATCH_STATE);
       return MPI_ERR_COUNT;
     }
     uint64_t off = 0;
@@ -818,6 +836,7 @@ DED_EXPORT int MPI_Finalize(void) {
     if (S.rank == 0) ded_route_census_flush(&S.route);
     /* Goodbyes, and results a slower peer still needs from our last round,
      * get as long as a round may take. */
+    if (S.leave_reason) ded_driver_leave_reason(S.driver, S.leave_reason);
     ded_driver_stop(S.driver, S.cfg.round_timeout_ns);
     S.driver = NULL;
     if (S.size > 1) {

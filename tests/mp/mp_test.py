@@ -429,7 +429,8 @@ def join_unanswered():
 def size_mismatch():
     """Three jobs, one with a model of another size: its training step (declared,
     DEDMPI_STEP_ROUNDS=1) differs from the swarm's, so it gets MPI_ERR_COUNT and a
-    clear log line; the other two average with each other. (Rounds align by the
+    clear log line; the other two average with each other, and log once, at
+    warn, which peer left and why (its LEAVE says). (Rounds align by the
     gradient stream, so a mere difference in call boundaries is no error: see
     fused_cuts.)"""
     port = free_port()
@@ -452,6 +453,16 @@ def size_mismatch():
     check("training step all-reduces 70000 elements" in odd.err and
           "every job runs the same model" in odd.err,
           "expected a clear log line:\n" + odd.describe())
+    m = re.search(r"info: peer ([0-9a-f]{8}) starting in run", odd.err)
+    check(m, "no peer id in the log:\n" + odd.describe())
+    left = re.compile(r"warning: peer %s \(127\.0\.0\.1:\d+\) left the run: its training step "
+                      r"differs from the swarm's \(another model or configuration\)" % m.group(1))
+    # Each job that was still up when the odd one finalized says it once (it
+    # may have finished its own round and gone before).
+    said = [len(left.findall(j.err)) for j in (a, b)]
+    check(max(said) == 1 and min(said) in (0, 1),
+          "expected the others to log which peer left and why, once (%s):\n%s\n%s" %
+          (said, a.describe(), b.describe()))
 
 
 @test
