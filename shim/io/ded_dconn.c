@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -330,11 +331,63 @@ static bool chan_on_plain(void *user, const uint8_t *p, size_t len) {
 
 static const ded_chan_cb drv_chan_cb = {chan_on_open, chan_on_plain};
 
-/* A handshake or record failed on |c|: one line, at warn (at most one per
- * connection; a peer retrying with the wrong key makes one per attempt). */
+/* Whether to log the refusal of an inbound handshake from |remote|, and
+ * how many went unlogged before it (|*since|, from this host; |*others|,
+ * from hosts that found no room). Anyone can connect and fail a
+ * handshake, as often as they like: the log must not grow with it. */
+static bool refused_log_due(ded_driver *d, const ded_addr *remote, uint64_t *since,
+                            uint64_t *others) {
+  ded_addr host;
+  memset(&host, 0, sizeof host); /* compared whole: no stray padding */
+  host.family = remote->family;
+  memcpy(host.ip, remote->ip, sizeof host.ip);
+  uint64_t now = ded_driver_now_ns();
+  drv_refused *slot = NULL, *oldest = &d->refused[0];
+  for (unsigned i = 0; i < DRV_REFUSED_HOSTS && !slot; i++) {
+    drv_refused *r = &d->refused[i];
+    if (r->host.family && memcmp(&r->host, &host, sizeof host) == 0) slot = r;
+    else if (!r->host.family || (oldest->host.family && r->logged_ns < oldest->logged_ns)) oldest = r;
+  }
+  if (slot && now - slot->logged_ns < DRV_REFUSED_LOG_NS) {
+    slot->unlogged++;
+    return false;
+  }
+  if (!slot) {
+    /* A new host takes the slot logged longest ago, once that one's
+     * minute is over: so many hosts at once count, unlogged. */
+    if (oldest->host.family && now - oldest->logged_ns < DRV_REFUSED_LOG_NS) {
+      d->refused_unlogged++;
+      return false;
+    }
+    slot = oldest;
+    slot->host = host;
+    slot->unlogged = 0;
+  }
+  *since = slot->unlogged;
+  *others = d->refused_unlogged;
+  slot->unlogged = 0;
+  slot->logged_ns = now;
+  d->refused_unlogged = 0;
+  return true;
+}
+
+/* A handshake or record failed on |c|: one line, at warn. Once per
+ * connection on a session or our own call; for a handshake a peer
+ * opened, once a minute per host (refused_log_due). */
 static void dconn_log_refused(ded_driver *d, dconn *c, const char *why) {
   char a[64];
   ded_addr_format(&c->remote, a, sizeof a);
+  if (c->inbound && !c->ch.open) {
+    uint64_t since = 0, others = 0;
+    if (!refused_log_due(d, &c->remote, &since, &others)) return;
+    char more[160] = "";
+    if (since || others)
+      snprintf(more, sizeof more, " (refused since the last line: %llu more from this host, %llu "
+               "from hosts not logged)", (unsigned long long)since, (unsigned long long)others);
+    drv_log(d, DED_LOG_WARN, "refused a connection from %s: %s; more from its host are logged at "
+            "most once a minute%s", a, why, more);
+    return;
+  }
   drv_log(d, DED_LOG_WARN, "dropping connection %s %s (%s): %s", c->inbound ? "from" : "to", a,
           c->ch.open ? "session" : "handshake", why);
 }

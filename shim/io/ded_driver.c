@@ -32,6 +32,7 @@
 
 #include "avg/ded_reduce.h"
 #include "core/ded_assert.h"
+#include "core/ded_msg.h"
 #include "crypto/ded_chan.h"
 #include "crypto/ded_ident.h"
 #include "ded_resolve.h"
@@ -249,6 +250,7 @@ static void on_wake(ded_driver *d) {
   pending_round *list = d->subs_head;
   d->subs_head = d->subs_tail = NULL;
   bool stop = d->stop_requested;
+  uint8_t leave_reason = d->leave_reason;
   bool fetch = d->fetch_asked;
   uint64_t fetch_min = d->fetch_min;
   uint8_t *cands = d->fetch_cands;
@@ -308,6 +310,7 @@ static void on_wake(ded_driver *d) {
     d->wait_tail = NULL;
     d->leaving = true;
     d->leave_deadline_ns = ded_driver_now_ns() + d->flush_ns;
+    ded_node_leave_reason(d->node, leave_reason);
     ded_node_leave(d->node, ded_driver_now_ns());
   }
   driver_settle(d);
@@ -728,6 +731,14 @@ void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   driver_wake(d);
   if (d->thread_started) pthread_join(d->thread, NULL);
   driver_free(d);
+}
+
+void ded_driver_leave_reason(ded_driver *d, uint8_t reason) {
+  pthread_mutex_lock(&d->mu);
+  /* Read with the stop request, in on_wake; the first reason stays, as
+   * in the node. */
+  if (!d->leave_reason && ded_leave_why(reason)) d->leave_reason = reason;
+  pthread_mutex_unlock(&d->mu);
 }
 
 int ded_driver_status(ded_driver *d, ded_swarm_status *out) {

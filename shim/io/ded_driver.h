@@ -122,6 +122,12 @@ int ded_driver_state_found(ded_driver *d, const uint8_t *cands, unsigned n, ded_
  * frees everything. Rounds still queued finish with DED_ERR_CLOSING. */
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns);
 
+/* Why this job could not take part (a DED_LEAVE_* failure reason,
+ * ded_node_leave_reason): the LEAVE of ded_driver_stop says so, and the
+ * peers log it; the first reason stays. Thread-safe; call it before
+ * ded_driver_stop. */
+void ded_driver_leave_reason(ded_driver *d, uint8_t reason);
+
 /* The port we listen on (0 if not listening). */
 uint16_t ded_driver_port(const ded_driver *d);
 

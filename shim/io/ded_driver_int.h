@@ -51,6 +51,18 @@
 #define DRV_READ_BYTES (256 * 1024)
 #define DRV_TAG_LISTEN UINT64_MAX
 #define DRV_TAG_WAKE (UINT64_MAX - 1)
+/* Refused handshakes are logged once per remote host per
+ * DRV_REFUSED_LOG_NS, for at most DRV_REFUSED_HOSTS hosts at a time. */
+#define DRV_REFUSED_HOSTS 16
+#define DRV_REFUSED_LOG_NS (60ull * 1000 * 1000 * 1000)
+
+/* A host whose handshake we refused: when it was last logged, and the
+ * refusals since that were not. */
+typedef struct drv_refused {
+  ded_addr host; /* port 0; family 0 = a free slot */
+  uint64_t logged_ns;
+  uint64_t unlogged;
+} drv_refused;
 
 typedef struct dconn {
   uint32_t id;
@@ -97,11 +109,17 @@ struct ded_driver {
   unsigned nbacklog; /* connections with a backlog */
   uint64_t meter_polled_ns; /* driver_meter_poll */
   uint64_t accept_paused_until; /* out of descriptors: stop accepting a while */
+  /* Inbound handshakes refused (a wrong key), so that a peer retrying,
+   * or an intruder flooding us, costs a line a minute per host and at
+   * most DRV_REFUSED_HOSTS lines a minute in all (ded_dconn.c). */
+  drv_refused refused[DRV_REFUSED_HOSTS];
+  uint64_t refused_unlogged; /* refusals no slot had room to log */
   /* Shared with other threads, under |mu|. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pending_round *subs_head, *subs_tail;
   bool stop_requested;
+  uint8_t leave_reason; /* ded_driver_leave_reason; 0 = none */
   /* State transfer: a fetch (or, |fetch_min| > 0, a reload) asked for and
    * its outcome; a snapshot to hand to the node. */
   bool fetch_asked, fetch_busy, fetch_joined, fetch_done;

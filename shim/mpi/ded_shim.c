@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "core/ded_assert.h"
+#include "core/ded_msg.h"
 #include "ded_config.h"
 #include "ded_driver.h"
 #include "ded_route.h"
@@ -153,6 +154,9 @@ static struct {
   uint8_t *found_cands; /* the first round's contributors (malloc), while DUE */
   unsigned found_ncands;
   int progress_fd; /* rank 0: DEDMPI_PROGRESS, connected; -1 = none */
+  /* Rank 0: why this job could not take part (DED_LEAVE_*; 0 = it could),
+   * for the LEAVE at MPI_Finalize: the other jobs log it. */
+  uint8_t leave_reason;
 } S = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .cv = PTHREAD_COND_INITIALIZER, .progress_fd = -1};
 
 DED_PRINTF(2, 3)
@@ -174,6 +178,15 @@ static int err_to_mpi(int ded_err) {
   case DED_ERR_NOMEM: return MPI_ERR_NO_MEM;
   default: return MPI_ERR_OTHER;
   }
+}
+
+/* Rank 0: this job failed in a way the other jobs should hear of when it
+ * leaves; the first reason stays (what follows is likely its consequence).
+ * Any thread. */
+static void leave_reason_set(uint8_t reason) {
+  pthread_mutex_lock(&S.mu);
+  if (!S.leave_reason) S.leave_reason = reason;
+  pthread_mutex_unlock(&S.mu);
 }
 
 static void op_unref(shim_op *op) {
@@ -261,12 +274,14 @@ static void found_run(void) {
              "same program, model and configuration?", why);
     free(snap.bytes);
     rv = DED_ERR_SIZE_MISMATCH;
+    leave_reason_set(DED_LEAVE_MISMATCH_STATE);
   } else if (rv == DED_ERR_INVALID_ARG) { /* the node kept no founding state: nothing to agree on */
     shim_log(DED_LOG_WARN, "the run's initial state could not be agreed on: this job keeps its own");
     rv = 0;
   } else if (rv != 0) {
     shim_log(DED_LOG_ERROR, "cannot load the run's initial state (%s): this job cannot take "
              "part", ded_strerror(rv));
+    leave_reason_set(DED_LEAVE_ERROR);
   }
   pthread_mutex_lock(&S.mu);
   if (rv != 0) {
@@ -294,6 +309,9 @@ static bool found_holds(const shim_op *op) {
 static void shim_swarm_done(void *user, void *ctx, const ded_round_result *res) {
   (void)user;
   shim_op *op = ctx;
+  /* Another model's step: the job's call fails with MPI_ERR_COUNT, and
+   * so will every step after it. */
+  if (res->status == DED_ERR_SIZE_MISMATCH) leave_reason_set(DED_LEAVE_MISMATCH_STEP);
   pthread_mutex_lock(&S.mu);
   ded_step_round_done(&S.step, res); /* before the op shows done: the next op sees it */
   if (op->rounds++ == 0) {
@@ -455,6 +473,7 @@ static int state_sync(void) {
   if (rv != 0) {
     shim_log(DED_LOG_ERROR, "cannot load the state of run '%s' from its peers (%s): this job "
              "cannot join it", S.cfg.run, ded_strerror(rv));
+    leave_reason_set(DED_LEAVE_ERROR);
     S.state_err = MPI_ERR_OTHER;
     return S.state_err;
   }
@@ -463,6 +482,7 @@ static int state_sync(void) {
       shim_log(DED_LOG_ERROR, "the state of run '%s' its peers gave is malformed: this job cannot "
                "join it", S.cfg.run);
       free(snap.bytes);
+      leave_reason_set(DED_LEAVE_ERROR);
       S.state_err = MPI_ERR_OTHER;
       return S.state_err;
     }
@@ -493,6 +513,7 @@ static int state_piece(void *p, size_t bytes) {
                "bytes where the run's is %llu: is it the same program, model and configuration?",
                (unsigned long long)v->n, v->n == 1 ? "" : "s", (unsigned long long)k + 1, bytes,
                k < v->n ? (unsigned long long)ded_image_size(v, k) : 0ull);
+      leave_reason_set(DED_LEAVE_MISMATCH_STATE);
       return MPI_ERR_COUNT;
     }
     memcpy(p, v->data + S.loaded_off, bytes);
@@ -932,6 +953,7 @@ DED_EXPORT int MPI_Finalize(void) {
     if (S.rank == 0) ded_route_census_flush(&S.route);
     /* Goodbyes, and results a slower peer still needs from our last round,
      * get as long as a round may take. */
+    if (S.leave_reason) ded_driver_leave_reason(S.driver, S.leave_reason);
     ded_driver_stop(S.driver, S.cfg.round_timeout_ns);
     S.driver = NULL;
     if (S.size > 1) {

@@ -409,7 +409,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
      * done, the others (lanes may still carry the last chunks it was
      * writing) end with their own LEAVE, and the peer is down with the
      * last of them. */
-    c->peer->left = true;
+    ded_peer_on_leave(node, c->peer, c, reason);
     ded_conn_close(node, c, DED_ERR_CLOSING, true);
     break;
   }
@@ -836,7 +836,7 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
    * last one has come. */
   uint8_t frame[DED_LEAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
+  ded_msg_leave_encode(&w, node->leave_reason ? node->leave_reason : DED_LEAVE_FINALIZE);
   for (uint32_t s = 0; s < node->conns.nslots; s++) {
     ded_conn *c = ded_conns_at(&node->conns, s);
     if (!c || !c->peer || c->state != DED_CONN_READY) continue;
@@ -847,6 +847,10 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
     if (ded_conn_send_owned(node, c, DED_Q_DATA, copy, w.pos) == 0) c->leave_queued = true;
   }
   node_reap(node);
+}
+
+void ded_node_leave_reason(ded_node *node, uint8_t reason) {
+  if (!node->leave_reason && ded_leave_why(reason)) node->leave_reason = reason;
 }
 
 bool ded_node_flushed(const ded_node *node) {

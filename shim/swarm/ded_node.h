@@ -390,6 +390,15 @@ int ded_node_state_found(ded_node *node, const uint8_t *cands, unsigned n, uint6
  */
 void ded_node_leave(ded_node *node, uint64_t now_ns);
 
+/*
+ * Why this job could not take part (DED_LEAVE_MISMATCH_STEP and the other
+ * failure reasons of ded_msg.h): the LEAVE that ded_node_leave sends
+ * carries it, and the peers log it. The first reason set stays (what
+ * follows is most likely its consequence); an ordinary end or an unknown
+ * value is ignored. Without one, LEAVE says DED_LEAVE_FINALIZE.
+ */
+void ded_node_leave_reason(ded_node *node, uint8_t reason);
+
 /* True when no connection has output pending. */
 bool ded_node_flushed(const ded_node *node);
 

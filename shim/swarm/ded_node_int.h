@@ -108,6 +108,7 @@ struct ded_node {
   /* Events for the end of the entry point (node_post_*), in order. */
   struct node_ev *ev_head, *ev_tail;
   bool leaving;
+  uint8_t leave_reason; /* what our LEAVE says (DED_LEAVE_*; 0 = finalize) */
   bool reap_needed;
   ded_sendq_env qenv;  /* the queues' allocator, and round_unref for what they lend */
 };

@@ -800,6 +800,12 @@ static void gen_msg(void) {
   frame_leave(&f, DED_LEAVE_FINALIZE);
   write_msg_variants("leave", &f);
   gbuf_reset(&f);
+  frame_leave(&f, DED_LEAVE_MISMATCH_STEP);
+  write_msg("leave_mismatch_step", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
+  frame_leave(&f, DED_LEAVE_ERROR);
+  write_msg("leave_error", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
   frame_stale(&f, 7, 9);
   write_msg_variants("stale", &f);
   gbuf_reset(&f);
@@ -1284,6 +1290,13 @@ static void gen_node(void) {
   frame_records(&b, others, 2); /* the same again: duplicates */
   frame_leave(&b, DED_LEAVE_FINALIZE);
   write_node("records_then_leave", 0, 5, &b);
+
+  /* A peer whose job could not take part leaves, saying why (logged). */
+  gbuf_reset(&b);
+  frame_hello(&b, &hi, NULL);
+  frame_records(&b, others, 1);
+  frame_leave(&b, DED_LEAVE_MISMATCH_STEP);
+  write_node("leave_mismatch_step", 0, 5, &b);
 
   /* A genesis coordinator that redirects us to a smaller id, unknown to us. */
   gbuf_reset(&b);

@@ -1807,7 +1807,8 @@ static void test_msg_redirect_round_trip(void **state) {
 
 static void test_msg_leave_round_trip(void **state) {
   (void)state;
-  const uint8_t reasons[] = {DED_LEAVE_FINALIZE, DED_LEAVE_SHUTDOWN};
+  const uint8_t reasons[] = {DED_LEAVE_FINALIZE, DED_LEAVE_SHUTDOWN, DED_LEAVE_MISMATCH_STEP,
+                             DED_LEAVE_MISMATCH_STATE, DED_LEAVE_ERROR};
   for (size_t i = 0; i < sizeof reasons; i++) {
     uint8_t buf[DED_LEAVE_FRAME_BYTES];
     ded_wr w = ded_wr_init(buf, sizeof buf);
@@ -1819,11 +1820,24 @@ static void test_msg_leave_round_trip(void **state) {
     assert_int_equal(out, reasons[i]);
     msg_check_bounds(DED_MSG_LEAVE, fr.payload, fr.len, 0);
   }
-  const uint8_t bad[] = {0, 3, 255};
+  /* Values past the known ones are malformed (the peer is dropped), not
+   * a reason to guess at. */
+  const uint8_t bad[] = {0, DED_LEAVE_REASON_MAX + 1, 255};
   for (size_t i = 0; i < sizeof bad; i++) {
     uint8_t out;
     assert_int_equal(ded_msg_leave_decode(&bad[i], 1, &out), DED_ERR_PROTO);
   }
+  /* Two bytes: the reason is one. */
+  const uint8_t two[] = {DED_LEAVE_ERROR, 0};
+  uint8_t out;
+  assert_int_equal(ded_msg_leave_decode(two, sizeof two, &out), DED_ERR_PROTO);
+  /* The ordinary ends say nothing more; each failure a line of its own. */
+  assert_null(ded_leave_why(DED_LEAVE_FINALIZE));
+  assert_null(ded_leave_why(DED_LEAVE_SHUTDOWN));
+  assert_null(ded_leave_why(DED_LEAVE_REASON_MAX + 1));
+  assert_non_null(strstr(ded_leave_why(DED_LEAVE_MISMATCH_STEP), "training step differs"));
+  assert_non_null(strstr(ded_leave_why(DED_LEAVE_MISMATCH_STATE), "state differs"));
+  assert_non_null(ded_leave_why(DED_LEAVE_ERROR));
 }
 
 /* STALE and AHEAD share a body; each frame carries its own type. */
@@ -3312,8 +3326,13 @@ static void test_msg_names(void **state) {
    * STATE_OFFER: rounds align by the gradient stream, not by call. */
   /* Version 11 took the piece table out of STATE_OFFER (the snapshot's
    * bytes are opaque to the wire), put an origin in STATE_ASK (a founding
-   * ask) and added the status FOUNDING: a version 10 peer misreads both. */
+   * ask) and added the status FOUNDING: a version 10 peer misreads both.
+   * It also added LEAVE's failure reasons (3 to 5: a job that could not
+   * take part says why), which a version 10 peer's decoder rejects. */
   assert_int_equal(DED_PROTO_VERSION, 11);
+  assert_int_equal(DED_LEAVE_MISMATCH_STEP, 3);
+  assert_int_equal(DED_LEAVE_MISMATCH_STATE, 4);
+  assert_int_equal(DED_LEAVE_ERROR, 5);
   assert_int_equal(DED_RESULT_DIGEST_BYTES, 32);
   assert_int_equal(HAVE_BYTES, 21 + 32);
   assert_int_equal(DED_MSG_SPEED, 19);

@@ -31,6 +31,17 @@ const char *ded_msg_name(uint8_t type) {
   }
 }
 
+const char *ded_leave_why(uint8_t reason) {
+  switch (reason) {
+  case DED_LEAVE_MISMATCH_STEP:
+    return "its training step differs from the swarm's (another model or configuration)";
+  case DED_LEAVE_MISMATCH_STATE:
+    return "its state differs from the run's (another model or configuration)";
+  case DED_LEAVE_ERROR: return "an error kept its job from taking part (see that job's log)";
+  default: return NULL;
+  }
+}
+
 /* Writes the frame header with a placeholder length; msg_end fixes it. */
 static size_t msg_begin(ded_wr *w, uint8_t type) {
   size_t start = w->pos;
@@ -497,7 +508,7 @@ int ded_msg_leave_decode(const uint8_t *p, size_t len, uint8_t *reason) {
   ded_rd r = ded_rd_init(p, len);
   *reason = ded_rd_u8(&r);
   if (!ded_rd_done(&r)) return DED_ERR_PROTO;
-  return (*reason == DED_LEAVE_FINALIZE || *reason == DED_LEAVE_SHUTDOWN) ? 0 : DED_ERR_PROTO;
+  return (*reason >= DED_LEAVE_FINALIZE && *reason <= DED_LEAVE_REASON_MAX) ? 0 : DED_ERR_PROTO;
 }
 
 int ded_msg_stale_decode(const uint8_t *p, size_t len, ded_msg_stale *m) {

@@ -294,8 +294,23 @@ typedef struct ded_msg_speed {
   size_t len;
 } ded_msg_speed;
 
-/* LEAVE: u8 reason. The sender is going away for good. */
-enum { DED_LEAVE_FINALIZE = 1, DED_LEAVE_SHUTDOWN = 2 };
+/* LEAVE: u8 reason. The sender is going away for good. FINALIZE and
+ * SHUTDOWN are a job's ordinary end; the others (version 11) say that
+ * its job could not take part, so that the peers left behind can log who
+ * and why rather than a bare goodbye. */
+enum {
+  DED_LEAVE_FINALIZE = 1,       /* MPI_Finalize */
+  DED_LEAVE_SHUTDOWN = 2,       /* a shutdown (accepted; no process of this version sends it) */
+  DED_LEAVE_MISMATCH_STEP = 3,  /* its training step (length or element type) differs */
+  DED_LEAVE_MISMATCH_STATE = 4, /* its state's pieces differ from the run's */
+  DED_LEAVE_ERROR = 5,          /* another error kept it out (the run's state would not load) */
+  DED_LEAVE_REASON_MAX = DED_LEAVE_ERROR
+};
+
+/* Why a peer that sent LEAVE with |reason| left, for logs ("its training
+ * step differs from the swarm's ..."); NULL for the ordinary ends and
+ * for values no decoder accepts. */
+const char *ded_leave_why(uint8_t reason);
 
 /* STALE (coordinator -> late member): u64 round | u64 next_round.
  * |round| was committed without the member; the swarm is at |next_round|.

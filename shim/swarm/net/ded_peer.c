@@ -247,6 +247,20 @@ static void peer_open_lanes(ded_node *node, ded_peer *p, const ded_conn *c) {
   }
 }
 
+void ded_peer_on_leave(ded_node *node, ded_peer *p, const ded_conn *c, uint8_t reason) {
+  bool first = !p->left;
+  p->left = true;
+  const char *why = ded_leave_why(reason);
+  /* Each of its connections ends with a LEAVE: one line per peer. The
+   * address its record announces names the machine better than the
+   * connection's, whose port may be an ephemeral one. */
+  if (!first || !why) return;
+  const ded_record *rec = ded_peer_record(node, p);
+  char a[64];
+  ded_addr_format(rec && rec->naddr > 0 ? &rec->addr[0] : &c->remote, a, sizeof a);
+  node_log(node, DED_LOG_WARN, "peer %s (%s) left the run: %s", p->sid, a, why);
+}
+
 void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns) {
   ded_msg_hello h;
   int rv = ded_msg_hello_decode(f->payload, f->len, &h);

@@ -87,6 +87,10 @@ void ded_peer_maybe_connect(ded_node *node, ded_peer *p, uint64_t now_ns);
 /* A connection of |p| died (ded_conn_close). */
 void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why);
 
+/* A LEAVE with |reason| on |c|, one of |p|'s connections: |p| left. The
+ * first one logs, at warn, why its job could not take part, if it says. */
+void ded_peer_on_leave(ded_node *node, ded_peer *p, const ded_conn *c, uint8_t reason);
+
 /* A HELLO on |c|: the peer proves who it is, and |c| is READY. */
 void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t now_ns);
 

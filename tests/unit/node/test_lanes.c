@@ -167,13 +167,15 @@ static uint8_t *tnode_pending_on(tnode *t, unsigned i, size_t *len) {
   return out;
 }
 
-static void send_leave(tnode *t, unsigned i) {
+static void send_leave_why(tnode *t, unsigned i, uint8_t reason) {
   uint8_t f[DED_LEAVE_FRAME_BYTES];
   ded_wr w = ded_wr_init(f, sizeof f);
-  ded_msg_leave_encode(&w, DED_LEAVE_FINALIZE);
+  ded_msg_leave_encode(&w, reason);
   assert_false(w.err);
   send_raw(t, i, f, w.pos);
 }
+
+static void send_leave(tnode *t, unsigned i) { send_leave_why(t, i, DED_LEAVE_FINALIZE); }
 
 /*
  * streams = 3: once the peer the node called says HELLO, the node opens
@@ -593,6 +595,67 @@ static void test_node_lanes_leave_last_on_each(void **state) {
   }
 }
 
+/* The reason in the last frame of |out|, a LEAVE. */
+static uint8_t last_leave_reason(const uint8_t *out, size_t len) {
+  ded_frame_dec dec;
+  ded_frame_dec_init(&dec, NULL);
+  ded_frame fr;
+  uint8_t reason = 0;
+  while (ded_frame_dec_next(&dec, &out, &len, &fr) == 1) {
+    assert_int_equal(fr.type, DED_MSG_LEAVE); /* nothing but LEAVE was left to send */
+    assert_int_equal(ded_msg_leave_decode(fr.payload, fr.len, &reason), 0);
+  }
+  ded_frame_dec_free(&dec);
+  return reason;
+}
+
+/*
+ * A job that could not take part says why: its LEAVE carries the first
+ * failure reason it was given (an ordinary end given first does not take
+ * its place), on every connection. Its peer logs that reason at warn
+ * once, though each connection brings a LEAVE; a plain goodbye logs
+ * nothing at warn.
+ */
+static void test_node_leave_reason(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  memset(buf, 0, sizeof buf);
+  /* Sending. */
+  tnode t;
+  tnode_start_calling(&t, bufs, 1, 3);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  tnode_answer(&t, 0, &hi);
+  tnode_lanes_up(&t, &hi);
+  twire w;
+  memset(&w, 0, sizeof w);
+  twire_take(&t, &w);
+  twire_free(&w);
+  ded_node_leave_reason(t.node, DED_LEAVE_FINALIZE);
+  ded_node_leave_reason(t.node, 0);
+  ded_node_leave_reason(t.node, DED_LEAVE_REASON_MAX + 1);
+  ded_node_leave_reason(t.node, DED_LEAVE_MISMATCH_STEP);
+  ded_node_leave_reason(t.node, DED_LEAVE_ERROR);
+  ded_node_leave(t.node, t.now);
+  twire_take(&t, &w);
+  for (unsigned i = 0; i < 3; i++) assert_int_equal(last_leave_reason(w.out[i], w.len[i]), DED_LEAVE_MISMATCH_STEP);
+  twire_free(&w);
+  ded_node_free(t.node);
+  /* Receiving: the peer leaves on each of its three connections. */
+  for (int failed = 0; failed < 2; failed++) {
+    tnode_start_calling(&t, bufs, 1, 3);
+    peers_around(&t, &lo, &hi);
+    tnode_answer(&t, 0, &hi);
+    tnode_lanes_up(&t, &hi);
+    t.log_want = " left the run: its training step differs from the swarm's";
+    for (unsigned i = 0; i < 3; i++)
+      send_leave_why(&t, i, failed ? DED_LEAVE_MISMATCH_STEP : DED_LEAVE_FINALIZE);
+    assert_int_equal(ded_node_peer_count(t.node), 0);
+    assert_int_equal(t.log_hits, failed ? 1 : 0);
+    ded_node_free(t.node);
+  }
+}
+
 /* ------------------------------------------------------- link probe */
 
 /* The SPEED frames in |out|: how many, their fill in all, and the want of
@@ -738,6 +801,7 @@ int main(void) {
       cmocka_unit_test(test_node_lanes_lost_output_moves),
       cmocka_unit_test(test_node_lanes_survive_leave),
       cmocka_unit_test(test_node_lanes_leave_last_on_each),
+      cmocka_unit_test(test_node_leave_reason),
       cmocka_unit_test(test_node_link_probe),
       cmocka_unit_test(test_node_probe_behind_round),
   };
