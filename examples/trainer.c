@@ -88,6 +88,8 @@ typedef struct {
   int step_ms;            /* extra compute time per step (tests) */
   int linger_ms;          /* wait before MPI_Finalize (tests: serve late peers) */
   uint64_t seed;
+  uint64_t init_seed; /* --init-seed: seeds params_init only; default --seed */
+  bool init_seed_set;
   uint64_t fuse; /* --fuse: the seed of the fusion's cuts; 0 = buckets */
   float lr;
   bool nonblocking, quiet;
@@ -344,12 +346,15 @@ static void usage(FILE *f)
         "         [--classes C] [--batch N] [--lr X] [--seed S]\n"
         "         [--shard-base K] [--shards S] [--log-every K]\n"
         "         [--nonblocking] [--out FILE] [--quiet] [--step-ms MS]\n"
-        "         [--linger-ms MS] [--fuse S]\n"
+        "         [--linger-ms MS] [--fuse S] [--init-seed S]\n"
         "Rank r trains on data shard K+r of S (default K=0, S=world size).\n"
         "Defaults: 100 steps, 4 buckets, dim 256, hidden 256, 10 classes,\n"
         "batch 32 per rank, lr 0.5, seed 1, a line every step.\n"
         "--fuse S (S > 0) all-reduces as tensor fusion does: the tensors in\n"
-        "backward order, packed into one buffer, cut at random (seeded by S).\n",
+        "backward order, packed into one buffer, cut at random (seeded by S).\n"
+        "--init-seed S seeds the initial parameters only (default: --seed), so\n"
+        "jobs with other S start from other weights, as unseeded trainers do,\n"
+        "while they train on the same data.\n",
         f);
 }
 
@@ -424,6 +429,10 @@ static bool opts_set(trainer_opts *o, const char *name, const char *v)
     return parse_int(v, 0, 600000, &o->linger_ms);
   if (!strcmp(name, "seed"))
     return parse_u64(v, &o->seed);
+  if (!strcmp(name, "init-seed")) {
+    o->init_seed_set = true;
+    return parse_u64(v, &o->init_seed);
+  }
   if (!strcmp(name, "fuse"))
     return parse_u64(v, &o->fuse) && o->fuse > 0;
   if (!strcmp(name, "lr"))
@@ -667,7 +676,7 @@ static int trainer_run(const trainer_opts *o, int rank, int size)
   }
   teacher_init(t.teacher, o->dim, o->classes, o->seed);
   if (rank == 0)
-    params_init(&t.l, t.p, o->seed);
+    params_init(&t.l, t.p, o->init_seed_set ? o->init_seed : o->seed);
   /* One broadcast of the whole flat vector, as trainers sync their model. */
   MPI_Bcast(t.p, (int)t.l.n_flat, MPI_FLOAT, 0, MPI_COMM_WORLD);
   /* Under dedmpi, the step counter is state too (see the top of the file). */
