@@ -1086,6 +1086,83 @@ def kill_stop_join():
           (stopped_at, resumed_at, reload.group(2), joined, "; ".join(notes), got, want))
 
 
+def steps_logged(job):
+    """Step -> parameter checksum, as hvd_like --log-every printed them."""
+    return dict(re.findall(r"step (\d+) checksum (\S+)", job.out))
+
+
+@test
+def per_tensor_join():
+    """A job joins a run of a per-tensor trainer (tests/mp/hvd_like.c
+    --tensors 300 --fuse 0: 300 tensors, most of 2 to 64 floats, every
+    60th of 4096; each broadcast from rank 0 at start, one MPI_Allreduce
+    per tensor per step). Two single-rank jobs train 40 steps; a 2-rank
+    job starts once they are at step 10. Its 300 broadcasts and its step
+    counter are answered with the run's: the run's state comes in 301
+    pieces holding the model's bytes and the counter's, and no job of the
+    run leaves a piece out; the joiner resumes at the run's step, its
+    checksums equal the run's at every step it logs, and all three end
+    bit-identical (a piece not loaded would keep the joiner's initial
+    values of that tensor, and the same averaged gradient keeps that
+    difference to the end)."""
+    port = free_port()
+    tensors = 300
+    common = [binpath("hvd_like"), "--tensors", str(tensors), "--fuse", "0", "--steps", "40",
+              "--seed", "9", "--log-every", "1", "--linger-ms", "3000"]
+    jobs, wd, base = [], None, 0
+    for i, n in enumerate([1, 1, 2]):
+        if i == 2:  # the late job
+            deadline = time.time() + 120
+            while time.time() < deadline and len(steps_logged(jobs[0])) < 10 and \
+                    all(j.proc.poll() is None for j in jobs):
+                time.sleep(0.05)
+            check(len(steps_logged(jobs[0])) >= 10,
+                  "the run did not get to step 10:\n" + "\n".join(j.describe() for j in jobs))
+        argv = common + ["--shard", str(base), "--out", "params-%d.bin" % i]
+        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, 2), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+        base += n
+    run_jobs(jobs[:2], 180)
+    late = jobs[2]
+    late.wait(60)
+    # The run's own warnings and errors (its stderr ends in a line per round).
+    said = "\n".join(l for j in jobs[:2] for l in j.err.splitlines()
+                     if " warning: " in l or " error: " in l)
+    check(late.rc == 0, "the late job failed:\n%s\n  the run's warnings and errors:\n%s" %
+          (late.describe(), indent(said)))
+    blob = open(os.path.join(wd, "params-0.bin"), "rb").read()
+    m = re.search(r"joining run '[^']*' in progress at round (\d+): (\d+) bytes of state in "
+                  r"(\d+) pieces", late.err)
+    check(m, "the late job did not join the run in progress:\n" + late.describe())
+    check((int(m.group(2)), int(m.group(3))) == (len(blob) + 8, tensors + 1),
+          "the run's state is %s bytes in %s pieces; the model is %d bytes in %d tensors, and "
+          "the step counter 8 bytes more:\n%s" % (m.group(2), m.group(3), len(blob), tensors,
+                                                  late.describe()))
+    check("pieces of state: the rest is not served to joiners" not in said,
+          "a job of the run did not keep every piece of its state:\n" + indent(said))
+    r = re.search(r"resumed at step (\d+)", late.out)
+    check(r and int(r.group(1)) > 10, "the late job did not resume from the run's step (> 10):\n" +
+          late.describe())
+    first = int(r.group(1))
+    ref, mine = steps_logged(jobs[0]), steps_logged(late)
+    common_steps = sorted(set(mine) & set(ref), key=int)
+    check(len(common_steps) >= 10, "too few steps to compare: %s" % common_steps)
+    check(all(int(s) >= first for s in mine), "the late job logged a step before it joined")
+    differ = [s for s in common_steps if mine[s] != ref[s]]
+    check(not differ, "the late job's parameters differ from the run's at steps %s (of %d)" %
+          (differ[:10], len(common_steps)))
+    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
+    check(len(set(blobs)) == 1 and len(blob) > 0,
+          "the jobs end with different parameters:\n" + "\n".join(j.describe() for j in jobs))
+    errs = "".join(j.err for j in jobs)
+    check("out of step" not in errs, "a job fell out of step:\n" +
+          "\n".join(j.describe() for j in jobs))
+    print("  the late job loaded %s bytes in %s pieces at round %s, resumed at step %d, equal "
+          "to the run at %d logged steps; all three identical" %
+          (m.group(2), m.group(3), m.group(1), first, len(common_steps)))
+
+
 @test
 def fortran():
     """Fortran trainers under interposition: three single-rank jobs of the same
