@@ -1164,6 +1164,48 @@ def per_tensor_join():
 
 
 @test
+def unseeded_start():
+    """Three jobs of a trainer that does not seed its initial parameters
+    (trainer --init-seed, a different one per job: alone, each starts from
+    other weights, as plain runs of it show) start together on one swarm
+    (DEDMPI_MIN_PEERS=3) with the same data seed. The swarm starts them
+    all from one job's state: the parameters every job logs after step 1
+    are already bit-identical, so are those of every later logged step,
+    and all three end bit-identical."""
+    port = free_port()
+    common = ["--steps", "40", "--buckets", "4", "--log-every", "10", "--dim", "64",
+              "--hidden", "32", "--shards", "3", "--seed", "7"]
+    plain = [Job("plain%d" % i, 1, trainer_cmd(False, common[2:] + ["--steps", "0",
+                                                                   "--init-seed", str(100 + i)]),
+                 {}, preload=False) for i in range(3)]
+    run_jobs(plain, 60)
+    inits = [re.search(r"init checksum (\S+)", j.out) for j in plain]
+    check(all(inits), "no init checksum:\n" + "\n".join(j.describe() for j in plain))
+    inits = [m.group(1) for m in inits]
+    check(len(set(inits)) == 3, "--init-seed does not change the initial weights: %s" % inits)
+    jobs, wd = [], None
+    for i in range(3):
+        argv = trainer_cmd(False, common + ["--init-seed", str(100 + i), "--shard-base", str(i),
+                                            "--out", "params-%d.bin" % i])
+        j = Job("job%d" % i, 1, argv, swarm_env(port, i == 0, 3), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+    run_jobs(jobs, 180)
+    logged = [dict(re.findall(r"step (\d+) loss \S+ checksum (\S+)", j.out)) for j in jobs]
+    check(all("1" in l for l in logged), "step 1 not logged:\n" +
+          "\n".join(j.describe() for j in jobs))
+    differ = [s for s in sorted(logged[0], key=int) if len(set(l.get(s) for l in logged)) != 1]
+    finals = [final_line(j) for j in jobs]
+    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
+    check(not differ and len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "the jobs' parameters differ at logged steps %s; step 1 checksums %s; final lines "
+          "%s:\n%s" % (differ, [l.get("1") for l in logged], finals,
+                       "\n".join(j.describe() for j in jobs)))
+    print("  initial checksums %s alone; in the swarm one state from step 1 on (%s), final "
+          "checksum %s in all three" % (" ".join(inits), logged[0]["1"], finals[0][1]))
+
+
+@test
 def fortran():
     """Fortran trainers under interposition: three single-rank jobs of the same
     loop built against each of Open MPI's Fortran bindings (use mpi, use
