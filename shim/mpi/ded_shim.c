@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -57,11 +58,11 @@
 #include "ded_config.h"
 #include "ded_driver.h"
 #include "ded_route.h"
+#include "ded_shim_int.h"
 #include "ded_step.h"
 #include "dedmpi.h"
 #include "state/ded_image.h"
 
-#define DED_EXPORT __attribute__((visibility("default")))
 
 extern char **environ;
 
@@ -769,89 +770,121 @@ DED_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI
   return shim_iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-/* ---------------------------------------------------------------- completion */
+/* ---------------------------------------------------------------- reduce-scatter */
 
 /*
- * The application's completion calls drive the shim's ops. With nothing
- * pending they go straight to PMPI; otherwise a Wait becomes a loop of
- * progress and the matching Test, which completes exactly the same
- * requests with the same statuses.
+ * ZeRO-style sharded gradients: a reduce-scatter of a sum the rule routes
+ * is the routed all-reduce of the whole buffer, of which each rank keeps
+ * its block, so every job's stream holds the whole gradient whatever its
+ * number of ranks (docs/architecture.md, "Routing"). The whole buffer is
+ * reduced in place when the application gave MPI_IN_PLACE (it is then in
+ * the receive buffer), else in a scratch buffer kept per receive buffer,
+ * so that a step's calls keep their buffers and the step is learnt.
  */
 
-DED_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
-  progress();
-  return PMPI_Test(request, flag, status);
-}
+#define SCRATCH_MAX 64
 
-DED_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]) {
-  progress();
-  return PMPI_Testall(count, requests, flag, statuses);
-}
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    const void *recvbuf;
+    void *p;
+    size_t bytes;
+  } v[SCRATCH_MAX];
+  unsigned n;
+} scratch = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-DED_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
-                           MPI_Status *status) {
-  progress();
-  return PMPI_Testany(count, requests, index, flag, status);
-}
-
-DED_EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
-                            MPI_Status statuses[]) {
-  progress();
-  return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-}
-
-DED_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status) {
-  progress();
-  return PMPI_Request_get_status(request, flag, status);
-}
-
-static bool nothing_pending(void) {
-  return atomic_load_explicit(&S.pending, memory_order_acquire) == 0;
-}
-
-DED_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-  int flag = 0;
-  for (unsigned spins = 0;; spins++) {
-    if (nothing_pending()) return PMPI_Wait(request, status);
-    progress();
-    int rc = PMPI_Test(request, &flag, status);
-    if (rc != MPI_SUCCESS || flag) return rc;
-    backoff(spins);
+/* The scratch buffer of |recvbuf|, |bytes| at least, or NULL. */
+static void *scratch_for(const void *recvbuf, size_t bytes) {
+  pthread_mutex_lock(&scratch.mu);
+  unsigned i = 0;
+  while (i < scratch.n && scratch.v[i].recvbuf != recvbuf) i++;
+  if (i == scratch.n) {
+    if (scratch.n == SCRATCH_MAX) { /* recycle the oldest */
+      free(scratch.v[0].p);
+      memmove(&scratch.v[0], &scratch.v[1], (SCRATCH_MAX - 1) * sizeof scratch.v[0]);
+      i = --scratch.n;
+    }
+    scratch.v[i].recvbuf = recvbuf;
+    scratch.v[i].p = NULL;
+    scratch.v[i].bytes = 0;
+    scratch.n++;
   }
+  if (scratch.v[i].bytes < bytes) {
+    void *p = realloc(scratch.v[i].p, bytes);
+    if (p) {
+      scratch.v[i].p = p;
+      scratch.v[i].bytes = bytes;
+    }
+  }
+  void *p = scratch.v[i].bytes >= bytes ? scratch.v[i].p : NULL;
+  pthread_mutex_unlock(&scratch.mu);
+  return p;
 }
 
-DED_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-  int flag = 0;
-  for (unsigned spins = 0;; spins++) {
-    if (nothing_pending()) return PMPI_Waitall(count, requests, statuses);
-    progress();
-    int rc = PMPI_Testall(count, requests, &flag, statuses);
-    if (rc != MPI_SUCCESS || flag) return rc;
-    backoff(spins);
-  }
+/* Rank |S.rank|'s block, |counts[rank]| elements at |offset|, of the
+ * routed all-reduce of |total| elements. Returns an MPI error code; -1
+ * when the call is not one to route (the caller passes it to PMPI). */
+static int shim_reduce_scatter(const void *sendbuf, void *recvbuf, int total, int offset,
+                               int mine, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+  uint8_t dtype;
+  size_t es;
+  if (!S.active || total < S.min_count || !recvbuf ||
+      ded_route_classify(&S.route, sendbuf, recvbuf, total, dt, op, comm, &dtype, &es) !=
+          DED_ROUTE_YES)
+    return -1;
+  void *whole = sendbuf == MPI_IN_PLACE ? recvbuf : scratch_for(recvbuf, (size_t)total * es);
+  if (!whole) return -1; /* no memory for the scratch: PMPI does it, job-local */
+  int rc = shim_allreduce(sendbuf, whole, total, dt, op, comm);
+  if (rc == MPI_SUCCESS && mine > 0)
+    memmove(recvbuf, (char *)whole + (size_t)offset * es, (size_t)mine * es);
+  return rc;
 }
 
-DED_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status) {
-  int flag = 0;
-  for (unsigned spins = 0;; spins++) {
-    if (nothing_pending()) return PMPI_Waitany(count, requests, index, status);
-    progress();
-    int rc = PMPI_Testany(count, requests, index, &flag, status);
-    if (rc != MPI_SUCCESS || flag) return rc;
-    backoff(spins);
+DED_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  int size = 0;
+  if (S.active && recvcount > 0 && PMPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 0 &&
+      recvcount <= INT_MAX / size) {
+    int rank = 0;
+    PMPI_Comm_rank(comm, &rank);
+    int rc = shim_reduce_scatter(sendbuf, recvbuf, recvcount * size, recvcount * rank, recvcount,
+                                 datatype, op, comm);
+    if (rc >= 0) return rc;
   }
+  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
-DED_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
-                            MPI_Status statuses[]) {
-  for (unsigned spins = 0;; spins++) {
-    if (nothing_pending()) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-    progress();
-    int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    if (rc != MPI_SUCCESS || *outcount != 0) return rc;
-    backoff(spins);
+DED_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  int size = 0, rank = 0;
+  if (S.active && recvcounts && PMPI_Comm_size(comm, &size) == MPI_SUCCESS &&
+      PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS) {
+    long long total = 0, offset = 0;
+    bool sane = true;
+    for (int i = 0; i < size && sane; i++) {
+      sane = recvcounts[i] >= 0;
+      if (i < rank) offset += recvcounts[i];
+      total += recvcounts[i];
+    }
+    if (sane && total > 0 && total <= INT_MAX) {
+      int rc = shim_reduce_scatter(sendbuf, recvbuf, (int)total, (int)offset, recvcounts[rank],
+                                   datatype, op, comm);
+      if (rc >= 0) return rc;
+    }
   }
+  return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
 }
+
+/* ---------------------------------------------------------------- completion */
+
+/* ded_shim_int.h: what ded_requests.c's completion calls use. */
+
+void ded_shim_progress(void) { progress(); }
+
+bool ded_shim_idle(void) { return atomic_load_explicit(&S.pending, memory_order_acquire) == 0; }
+
+void ded_shim_backoff(unsigned spins) { backoff(spins); }
 
 /* ---------------------------------------------------------------- init/finalize */
 
@@ -945,7 +978,7 @@ DED_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 DED_EXPORT int MPI_Finalize(void) {
   if (S.active) {
     /* Ops the application never waited for still owe their broadcasts. */
-    for (unsigned spins = 0; !nothing_pending(); spins++) {
+    for (unsigned spins = 0; !ded_shim_idle(); spins++) {
       progress();
       backoff(spins);
     }

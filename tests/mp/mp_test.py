@@ -724,6 +724,60 @@ def fused_cuts():
           "parameter difference %.2g" % d)
 
 
+def sharded_swarm(mode):
+    """Jobs of 2+1+1 ranks of tests/mp/sharded.c in |mode| and one plain
+    4-rank job, from the same initial parameters: the jobs must end
+    bit-identical, within float tolerance of the plain one, and the sums
+    must have gone to the swarm (rounds of 2 or 3 contributors)."""
+    port = free_port()
+    common = ["--mode", mode, "--steps", "25", "--seed", "9"]
+    jobs, wd, base = [], None, 0
+    for i, n in enumerate([2, 1, 1]):
+        argv = [binpath("sharded")] + common + ["--shard", str(base), "--out", "params-%d.bin" % i]
+        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, 3), workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+        base += n
+    run_jobs(jobs, 240)
+    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
+    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "%s jobs disagree:\n%s" % (mode, "\n".join(j.describe() for j in jobs)))
+    for j in jobs:
+        check("error" not in j.err, "a job failed:\n" + j.describe())
+        check(re.search(r"to the swarm", j.err) or j.name != "job0",
+              "the census shows nothing sent to the swarm:\n" + j.describe())
+    ref = Job("plain", 4, [binpath("sharded")] + common + ["--shard", "0", "--out", "ref.bin"], {},
+              preload=False)
+    run_jobs([ref], 120)
+    d = max_rel_diff(read_floats(os.path.join(wd, "params-0.bin")),
+                     read_floats(os.path.join(ref.dir, "ref.bin")))
+    check(d < 1e-4, "%s swarm vs one 4-rank job: max relative difference %.3g" % (mode, d))
+    return d
+
+
+@test
+def zero_sharded():
+    """A ZeRO-style trainer (tests/mp/sharded.c --mode zero): gradients go
+    through MPI_Reduce_scatter_block and MPI_Reduce_scatter (uneven blocks),
+    parameters back through MPI_Allgather(v). Each reduce-scatter is the
+    routed all-reduce of the whole gradient, each rank keeping its block, so
+    jobs of 2+1+1 ranks (two, one and one blocks) end bit-identical and equal,
+    within float tolerance, to one 4-rank job."""
+    d = sharded_swarm("zero")
+    print("  2+1+1 ranks bit-identical; vs one 4-rank job: max relative difference %.2g" % d)
+
+
+@test
+def persistent_allreduce():
+    """A trainer of persistent all-reduces (tests/mp/sharded.c --mode persist:
+    MPIX_Allreduce_init once per tensor, MPI_Startall and MPI_Waitall each
+    step, MPI_Request_free at the end). Each start is routed as an
+    all-reduce; jobs of 2+1+1 ranks end bit-identical and equal, within float
+    tolerance, to one 4-rank job."""
+    d = sharded_swarm("persist")
+    print("  2+1+1 ranks bit-identical; vs one 4-rank job: max relative difference %.2g" % d)
+
+
 @test
 def horovod_like():
     """MPI as Horovod uses it (tests/mp/hvd_like.c: MPI_THREAD_MULTIPLE, a
