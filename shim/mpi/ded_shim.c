@@ -251,8 +251,9 @@ static void found_first_round(const ded_round_result *res) {
     }
   } else if (res->status == 0 && res->round != 0 && !res->alone) {
     shim_log(DED_LOG_WARN, "this job found no run in progress, but its first round is the "
-             "run's round %llu: its initial state is its own until it reloads the run's",
+             "run's round %llu: it reloads the run's state at its next step",
              (unsigned long long)res->round);
+    ded_step_want_reload(&S.step);
   }
   atomic_store(&S.found, FOUND_DUE);
 }
@@ -276,8 +277,12 @@ static void found_run(void) {
     free(snap.bytes);
     rv = DED_ERR_SIZE_MISMATCH;
     leave_reason_set(DED_LEAVE_MISMATCH_STATE);
-  } else if (rv == DED_ERR_INVALID_ARG) { /* the node kept no founding state: nothing to agree on */
-    shim_log(DED_LOG_WARN, "the run's initial state could not be agreed on: this job keeps its own");
+  } else if (rv == DED_ERR_TIMEOUT || rv == DED_ERR_INVALID_ARG) {
+    /* No peer gave it (the candidates went, or dropped it long ago), or
+     * the node kept none of ours: the run's state comes by a reload. */
+    shim_log(DED_LOG_WARN, "could not take the run's initial state (%s): this job reloads the "
+             "run's state at its next step", ded_strerror(rv));
+    ded_step_want_reload(&S.step);
     rv = 0;
   } else if (rv != 0) {
     shim_log(DED_LOG_ERROR, "cannot load the run's initial state (%s): this job cannot take "
@@ -782,62 +787,88 @@ DED_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI
  * so that a step's calls keep their buffers and the step is learnt.
  */
 
-#define SCRATCH_MAX 64
+#define SCRATCH_MAX 256
 
 static struct {
   pthread_mutex_t mu;
-  struct {
+  struct scratch_buf {
     const void *recvbuf;
     void *p;
     size_t bytes;
+    unsigned busy; /* calls reducing into it now (threads) */
+    uint64_t used; /* when last handed out, in calls */
   } v[SCRATCH_MAX];
   unsigned n;
+  uint64_t calls;
 } scratch = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* The scratch buffer of |recvbuf|, |bytes| at least, or NULL. */
-static void *scratch_for(const void *recvbuf, size_t bytes) {
+/* The scratch buffer of |recvbuf|, |bytes| at least, marked busy until
+ * scratch_done; NULL without memory, or with every buffer busy. A trainer
+ * has a buffer per bucket; one that makes a new one every step recycles
+ * the least recently used. */
+static struct scratch_buf *scratch_for(const void *recvbuf, size_t bytes) {
   pthread_mutex_lock(&scratch.mu);
-  unsigned i = 0;
-  while (i < scratch.n && scratch.v[i].recvbuf != recvbuf) i++;
-  if (i == scratch.n) {
-    if (scratch.n == SCRATCH_MAX) { /* recycle the oldest */
-      free(scratch.v[0].p);
-      memmove(&scratch.v[0], &scratch.v[1], (SCRATCH_MAX - 1) * sizeof scratch.v[0]);
-      i = --scratch.n;
-    }
-    scratch.v[i].recvbuf = recvbuf;
-    scratch.v[i].p = NULL;
-    scratch.v[i].bytes = 0;
-    scratch.n++;
+  struct scratch_buf *b = NULL;
+  for (unsigned i = 0; i < scratch.n && !b; i++)
+    if (scratch.v[i].recvbuf == recvbuf && !scratch.v[i].busy) b = &scratch.v[i];
+  if (!b && scratch.n < SCRATCH_MAX) {
+    b = &scratch.v[scratch.n++];
+    memset(b, 0, sizeof *b);
   }
-  if (scratch.v[i].bytes < bytes) {
-    void *p = realloc(scratch.v[i].p, bytes);
+  for (unsigned i = 0; i < scratch.n && !b; i++)
+    if (!scratch.v[i].busy && (!b || scratch.v[i].used < b->used)) b = &scratch.v[i];
+  if (b && b->bytes < bytes) {
+    void *p = realloc(b->p, bytes);
     if (p) {
-      scratch.v[i].p = p;
-      scratch.v[i].bytes = bytes;
+      b->p = p;
+      b->bytes = bytes;
     }
   }
-  void *p = scratch.v[i].bytes >= bytes ? scratch.v[i].p : NULL;
+  if (b && b->bytes >= bytes) {
+    b->recvbuf = recvbuf;
+    b->busy++;
+    b->used = ++scratch.calls;
+  } else {
+    b = NULL;
+  }
   pthread_mutex_unlock(&scratch.mu);
-  return p;
+  return b;
 }
 
-/* Rank |S.rank|'s block, |counts[rank]| elements at |offset|, of the
- * routed all-reduce of |total| elements. Returns an MPI error code; -1
- * when the call is not one to route (the caller passes it to PMPI). */
+static void scratch_done(struct scratch_buf *b) {
+  pthread_mutex_lock(&scratch.mu);
+  b->busy--;
+  pthread_mutex_unlock(&scratch.mu);
+}
+
+/* Rank |S.rank|'s block, |mine| elements at |offset|, of the routed
+ * all-reduce of |total| elements. Returns an MPI error code; -1 when the
+ * call is not one to route (the caller passes it to PMPI). Whether it is
+ * depends only on what every rank passes alike (counts, type, op,
+ * communicator, MPI_IN_PLACE): a rank whose block is empty may pass no
+ * receive buffer, and a rank short of memory fails rather than leave the
+ * others waiting in a collective it does not make. */
 static int shim_reduce_scatter(const void *sendbuf, void *recvbuf, int total, int offset,
                                int mine, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
   uint8_t dtype;
   size_t es;
-  if (!S.active || total < S.min_count || !recvbuf ||
-      ded_route_classify(&S.route, sendbuf, recvbuf, total, dt, op, comm, &dtype, &es) !=
-          DED_ROUTE_YES)
+  static char any; /* a buffer to classify with when this rank receives nothing */
+  if (!S.active || total < S.min_count ||
+      ded_route_classify(&S.route, sendbuf, sendbuf == MPI_IN_PLACE || recvbuf ? recvbuf : &any,
+                         total, dt, op, comm, &dtype, &es) != DED_ROUTE_YES)
     return -1;
-  void *whole = sendbuf == MPI_IN_PLACE ? recvbuf : scratch_for(recvbuf, (size_t)total * es);
-  if (!whole) return -1; /* no memory for the scratch: PMPI does it, job-local */
+  struct scratch_buf *b = NULL;
+  if (sendbuf != MPI_IN_PLACE && !(b = scratch_for(recvbuf, (size_t)total * es))) {
+    shim_log(DED_LOG_ERROR, "no memory for a reduce-scatter's %llu bytes",
+             (unsigned long long)((size_t)total * es));
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+    return MPI_ERR_NO_MEM;
+  }
+  void *whole = b ? b->p : recvbuf;
   int rc = shim_allreduce(sendbuf, whole, total, dt, op, comm);
   if (rc == MPI_SUCCESS && mine > 0)
     memmove(recvbuf, (char *)whole + (size_t)offset * es, (size_t)mine * es);
+  if (b) scratch_done(b);
   return rc;
 }
 

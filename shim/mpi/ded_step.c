@@ -222,6 +222,12 @@ void ded_step_offer(ded_step *st, ded_driver *driver, bool step_begins, bool idl
 
 void ded_step_want_snapshot(ded_step *st) { atomic_store(&st->snap_wanted, true); }
 
+void ded_step_want_reload(ded_step *st) {
+  pthread_mutex_lock(&st->mu);
+  st->behind = DED_MAX(st->behind, st->next_round + 1);
+  pthread_mutex_unlock(&st->mu);
+}
+
 /* ---------------------------------------------------------------- falling out of step */
 
 void ded_step_round_done(ded_step *st, const ded_round_result *res) {

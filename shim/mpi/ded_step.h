@@ -198,6 +198,11 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res);
 /* Driver thread: a joiner asked for this job's state. */
 void ded_step_want_snapshot(ded_step *st);
 
+/* Any thread: this job's state is not the run's (it could not take the
+ * run's initial state): reload the run's at the next step's start, as a
+ * job out of step does. */
+void ded_step_want_reload(ded_step *st);
+
 /* Every rank, as the all-reduce that ends a reload's step (or, for a
  * founding state, the first all-reduce) completes: the pieces take the
  * run's state, rank 0's bytes going to the others. */

@@ -724,24 +724,32 @@ def fused_cuts():
           "parameter difference %.2g" % d)
 
 
-def sharded_swarm(mode):
-    """Jobs of 2+1+1 ranks of tests/mp/sharded.c in |mode| and one plain
-    4-rank job, from the same initial parameters: the jobs must end
-    bit-identical, within float tolerance of the plain one, and the sums
-    must have gone to the swarm (rounds of 2 or 3 contributors)."""
+def run_2_1_1(make_argv, what):
+    """Jobs of 2, 1 and 1 ranks in one swarm, job i running make_argv(i, its
+    first shard) and writing params-<i>.bin (rank 0); waits, and checks the
+    three files are one and the same. Returns the jobs and their folder."""
     port = free_port()
-    common = ["--mode", mode, "--steps", "25", "--seed", "9"]
     jobs, wd, base = [], None, 0
     for i, n in enumerate([2, 1, 1]):
-        argv = [binpath("sharded")] + common + ["--shard", str(base), "--out", "params-%d.bin" % i]
-        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, 3), workdir=wd)
+        j = Job("job%d" % i, n, make_argv(i, base), swarm_env(port, i == 0, 3), workdir=wd)
         wd = j.dir
         jobs.append(j)
         base += n
     run_jobs(jobs, 240)
     blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
     check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
-          "%s jobs disagree:\n%s" % (mode, "\n".join(j.describe() for j in jobs)))
+          "%s jobs disagree:\n%s" % (what, "\n".join(j.describe() for j in jobs)))
+    return jobs, wd
+
+
+def sharded_swarm(mode):
+    """Jobs of 2+1+1 ranks of tests/mp/sharded.c in |mode| and one plain
+    4-rank job, from the same initial parameters: the jobs must end
+    bit-identical, within float tolerance of the plain one, and the sums
+    must have gone to the swarm (rounds of 2 or 3 contributors)."""
+    common = ["--mode", mode, "--steps", "25", "--seed", "9"]
+    jobs, wd = run_2_1_1(lambda i, base: [binpath("sharded")] + common +
+                         ["--shard", str(base), "--out", "params-%d.bin" % i], mode)
     for j in jobs:
         check("error" not in j.err, "a job failed:\n" + j.describe())
         check(re.search(r"to the swarm", j.err) or j.name != "job0",
@@ -787,20 +795,10 @@ def horovod_like():
     parameters at the start; the main thread probing meanwhile). Jobs of 2+1+1
     ranks end bit-identical and equal, within float tolerance, to one 4-rank
     job; the bit vectors stay inside each job."""
-    port = free_port()
     common = ["--steps", "30", "--seed", "5"]
-    jobs, wd, base = [], None, 0
-    for i, n in enumerate([2, 1, 1]):
-        argv = [binpath("hvd_like")] + common + ["--fuse", str(21 + i), "--shard", str(base),
-                                                 "--out", "params-%d.bin" % i]
-        j = Job("job%d" % i, n, argv, swarm_env(port, i == 0, 3), workdir=wd)
-        wd = j.dir
-        jobs.append(j)
-        base += n
-    run_jobs(jobs, 240)
-    blobs = [open(os.path.join(wd, "params-%d.bin" % i), "rb").read() for i in range(3)]
-    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
-          "Horovod-like jobs disagree:\n" + "\n".join(j.describe() for j in jobs))
+    jobs, wd = run_2_1_1(lambda i, base: [binpath("hvd_like")] + common +
+                         ["--fuse", str(21 + i), "--shard", str(base), "--out", "params-%d.bin" % i],
+                         "Horovod-like")
     for j in jobs:
         check("hvd_like done" in j.out and "error" not in j.err,
               "a job failed:\n" + j.describe())

@@ -1,5 +1,6 @@
 #include "ded_xfer.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "../core/ded_assert.h"
@@ -98,7 +99,10 @@ static void state_on_found_ask(ded_node *node, ded_peer *p, const uint8_t origin
     state_send_offer(node, p, DED_STATE_FOUNDING, 0, 0);
   else if (st->founding && (st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING) &&
            memcmp(st->cands[st->cand], origin, DED_ID_BYTES) == 0)
-    state_send_offer(node, p, DED_STATE_PENDING, 0, 0); /* fetching it ourselves */
+    /* Seeking it ourselves: round 1 when a peer is sending it to us. */
+    state_send_offer(node, p, DED_STATE_PENDING, st->phase == DED_XFER_FETCHING, 0);
+  else if (st->have_found && !st->found_asked)
+    state_send_offer(node, p, DED_STATE_PENDING, 0, 0); /* our round 0 is still to report */
   else
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
 }
@@ -299,7 +303,8 @@ static bool state_ask_peer(ded_node *node, ded_peer *p) {
 }
 
 /* Founding: the candidate first, then the other contributors of the
- * first round (they may hold its state, taken from it). */
+ * first round (they may hold its state, taken from it), then any other
+ * participating peer. */
 static void state_ask_founders(ded_node *node) {
   ded_xfer *st = &node->xfer;
   for (unsigned k = 0; k < st->ncands && st->ndonors < DED_XFER_ASK_MAX; k++) {
@@ -311,10 +316,7 @@ static void state_ask_founders(ded_node *node) {
 /* Asks the participating peers we can talk to and have not asked yet. */
 static void state_ask_more(ded_node *node) {
   ded_xfer *st = &node->xfer;
-  if (st->founding) {
-    state_ask_founders(node);
-    return;
-  }
+  if (st->founding) state_ask_founders(node);
   if (st->ndonors >= DED_XFER_ASK_MAX || node->peers.n == 0) return;
   /* Start at a place that depends on our id, so that joiners spread. */
   size_t start = node->ident.id[0] % node->peers.n;
@@ -412,6 +414,11 @@ static void state_choose(ded_node *node, uint64_t now_ns) {
     ded_xfer_donor *a = &st->donors[i];
     if (!a->answered || a->offer.status != (st->founding ? DED_STATE_FOUNDING : DED_STATE_OFFER))
       continue;
+    if (st->founding && memcmp(a->id, st->cands[st->cand], DED_ID_BYTES) == 0) {
+      best = (int)i; /* the candidate's own offer */
+      best_n = UINT_MAX;
+      break;
+    }
     unsigned n = 0;
     for (unsigned k = 0; k < st->ndonors; k++)
       n += st->donors[k].answered && state_offers_equal(&a->offer, &st->donors[k].offer);
@@ -641,16 +648,30 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
  * search moves past the candidate only when it is gone and no peer asked
  * holds or is fetching its state (ded_xfer.h); it asks again, a deadline
  * floor apart, while the candidate is there; it gives up at the bound. */
-static void state_found_none(ded_node *node, unsigned pending, uint64_t now_ns) {
+static void state_found_none(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
   ded_peer *p = ded_peer_find(node, st->cands[st->cand]);
   bool gone = !p || !p->conn || p->left;
-  if (gone && pending == 0) {
+  if (!gone) st->found_gone_ns = 0;
+  else if (!st->found_gone_ns) st->found_gone_ns = now_ns;
+  /* Peers that are themselves still looking (PENDING, round 0) may find
+   * a way to the candidate we lack: they are waited for a while, those
+   * that are being sent its state (round 1) to the end. */
+  unsigned unanswered = 0, fetching = 0, looking = 0;
+  for (unsigned i = 0; i < st->ndonors; i++) {
+    const ded_xfer_donor *d = &st->donors[i];
+    if (!d->answered)
+      unanswered++;
+    else if (d->offer.status == DED_STATE_PENDING)
+      d->offer.round ? fetching++ : looking++;
+  }
+  bool patience = looking == 0 || now_ns >= st->found_gone_ns + 4 * node->s.deadline_floor_ns;
+  if (gone && unanswered == 0 && fetching == 0 && patience && st->cand < st->self_at) {
     char was[9], next[9];
     ded_id_short(st->cands[st->cand], was);
     st->cand++;
-    DED_ASSERT(st->cand < st->ncands); /* this job is a candidate: the search ends there */
-    if (id_is_me(node, st->cands[st->cand])) {
+    st->found_gone_ns = 0;
+    if (st->cand == st->self_at) {
       node_log(node, DED_LOG_WARN, "peer %s, whose state the run was to start from, went away "
                "before any peer took it: this job's own state is the run's initial state", was);
       state_done(node, 0, NULL);
@@ -662,16 +683,14 @@ static void state_found_none(ded_node *node, unsigned pending, uint64_t now_ns) 
   } else if (now_ns >= st->found_deadline_ns) {
     char sid[9];
     ded_id_short(st->cands[st->cand], sid);
-    node_log(node, DED_LOG_ERROR, "no peer gave peer %s's initial state within %llu ms", sid,
+    node_log(node, DED_LOG_WARN, "no peer gave peer %s's initial state within %llu ms", sid,
              (unsigned long long)(node->s.round_timeout_ns / 1000000u));
     state_done(node, DED_ERR_TIMEOUT, NULL);
     return;
-  } else {
+  } else if (unanswered || now_ns < st->asked_ns + node->s.deadline_floor_ns) {
     /* Asked again a deadline floor apart once all have answered: a peer
      * that said PENDING or NONE sends nothing more by itself. */
-    bool unanswered = false;
-    for (unsigned i = 0; i < st->ndonors && !unanswered; i++) unanswered = !st->donors[i].answered;
-    if (unanswered || now_ns < st->asked_ns + node->s.deadline_floor_ns) return;
+    return;
   }
   state_forget_donors(node);
   st->asked_ns = now_ns;
@@ -707,8 +726,17 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
       else if (d->offer.status == DED_STATE_FRESH)
         fresh++;
     }
-    if (offers && st->founding) { /* at the start only the candidate holds it: no wait */
-      state_choose(node, now_ns);
+    if (offers && st->founding) {
+      /* The candidate's own offer is the one to take (a relay's bytes are
+       * only its word): wait a deadline floor for its answer while it is
+       * there to give one. */
+      int o = -1;
+      for (unsigned i = 0; i < st->ndonors && o < 0; i++)
+        if (memcmp(st->donors[i].id, st->cands[st->cand], DED_ID_BYTES) == 0) o = (int)i;
+      ded_peer *cp = ded_peer_find(node, st->cands[st->cand]);
+      bool waiting = o >= 0 && !st->donors[o].answered && cp && cp->conn && !cp->left;
+      if (!waiting || now_ns >= st->first_offer_ns + node->s.deadline_floor_ns)
+        state_choose(node, now_ns);
       return;
     }
     if (offers) {
@@ -750,7 +778,7 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
       return;
     }
     if (st->founding) {
-      state_found_none(node, pending, now_ns);
+      state_found_none(node, now_ns);
       return;
     }
     bool settled = pending == 0 && !state_peer_unasked(node);
@@ -862,22 +890,24 @@ int ded_xfer_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t no
       memcmp(st->found_origin, node->ident.id, DED_ID_BYTES) != 0 ||
       st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING)
     return DED_ERR_INVALID_ARG;
-  /* The candidates, up to and including this job (a late one, not among
-   * them, takes the last as its own if all went). */
+  /* Every contributor (all may hold the candidate's state), and this job
+   * after them if it came late; the candidates are those before it. */
   unsigned k = 0;
   while (k < n && !id_is_me(node, cands + (size_t)k * DED_ID_BYTES)) k++;
-  unsigned ncands = k < n ? k + 1 : n + 1;
+  unsigned ncands = k < n ? n : n + 1;
   uint8_t(*v)[DED_ID_BYTES] = ded_mem_malloc(node->mem, (size_t)ncands * DED_ID_BYTES);
   if (!v) return DED_ERR_NOMEM;
-  if (n) memcpy(v, cands, (size_t)DED_MIN(ncands, n) * DED_ID_BYTES);
-  memcpy(v[ncands - 1], node->ident.id, DED_ID_BYTES);
+  if (n) memcpy(v, cands, (size_t)n * DED_ID_BYTES);
+  if (k == n) memcpy(v[n], node->ident.id, DED_ID_BYTES);
   ded_mem_free(node->mem, st->cands);
   st->cands = v;
   st->ncands = ncands;
+  st->self_at = k;
   st->cand = 0;
+  st->found_gone_ns = 0;
   st->found_asked = true; /* from now on the state is kept a minute past its last use */
   st->found_used_ns = now_ns;
-  if (ncands == 1) { /* the first contributor: ours is the run's initial state */
+  if (k == 0) { /* the first contributor: ours is the run's initial state */
     st->phase = DED_XFER_FINISHED;
     node->cb.state_done(node->user, 0, NULL);
     return 0;

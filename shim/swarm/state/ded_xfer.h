@@ -96,8 +96,10 @@ typedef struct ded_xfer {
   /* Joiner side. */
   ded_xfer_phase phase;
   bool founding; /* fetching a founding state: |cands|[|cand|]'s */
-  uint8_t (*cands)[DED_ID_BYTES]; /* the first round's contributors up to this job */
+  uint8_t (*cands)[DED_ID_BYTES]; /* the first round's contributors (and this job, if late) */
   unsigned ncands, cand;
+  unsigned self_at;       /* this job's place in |cands|: the candidates are before it */
+  uint64_t found_gone_ns; /* since when the candidate has seemed gone (0: it is there) */
   uint64_t found_deadline_ns;
   bool reload;        /* a job out of step, not a new one */
   uint64_t min_round; /* offers of older snapshots are no use */
