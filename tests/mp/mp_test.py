@@ -832,19 +832,21 @@ print("quiet done", total, n, flush=True)
 def quiet_job():
     """A job in a run whose rounds go on, that routes nothing (mpi4py's
     pickle-based comm.allreduce, as a trainer that reduces Python objects
-    would), says so once within a round bound, naming the likely causes;
-    the training job does not."""
+    would, or Horovod with one process), says so once within a round bound,
+    naming the likely causes; the training jobs do not. It is in the swarm
+    before they start: their first round waits for it a quarter of the
+    bound at most, not the whole bound, so they neither give the round up
+    nor fall out of step, and end bit-identical."""
     port = free_port()
     env = {"DEDMPI_ROUND_TIMEOUT": "3s"}
     train = ["--steps", "450", "--step-ms", "20", "--log-every", "100", "--dim", "32",
              "--hidden", "16", "--shards", "2"]
-    a = Job("a", 1, trainer_cmd(False, train + ["--shard-base", "0"]),
-            swarm_env(port, True, 2, **env))
-    a2 = Job("a2", 1, trainer_cmd(False, train + ["--shard-base", "1"]),
-             swarm_env(port, False, 2, **env), workdir=a.dir)
+    b = Job("b", 1, ["/usr/bin/python3", "-c", QUIET_JOB], swarm_env(port, True, 1, **env))
     time.sleep(1)
-    b = Job("b", 1, ["/usr/bin/python3", "-c", QUIET_JOB], swarm_env(port, False, 1, **env),
-            workdir=a.dir)
+    a = Job("a", 1, trainer_cmd(False, train + ["--shard-base", "0"]),
+            swarm_env(port, False, 2, **env), workdir=b.dir)
+    a2 = Job("a2", 1, trainer_cmd(False, train + ["--shard-base", "1"]),
+             swarm_env(port, False, 2, **env), workdir=b.dir)
     run_jobs([a, a2, b], 120)
     check("quiet done" in b.out, "the quiet job did not run:\n" + b.describe())
     said = b.err.count("its rounds go on, but this job has all-reduced nothing to the swarm")
@@ -852,6 +854,10 @@ def quiet_job():
           "the quiet job did not say it once (%d):\n%s" % (said, b.describe()))
     for j in (a, a2):
         check("all-reduced nothing" not in j.err, "a training job said it is quiet:\n" + j.describe())
+        check("out of step" not in j.err and "no decision within the bound" not in j.err,
+              "a training job gave a round up for the quiet job:\n" + j.describe())
+    check(final_line(a) == final_line(a2), "the training jobs disagree: %s %s" %
+          (final_line(a), final_line(a2)))
 
 
 @test

@@ -472,6 +472,14 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   }
   bool all = true;
   if (cr->genesis) {
+    /* The rendezvous waits for DEDMPI_MIN_PEERS, and then for the other
+     * peers that take part for a quarter of the bound at most: a peer
+     * that never submits (Horovod with one process skips its
+     * all-reduces) must not hold the run's first round past its bound. */
+    if (cr->g.n >= node->s.min_peers && !cr->quorum_ns) {
+      cr->quorum_ns = now_ns;
+      cr->deadline_ns = DED_MIN(cr->deadline_ns, now_ns + ded_timing_cap(&node->timing));
+    }
     if (cr->g.n < node->s.min_peers) all = false;
     if (!node->s.no_rounds && !node->leaving && !ded_gather_find(&cr->g, node->ident.id)) all = false;
     for (size_t i = 0; i < node->peers.n && all; i++) {

@@ -75,6 +75,7 @@ typedef struct ded_coord {
   unsigned natt;
   uint64_t first_ns, last_ns, deadline_ns;
   bool clock; /* the learned deadline runs */
+  uint64_t quorum_ns; /* genesis: when DEDMPI_MIN_PEERS were in (0: not yet) */
   bool held;  /* waited for an announced member, or one still finishing the last round */
   coord_state state;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
