@@ -51,72 +51,6 @@ static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   return false;
 }
 
-ded_round *ded_round_find(ded_node *node, uint64_t no) {
-  for (unsigned i = 0; i < node->rounds.n; i++)
-    if (node->rounds.v[i]->no == no && node->rounds.v[i]->state != ROUND_DEAD)
-      return node->rounds.v[i];
-  return NULL;
-}
-
-void ded_round_drop_attempt(ded_node *node, ded_round *r) {
-  ded_attempt_clear(&r->att, node->mem, &node->cache, r->es);
-  r->att_state = ROUND_ATT_NONE;
-  r->accepted = false;
-  r->got_ns = 0;
-  r->digested = false;
-  ded_mem_free(node->mem, r->asked);
-  r->asked = NULL;
-  r->mend_failed = false;
-}
-
-static void early_free_list(ded_node *node, early_frame *e) {
-  while (e) {
-    early_frame *next = e->next;
-    ded_mem_free(node->mem, e);
-    e = next;
-  }
-}
-
-void ded_round_free(ded_node *node, ded_round *r) {
-  if (r->with_result)
-    ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, ded_round_bytes(r), r->digest);
-  ded_round_drop_attempt(node, r);
-  ded_bufcache_put(&node->cache, r->res, ded_round_bytes(r));
-  ded_mem_free(node->mem, r->lin);
-  ded_votes_free(&r->votes, node->mem);
-  early_free_list(node, r->early_head);
-  ded_mem_free(node->mem, r);
-}
-
-/* DRAINING -> DEAD once nothing queued refers to the round's memory. */
-void ded_round_maybe_dead(ded_node *node, ded_round *r) {
-  if (r->state == ROUND_DRAINING && r->refs_user == 0 && r->refs_res == 0) {
-    r->state = ROUND_DEAD;
-    node->reap_needed = true;
-  }
-}
-
-void ded_round_lend_ref(void *ctx, void *owner, bool user) {
-  ded_round *r = owner;
-  (void)ctx;
-  if (user)
-    r->refs_user++;
-  else
-    r->refs_res++;
-}
-
-void ded_round_lend_unref(void *ctx, void *owner, bool user) {
-  ded_round *r = owner;
-  if (user) {
-    DED_ASSERT(r->refs_user > 0);
-    r->refs_user--;
-  } else {
-    DED_ASSERT(r->refs_res > 0);
-    r->refs_res--;
-  }
-  ded_round_maybe_dead(ctx, r);
-}
-
 /* ------------------------------------------------------------------ */
 /* joining: WAIT_PREV -> JOINING -> JOINED                              */
 /* ------------------------------------------------------------------ */
@@ -974,10 +908,32 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
   }
 }
 
+/* A first round we coordinate ourselves, undecided, while a peer with a
+ * smaller id now takes part (the rendezvous saw DEDMPI_MIN_PEERS before
+ * it saw that peer): that peer is the coordinator every joiner that knows
+ * us both picks, and ours would tell a joiner so (REDIRECT). Join it, or
+ * two coordinators each wait for a rendezvous the other holds. */
+static void round_genesis_retarget(ded_node *node, ded_round *r, uint64_t now_ns) {
+  if (!id_is_me(node, r->coord)) return;
+  ded_coord *own = ded_coord_find(node, r->no);
+  if (own && own->state != COORD_GATHERING) return;
+  const uint8_t *min_id;
+  ded_peers_genesis_view(node, &min_id);
+  if (!min_id || id_is_me(node, min_id)) return;
+  char sid[9];
+  ded_id_short(min_id, sid);
+  node_log(node, DED_LOG_INFO, "round %llu: peer %s, whose id is smaller, takes part now: joining "
+           "its rendezvous", (unsigned long long)r->no, sid);
+  memcpy(r->coord, min_id, DED_ID_BYTES);
+  round_send_join(node, r, now_ns);
+}
+
 void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
   for (unsigned i = 0; i < node->rounds.n; i++) {
     ded_round *r = node->rounds.v[i];
     if (ded_round_over(r)) continue;
+    if (r->state == ROUND_JOINED && r->genesis && r->view == 0)
+      round_genesis_retarget(node, r, now_ns);
     if (r->state == ROUND_WAIT_PREV || r->state == ROUND_JOINING) ded_round_try_join(node, r, now_ns);
     if (ded_round_over(r) || round_on_bound(node, r, now_ns)) continue;
     /* Late, still fetching: the swarm keeps holding the next round. */

@@ -142,6 +142,45 @@ static void test_node_commit_only_from_joined_coordinator(void **state) {
 }
 
 /*
+ * The rendezvous (two peers) is met by a peer above the node, so the node
+ * coordinates the first round itself; then a peer below it takes part.
+ * Undecided, the node joins that peer's rendezvous (as a REDIRECT from
+ * itself would tell a joiner), or each would wait for the other's.
+ */
+static void test_node_genesis_retarget_to_smaller(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident hi, lo, spare;
+  unsigned found = 0;
+  for (unsigned s = 1; s < 256 && found < 1; s++) {
+    unit_ident(&hi, (uint8_t)s);
+    found += memcmp(hi.id, t.ident.id, DED_ID_BYTES) > 0;
+  }
+  assert_int_equal(found, 1);
+  peers_below(&t, &lo, &spare);
+  send_hello(&t, 0, &hi, RUN);
+  size_t len;
+  uint8_t *out = tnode_output_on(&t, 0, &len, NOW_NS);
+  assert_false(output_has_join(out, len, 0, NULL)); /* it coordinates: no JOIN to hi */
+  free(out);
+  tnode_advance(&t, 100 * MS_NS);
+  unsigned c1 = tnode_accept(&t);
+  send_hello(&t, c1, &lo, RUN);
+  tnode_advance(&t, 100 * MS_NS);
+  out = tnode_output_on(&t, c1, &len, t.now);
+  ded_msg_join j;
+  assert_true(output_has_join(out, len, 0, &j));
+  assert_int_equal(j.round, 0);
+  assert_int_equal(j.view, 0);
+  assert_int_equal(j.flags, DED_JOIN_F_GENESIS);
+  free(out);
+  ded_node_free(t.node);
+}
+
+/*
  * Every DATA and RESULT must carry the attempt of the COMMIT: frames of an
  * older attempt are moot, frames of a newer one wait for its commit; none
  * of them is added or counted. Only the frames of the attempt finish the
@@ -214,6 +253,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_commit_of_other_view_ignored),
       cmocka_unit_test(test_node_commit_only_from_joined_coordinator),
+      cmocka_unit_test(test_node_genesis_retarget_to_smaller),
       cmocka_unit_test(test_node_frames_of_other_attempts_not_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
