@@ -504,7 +504,7 @@ ABI_EXPORT int PMPI_Type_lb(MPI_Datatype t, MPI_Aint *lb) {
 }
 
 ABI_EXPORT int PMPI_Type_ub(MPI_Datatype t, MPI_Aint *ub) {
-  MPI_Aint lb, extent;
+  MPI_Aint lb = 0, extent = 0; /* set on success; zero for gcc -O3, which cannot see it */
   int rc = type_get_extent(t, &lb, &extent, FN);
   if (rc == MPI_SUCCESS) *ub = lb + extent;
   return rc;
