@@ -3,7 +3,7 @@
 #
 # Usage: tests/fuzz/run.sh BUILD_DIR [TARGET...]
 #   BUILD_DIR  configured with -DDEDMPI_FUZZ=ON -DCMAKE_C_COMPILER=clang and built
-#   TARGET     frame msg record node noise chan invite http (default: all)
+#   TARGET     frame msg record node noise chan invite http image (default: all)
 # Environment:
 #   FUZZ_SECONDS  time per target (default 20)
 #   FUZZ_OUT      where corpora, logs and crashing inputs go
@@ -26,7 +26,7 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 seconds=${FUZZ_SECONDS:-20}
 out=${FUZZ_OUT:-$build/fuzz-out}
-targets=${*:-frame msg record node noise chan invite http}
+targets=${*:-frame msg record node noise chan invite http image}
 failed=""
 
 for t in $targets; do
