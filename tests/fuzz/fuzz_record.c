@@ -51,6 +51,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                memcmp(&prog, &prog_again, sizeof prog) == 0);
   }
 
+  /* And its group peers: as many as the bound allows, ids increasing,
+   * addresses valid, and listed again they read the same. */
+  ded_group_addr groups[DED_RECORD_GROUPS_MAX], groups_again[DED_RECORD_GROUPS_MAX];
+  int ng = ded_record_groups(&rec, groups);
+  FUZZ_CHECK(ng >= -1 && ng <= DED_RECORD_GROUPS_MAX);
+  for (int i = 0; i < ng; i++)
+    FUZZ_CHECK((groups[i].addr.family == 4 || groups[i].addr.family == 6) &&
+               groups[i].addr.port != 0 && (i == 0 || groups[i].id > groups[i - 1].id));
+  if (ng >= 0) {
+    ded_record copy = rec;
+    ded_record_perf_set(&copy, &perf);
+    FUZZ_CHECK(ded_record_groups_add(&copy, groups, (unsigned)ng) == 0);
+    FUZZ_CHECK(ded_record_groups(&copy, groups_again) == ng);
+    for (int i = 0; i < ng; i++)
+      FUZZ_CHECK(groups[i].id == groups_again[i].id &&
+                 ded_addr_equal(&groups[i].addr, &groups_again[i].addr));
+  }
+
   uint8_t buf[DED_RECORD_BYTES_MAX];
   int n = ded_record_encode(&rec, buf, sizeof buf);
   FUZZ_CHECK(n >= 0 && (size_t)n == size && memcmp(buf, data, size) == 0);

@@ -118,8 +118,8 @@ static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) 
     rec.addr[i].ip[15] = (uint8_t)(i + 1);
     rec.addr[i].port = (uint16_t)(7000 + i);
   }
-  /* A well-formed extension: the rates when there is room, then one entry
-   * of a tag this version skips filling the rest. */
+  /* A well-formed extension: the rates when there is room, then entries
+   * of a tag this version skips (255 bytes at most each) filling the rest. */
   size_t pos = 0;
   if (o->ext_len >= 2 + DED_RECORD_PERF_BYTES + 2) {
     ded_perf perf = {12500, 6250, 4000000};
@@ -127,10 +127,13 @@ static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) 
     pos = rec.ext_len;
   }
   FUZZ_CHECK(o->ext_len == 0 || o->ext_len - pos >= 2);
-  if (o->ext_len > pos) {
+  for (size_t i = pos; i < o->ext_len; i++) rec.ext[i] = (uint8_t)(i * 13);
+  while (o->ext_len > pos) {
+    size_t len = o->ext_len - pos - 2;
+    if (len > 255) len = o->ext_len - pos - 2 - 255 == 1 ? 254 : 255; /* no 1-byte tail */
     rec.ext[pos] = 0x40;
-    rec.ext[pos + 1] = (uint8_t)(o->ext_len - pos - 2);
-    for (size_t i = pos + 2; i < o->ext_len; i++) rec.ext[i] = (uint8_t)(i * 13);
+    rec.ext[pos + 1] = (uint8_t)len;
+    pos += 2 + len;
   }
   rec.ext_len = o->ext_len;
   ded_record_sign(&rec, id);
@@ -560,6 +563,39 @@ static void gen_record(void) {
   int m = ded_record_encode(&full, rec, sizeof rec);
   FUZZ_CHECK(m > 0);
   write_seed("record", "progress", rec, (size_t)m);
+  /* Group peers: a job's few on two hosts, and the largest list (every
+   * entry on a host of its own, in three entries) beside the others. */
+  ded_group_addr g[DED_RECORD_GROUPS_MAX];
+  for (unsigned i = 0; i < DED_RECORD_GROUPS_MAX; i++) {
+    memset(&g[i], 0, sizeof g[i]);
+    g[i].id = (uint16_t)(1 + 3 * i);
+    g[i].addr.family = i % 2 ? 6 : 4;
+    g[i].addr.ip[0] = 10;
+    g[i].addr.ip[2] = (uint8_t)i;
+    g[i].addr.port = (uint16_t)(7100 + i);
+  }
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  ded_group_addr few[4];
+  for (unsigned i = 0; i < 4; i++) {
+    few[i] = g[i % 2];
+    few[i].id = (uint16_t)(2 * i);
+    few[i].addr.port = (uint16_t)(7200 + i);
+  }
+  FUZZ_CHECK(ded_record_groups_add(&full, few, 4) == 0);
+  ded_record_sign(&full, &id);
+  m = ded_record_encode(&full, rec, sizeof rec);
+  FUZZ_CHECK(m > 0);
+  write_seed("record", "groups", rec, (size_t)m);
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  uint8_t isig[DED_SIG_BYTES] = {0x5a};
+  ded_record_invite_add(&full, 0, isig);
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  FUZZ_CHECK(ded_record_groups_add(&full, g, DED_RECORD_GROUPS_MAX) == 0);
+  ded_record_sign(&full, &id);
+  m = ded_record_encode(&full, rec, sizeof rec);
+  FUZZ_CHECK(m > 0);
+  write_seed("record", "groups_largest", rec, (size_t)m);
 }
 
 /* ---------------------------------------------------------------- http */

@@ -86,10 +86,15 @@ static void test_record_largest(void **state) {
       rec.addr[i].ip[0] = (uint8_t)(i + 1);
       rec.addr[i].port = (uint16_t)(65535 - i);
     }
-    rec.ext_len = DED_RECORD_EXT_MAX; /* one entry of an unknown tag fills it */
+    rec.ext_len = DED_RECORD_EXT_MAX; /* entries of an unknown tag fill it */
     for (unsigned i = 0; i < DED_RECORD_EXT_MAX; i++) rec.ext[i] = (uint8_t)i;
-    rec.ext[0] = 0x7f;
-    rec.ext[1] = DED_RECORD_EXT_MAX - 2;
+    for (unsigned i = 0; i < DED_RECORD_EXT_MAX;) {
+      unsigned len = DED_MIN(DED_RECORD_EXT_MAX - i - 2, 255u);
+      if (DED_RECORD_EXT_MAX - i - 2 - len == 1) len--; /* no 1-byte tail */
+      rec.ext[i] = 0x7f;
+      rec.ext[i + 1] = (uint8_t)len;
+      i += 2 + len;
+    }
     ded_record_sign(&rec, &id);
     uint8_t buf[DED_RECORD_BYTES_MAX];
     size_t n = rec_encode(&rec, buf);
@@ -549,10 +554,294 @@ static void test_record_progress(void **state) {
   assert_true(prog.round == 1 && prog.round_ms == 2 && prog.contributors == 3);
 }
 
+/* ---------------------------------------------------------- GROUPS */
+
+/* |n| group peers, ids 3, 5, 7, ... on |nhost| hosts (alternately IPv4
+ * and IPv6). */
+static void groups_make(ded_group_addr *g, unsigned n, unsigned nhost) {
+  for (unsigned i = 0; i < n; i++) {
+    memset(&g[i], 0, sizeof g[i]);
+    g[i].id = (uint16_t)(3 + 2 * i);
+    unsigned h = i % nhost;
+    g[i].addr.family = h % 2 ? 6 : 4;
+    g[i].addr.ip[0] = 10;
+    g[i].addr.ip[1] = (uint8_t)h;
+    g[i].addr.ip[3] = 1;
+    if (h % 2) g[i].addr.ip[15] = (uint8_t)(h + 1);
+    g[i].addr.port = (uint16_t)(7000 + i);
+  }
+}
+
+static void groups_assert_same(const ded_group_addr *a, const ded_group_addr *b, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    assert_int_equal(a[i].id, b[i].id);
+    assert_true(ded_addr_equal(&a[i].addr, &b[i].addr));
+  }
+}
+
+/* |rec| with extension bytes |ext|, signed, encoded and decoded again. */
+static int groups_decode_ext(ded_record *rec, const ded_ident *id, const uint8_t *ext, size_t len,
+                             ded_record *out) {
+  assert_true(len <= DED_RECORD_EXT_MAX);
+  memcpy(rec->ext, ext, len);
+  rec->ext_len = (uint16_t)len;
+  ded_record_sign(rec, id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(rec, buf);
+  return ded_record_decode(buf, n, out);
+}
+
+/* A list of group peers: set, carried, read back, beside the other
+ * entries; none, and an empty list, told apart. */
+static void test_record_groups(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 31);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  ded_group_addr got[DED_RECORD_GROUPS_MAX];
+  assert_int_equal(ded_record_groups(&rec, got), -1);
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  assert_int_equal(ded_record_groups(&rec, got), -1);
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2});
+  ded_group_addr g[5];
+  groups_make(g, 5, 2);
+  assert_int_equal(ded_record_groups_add(&rec, g, 5), 0);
+  /* Two hosts, five entries, in one entry of the extension. */
+  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_PROGRESS_BYTES + 2 +
+                                    1 + 2 * 17 + 1 + 5 * 5);
+  ded_record_sign(&rec, &id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  rec_assert_same(&rec, &out);
+  assert_int_equal(ded_record_groups(&out, got), 5);
+  groups_assert_same(g, got, 5);
+  ded_progress prog;
+  assert_int_equal(ded_record_progress(&out, &prog), 1);
+  assert_int_equal(prog.round, 9);
+  /* An empty list is a list. */
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  assert_int_equal(ded_record_groups_add(&rec, NULL, 0), 0);
+  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + 2);
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_groups(&out, got), 0);
+  /* The encoder refuses what the decoder would: too many, ids not
+   * increasing, a bad family, port 0; the record is left as it was. */
+  ded_group_addr many[DED_RECORD_GROUPS_MAX + 1];
+  groups_make(many, DED_RECORD_GROUPS_MAX + 1, 3);
+  ded_record before = rec;
+  assert_int_equal(ded_record_groups_add(&rec, many, DED_RECORD_GROUPS_MAX + 1), DED_ERR_INVALID_ARG);
+  ded_group_addr bad[3];
+  groups_make(bad, 3, 1);
+  bad[2].id = bad[1].id;
+  assert_int_equal(ded_record_groups_add(&rec, bad, 3), DED_ERR_INVALID_ARG);
+  groups_make(bad, 3, 1);
+  bad[1].addr.family = 5;
+  assert_int_equal(ded_record_groups_add(&rec, bad, 3), DED_ERR_INVALID_ARG);
+  groups_make(bad, 3, 1);
+  bad[0].addr.port = 0;
+  assert_int_equal(ded_record_groups_add(&rec, bad, 3), DED_ERR_INVALID_ARG);
+  assert_int_equal(rec.ext_len, before.ext_len);
+  assert_memory_equal(rec.ext, before.ext, rec.ext_len);
+}
+
+/* The largest list, every entry on a host of its own, beside rates, an
+ * invitation and progress: it fits, in three entries of the extension,
+ * and reads back whole; cut anywhere, or split differently among
+ * entries with an unknown one between, it is read the same or refused. */
+static void test_record_groups_largest(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 32);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  rec.naddr = DED_RECORD_ADDRS_MAX;
+  for (unsigned i = 0; i < DED_RECORD_ADDRS_MAX; i++) {
+    rec.addr[i].family = 6;
+    rec.addr[i].port = (uint16_t)(1000 + i);
+  }
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  uint8_t isig[DED_SIG_BYTES] = {7};
+  ded_record_invite_add(&rec, 99, isig);
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2});
+  size_t head = rec.ext_len;
+  ded_group_addr g[DED_RECORD_GROUPS_MAX];
+  groups_make(g, DED_RECORD_GROUPS_MAX, DED_RECORD_GROUPS_MAX);
+  assert_int_equal(ded_record_groups_add(&rec, g, DED_RECORD_GROUPS_MAX), 0);
+  assert_int_equal(rec.ext_len - head, DED_RECORD_GROUPS_EXT_MAX);
+  assert_int_equal(rec.ext[head + 1], 255);
+  assert_int_equal(rec.ext[head + 2 + 255 + 1], 255);
+  assert_int_equal(rec.ext[head + 2 * 257], DED_RECORD_EXT_GROUPS);
+  ded_record_sign(&rec, &id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(&rec, buf);
+  assert_true(n <= DED_RECORD_BYTES_MAX);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  ded_group_addr got[DED_RECORD_GROUPS_MAX];
+  assert_int_equal(ded_record_groups(&out, got), DED_RECORD_GROUPS_MAX);
+  groups_assert_same(g, got, DED_RECORD_GROUPS_MAX);
+  uint64_t expires;
+  uint8_t sig[DED_SIG_BYTES];
+  assert_int_equal(ded_record_invite(&out, &expires, sig), 1);
+  /* No room for a second list. */
+  assert_int_equal(ded_record_groups_add(&rec, g, DED_RECORD_GROUPS_MAX), DED_ERR_INVALID_ARG);
+  /* The value split into entries of 100 bytes with an unknown entry
+   * between the first two: the same list. */
+  uint8_t value[DED_RECORD_GROUPS_VALUE_MAX], ext[DED_RECORD_EXT_MAX];
+  size_t vlen = 0;
+  for (size_t i = head; i < rec.ext_len; i += 2 + rec.ext[i + 1]) {
+    memcpy(value + vlen, rec.ext + i + 2, rec.ext[i + 1]);
+    vlen += rec.ext[i + 1];
+  }
+  assert_int_equal(vlen, DED_RECORD_GROUPS_VALUE_MAX);
+  ded_record plain;
+  unit_record(&plain, &id, 1, NOW_MS, 300000);
+  size_t e = 0;
+  for (size_t off = 0; off < vlen; off += 100) {
+    size_t k = DED_MIN(vlen - off, (size_t)100);
+    ext[e++] = DED_RECORD_EXT_GROUPS;
+    ext[e++] = (uint8_t)k;
+    memcpy(ext + e, value + off, k);
+    e += k;
+    if (off == 0) {
+      ext[e++] = 0x7e;
+      ext[e++] = 1;
+      ext[e++] = 0xaa;
+    }
+  }
+  assert_int_equal(groups_decode_ext(&plain, &id, ext, e, &out), 0);
+  assert_int_equal(ded_record_groups(&out, got), DED_RECORD_GROUPS_MAX);
+  groups_assert_same(g, got, DED_RECORD_GROUPS_MAX);
+  /* Every shorter value (in entries of 255 bytes) is malformed. */
+  for (size_t cut = 0; cut < vlen; cut++) {
+    e = 0;
+    for (size_t off = 0; off < cut || (cut == 0 && off == 0); off += 255) {
+      size_t k = DED_MIN(cut - off, (size_t)255);
+      ext[e++] = DED_RECORD_EXT_GROUPS;
+      ext[e++] = (uint8_t)k;
+      memcpy(ext + e, value + off, k);
+      e += k;
+    }
+    if (groups_decode_ext(&plain, &id, ext, e, &out) != DED_ERR_PROTO)
+      fail_msg("a list cut at %zu bytes decoded", cut);
+  }
+}
+
+/* Each malformed shape of a GROUPS value makes the record malformed, as a
+ * malformed rates or progress entry does. */
+static void test_record_groups_malformed(void **state) {
+  (void)state;
+  ded_ident id;
+  unit_ident(&id, 33);
+  ded_record rec, out;
+  unit_record(&rec, &id, 1, NOW_MS, 300000);
+  /* A good value: 1 host (10.0.0.1), 2 entries: ids 4 and 9. */
+  const uint8_t good[] = {1, 4, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                          2, 4, 0, 0, 0x58, 0x1b, 9, 0, 0, 0x59, 0x1b};
+  enum { NHOST = 0, FAMILY = 1, N = 18, ID0 = 19, HOST0 = 21, PORT0 = 22, ID1 = 24, HOST1 = 26,
+         PORT1 = 27 };
+  uint8_t ext[2 + DED_RECORD_EXT_MAX];
+  ext[0] = DED_RECORD_EXT_GROUPS;
+  ext[1] = sizeof good;
+  memcpy(ext + 2, good, sizeof good);
+  assert_int_equal(groups_decode_ext(&rec, &id, ext, 2 + sizeof good, &out), 0);
+  ded_group_addr got[DED_RECORD_GROUPS_MAX];
+  assert_int_equal(ded_record_groups(&out, got), 2);
+  assert_int_equal(got[0].id, 4);
+  assert_int_equal(got[1].id, 9);
+  assert_int_equal(got[0].addr.port, 7000);
+  assert_int_equal(got[1].addr.family, 4);
+  assert_int_equal(got[1].addr.ip[0], 10);
+  static const struct {
+    const char *what;
+    int at;
+    uint8_t val;
+  } bad[] = {
+      {"nhost above the bound", NHOST, DED_RECORD_GROUPS_MAX + 1},
+      {"n above the bound", N, DED_RECORD_GROUPS_MAX + 1},
+      {"n above what follows", N, 3},
+      {"ids equal", ID1, 4},
+      {"ids decreasing", ID0, 10},
+      {"host index out of range", HOST1, 1},
+      {"host index far out", HOST0, 255},
+      {"family 0", FAMILY, 0},
+      {"family 5", FAMILY, 5},
+      {"port 0", PORT0, 0},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(ext + 2, good, sizeof good);
+    ext[2 + bad[i].at] = bad[i].val;
+    if (bad[i].at == PORT0) ext[2 + PORT0 + 1] = 0;
+    if (groups_decode_ext(&rec, &id, ext, 2 + sizeof good, &out) != DED_ERR_PROTO)
+      fail_msg("%s decoded", bad[i].what);
+  }
+  (void)PORT1;
+  /* Truncated anywhere, and a byte too many. */
+  for (size_t cut = 0; cut < sizeof good; cut++) {
+    memcpy(ext + 2, good, sizeof good);
+    ext[1] = (uint8_t)cut;
+    if (groups_decode_ext(&rec, &id, ext, 2 + cut, &out) != DED_ERR_PROTO)
+      fail_msg("a value cut at %zu decoded", cut);
+  }
+  memcpy(ext + 2, good, sizeof good);
+  ext[2 + sizeof good] = 0;
+  ext[1] = sizeof good + 1;
+  assert_int_equal(groups_decode_ext(&rec, &id, ext, 3 + sizeof good, &out), DED_ERR_PROTO);
+  /* Two complete lists in two entries are one value with bytes left. */
+  memcpy(ext + 2, good, sizeof good);
+  ext[1] = sizeof good;
+  memcpy(ext + 2 + sizeof good, ext, 2 + sizeof good);
+  assert_int_equal(groups_decode_ext(&rec, &id, ext, 2 * (2 + sizeof good), &out), DED_ERR_PROTO);
+  /* 33 hosts or entries with every byte present: still refused. */
+  uint8_t big[DED_RECORD_EXT_MAX];
+  size_t e = 0;
+  big[e++] = 1;
+  big[e++] = 4;
+  memset(big + e, 0, 16);
+  e += 16;
+  big[e++] = DED_RECORD_GROUPS_MAX + 1;
+  for (unsigned i = 0; i < DED_RECORD_GROUPS_MAX + 1; i++) {
+    big[e++] = (uint8_t)i;
+    big[e++] = 0;
+    big[e++] = 0;
+    big[e++] = 1;
+    big[e++] = 1;
+  }
+  e = 0;
+  size_t vlen = 1 + 17 + 1 + (DED_RECORD_GROUPS_MAX + 1) * 5;
+  for (size_t off = 0; off < vlen; off += 255) {
+    size_t k = DED_MIN(vlen - off, (size_t)255);
+    ext[e++] = DED_RECORD_EXT_GROUPS;
+    ext[e++] = (uint8_t)k;
+    memcpy(ext + e, big + off, k);
+    e += k;
+  }
+  assert_int_equal(groups_decode_ext(&rec, &id, ext, e, &out), DED_ERR_PROTO);
+  /* The same with 32 entries decodes: the bound, not the shape, refused it. */
+  big[18] = DED_RECORD_GROUPS_MAX;
+  vlen -= 5;
+  e = 0;
+  for (size_t off = 0; off < vlen; off += 255) {
+    size_t k = DED_MIN(vlen - off, (size_t)255);
+    ext[e++] = DED_RECORD_EXT_GROUPS;
+    ext[e++] = (uint8_t)k;
+    memcpy(ext + e, big + off, k);
+    e += k;
+  }
+  assert_int_equal(groups_decode_ext(&rec, &id, ext, e, &out), 0);
+  assert_int_equal(ded_record_groups(&out, got), DED_RECORD_GROUPS_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_record_round_trip),
       cmocka_unit_test(test_record_progress),
+      cmocka_unit_test(test_record_groups),
+      cmocka_unit_test(test_record_groups_largest),
+      cmocka_unit_test(test_record_groups_malformed),
       cmocka_unit_test(test_record_perf),
       cmocka_unit_test(test_invite_check),
       cmocka_unit_test(test_invite_text),

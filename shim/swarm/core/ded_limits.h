@@ -41,10 +41,16 @@ enum ded_limits {
   DED_JOINS_MAX = DED_ROUND_MEMBERS_MAX,
   /* Addresses in one discovery record. */
   DED_RECORD_ADDRS_MAX = 4,
-  /* Opaque extension bytes in a record (measured bandwidth, later). */
-  DED_RECORD_EXT_MAX = 256,
-  /* Encoded record upper bound. */
-  DED_RECORD_BYTES_MAX = 512,
+  /* Extension bytes in a record: rates, invitation and progress (106
+   * bytes together) and a full list of group peers (712 bytes at most,
+   * DED_RECORD_GROUPS_MAX entries; ded_record.h), with room to spare.
+   * Before the groups extension it was 256 (a record 512), and a peer
+   * built before it refuses a larger record as malformed
+   * (docs/wire-protocol.md, "Discovery records"). */
+  DED_RECORD_EXT_MAX = 1024,
+  /* Encoded record upper bound: 231 bytes besides the extension (with
+   * DED_RECORD_ADDRS_MAX addresses), checked in ded_record.c. */
+  DED_RECORD_BYTES_MAX = 1280,
   /* Longest lifetime a record may claim. */
   DED_RECORD_TTL_MS_MAX = 3600 * 1000,
   /* Records in one RECORDS frame. */

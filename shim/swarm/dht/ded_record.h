@@ -22,7 +22,8 @@
  *     sig  [64]
  *
  * The extension is a list of entries, u8 tag | u8 len | value [len];
- * unknown tags are skipped, a known one appears at most once:
+ * unknown tags are skipped, a known one appears at most once (but GROUPS,
+ * whose value may need more than 255 bytes):
  *
  *     DED_RECORD_EXT_PERF (len >= 12): u32 up | u32 down | u32 add, in
  *     kB/s (1000 bytes), 0 = unknown: the owner's measured upload and
@@ -35,6 +36,24 @@
  *     u32 contributors: the last round the owner completed, how long it
  *     took it and how many jobs it averaged (what a backbone's status
  *     page shows; republished every few seconds while rounds go on).
+ *     DED_RECORD_EXT_GROUPS (one entry or several: its value is the
+ *     concatenation of the values of every GROUPS entry, in order, each at
+ *     most 255 bytes): the addresses of the group peers of the owner's
+ *     job (the rank 0 of each MPI_Comm_split group, each a peer of a run
+ *     of its own), as a table of hosts and a list of (group id, host,
+ *     port):
+ *         u8 nhost (<= DED_RECORD_GROUPS_MAX), nhost x (u8 family 4|6,
+ *         ip [16]), u8 n (<= DED_RECORD_GROUPS_MAX), n x (u16 id,
+ *         u8 host < nhost, u16 port != 0)
+ *     with ids strictly increasing and nothing after the last entry. n 0
+ *     says the job has no groups. Anything else is malformed.
+ *
+ * A record whose extension is malformed (entries that do not fill it
+ * exactly, a known tag twice or too short, a GROUPS value that does not
+ * parse) does not decode: DED_ERR_PROTO, as for any other field. A peer
+ * built before GROUPS existed skips its entries as unknown, as long as
+ * the record keeps within that peer's limits (an extension of 256 bytes,
+ * a record of 512).
  */
 #ifndef DED_RECORD_H
 #define DED_RECORD_H
@@ -59,10 +78,25 @@ enum {
   DED_RECORD_EXT_PERF = 1,
   DED_RECORD_EXT_INVITE = 2,
   DED_RECORD_EXT_PROGRESS = 3,
+  DED_RECORD_EXT_GROUPS = 4,
 };
 #define DED_RECORD_PERF_BYTES 12
 #define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
 #define DED_RECORD_PROGRESS_BYTES 16
+/* Group peers one record lists at most, and the most bytes their entries
+ * take: the value (every entry on its own host), cut in entries of at
+ * most 255 bytes, each with its tag and length. */
+#define DED_RECORD_GROUPS_MAX 32
+#define DED_RECORD_GROUPS_VALUE_MAX (1 + DED_RECORD_GROUPS_MAX * 17 + 1 + DED_RECORD_GROUPS_MAX * 5)
+#define DED_RECORD_GROUPS_EXT_MAX \
+  (DED_RECORD_GROUPS_VALUE_MAX + 2 * ((DED_RECORD_GROUPS_VALUE_MAX + 254) / 255))
+
+/* One group peer of a job: the rank 0 of MPI_Comm_split group |id|, and
+ * where it listens. */
+typedef struct ded_group_addr {
+  uint16_t id;
+  ded_addr addr; /* family 4 or 6, port != 0 */
+} ded_group_addr;
 
 /* A peer's last completed round as its record publishes it. */
 typedef struct ded_progress {
@@ -135,6 +169,17 @@ void ded_record_progress_add(ded_record *rec, const ded_progress *prog);
 
 /* The progress |rec| publishes: 1 and |*prog|, or 0 (none; zeroed). */
 int ded_record_progress(const ded_record *rec, ded_progress *prog);
+
+/* Adds the list of |n| group peers |g| to |rec|'s extension (after
+ * ded_record_perf_set, before signing). 0, or DED_ERR_INVALID_ARG (more
+ * than DED_RECORD_GROUPS_MAX, ids not strictly increasing, an address of
+ * another family or port 0, no room left), |rec| unchanged. */
+int ded_record_groups_add(ded_record *rec, const ded_group_addr *g, unsigned n);
+
+/* The group peers |rec| publishes: how many (0 to DED_RECORD_GROUPS_MAX,
+ * into |out|, ids increasing), or -1 if it publishes no list (no GROUPS
+ * entry). The extension of a decoded record is well-formed. */
+int ded_record_groups(const ded_record *rec, ded_group_addr out[DED_RECORD_GROUPS_MAX]);
 
 /* Absolute expiry of |rec|, in the owner's clock. */
 static inline uint64_t ded_record_expiry_ms(const ded_record *rec) {
