@@ -905,6 +905,26 @@ uint64_t ded_node_swarm_round(const ded_node *node) {
   return best;
 }
 
+int ded_node_groups_set(ded_node *node, const ded_group_addr *groups, unsigned n, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_disc_groups_set(node, groups, n, now_ns);
+  node_reap(node);
+  return rv;
+}
+
+size_t ded_node_group_hints(const ded_node *node, uint16_t id, uint64_t now_ns, ded_addr *out,
+                            size_t max, unsigned *waiting) {
+  return ded_disc_group_hints(node, id, now_ns, out, max, waiting);
+}
+
+unsigned ded_node_join_more(ded_node *node, const ded_addr *addrs, unsigned n, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  unsigned taken = ded_boot_add(node, addrs, n, now_ns);
+  if (taken) node->wake_soon = true;
+  node_reap(node);
+  return taken;
+}
+
 void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps) {
   *up_kBps = node->disc.perf.up_kBps;
   *down_kBps = node->disc.perf.down_kBps;

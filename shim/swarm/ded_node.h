@@ -434,4 +434,40 @@ size_t ded_node_status(const ded_node *node, ded_status_peer *out, size_t max);
  * 0 = not known yet. */
 void ded_node_rates(const ded_node *node, uint32_t *up_kBps, uint32_t *down_kBps);
 
+/*
+ * Group peers (the GROUPS extension of records, ded_record.h): the rank 0
+ * of each MPI_Comm_split group of a job runs a peer of its own, in a run
+ * of the group's; the job's world peer publishes where they listen, so
+ * that the group peers of different jobs find each other.
+ *
+ * ded_node_groups_set replaces the list our record publishes with the |n|
+ * entries at |groups| (ids strictly increasing, at most
+ * DED_RECORD_GROUPS_MAX; n 0 says this job has none), re-signs our record
+ * and floods it at once. 0, or DED_ERR_INVALID_ARG (a list a record
+ * cannot carry), DED_ERR_CLOSING (leaving), with nothing changed.
+ */
+int ded_node_groups_set(ded_node *node, const ded_group_addr *groups, unsigned n, uint64_t now_ns);
+
+/*
+ * The addresses the other peers' live records (verified for this run, not
+ * ours, not expired at |now_ns|, not of a peer that left) publish for
+ * group |id|: at most |max| into |out|, distinct; how many. |*waiting|
+ * gets how many of those peers take part in rounds (no
+ * DED_RECORD_F_NO_ROUNDS) and list no groups yet, which a caller may wait
+ * for.
+ */
+size_t ded_node_group_hints(const ded_node *node, uint16_t id, uint64_t now_ns, ded_addr *out,
+                            size_t max, unsigned *waiting);
+
+/*
+ * More bootstrap addresses (say, another job's group peers for our
+ * group): each is tried in the background, with backoff, until a peer
+ * answers there, as a bootstrap that is DONE keeps trying its own; a
+ * bootstrap RUNNING ends in DONE if one answers first, and no state
+ * becomes FAILED for them. Duplicates and our own address are harmless.
+ * Beyond DED_BOOTSTRAP_MAX addresses being tried, the rest are dropped
+ * with a log line. Returns how many were taken.
+ */
+unsigned ded_node_join_more(ded_node *node, const ded_addr *addrs, unsigned n, uint64_t now_ns);
+
 #endif /* DED_NODE_H */

@@ -34,6 +34,13 @@ int ded_disc_build_record(ded_node *node, uint64_t now_ns) {
   ded_record_perf_set(rec, &node->disc.perf);
   if (node->s.has_invite) ded_record_invite_add(rec, node->s.invite_expires_ms, node->s.invite_sig);
   if (node->disc.progress_set) ded_record_progress_add(rec, &node->disc.progress);
+  /* Checked when set (ded_disc_groups_set), and a full list fits beside
+   * the rest (ded_record.c's static assertion). */
+  if (node->disc.groups_set) {
+    int grv = ded_record_groups_add(rec, node->disc.groups, node->disc.ngroups);
+    DED_ASSERT(grv == 0);
+    (void)grv;
+  }
   node->disc.progress_new = false;
   rec->mode = node->s.mode;
   rec->flags = node->s.no_rounds ? DED_RECORD_F_NO_ROUNDS : 0;
@@ -163,6 +170,50 @@ void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t con
   if (d->progress_set && round <= d->progress.round) return;
   d->progress = (ded_progress){round, ms, contributors};
   d->progress_set = d->progress_new = true;
+}
+
+int ded_disc_groups_set(ded_node *node, const ded_group_addr *g, unsigned n, uint64_t now_ns) {
+  if (node->leaving) return DED_ERR_CLOSING;
+  ded_record probe; /* what ded_disc_build_record will add must fit */
+  probe.ext_len = 0;
+  int rv = ded_record_groups_add(&probe, g, n);
+  if (rv) return rv;
+  ded_disc *d = &node->disc;
+  if (n) memcpy(d->groups, g, n * sizeof *g);
+  d->ngroups = n;
+  d->groups_set = true;
+  rv = ded_disc_build_record(node, now_ns);
+  if (rv) return rv;
+  node_log(node, DED_LOG_INFO, "our record lists %u group peer%s", n, n == 1 ? "" : "s");
+  ded_disc_flood(node, d->rec_bytes, d->rec_len, NULL);
+  return 0;
+}
+
+size_t ded_disc_group_hints(const ded_node *node, uint16_t id, uint64_t now_ns, ded_addr *out,
+                            size_t max, unsigned *waiting) {
+  uint64_t now_ms = node_wall_ms(node, now_ns);
+  size_t n = 0;
+  *waiting = 0;
+  for (size_t i = 0; i < ded_table_count(&node->disc.table); i++) {
+    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
+    if (id_is_me(node, e->id) || ded_record_expiry_ms(&e->rec) + DED_CLOCK_SKEW_MS_MAX < now_ms)
+      continue;
+    const ded_peer *p = ded_peer_find(node, e->id);
+    if (p && p->left) continue;
+    ded_group_addr g[DED_RECORD_GROUPS_MAX];
+    int ng = ded_record_groups(&e->rec, g);
+    if (ng < 0) {
+      if (!(e->rec.flags & DED_RECORD_F_NO_ROUNDS)) (*waiting)++;
+      continue;
+    }
+    for (int k = 0; k < ng && n < max; k++) {
+      if (g[k].id != id) continue;
+      bool dup = false;
+      for (size_t j = 0; j < n && !dup; j++) dup = ded_addr_equal(&out[j], &g[k].addr);
+      if (!dup) out[n++] = g[k].addr;
+    }
+  }
+  return n;
 }
 
 void ded_disc_tick(ded_node *node, uint64_t now_ns) {

@@ -3,8 +3,8 @@
  *
  * Owns: the table of the run's records (ded_table.h), our own signed
  * record (addresses, mode, measured rates, last completed round,
- * invitation) and when it is renewed, and the admission rule of a run
- * with access control. Records arrive in a HELLO or in RECORDS frames;
+ * invitation, our job's group peers) and when it is renewed, and the
+ * admission rule of a run with access control. Records arrive in a HELLO or in RECORDS frames;
  * one that is new or newer than what the table holds is verified,
  * admitted, stored and flooded to every other neighbour (once per peer,
  * on its first connection; never back to the sender); a peer coming up
@@ -13,8 +13,15 @@
  * Invariants: the table holds only records that verified for this run
  * and were admitted, and our own, which is renewed at a third of its
  * lifetime, sooner when our rates moved by a fifth (at most every 2 s)
- * or our progress did (at most every 5 s), never while leaving; the
- * table is read only through ded_table.h's calls.
+ * or our progress did (at most every 5 s), at once when our group list
+ * is replaced, never while leaving; our group list is one our record
+ * can carry (ded_record_groups_add accepts it); the table is read only
+ * through ded_table.h's calls.
+ *
+ * Group peers (the GROUPS extension, ded_record.h): a job's world peer
+ * publishes where the peers of its MPI_Comm_split groups listen
+ * (ded_disc_groups_set), and reads what the other jobs' world peers
+ * published for a group (ded_disc_group_hints).
  */
 #ifndef DED_DISC_H
 #define DED_DISC_H
@@ -43,6 +50,11 @@ typedef struct ded_disc {
   /* Our last completed round, and whether our record says so yet. */
   ded_progress progress;
   bool progress_set, progress_new;
+  /* Our job's group peers, ids increasing, once set: our record lists
+   * them (an empty list too). */
+  ded_group_addr groups[DED_RECORD_GROUPS_MAX];
+  unsigned ngroups;
+  bool groups_set;
 } ded_disc;
 
 /* Signs our record anew (now's rates and progress) and stores it. */
@@ -67,6 +79,21 @@ void ded_disc_on_records(ded_node *node, struct ded_conn *c, const ded_frame *f,
 /* Round |round| completed here after |ms| with |contributors|: our record
  * tells of it at its next renewal. */
 void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors);
+
+/* Replaces the group peers our record lists with the |n| at |g| (ids
+ * strictly increasing; n 0: none), re-signs our record and floods it at
+ * once. 0, DED_ERR_INVALID_ARG (a list a record cannot carry: more than
+ * DED_RECORD_GROUPS_MAX, ids not increasing, a bad address) or
+ * DED_ERR_CLOSING (leaving), with nothing changed. */
+int ded_disc_groups_set(ded_node *node, const ded_group_addr *g, unsigned n, uint64_t now_ns);
+
+/* The addresses other peers' live records (not ours, not expired at
+ * |now_ns|, not of a peer that left) publish for group |id|, at most |max|
+ * into |out|, distinct, in the table's order; how many. |*waiting| gets
+ * the number of peers taking part in rounds (no DED_RECORD_F_NO_ROUNDS)
+ * among them whose record lists no groups yet. */
+size_t ded_disc_group_hints(const ded_node *node, uint16_t id, uint64_t now_ns, ded_addr *out,
+                            size_t max, unsigned *waiting);
 
 /* Renews and floods our record when due; drops expired records. */
 void ded_disc_tick(ded_node *node, uint64_t now_ns);

@@ -36,14 +36,22 @@ static void boot_try(ded_node *node, unsigned i, uint64_t now_ns) {
  * would otherwise never meet. Past the bound with no answer at all, the
  * node reports failure and stops.
  */
+/* Whether slot |i| is tried in state |st|: every slot in DONE, only
+ * those added later in FAILED. */
+static bool boot_tried_in(const ded_boot *b, unsigned i) {
+  return b->state == DED_BOOT_DONE || (b->state == DED_BOOT_FAILED && b->slots[i].later);
+}
+
 void ded_boot_tick(ded_node *node, uint64_t now_ns) {
-  if (node->boot.state == DED_BOOT_DONE && !node->leaving) {
-    for (unsigned i = 0; i < node->boot.n; i++) boot_try(node, i, now_ns);
+  if (node->boot.state == DED_BOOT_DONE || node->boot.state == DED_BOOT_FAILED) {
+    for (unsigned i = 0; i < node->boot.n && !node->leaving; i++)
+      if (boot_tried_in(&node->boot, i)) boot_try(node, i, now_ns);
     return;
   }
   if (node->boot.state != DED_BOOT_RUNNING) return;
-  bool all_self = true;
-  for (unsigned i = 0; i < node->boot.n; i++) all_self &= node->boot.slots[i].self;
+  bool all_self = true; /* the starting addresses decide */
+  for (unsigned i = 0; i < node->boot.n; i++)
+    all_self &= node->boot.slots[i].self || node->boot.slots[i].later;
   if (all_self) { /* every address was our own: we are the first peer */
     node->boot.state = DED_BOOT_DONE;
     node_log(node, DED_LOG_INFO, "first peer of the run (every DEDMPI_JOIN address is this one)");
@@ -65,21 +73,56 @@ void ded_boot_tick(ded_node *node, uint64_t now_ns) {
 
 int ded_boot_start(ded_node *node, uint64_t now_ns) {
   if (node->boot.state != DED_BOOT_IDLE) return DED_ERR_INVALID_ARG;
-  if (node->boot.n == 0) {
+  bool any = false; /* a starting address (not one added before the start) */
+  for (unsigned i = 0; i < node->boot.n; i++) any |= !node->boot.slots[i].later;
+  if (!any) {
     node->boot.state = DED_BOOT_DONE;
     node_emit(node, DED_EVENT_BOOTSTRAP, 0, NULL);
   } else {
     node->boot.state = DED_BOOT_RUNNING;
     node->boot.deadline_ns = now_ns + node->s.bootstrap_timeout_ns;
-    ded_boot_tick(node, now_ns);
   }
+  ded_boot_tick(node, now_ns); /* DONE: the addresses added before the start */
   return 0;
+}
+
+unsigned ded_boot_add(ded_node *node, const ded_addr *addrs, unsigned n, uint64_t now_ns) {
+  ded_boot *b = &node->boot;
+  unsigned taken = 0;
+  for (unsigned k = 0; k < n; k++) {
+    bool dup = false;
+    for (unsigned i = 0; i < b->n && !dup; i++) dup = ded_addr_equal(&b->slots[i].addr, &addrs[k]);
+    if (dup) continue;
+    unsigned i = b->n;
+    if (i == DED_BOOTSTRAP_MAX) { /* reuse a slot that is done with */
+      for (i = 0; i < b->n && b->state != DED_BOOT_RUNNING; i++)
+        if ((b->slots[i].self || b->slots[i].reached) && !b->slots[i].connecting) break;
+      if (i == b->n || b->state == DED_BOOT_RUNNING) {
+        char a[64];
+        ded_addr_format(&addrs[k], a, sizeof a);
+        node_log(node, DED_LOG_WARN, "bootstrap address %s ignored: %u addresses are being tried already",
+                 a, (unsigned)DED_BOOTSTRAP_MAX);
+        continue;
+      }
+    } else {
+      b->n++;
+    }
+    memset(&b->slots[i], 0, sizeof b->slots[i]);
+    b->slots[i].addr = addrs[k];
+    b->slots[i].backoff_ms = NODE_BACKOFF_MS_MIN;
+    b->slots[i].later = true;
+    taken++;
+  }
+  /* Tried now rather than at the next tick, unless bootstrap has not started. */
+  if (taken && b->state != DED_BOOT_IDLE) ded_boot_tick(node, now_ns);
+  return taken;
 }
 
 void ded_boot_self(ded_node *node, int idx) { node->boot.slots[idx].self = true; }
 
 void ded_boot_reached(ded_node *node, int idx, const ded_peer *p) {
   node->boot.slots[idx].reached = true;
+  node->boot.slots[idx].connecting = false; /* the connection is the peer's now */
   if (node->boot.state != DED_BOOT_RUNNING) return;
   node->boot.state = DED_BOOT_DONE;
   node_log(node, DED_LOG_INFO, "bootstrapped through peer %s", p->sid);
@@ -89,8 +132,7 @@ void ded_boot_reached(ded_node *node, int idx, const ded_peer *p) {
 bool ded_boot_need_tick(const ded_node *node) {
   if (node->boot.state == DED_BOOT_RUNNING) return true;
   for (unsigned i = 0; i < node->boot.n; i++)
-    if (node->boot.state == DED_BOOT_DONE && !node->boot.slots[i].self &&
-        !node->boot.slots[i].reached)
+    if (boot_tried_in(&node->boot, i) && !node->boot.slots[i].self && !node->boot.slots[i].reached)
       return true;
   return false;
 }

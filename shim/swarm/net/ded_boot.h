@@ -13,8 +13,20 @@
  * address is still tried until a peer answers there: two groups that came
  * up through different addresses would otherwise never meet.
  *
+ * Addresses may come later too (ded_boot_add: the group peers other jobs
+ * publish): each is tried in the background as DONE tries its own, in
+ * any state (in FAILED, only they are), and changes no state's outcome
+ * but one: RUNNING ends in DONE when a peer answers at any address. The
+ * first-peer rule (every address ours) looks at the starting addresses
+ * alone, and DONE and FAILED stay as they are. A duplicate is dropped; our own address is found out as
+ * a starting one is. Past DED_BOOTSTRAP_MAX slots, a reached or own slot
+ * with no attempt in flight is reused (outside RUNNING); with none free,
+ * the address is dropped with a log line.
+ *
  * Invariants: a slot has at most one attempt in flight (|connecting|),
- * whose connection names it (ded_conn.boot_idx); a slot that was our own
+ * whose connection names it (ded_conn.boot_idx) until the attempt ends
+ * (the connection goes, or a peer answers there: the connection is the
+ * peer's from then on and names no slot); a slot that was our own
  * address or was reached is never tried again.
  */
 #ifndef DED_BOOT_H
@@ -38,6 +50,7 @@ typedef struct ded_boot_slot {
   bool self;       /* it was our own address */
   bool reached;    /* a peer answered there once: from now on it is a peer like any */
   bool connecting; /* an attempt is in flight */
+  bool later;      /* added after the start (ded_boot_add) */
 } ded_boot_slot;
 
 typedef struct ded_boot {
@@ -55,13 +68,18 @@ int ded_boot_start(ded_node *node, uint64_t now_ns);
 /* Tries the addresses due; RUNNING ends in DONE or FAILED when it must. */
 void ded_boot_tick(ded_node *node, uint64_t now_ns);
 
+/* Adds |n| addresses to try, as ded_boot.h says; returns how many were
+ * taken (duplicates and those with no slot left are not). */
+unsigned ded_boot_add(ded_node *node, const ded_addr *addrs, unsigned n, uint64_t now_ns);
+
 /* Slot |idx|'s attempt went (its connection closed). */
 void ded_boot_conn_gone(ded_node *node, int idx);
 
 /* Slot |idx| was our own address. */
 void ded_boot_self(ded_node *node, int idx);
 
-/* A peer, |p|, answered through slot |idx|: RUNNING -> DONE. */
+/* A peer, |p|, answered through slot |idx|: RUNNING -> DONE. The
+ * attempt is over: the caller's connection names the slot no more. */
 void ded_boot_reached(ded_node *node, int idx, const struct ded_peer *p);
 
 /* True while bootstrap is RUNNING, or an address is still to be tried. */

@@ -321,7 +321,10 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
     node_log(node, DED_LOG_INFO, "probing links with peer %s: %u bytes each way", p->sid, n);
     peer_send_speed(node, c, n, n);
   }
-  if (c->boot_idx >= 0) ded_boot_reached(node, c->boot_idx, p);
+  if (c->boot_idx >= 0) {
+    ded_boot_reached(node, c->boot_idx, p);
+    c->boot_idx = -1; /* the slot's attempt is over; it may be reused */
+  }
   if (was_down) {
     node_log(node, DED_LOG_INFO, "peer %s up", p->sid);
     node_emit(node, DED_EVENT_PEER_UP, 0, p->id);

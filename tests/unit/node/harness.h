@@ -352,6 +352,7 @@ typedef struct tnet_node {
   bool state_has_snap;
   ded_snapshot snap; /* bytes taken over from the node */
   uint64_t state_done_ns;
+  unsigned boot_failed; /* DED_EVENT_BOOTSTRAP with an error */
 } tnet_node;
 
 typedef struct tlink {
@@ -370,16 +371,20 @@ struct tnet {
   tlink l[TNET_LINKS];
   uint64_t now;
   unsigned sent[TNET_NODES][256]; /* frames by sender and type */
+  bool alone; /* nodes added from now on bootstrap from nobody */
 };
 
 tnet *tnet_new(void);
 
 /* A node that waits for |min_peers| before its first round, bootstrapping
- * from node 0 unless it is node 0; with |no_rounds|, one that takes part
- * in none (a backbone). Its index. */
+ * from node 0 unless it is node 0 (or net->alone is set); with
+ * |no_rounds|, one that takes part in none (a backbone). Its index. */
 int tnet_add_as(tnet *net, uint32_t min_peers, bool no_rounds);
 
 int tnet_add(tnet *net, uint32_t min_peers);
+
+/* The address node |i| announces (10.1.0.<i+1>:7000). */
+ded_addr tnet_addr(int i);
 
 /* Moves everything there is to move: connects, bytes and closes. */
 void tnet_pump(tnet *net);

@@ -8,7 +8,7 @@
 
 /* ----------------------------------------- an in-process network (tnet) */
 
-static ded_addr tnet_addr(int i) {
+ded_addr tnet_addr(int i) {
   char text[32];
   snprintf(text, sizeof text, "10.1.0.%d:7000", i + 1);
   ded_addr a;
@@ -67,6 +67,7 @@ static void tnet_round_done(void *user, void *ctx, const ded_round_result *res) 
 static void tnet_event(void *user, const ded_event *ev) {
   tnet_node *tn = user;
   if (ev->type == DED_EVENT_BOOTSTRAP && ev->status == 0) tn->booted = true;
+  if (ev->type == DED_EVENT_BOOTSTRAP && ev->status != 0) tn->boot_failed++;
 }
 
 /* TEST_NODE_VERBOSE=1 prints what the nodes log. */
@@ -124,7 +125,7 @@ int tnet_add_as(tnet *net, uint32_t min_peers, bool no_rounds) {
   s.identity_seed = tn->seed;
   s.announce[0] = tnet_addr(i);
   s.n_announce = 1;
-  if (i > 0) {
+  if (i > 0 && !net->alone) {
     s.bootstrap[0] = tnet_addr(0);
     s.n_bootstrap = 1;
   }
