@@ -9,7 +9,8 @@
  *
  * The connections' side of that (their sockets and secure channels,
  * accepting, reading, writing, settling) is ded_dconn.c; the state both
- * share is ded_driver_int.h. Starting, the driver resolves its addresses
+ * share is ded_driver_int.h; the API of group peers is ded_dgroups.c.
+ * Starting, the driver resolves its addresses
  * (ded_resolve.c) and reads the job's identity, the run's secret and its
  * access control (ded_secrets.c) before the node exists.
  */
@@ -266,6 +267,7 @@ static void on_wake(ded_driver *d) {
     pthread_cond_broadcast(&d->cv);
   }
   pthread_mutex_unlock(&d->mu);
+  drv_groups_on_wake(d);
   /* The founding state goes in before this job's first round does. */
   if (found) {
     ded_node_found_set(d->node, found, ded_driver_now_ns());
@@ -456,6 +458,7 @@ static void driver_free(ded_driver *d) {
   free(d->give_found);
   free(d->fetch_cands);
   free(d->fetch_snap.bytes);
+  drv_groups_free(d);
   ded_node_free(d->node);
   if (d->listen_fd >= 0) close(d->listen_fd);
   if (d->wake_fd >= 0) close(d->wake_fd);
@@ -595,6 +598,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   ev.events = EPOLLIN;
   ev.data.u64 = DRV_TAG_WAKE;
   epoll_ctl(d->ep, EPOLL_CTL_ADD, d->wake_fd, &ev);
+  if (d->listen_fd >= 0 && st.n_announce > 0) ded_addr_format(&st.announce[0], d->addr_text, sizeof d->addr_text);
   if (d->listen_fd >= 0) {
     ev.data.u64 = DRV_TAG_LISTEN;
     epoll_ctl(d->ep, EPOLL_CTL_ADD, d->listen_fd, &ev);
@@ -625,8 +629,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   return 0;
 }
 
-/* Wakes the driver's loop from another thread. */
-static void driver_wake(ded_driver *d) {
+void drv_wake(ded_driver *d) {
   uint64_t one = 1;
   ssize_t w = write(d->wake_fd, &one, sizeof one);
   (void)w; /* a full counter still wakes the loop */
@@ -648,7 +651,7 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
     d->subs_head = p;
   d->subs_tail = p;
   pthread_mutex_unlock(&d->mu);
-  driver_wake(d);
+  drv_wake(d);
   return 0;
 }
 
@@ -669,7 +672,7 @@ static int driver_fetch(ded_driver *d, uint64_t min_round, uint8_t *cands, unsig
   d->fetch_cands = cands;
   d->fetch_ncands = ncands;
   pthread_mutex_unlock(&d->mu);
-  driver_wake(d);
+  drv_wake(d);
   pthread_mutex_lock(&d->mu);
   while (!d->fetch_done) ded_cond_wait_ns(&d->cv, &d->mu, 100000000);
   int status = d->fetch_status;
@@ -715,7 +718,7 @@ static void driver_give(ded_driver *d, ded_snapshot **slot, ded_snapshot *snap) 
     free(old->bytes);
     free(old);
   }
-  driver_wake(d);
+  drv_wake(d);
 }
 
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_snap, snap); }
@@ -728,7 +731,7 @@ void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   d->stop_requested = true;
   d->flush_ns = flush_ns;
   pthread_mutex_unlock(&d->mu);
-  driver_wake(d);
+  drv_wake(d);
   if (d->thread_started) pthread_join(d->thread, NULL);
   driver_free(d);
 }
@@ -748,7 +751,7 @@ int ded_driver_status(ded_driver *d, ded_swarm_status *out) {
   d->status_asked = true;
   d->status_ready = false;
   pthread_mutex_unlock(&d->mu);
-  driver_wake(d);
+  drv_wake(d);
   uint64_t deadline = ded_driver_now_ns() + 1000000000ull;
   pthread_mutex_lock(&d->mu);
   while (!d->status_ready && ded_driver_now_ns() < deadline) ded_cond_wait_ns(&d->cv, &d->mu, 10000000);

@@ -4,9 +4,9 @@
  *
  * The thread owns the node and runs an epoll loop (Redis ae style: file
  * events, the node's next deadline as the poll timeout, an eventfd to wake
- * it). Other threads talk to it only through ded_driver_submit and
- * ded_driver_stop; completions come back through the config's callback,
- * called on the driver thread.
+ * it). Other threads talk to it only through the calls below (each posts
+ * to the driver thread, or waits on its answer); completions come back
+ * through the config's callback, called on the driver thread.
  */
 #ifndef DED_DRIVER_H
 #define DED_DRIVER_H
@@ -175,6 +175,46 @@ typedef struct ded_swarm_status {
  * within a second.
  */
 int ded_driver_status(ded_driver *d, ded_swarm_status *out);
+
+/* ---- group peers (ded_dgroups.c) ----
+ *
+ * A job whose trainer splits MPI_COMM_WORLD (MPI_Comm_split: pipeline or
+ * tensor parallelism) runs a driver per data-parallel group on the
+ * group's rank 0, in a run named after the group (a "group peer"); its
+ * world peer (rank 0's driver, in the main run) publishes where they
+ * listen in its discovery record (the GROUPS extension, ded_record.h),
+ * and reads what the other jobs' world peers published, so that the
+ * group peers of different jobs find each other. All are thread-safe. */
+
+/* "host:port" at which peers reach this driver: its first announced
+ * address (written to |out|, NUL-terminated); 0, or DED_ERR_INVALID_ARG
+ * when it does not listen or |len| is too small. */
+int ded_driver_address(const ded_driver *d, char *out, size_t len);
+
+/* Publishes in this peer's record the addresses of its job's group peers:
+ * |n| entries (at most DED_RECORD_GROUPS_MAX), ids[i] with addrs[i]
+ * ("host:port", numeric IPv4 or [IPv6], not the any address), in any
+ * order, no id twice; n 0 says the job has none. Replaces the previous
+ * list; the record is re-signed and flooded at once (on the driver
+ * thread, as soon as it wakes). 0, or DED_ERR_INVALID_ARG (a malformed
+ * list), DED_ERR_CLOSING (stopping). */
+int ded_driver_groups_publish(ded_driver *d, const uint16_t *ids, const char *const *addrs, unsigned n);
+
+/* The addresses other peers of the run published for group |id|,
+ * comma-separated "host:port" in |out| (NUL-terminated; at most
+ * DED_BOOTSTRAP_MAX of them). Waits at most |wait_ns| while some peer
+ * that takes part in rounds has published no groups yet. Returns the
+ * number of addresses (>= 0) or a DED_ERR_* (DED_ERR_INVALID_ARG: |out|
+ * too small; DED_ERR_CLOSING; DED_ERR_TIMEOUT: the driver thread did not
+ * answer within a second). */
+int ded_driver_group_hints(ded_driver *d, uint16_t id, uint64_t wait_ns, char *out, size_t len);
+
+/* Adds bootstrap addresses (comma-separated "host:port", at most
+ * DED_BOOTSTRAP_MAX, resolved as DEDMPI_JOIN is, on the caller's thread),
+ * tried in the background until a peer answers at each
+ * (ded_node_join_more). 0 or DED_ERR_* (DED_ERR_INVALID_ARG: a list that
+ * does not resolve, logged; DED_ERR_CLOSING; DED_ERR_NOMEM). */
+int ded_driver_join_more(ded_driver *d, const char *addrs);
 
 /* pthread_cond_timedwait for at most |ns| from now (|mu| held). */
 void ded_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns);

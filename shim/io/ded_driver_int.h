@@ -5,14 +5,15 @@
  * Owns: struct ded_driver (one per job: its node, epoll set, listening
  * socket and wake-up eventfd, the table of connections, the queues other
  * threads fill under |mu|), struct dconn (one connection's socket and
- * secure channel: ded_dconn.c) and pending_round (a submitted round not
- * yet in the node: ded_driver.c).
+ * secure channel: ded_dconn.c), pending_round (a submitted round not
+ * yet in the node: ded_driver.c), pending_join and pending_hints (added
+ * bootstrap addresses and hint questions: ded_dgroups.c).
  *
  * Invariants:
  *  - Threads. Once the driver thread runs, it alone touches the node, the
  *    connections and the driver's fields, but for those the struct marks
  *    as shared (read and written under |mu|), |peers_up| (atomic) and what
- *    is fixed before it starts (|port|, |sid|). Until then,
+ *    is fixed before it starts (|port|, |sid|, |addr_text|). Until then,
  *    ded_driver_start does its work on the caller's thread.
  *  - Table. conns[s] is NULL or the live connection whose id's slot
  *    (id & 0xffff) is s. A connection the node closed or that failed is
@@ -28,7 +29,9 @@
  *  - Epoll tags. A socket's event carries its connection id (32 bits);
  *    DRV_TAG_LISTEN and DRV_TAG_WAKE can never be one.
  *
- * Interface: ded_dconn.c keeps the table (dconn_get/add/free/detach),
+ * Interface: ded_dgroups.c is the API of group peers (publishing them,
+ * reading others', adding bootstrap addresses) and its driver-thread side
+ * (drv_groups_on_wake); ded_dconn.c keeps the table (dconn_get/add/free/detach),
  * handles socket events (drv_on_accept, drv_on_conn) and carries out what
  * the node asked for (dconn_settle_mark, driver_settle, driver_meter_poll);
  * ded_driver.c runs the loop, the node's callbacks and the API, and logs
@@ -88,6 +91,26 @@ typedef struct pending_round {
   struct pending_round *next;
   ded_round_args args;
 } pending_round;
+
+/* Bootstrap addresses to add (ded_driver_join_more), in order. */
+typedef struct pending_join {
+  struct pending_join *next;
+  unsigned n;
+  ded_addr addrs[DED_BOOTSTRAP_MAX];
+} pending_join;
+
+/* A question for ded_node_group_hints, on its caller's stack: the driver
+ * thread answers it under |mu| (the call is read-only and calls back
+ * nothing) and sets |done|; a caller that gives up takes it off the list
+ * under |mu| first. */
+typedef struct pending_hints {
+  struct pending_hints *next;
+  uint16_t id;
+  bool done;
+  size_t n;
+  unsigned waiting;
+  ded_addr out[DED_BOOTSTRAP_MAX];
+} pending_hints;
 
 struct ded_driver {
   ded_driver_config cfg;
@@ -151,6 +174,17 @@ struct ded_driver {
   bool status_asked, status_ready;
   ded_swarm_status *status_out;
   int status_rv;
+  /* Group peers (ded_driver_groups_publish: the newest list not yet
+   * handed to the node, if |groups_new|), bootstrap addresses to add and
+   * hint questions; under |mu|. */
+  bool groups_new;
+  ded_group_addr groups[DED_RECORD_GROUPS_MAX];
+  unsigned ngroups;
+  pending_join *joins_head, *joins_tail;
+  pending_hints *hints_head;
+  /* ded_driver_address: the first address announced, fixed before the
+   * thread starts ("" when not listening). */
+  char addr_text[64];
 };
 
 /* ---------------------------------------------------------------- ded_driver.c */
@@ -158,6 +192,19 @@ struct ded_driver {
 /* A log line of |level| (DED_LOG_*), if the node's log_level lets it through. */
 DED_PRINTF(3, 4)
 void drv_log(const ded_driver *d, int level, const char *fmt, ...);
+
+/* Wakes the driver's loop from another thread. */
+void drv_wake(ded_driver *d);
+
+/* ---------------------------------------------------------------- ded_dgroups.c */
+
+/* On the driver thread, at each wake-up: hands the node a new list of
+ * group peers and the bootstrap addresses added, and answers the hint
+ * questions. */
+void drv_groups_on_wake(ded_driver *d);
+
+/* Frees what is still queued (the thread is gone). */
+void drv_groups_free(ded_driver *d);
 
 /* ---------------------------------------------------------------- ded_dconn.c */
 
