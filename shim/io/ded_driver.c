@@ -598,7 +598,8 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   ev.events = EPOLLIN;
   ev.data.u64 = DRV_TAG_WAKE;
   epoll_ctl(d->ep, EPOLL_CTL_ADD, d->wake_fd, &ev);
-  if (d->listen_fd >= 0 && st.n_announce > 0) ded_addr_format(&st.announce[0], d->addr_text, sizeof d->addr_text);
+  if (d->listen_fd >= 0 && st.n_announce > 0)
+    ded_addr_format(&st.announce[0], d->addr_text, sizeof d->addr_text);
   if (d->listen_fd >= 0) {
     ev.data.u64 = DRV_TAG_LISTEN;
     epoll_ctl(d->ep, EPOLL_CTL_ADD, d->listen_fd, &ev);

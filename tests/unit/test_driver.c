@@ -128,7 +128,8 @@ static void test_driver_join_more_and_groups(void **state) {
   /* A full list replaces the old one. */
   assert_int_equal(ded_driver_groups_publish(a, many_ids, many_addrs, DED_RECORD_GROUPS_MAX), 0);
   int n = 0;
-  for (int i = 0; i < 500 && (n = ded_driver_group_hints(b, 131, 0, out, sizeof out)) == 0; i++) sleep_ms(10);
+  for (int i = 0; i < 500 && (n = ded_driver_group_hints(b, 131, 0, out, sizeof out)) == 0; i++)
+    sleep_ms(10);
   assert_int_equal(n, 1);
   assert_string_equal(out, "127.0.0.1:4000");
   assert_int_equal(ded_driver_group_hints(b, 9, 0, out, sizeof out), 0);

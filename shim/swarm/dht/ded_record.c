@@ -10,7 +10,8 @@
 /* Everything but the extension, with the most addresses: what
  * DED_RECORD_BYTES_MAX must hold besides DED_RECORD_EXT_MAX. */
 #define RECORD_FIXED_BYTES \
-  (1 + 1 + 2 + DED_PK_BYTES + DED_RUN_ID_BYTES + 8 + 8 + 4 + 1 + DED_RECORD_ADDRS_MAX * 19 + 2 + DED_SIG_BYTES)
+  (1 + 1 + 2 + DED_PK_BYTES + DED_RUN_ID_BYTES + 8 + 8 + 4 + 1 + DED_RECORD_ADDRS_MAX * 19 + 2 + \
+   DED_SIG_BYTES)
 _Static_assert(RECORD_FIXED_BYTES + DED_RECORD_EXT_MAX <= DED_RECORD_BYTES_MAX,
                "a record with the largest extension must fit DED_RECORD_BYTES_MAX");
 /* Our own record carries rates, an invitation, progress and a full list

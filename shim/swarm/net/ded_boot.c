@@ -100,7 +100,8 @@ unsigned ded_boot_add(ded_node *node, const ded_addr *addrs, unsigned n, uint64_
       if (i == b->n || b->state == DED_BOOT_RUNNING) {
         char a[64];
         ded_addr_format(&addrs[k], a, sizeof a);
-        node_log(node, DED_LOG_WARN, "bootstrap address %s ignored: %u addresses are being tried already",
+        node_log(node, DED_LOG_WARN,
+                 "bootstrap address %s ignored: %u addresses are being tried already",
                  a, (unsigned)DED_BOOTSTRAP_MAX);
         continue;
       }

@@ -81,7 +81,8 @@ static void test_groups_hints(void **state) {
   bad[0].addr.port = 0;
   assert_int_equal(ded_node_groups_set(net->n[1].node, bad, 1, net->now), DED_ERR_INVALID_ARG);
   ded_group_addr many[DED_RECORD_GROUPS_MAX + 1];
-  for (unsigned i = 0; i <= DED_RECORD_GROUPS_MAX; i++) many[i] = group_of((uint16_t)(100 + i), "10.9.0.1:7000");
+  for (unsigned i = 0; i <= DED_RECORD_GROUPS_MAX; i++)
+    many[i] = group_of((uint16_t)(100 + i), "10.9.0.1:7000");
   assert_int_equal(ded_node_groups_set(net->n[1].node, many, DED_RECORD_GROUPS_MAX + 1, net->now),
                    DED_ERR_INVALID_ARG);
   /* The largest list goes through. */
