@@ -44,7 +44,7 @@ static bool route_predefined_op(MPI_Op op) {
   return false;
 }
 
-ded_route_why ded_route_tensor(const ded_route *rt, int count, MPI_Datatype dt, MPI_Comm comm,
+ded_route_why ded_route_tensor(const ded_route *rt, int count, MPI_Datatype dt, ded_route_why comm,
                                uint8_t *dtype, size_t *es) {
   if (count <= 0) return DED_ROUTE_ODD;
   /* C's types, and Fortran's REAL and DOUBLE PRECISION (the same bytes). */
@@ -59,12 +59,11 @@ ded_route_why ded_route_tensor(const ded_route *rt, int count, MPI_Datatype dt, 
   }
   if ((uint64_t)count < rt->min_elements) return DED_ROUTE_SCALAR;
   if ((uint64_t)count * *es < rt->min_bytes) return DED_ROUTE_SMALL;
-  if (!ded_route_comm_is_world(comm)) return DED_ROUTE_NOT_WORLD;
-  return DED_ROUTE_YES;
+  return comm;
 }
 
 ded_route_why ded_route_classify(const ded_route *rt, const void *sendbuf, const void *recvbuf,
-                                 int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                                 int count, MPI_Datatype dt, MPI_Op op, ded_route_why comm,
                                  uint8_t *dtype, size_t *es) {
   if (count <= 0 || !recvbuf || !sendbuf || sendbuf == recvbuf) return DED_ROUTE_ODD;
   if (op != MPI_SUM) return route_predefined_op(op) ? DED_ROUTE_OP : DED_ROUTE_USER_OP;
@@ -96,7 +95,10 @@ static const char *route_why_text(const ded_route *rt, ded_route_why why, char *
   case DED_ROUTE_OP: return "an op other than MPI_SUM";
   case DED_ROUTE_USER_OP: return "a user-defined op";
   case DED_ROUTE_TYPE: return "not floats or doubles";
-  case DED_ROUTE_NOT_WORLD: return "a communicator other than the whole job's";
+  case DED_ROUTE_NOT_WORLD: return "a communicator other than the whole job's or a group of it";
+  case DED_ROUTE_NOT_DP:
+    return "a group of MPI_Comm_split whose rank 0 broadcast it no state before its first sum "
+           "(tensor-parallel, not averaged across jobs)";
   case DED_ROUTE_ODD: return "arguments MPI judges (aliased or empty buffers)";
   case DED_ROUTE_WHY_N: break;
   }
@@ -147,8 +149,9 @@ static void route_warn(ded_route *rt, ded_route_why why, int count, MPI_Datatype
            "only MPI_SUM of floats and doubles, so these values are this job's alone";
     break;
   case DED_ROUTE_NOT_WORLD:
-    what = "on a communicator other than the whole job's (a data-parallel group of "
-           "MPI_Comm_split?): not routed, so these values are this job's alone";
+    what = "on a communicator that is neither the whole job's nor a group of an MPI_Comm_split "
+           "of it (MPI_Comm_create, a split of a split?): not routed, so these values are this "
+           "job's alone";
     break;
   default: return;
   }

@@ -12,7 +12,8 @@
  * communicator), never of the job's history, so every job of a run
  * routes the same calls and their gradient streams line up: an MPI_SUM
  * of MPI_FLOAT or MPI_DOUBLE (or Fortran's REAL, REAL*4, REAL*8, DOUBLE
- * PRECISION) on a communicator congruent to MPI_COMM_WORLD, of at least
+ * PRECISION) on a communicator congruent to MPI_COMM_WORLD or on a
+ * data-parallel group of an MPI_Comm_split of it (ded_shim_int.h), of at least
  * DEDMPI_MIN_ELEMENTS elements (2: a single value is a metric, a loss or
  * a count, far more often than a gradient) and DEDMPI_MIN_BYTES bytes.
  *
@@ -49,7 +50,8 @@ typedef enum ded_route_why {
   DED_ROUTE_OP,        /* a predefined op other than MPI_SUM */
   DED_ROUTE_USER_OP,   /* a user-defined op (Horovod's fp16 sum, say) */
   DED_ROUTE_TYPE,      /* a type that is not a float or a double */
-  DED_ROUTE_NOT_WORLD, /* a communicator other than the whole job's */
+  DED_ROUTE_NOT_WORLD, /* a communicator neither the whole job's nor a group of a split of it */
+  DED_ROUTE_NOT_DP,    /* a group whose rank 0 broadcast it no state before its first sum */
   DED_ROUTE_ODD,       /* null buffers, aliasing, no elements: MPI's to judge */
   DED_ROUTE_WHY_N
 } ded_route_why;
@@ -80,15 +82,18 @@ void ded_route_init(ded_route *rt, uint32_t min_elements, uint64_t min_bytes, bo
 int64_t ded_route_min_count(const ded_route *rt);
 
 /* Whether the call goes to the swarm, and if not why; for a routed call
- * the engine's type (DED_DTYPE_*) and element size. */
+ * the engine's type (DED_DTYPE_*) and element size. |comm| is what the
+ * shim says of the communicator: DED_ROUTE_YES when it carries a channel
+ * whose sums route, else DED_ROUTE_NOT_WORLD or DED_ROUTE_NOT_DP. */
 ded_route_why ded_route_classify(const ded_route *rt, const void *sendbuf, const void *recvbuf,
-                                 int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                                 int count, MPI_Datatype dt, MPI_Op op, ded_route_why comm,
                                  uint8_t *dtype, size_t *es);
 
-/* Whether |count| elements of |dt| on |comm| are a tensor the rule would
+/* Whether |count| elements of |dt| (on a communicator |comm| as above) are
+ * a tensor the rule would
  * route (as ded_route_classify for an MPI_SUM of sane buffers): the start-up
  * broadcasts that are state are those. */
-ded_route_why ded_route_tensor(const ded_route *rt, int count, MPI_Datatype dt, MPI_Comm comm,
+ded_route_why ded_route_tensor(const ded_route *rt, int count, MPI_Datatype dt, ded_route_why comm,
                                uint8_t *dtype, size_t *es);
 
 /* Rank 0: counts a call of outcome |why| into the census (logging it once

@@ -147,12 +147,16 @@ def routing():
         check(re.search(r"round_info rc 0 round \d+ contributors 2 weight 4 alone 0 error 0", j.out),
               "round info wrong:\n" + j.describe())
         # Rank 0 says once what went where, and warns about the large sums that
-        # stay: a user-defined op and a sub-communicator.
+        # stay: a user-defined op and a communicator that is no split's group;
+        # each rank 0 of a split's group whose rank 0 broadcast it nothing
+        # (not data-parallel: its sums stay) warns once.
         check(len(re.findall(r"the first \d+ all-reduces: \d+ to the swarm \(float", j.err)) == 1
               and "left to this job" in j.err and "a metric or a count" in j.err,
               "no census of the all-reduces:\n" + j.describe())
         check(j.err.count("with a user-defined op") == 1 and
-              j.err.count("on a communicator other than the whole job's") == 1,
+              j.err.count("on a communicator that is neither the whole job's") == 1 and
+              j.err.count("its rank 0 broadcast it no state before its first sum, so it is taken "
+                          "for a tensor-parallel group") == 2,
               "no warning about large sums left to the job:\n" + j.describe())
 
 
@@ -784,6 +788,49 @@ def persistent_allreduce():
     tolerance, to one 4-rank job."""
     d = sharded_swarm("persist")
     print("  2+1+1 ranks bit-identical; vs one 4-rank job: max relative difference %.2g" % d)
+
+
+@test
+def pipeline_stages():
+    """A pipeline-parallel trainer of two stages (tests/mp/pipeline.c): its
+    gradient sums go over the data-parallel groups of an MPI_Comm_split, one
+    per stage, and a tensor-parallel style sum over the pipeline groups of a
+    second split. Jobs of 4+2+2 ranks (2, 1 and 1 data-parallel ranks per
+    stage): each stage's group is a peer of the stage's own run, so each
+    stage's parameters end bit-identical across the jobs and equal, within
+    float tolerance, to one plain 8-rank job (4 data-parallel ranks per
+    stage); the pipeline groups' sums stay in each job."""
+    port = free_port()
+    common = ["--steps", "20", "--seed", "13"]
+    jobs, wd, base = [], None, 0
+    for i, n in enumerate([4, 2, 2]):
+        j = Job("job%d" % i, n, [binpath("pipeline")] + common +
+                ["--shard", str(base), "--out", "params-%d" % i], swarm_env(port, i == 0, 3),
+                workdir=wd)
+        wd = j.dir
+        jobs.append(j)
+        base += n // 2
+    run_jobs(jobs, 240)
+    for j in jobs:
+        check("pipeline done" in j.out and "error" not in j.err, "a job failed:\n" + j.describe())
+        for g in (0, 1):
+            check(re.search(r"group 0\.%d of this job is data-parallel" % g, j.err),
+                  "stage %d's group was not taken for data-parallel:\n%s" % (g, j.describe()))
+    ref = Job("plain", 8, [binpath("pipeline")] + common + ["--shard", "0", "--out", "ref"], {},
+              preload=False)
+    run_jobs([ref], 180)
+    worst = 0.0
+    for s in (0, 1):
+        blobs = [open(os.path.join(wd, "params-%d-s%d.bin" % (i, s)), "rb").read() for i in range(3)]
+        check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+              "stage %d's parameters differ between the jobs:\n%s" %
+              (s, "\n".join(j.describe() for j in jobs)))
+        d = max_rel_diff(read_floats(os.path.join(wd, "params-0-s%d.bin" % s)),
+                         read_floats(os.path.join(ref.dir, "ref-s%d.bin" % s)))
+        check(d < 1e-4, "stage %d: swarm vs one 8-rank job: max relative difference %.3g" % (s, d))
+        worst = max(worst, d)
+    print("  4+2+2 ranks, 2 stages: each stage bit-identical across jobs; vs one 8-rank job: max "
+          "relative difference %.2g" % worst)
 
 
 @test

@@ -428,9 +428,11 @@ static void state_choose(ded_node *node, uint64_t now_ns) {
     }
   }
   ded_xfer_donor *a = &st->donors[best];
+  best_n = 0; /* the peers it is fetched from (the candidate's own offer counted none) */
   for (unsigned k = 0; k < st->ndonors; k++) {
     ded_xfer_donor *b = &st->donors[k];
     b->in_group = b->answered && state_offers_equal(&a->offer, &b->offer);
+    best_n += b->in_group;
     b->inflight = 0;
     b->last_ns = now_ns;
   }
