@@ -46,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "toy.h"
+
 #define NT_MAX 4096
 static const int default_sizes[] = {1000, 10, 300, 3, 2};
 
@@ -64,17 +66,6 @@ static struct {
   bool quit; /* no more exchanges */
   int rc;
 } H = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static float unit(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  return (float)(mix(mix(mix(mix(a) ^ b) ^ c) ^ d) >> 40) * 0x1p-24f - 0.5f;
-}
 
 /* The sizes of --tensors |n|: mostly small, every 60th large. */
 static void sizes_make(int n) {

@@ -799,14 +799,18 @@ def pipeline_stages():
     stage): each stage's group is a peer of the stage's own run, so each
     stage's parameters end bit-identical across the jobs and equal, within
     float tolerance, to one plain 8-rank job (4 data-parallel ranks per
-    stage); the pipeline groups' sums stay in each job."""
+    stage); the pipeline groups' sums stay in each job. Equality with the
+    plain job holds only if every job's groups contribute to every round: a
+    job late past the deadline gets the others' average (bit-identical, but
+    not the plain job's), and thirteen swarm threads beside eight ranks on
+    two cores can be that late, so the deadline floor is generous here."""
     port = free_port()
     common = ["--steps", "20", "--seed", "13"]
     jobs, wd, base = [], None, 0
     for i, n in enumerate([4, 2, 2]):
         j = Job("job%d" % i, n, [binpath("pipeline")] + common +
-                ["--shard", str(base), "--out", "params-%d" % i], swarm_env(port, i == 0, 3),
-                workdir=wd)
+                ["--shard", str(base), "--out", "params-%d" % i],
+                swarm_env(port, i == 0, 3, DEDMPI_DEADLINE_FLOOR="5s"), workdir=wd)
         wd = j.dir
         jobs.append(j)
         base += n // 2
@@ -827,7 +831,8 @@ def pipeline_stages():
               (s, "\n".join(j.describe() for j in jobs)))
         d = max_rel_diff(read_floats(os.path.join(wd, "params-0-s%d.bin" % s)),
                          read_floats(os.path.join(ref.dir, "ref-s%d.bin" % s)))
-        check(d < 1e-4, "stage %d: swarm vs one 8-rank job: max relative difference %.3g" % (s, d))
+        check(d < 1e-4, "stage %d: swarm vs one 8-rank job: max relative difference %.3g\n%s" %
+              (s, d, "\n".join(j.describe() for j in jobs)))
         worst = max(worst, d)
     print("  4+2+2 ranks, 2 stages: each stage bit-identical across jobs; vs one 8-rank job: max "
           "relative difference %.2g" % worst)

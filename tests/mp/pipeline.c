@@ -29,21 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "toy.h"
+
 enum { ACT = 64, NT0 = 2, NT1 = 1 };
 /* Stage 0: a large tensor and a small one (a bias); stage 1: one. */
 static const int sizes0[NT0] = {3000, 48};
 static const int sizes1[NT1] = {2000};
-
-static uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static float unit(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  return (float)(mix(mix(mix(mix(a) ^ b) ^ c) ^ d) >> 40) * 0x1p-24f - 0.5f;
-}
 
 static int usage(void) {
   fprintf(stderr, "usage: pipeline --steps N --seed S --shard K --out PREFIX [--init-seed S]\n");

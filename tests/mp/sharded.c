@@ -31,19 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "toy.h"
+
 enum { SMALL = 96, LARGE = 6000, NT = 2 };
 static const int sizes[NT] = {SMALL, LARGE};
-
-static uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static float unit(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  return (float)(mix(mix(mix(mix(a) ^ b) ^ c) ^ d) >> 40) * 0x1p-24f - 0.5f;
-}
 
 static int usage(void) {
   fprintf(stderr, "usage: sharded --mode zero|persist --steps N --seed S --shard K --out FILE "
