@@ -589,7 +589,7 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   if (ded_aead_null_cipher())
     drv_log(d, DED_LOG_WARN, "built with DEDMPI_NULL_CIPHER (a benchmark build): frames travel "
                              "in the clear, unauthenticated; never use it for a real run");
-  if (!d->has_psk)
+  if (!d->has_psk && !cfg->settings_said)
     drv_log(d, DED_LOG_WARN,
             "no DEDMPI_SWARM_KEY: any peer that reaches this one can join the run, read its "
             "averages and add its own; set a key to keep the run to those who have it");

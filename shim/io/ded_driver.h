@@ -12,6 +12,7 @@
 #define DED_DRIVER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,9 @@ typedef struct ded_driver_config {
   const ded_invite *invite;
   /* Prefix of log lines, e.g. "dedmpi[1234]". */
   const char *log_prefix;
+  /* Another peer of this process said what the run's settings warn of
+   * (no swarm key): do not say it again. */
+  bool settings_said;
 } ded_driver_config;
 
 /*

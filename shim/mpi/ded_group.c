@@ -127,6 +127,7 @@ static shim_chan *group_open(MPI_Comm comm, int id, const char *hints) {
   dc.join = hints;
   dc.announce = NULL;     /* the machine's addresses: the group's rank 0 may be on another host */
   dc.identity_file = NULL; /* a fresh identity: one file cannot be two peers */
+  dc.settings_said = true;  /* the job's peer warned of the run's settings */
   char err[512] = "";
   int status = n > 0 && (size_t)n < sizeof run ? 0 : DED_ERR_INVALID_ARG;
   if (status == 0) status = ded_shim_chan_open(use, comm, id, run, &dc, err, sizeof err);
