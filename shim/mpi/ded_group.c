@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "ded_node.h" /* DED_LOG_* */
+#include "dht/ded_record.h"
 #include "ded_shim_int.h"
 
 /* Splits of the whole job that get groups (a trainer splits a few times
@@ -57,6 +58,10 @@
  * the jobs it knows of to publish theirs (jobs started together split at
  * about the same time; a job that never splits costs this once). */
 #define GROUP_WAIT_NS (2ull * 1000000000ull)
+
+/* How long a group's peer tries the addresses published for it before it
+ * starts the group's run afresh. */
+#define GROUP_BOOT_NS (10ull * 1000000000ull)
 
 static int attr_copy(MPI_Comm old, int keyval, void *extra, void *in, void *out, int *flag) {
   (void)old;
@@ -108,14 +113,22 @@ static void group_listen(const char *listen, char *out, size_t len) {
  * group): its channel, its peer on the group's rank 0 starting from
  * |hints|. NULL if it did not open (every rank of the group agrees). */
 static shim_chan *group_open(MPI_Comm comm, int id, const char *hints) {
-  shim_chan *c = calloc(1, sizeof *c);
   char run[DED_RUN_NAME_MAX + 1];
   int n = snprintf(run, sizeof run, "%s/g%d.%d", shim.cfg.run, id >> 8, id & 0xff);
-  /* Every rank of the group must take part in the channel's collectives:
-   * one without memory joins them with a stand-in and gives up after. */
-  shim_chan stand_in;
-  shim_chan *use = c ? c : &stand_in;
-  memset(&stand_in, 0, sizeof stand_in);
+  /* The group's ranks agree on whether it opens: one without memory makes
+   * it open on none. */
+  int grank = 0;
+  PMPI_Comm_rank(comm, &grank);
+  shim_chan *c = calloc(1, sizeof *c);
+  int have = c != NULL, all_have = 0;
+  PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm);
+  if (!all_have) {
+    if (grank == 0)
+      ded_shim_log(DED_LOG_ERROR, "no memory for group %d.%d of this job: its sums stay in the "
+                   "job", id >> 8, id & 0xff);
+    free(c);
+    return NULL;
+  }
   ded_driver_config dc;
   ded_config_driver(&shim.cfg, &dc);
   char listen[sizeof shim.cfg.listen];
@@ -128,23 +141,25 @@ static shim_chan *group_open(MPI_Comm comm, int id, const char *hints) {
   dc.announce = NULL;     /* the machine's addresses: the group's rank 0 may be on another host */
   dc.identity_file = NULL; /* a fresh identity: one file cannot be two peers */
   dc.settings_said = true;  /* the job's peer warned of the run's settings */
+  /* Published peers that are gone (a crashed job's record lives on until
+   * it expires) must not hold the whole job's split for long. */
+  dc.node.bootstrap_timeout_ns = DED_MIN(dc.node.bootstrap_timeout_ns, GROUP_BOOT_NS);
   char err[512] = "";
   int status = n > 0 && (size_t)n < sizeof run ? 0 : DED_ERR_INVALID_ARG;
-  if (status == 0) status = ded_shim_chan_open(use, comm, id, run, &dc, err, sizeof err);
+  if (status == 0) status = ded_shim_chan_open(c, comm, id, run, &dc, err, sizeof err);
   if (status == DED_ERR_BOOTSTRAP) {
     /* The jobs that published the group are gone: it starts anew. */
-    if (use->rank == 0)
+    if (grank == 0)
       ded_shim_log(DED_LOG_WARN, "no peer of run '%s' answered at its published addresses (%s): "
                    "this group's peer starts it", run, hints);
     dc.join = "";
-    status = ded_shim_chan_open(use, comm, id, run, &dc, err, sizeof err);
+    status = ded_shim_chan_open(c, comm, id, run, &dc, err, sizeof err);
   }
-  if (status != 0 || !c) {
-    if (use->rank == 0)
+  if (status != 0) {
+    if (grank == 0)
       ded_shim_log(DED_LOG_ERROR, "group %d.%d of this job cannot take part in run '%s' (%s): its "
                    "sums stay in the job", id >> 8, id & 0xff, run,
-                   status ? (err[0] ? err : ded_strerror(status)) : "no memory");
-    if (status == 0) ded_shim_chan_close(use);
+                   err[0] ? err : ded_strerror(status));
     free(c);
     return NULL;
   }
@@ -174,6 +189,16 @@ static void group_publish(const char *addrs, const int *ids) {
   for (int r = 0; r < shim.size; r++) {
     const char *a = addrs + (size_t)r * GROUP_ADDR_BYTES;
     if (!a[0] || ids[r] < 0) continue;
+    if (shim.npublished == DED_RECORD_GROUPS_MAX) {
+      /* The oldest splits' groups make room: the jobs that split with
+       * this one have found them already; joiners will not. */
+      if (!shim.published_full_logged)
+        ded_shim_log(DED_LOG_WARN, "this job has more than %d group peers: its record publishes "
+                     "the latest %d; later jobs do not find the groups of its first splits",
+                     DED_RECORD_GROUPS_MAX, DED_RECORD_GROUPS_MAX);
+      shim.published_full_logged = true;
+      memmove(shim.published, shim.published + 1, --shim.npublished * sizeof *shim.published);
+    }
     struct shim_published *p = realloc(shim.published, (shim.npublished + 1) * sizeof *p);
     if (!p) break;
     shim.published = p;
@@ -293,6 +318,12 @@ out:
 
 DED_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
   int rc = PMPI_Comm_split(comm, color, key, newcomm);
-  if (rc == MPI_SUCCESS && shim.active && ded_route_comm_is_world(comm)) group_split(*newcomm);
+  /* A group of a split spans the whole job in a small job only (a stage's
+   * pipeline group in a job of one rank per stage): a split of it is no
+   * split of the whole job, in any job size. */
+  if (rc == MPI_SUCCESS && shim.active && ded_route_comm_is_world(comm)) {
+    shim_chan *c = ded_shim_chan_of(comm);
+    if (c == &shim.world) group_split(*newcomm);
+  }
   return rc;
 }

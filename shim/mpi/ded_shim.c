@@ -201,6 +201,7 @@ static void op_complete(shim_op *op, int bcast_err) {
   shim.last = (dedmpi_round_info){op->hdr.round, op->hdr.contributors, op->hdr.total_weight,
                                op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err};
   shim.have_last = true;
+  op->chan->npending--;
   atomic_fetch_sub(&shim.pending, 1);
   if (op->nonblocking) PMPI_Grequest_complete(op->greq);
 }
@@ -240,7 +241,11 @@ static void progress_locked(void) {
 static void progress(void) {
   if (atomic_load_explicit(&shim.pending, memory_order_acquire) == 0) return;
   ded_state_found_run(&shim.world);
-  for (shim_chan *c = shim.groups; c; c = c->next) ded_state_found_run(c);
+  /* Groups are added at the list's head and freed only at MPI_Finalize. */
+  pthread_mutex_lock(&shim.mu);
+  shim_chan *groups = shim.groups;
+  pthread_mutex_unlock(&shim.mu);
+  for (shim_chan *c = groups; c; c = c->next) ded_state_found_run(c);
   pthread_mutex_lock(&shim.mu);
   progress_locked();
   pthread_mutex_unlock(&shim.mu);
@@ -288,6 +293,11 @@ static shim_chan *shim_routes(const void *sendbuf, const void *recvbuf, int coun
     pthread_mutex_lock(&shim.mu);
     ded_route_note(&shim.route, why, count, dt, op, ded_driver_now_ns());
     pthread_mutex_unlock(&shim.mu);
+  }
+  if (why == DED_ROUTE_NOT_DP) {
+    /* Its first sum came before any state: a broadcast later (an
+     * evaluation, a checkpoint) must not make it data-parallel. */
+    c->started = true;
   }
   if (why == DED_ROUTE_NOT_DP && c->rank == 0 && !c->warned_not_dp &&
       (uint64_t)count * *es >= DED_ROUTE_LARGE_BYTES) {
@@ -338,11 +348,14 @@ static void op_start(shim_op *op, const void *sendbuf, uint8_t dtype) {
     c->head = op;
   c->tail = op;
   if (c->rank == 0 && !c->post) c->post = op;
+  c->npending++;
   atomic_fetch_add(&shim.pending, 1);
   pthread_mutex_unlock(&shim.mu);
   if (c->rank == 0) {
     if (first) ded_state_start(c, op);
-    bool idle = atomic_load(&shim.pending) == 1; /* this op only */
+    pthread_mutex_lock(&shim.mu);
+    bool idle = c->npending == 1; /* this op only, on this channel */
+    pthread_mutex_unlock(&shim.mu);
     bool step_begins = ded_step_call_begin(&c->step, c->driver, recvbuf, count, dt, idle, &op->reload);
     int rv = DED_ERR_INTERNAL;
     op->start_ns = ded_driver_now_ns();
@@ -561,6 +574,7 @@ void ded_shim_chan_close(shim_chan *c) {
 /* Reports a failure of MPI_Init the MPI way: through the error handler of
  * MPI_COMM_WORLD (fatal by default), then as the return value. */
 static int shim_init_failed(int code) {
+  ded_wipe(shim.cfg.swarm_key, sizeof shim.cfg.swarm_key);
   PMPI_Comm_call_errhandler(MPI_COMM_WORLD, code);
   return code;
 }

@@ -94,13 +94,15 @@ typedef struct shim_chan {
   /* Ops in call order, oldest first; |post| is the first op rank 0 has not
    * posted its broadcasts for. */
   shim_op *head, *tail, *post;
+  int npending; /* ops not complete */
   /* The channel's state (docs/architecture.md, "Joining a run in
    * progress"): its pieces are the buffers of the large start-up
    * broadcasts from rank 0 on its communicator and, for the world, those
    * registered through dedmpi.h, in call order; |step| keeps them, serves
    * them to joiners and reloads them when the job falls out of step. */
   ded_step step;
-  bool started;     /* a routed all-reduce began: the state's pieces are known */
+  bool started; /* a routed all-reduce began (a group's: a sum it does not route):
+                 * the state's pieces are known */
   bool state_known; /* rank 0: the swarm said whether a run is in progress */
   int state_err;    /* rank 0: why it could not say (MPI error code) */
   ded_snapshot loaded; /* rank 0: the run's state (bytes until handed out) */
@@ -155,6 +157,7 @@ struct ded_shim {
     char addr[64];
   } *published;
   unsigned npublished;
+  bool published_full_logged;
 };
 
 extern struct ded_shim shim;

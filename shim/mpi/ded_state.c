@@ -8,14 +8,30 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/ded_msg.h"
 #include "ded_shim_int.h"
+
+/* A line of the shim's log about channel |c|: a group's name its group. */
+DED_PRINTF(3, 4)
+static void state_log(const shim_chan *c, int level, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (c->id < 0)
+    ded_shim_log(level, "%s", line);
+  else
+    ded_shim_log(level, "group %d.%d: %s", c->id >> 8, c->id & 0xff, line);
+}
 
 void ded_state_leave_reason(shim_chan *c, uint8_t reason) {
   pthread_mutex_lock(&shim.mu);
@@ -36,11 +52,11 @@ void ded_state_found_first_round(shim_chan *c, const ded_round_result *res) {
       memcpy(c->found_cands, res->members, (size_t)res->contributors * DED_ID_BYTES);
       c->found_ncands = res->contributors;
     } else {
-      ded_shim_log(DED_LOG_ERROR, "no memory to agree on the run's initial state: this job keeps "
+      state_log(c, DED_LOG_ERROR, "no memory to agree on the run's initial state: this job keeps "
                "its own");
     }
   } else if (res->status == 0 && res->round != 0 && !res->alone) {
-    ded_shim_log(DED_LOG_WARN, "this job found no run in progress, but its first round is the "
+    state_log(c, DED_LOG_WARN, "this job found no run in progress, but its first round is the "
              "run's round %llu: it reloads the run's state at its next step",
              (unsigned long long)res->round);
     ded_step_want_reload(&c->step);
@@ -62,7 +78,7 @@ void ded_state_found_run(shim_chan *c) {
   c->found_cands = NULL;
   const char *why = NULL;
   if (rv == 0 && snap.bytes && !ded_step_image_fits(&c->step, snap.bytes, snap.len, &why)) {
-    ded_shim_log(DED_LOG_ERROR, "the run's initial state does not fit this job's (%s): is it the "
+    state_log(c, DED_LOG_ERROR, "the run's initial state does not fit this job's (%s): is it the "
              "same program, model and configuration?", why);
     free(snap.bytes);
     rv = DED_ERR_SIZE_MISMATCH;
@@ -70,12 +86,12 @@ void ded_state_found_run(shim_chan *c) {
   } else if (rv == DED_ERR_TIMEOUT || rv == DED_ERR_INVALID_ARG) {
     /* No peer gave it (the candidates went, or dropped it long ago), or
      * the node kept none of ours: the run's state comes by a reload. */
-    ded_shim_log(DED_LOG_WARN, "could not take the run's initial state (%s): this job reloads the "
+    state_log(c, DED_LOG_WARN, "could not take the run's initial state (%s): this job reloads the "
              "run's state at its next step", ded_strerror(rv));
     ded_step_want_reload(&c->step);
     rv = 0;
   } else if (rv != 0) {
-    ded_shim_log(DED_LOG_ERROR, "cannot load the run's initial state (%s): this job cannot take "
+    state_log(c, DED_LOG_ERROR, "cannot load the run's initial state (%s): this job cannot take "
              "part", ded_strerror(rv));
     ded_state_leave_reason(c, DED_LEAVE_ERROR);
   }
@@ -83,7 +99,7 @@ void ded_state_found_run(shim_chan *c) {
   if (rv != 0) {
     c->found_op->res.status = rv; /* the first all-reduce fails */
   } else if (snap.bytes) {
-    ded_shim_log(DED_LOG_INFO, "starting from the run's initial state (another job's, %llu bytes), "
+    state_log(c, DED_LOG_INFO, "starting from the run's initial state (another job's, %llu bytes), "
              "as the first all-reduce completes", (unsigned long long)snap.len);
     ded_step_found_load(&c->step, &snap);
     c->found_op->reload = true;
@@ -133,7 +149,7 @@ void ded_state_want_snapshot(void *user) {
 /* Driver thread: the run's rounds go on while this job sends nothing. */
 void ded_state_quiet(void *user, uint64_t swarm_round, uint64_t quiet_s) {
   const shim_chan *c = user;
-  ded_shim_log(DED_LOG_WARN, "run '%s' is at round %llu and its rounds go on, but this job has "
+  state_log(c, DED_LOG_WARN, "run '%s' is at round %llu and its rounds go on, but this job has "
            "all-reduced nothing to the swarm for %llu s: its gradients stay its own. Likely causes: "
            "a framework that skips its all-reduce with one process (Horovod does at size() == 1: "
            "run 2 ranks or more); a reduction of pickled objects (mpi4py's lowercase "
@@ -150,7 +166,7 @@ static int state_sync(shim_chan *c) {
   ded_snapshot snap;
   int rv = ded_driver_state_fetch(c->driver, &snap);
   if (rv != 0) {
-    ded_shim_log(DED_LOG_ERROR, "cannot load the state of run '%s' from its peers (%s): this job "
+    state_log(c, DED_LOG_ERROR, "cannot load the state of run '%s' from its peers (%s): this job "
              "cannot join it", c->run, ded_strerror(rv));
     ded_state_leave_reason(c, DED_LEAVE_ERROR);
     c->state_err = MPI_ERR_OTHER;
@@ -158,7 +174,7 @@ static int state_sync(shim_chan *c) {
   }
   if (snap.round > 0) {
     if (ded_image_parse(snap.bytes, snap.len, &c->loaded_view) != 0) {
-      ded_shim_log(DED_LOG_ERROR, "the state of run '%s' its peers gave is malformed: this job cannot "
+      state_log(c, DED_LOG_ERROR, "the state of run '%s' its peers gave is malformed: this job cannot "
                "join it", c->run);
       free(snap.bytes);
       ded_state_leave_reason(c, DED_LEAVE_ERROR);
@@ -167,7 +183,7 @@ static int state_sync(shim_chan *c) {
     }
     c->loaded = snap;
     ded_step_resume(&c->step, snap.round, snap.pos);
-    ded_shim_log(DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in "
+    state_log(c, DED_LOG_INFO, "joining run '%s' in progress at round %llu: %llu bytes of state in "
              "%llu piece%s", c->run, (unsigned long long)snap.round,
              (unsigned long long)c->loaded_view.data_len, (unsigned long long)c->loaded_view.n,
              c->loaded_view.n == 1 ? "" : "s");
@@ -188,7 +204,7 @@ int ded_state_piece(shim_chan *c, void *p, size_t bytes) {
     const ded_image_view *v = &c->loaded_view;
     uint64_t k = c->loaded_next++;
     if (k >= v->n || ded_image_size(v, k) != bytes) {
-      ded_shim_log(DED_LOG_ERROR, "the run's state has %llu piece%s; this job's piece %llu is %zu "
+      state_log(c, DED_LOG_ERROR, "the run's state has %llu piece%s; this job's piece %llu is %zu "
                "bytes where the run's is %llu: is it the same program, model and configuration?",
                (unsigned long long)v->n, v->n == 1 ? "" : "s", (unsigned long long)k + 1, bytes,
                k < v->n ? (unsigned long long)ded_image_size(v, k) : 0ull);
@@ -208,11 +224,11 @@ void ded_state_start(shim_chan *c, shim_op *op) {
   state_sync(c);
   if (c->loaded.round > 0) {
     if (c->loaded_next < c->loaded_view.n)
-      ded_shim_log(DED_LOG_ERROR, "the run's state has %llu pieces but this job broadcast or "
+      state_log(c, DED_LOG_ERROR, "the run's state has %llu pieces but this job broadcast or "
                "registered only %llu before training: its state differs from the run's",
                (unsigned long long)c->loaded_view.n, (unsigned long long)c->loaded_next);
     else if (c->loaded_view.n == 0)
-      ded_shim_log(DED_LOG_WARN, "the run's peers have no state to give (no start-up broadcast, "
+      state_log(c, DED_LOG_WARN, "the run's peers have no state to give (no start-up broadcast, "
                "nothing registered): this job's parameters are its own");
   }
   free(c->loaded.bytes);
@@ -225,7 +241,7 @@ void ded_state_start(shim_chan *c, shim_op *op) {
     atomic_store(&c->found, FOUND_NONE);
     return;
   }
-  ded_shim_log(DED_LOG_DEBUG, "offering this job's initial state (%zu piece%s, %llu bytes) as the "
+  state_log(c, DED_LOG_DEBUG, "offering this job's initial state (%zu piece%s, %llu bytes) as the "
            "run's, should its first round choose it", c->step.npieces,
            c->step.npieces == 1 ? "" : "s", (unsigned long long)c->step.total);
   ded_driver_found_set(c->driver, &snap);
