@@ -343,45 +343,8 @@ static void state_begin_asking(ded_node *node, uint64_t now_ns) {
   st->asked_ns = now_ns;
   st->first_offer_ns = 0;
   st->realigned = false;
-  st->reasked_ns = now_ns;
-  st->run_seen_logged = false;
   st->deadline_ns = now_ns + node->s.round_timeout_ns;
   state_ask_more(node);
-}
-
-/* The newest round a peer of the run we can reach says, in its record,
- * that it completed (0: none). A run in progress whatever the answers
- * to our asks say: its peers may all be unable to offer for a moment
- * (taking no snapshot this step, fetching one themselves). */
-static uint64_t state_run_seen(ded_node *node) {
-  uint64_t newest = 0;
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    const ded_record *rec = ded_peer_record(node, p);
-    ded_progress pr;
-    /* A backbone's progress is what it saw, and it keeps no state. */
-    if (p->left || !p->conn || !rec || (rec->flags & DED_RECORD_F_NO_ROUNDS) ||
-        !ded_record_progress(rec, &pr))
-      continue;
-    newest = DED_MAX(newest, pr.round);
-  }
-  return newest;
-}
-
-/* Asks again, once a deadline floor after the last asks, every donor that
- * answered without an offer and is still there. */
-static void state_ask_again(ded_node *node, uint64_t now_ns) {
-  ded_xfer *st = &node->xfer;
-  if (now_ns < st->reasked_ns + node->s.deadline_floor_ns) return;
-  st->reasked_ns = now_ns;
-  for (unsigned i = 0; i < st->ndonors; i++) {
-    ded_xfer_donor *d = &st->donors[i];
-    ded_peer *p = ded_peer_find(node, d->id);
-    if (!d->answered || !p || !p->conn || p->left ||
-        state_send_ask(node, p, st->min_round) != 0)
-      continue;
-    d->answered = false;
-  }
 }
 
 /* A known peer that takes part in rounds but that we cannot ask yet. */
@@ -828,26 +791,6 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
                  (unsigned long long)(node->s.round_timeout_ns / 1000000u));
         state_done(node, DED_ERR_TIMEOUT, NULL);
       }
-      return;
-    }
-    /* A peer's record says the run is past its first round: it is in
-     * progress, though no one offers its state yet. Ask again until the
-     * bound; never start this job's own model in a run that exists. */
-    uint64_t seen = pending == 0 ? state_run_seen(node) : 0;
-    if (seen > 0 && now_ns < st->deadline_ns) {
-      if (!st->run_seen_logged)
-        node_log(node, DED_LOG_INFO, "the run is at round %llu by its peers' records, but none "
-                 "offered its state yet (%u asked): asking again", (unsigned long long)seen,
-                 st->ndonors);
-      st->run_seen_logged = true;
-      state_ask_again(node, now_ns);
-      return;
-    }
-    if (seen > 0) {
-      node_log(node, DED_LOG_ERROR, "the run is at round %llu by its peers' records, but none of "
-               "the %u asked offered its state within %llu ms", (unsigned long long)seen,
-               st->ndonors, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
-      state_done(node, DED_ERR_TIMEOUT, NULL);
       return;
     }
     /* No run in progress: everyone we know has not started, or we know no

@@ -108,10 +108,6 @@ typedef struct ded_xfer {
   ded_xfer_donor donors[DED_XFER_ASK_MAX];
   unsigned ndonors;
   uint64_t asked_ns, first_offer_ns, deadline_ns;
-  /* Asking: when donors that had no offer were last asked again (a peer's
-   * record showed the run in progress), and whether that was logged. */
-  uint64_t reasked_ns;
-  bool run_seen_logged;
   ded_msg_state_offer want; /* the snapshot chosen (want.lin points into |lin|) */
   uint8_t (*lin)[DED_ID_BYTES];
   uint8_t *buf;

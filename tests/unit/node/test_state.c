@@ -96,42 +96,6 @@ static void test_node_state_fresh_swarm(void **state) {
   tnet_free(net);
 }
 
-/* A run whose peers' records say it is past round 0 is in progress even
- * when no peer can offer its state this time (each snapshot refused, so
- * each says NONE): the joiner asks again and loads the next snapshot,
- * instead of starting its own model in the run (issue 22). */
-static void test_node_state_run_seen_in_records(void **state) {
-  (void)state;
-  tnet *net = tnet_new();
-  for (int i = 0; i < 3; i++) tnet_add(net, 3);
-  tnet_mesh(net);
-  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
-  /* Long enough for the records to be renewed with their progress. */
-  TNET_UNTIL(net, 7 * SEC_NS, false);
-  int j = tnet_add(net, 3);
-  tnet_mesh(net);
-  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
-  TNET_UNTIL(net, SEC_NS,
-             net->n[0].want_snapshots && net->n[1].want_snapshots && net->n[2].want_snapshots);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot bad = snap_make(&net->fm.mem, 0); /* round 0: malformed, refused */
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &bad, net->now), DED_ERR_INVALID_ARG);
-  }
-  /* Every donor said NONE; the joiner asks again rather than decide. */
-  TNET_UNTIL(net, 5 * SEC_NS,
-             net->n[0].want_snapshots == 2 && net->n[1].want_snapshots == 2 &&
-             net->n[2].want_snapshots == 2);
-  assert_int_equal(net->n[j].state_calls, 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(net->n[i].want_snapshots, 2);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
-  tnet_free(net);
-}
-
 /* A peer that dies before it answers will not answer: the joiner decides
  * on the others' answers at once, not at the bound. */
 static void test_node_state_asked_peer_dies(void **state) {
@@ -1343,7 +1307,6 @@ static void test_node_state_found_next_candidate(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_state_fresh_swarm),
-      cmocka_unit_test(test_node_state_run_seen_in_records),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
