@@ -78,7 +78,7 @@ void ded_shim_log(int level, const char *fmt, ...) {
   fprintf(stderr, "%s %s: %s\n", shim.prefix[0] ? shim.prefix : "dedmpi", names[level], line);
 }
 
-int ded_shim_err_to_mpi(int ded_err) {
+static int err_to_mpi(int ded_err) {
   switch (ded_err) {
   case 0: return MPI_SUCCESS;
   case DED_ERR_SIZE_MISMATCH: return MPI_ERR_COUNT;
@@ -182,7 +182,7 @@ static void op_post(shim_op *op) {
 
 /* Rank 0: the header of a finished op, from the driver's report. */
 static void op_fill_header(shim_op *op) {
-  op->hdr.mpi_err = op->local_err != MPI_SUCCESS ? op->local_err : ded_shim_err_to_mpi(op->res.status);
+  op->hdr.mpi_err = op->local_err != MPI_SUCCESS ? op->local_err : err_to_mpi(op->res.status);
   op->hdr.alone = op->res.alone;
   op->hdr.late = op->res.late;
   op->hdr.recoveries = (int32_t)op->res.recoveries;

@@ -165,7 +165,6 @@ extern struct ded_shim shim;
 /* ---------------------------------------------------------------- ded_shim.c */
 
 void ded_shim_log(int level, const char *fmt, ...) DED_PRINTF(2, 3);
-int ded_shim_err_to_mpi(int ded_err);
 
 /* Moves the routed ops as far as they can go (one atomic load when none
  * is pending). */
