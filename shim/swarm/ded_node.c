@@ -249,7 +249,10 @@ static void node_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
     return;
   }
   ded_round *r = ded_round_find(node, m.round);
-  if (r) ded_round_on_stale(node, r, c->peer->id, &m);
+  /* To a view we coordinate (it probed the sender): our own member of the
+   * round hears it as from its coordinator. */
+  bool ours = ded_coords_on_stale(node, c->peer->id, &m);
+  if (r) ded_round_on_stale(node, r, ours ? node->ident.id : c->peer->id, &m);
 }
 
 /* An AHEAD: the swarm is past the round we announced. */
@@ -474,7 +477,7 @@ static bool node_needs_fast_tick(const ded_node *node) {
 }
 
 static void node_tick(ded_node *node, uint64_t now_ns) {
-  node->tick_ns = now_ns + NODE_IDLE_TICK_NS;
+  node->tick_ns = now_ns + DED_MIN(NODE_IDLE_TICK_NS, ded_timing_keepalive(&node->timing));
   ded_boot_tick(node, now_ns);
   ded_disc_tick(node, now_ns);
   ded_conns_tick(node, now_ns);
@@ -499,6 +502,8 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
  * us complete one the swarm replaced.)
  */
 static void node_enter(ded_node *node, uint64_t now_ns) {
+  if (node->now_ns != 0 && now_ns > node->now_ns + ded_timing_silence(&node->timing) / 2)
+    ded_peers_forgive_silence(node, now_ns);
   if (node->now_ns != 0 && now_ns > node->now_ns + node->s.deadline_floor_ns) {
     /* What queued up while we were away (reports to views we coordinate,
      * probes of newer views) is read before we decide anything. */
@@ -703,6 +708,7 @@ void ded_node_conn_recv(ded_node *node, uint32_t conn_id, const uint8_t *data, s
     return;
   }
   ded_meter_arrive(&node->down, len, now_ns);
+  ded_peer_heard(c, now_ns);
   ded_frame f;
   int rv;
   while (c->state != DED_CONN_DEAD && (rv = ded_frame_dec_next(&c->dec, &data, &len, &f)) != 0) {

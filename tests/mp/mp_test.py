@@ -1086,6 +1086,71 @@ def stop_mid_run():
 
 
 @test
+def long_stop():
+    """Two keyed single-rank jobs; the primary of the two (the smaller id: the
+    other alone is no quorum) is SIGSTOPped for two and a half round bounds
+    and resumed, a laptop that slept. Its silence (a quarter of the bound,
+    keepalives missing) gets it evicted at half the bound, and the other
+    goes on alone; once resumed it learns that the run went on without it,
+    decides nothing on its own (its old quorum no longer counts), reloads
+    the run's state and is back in step: the two log the same parameters
+    from then on, at their normal step time, and no call after the
+    resumption waits for the bound (the issue's livelock: both at the bound
+    every step, forever). LS_BOUND and LS_STOP (seconds) set the bound and
+    the stop: `LS_BOUND=20 LS_STOP=45` is the issue's case (3 minutes)."""
+    bound = float(os.environ.get("LS_BOUND", "6"))
+    stop = float(os.environ.get("LS_STOP", 2.5 * bound))
+    env = dict(FAULT_ENV, DEDMPI_ROUND_TIMEOUT="%gs" % bound, DEDMPI_SWARM_KEY=SWARM_KEY)
+    steps = ["--steps", "1000000", "--buckets", "2", "--log-every", "1", "--step-ms", "20"]
+    sw = Swarm4(steps, env, n=2)
+    sw.wait_step(0, 30)
+
+    def pace(i, secs):
+        s0, t0 = sw.step_of(i), time.time()
+        time.sleep(secs)
+        return (sw.step_of(i) - s0) / (time.time() - t0)
+    before = pace(0, 3)
+    ids = [re.search(r"peer (\w+) starting in run", sw.jobs[i].err).group(1) for i in (0, 1)]
+    a, b = (1, 0) if ids[0] < ids[1] else (0, 1)   # b: the primary, stopped
+    sw.signal(b, signal.SIGSTOP)
+    s0 = sw.step_of(a)
+    time.sleep(stop)
+    during = sw.step_of(a) - s0
+    sa, sb = sw.step_of(a), sw.step_of(b)
+    sw.signal(b, signal.SIGCONT)
+    mark = len(sw.jobs[a].err), len(sw.jobs[b].err)
+    time.sleep(2)
+    after = [pace(a, 3), pace(b, 3)]
+    for j in sw.jobs:
+        os.killpg(j.proc.pid, signal.SIGKILL)
+        j.wait(5)
+    both = "\n".join(j.describe() for j in sw.jobs)
+    check(re.search(r"peer %s silent for \d+ ms" % ids[b], sw.jobs[a].err) and
+          re.search(r"peer %s evicted" % ids[b], sw.jobs[a].err),
+          "the stopped job was never taken for silent and evicted:\n" + both)
+    # Evicted at half the bound: the other went on for the rest of the stop.
+    check(during >= 0.3 * before * (stop - bound / 2 - 1),
+          "the other job waited for the stopped one: %d steps in %.0f s (%.0f steps/s before)\n%s"
+          % (during, stop, before, both))
+    new_err = [sw.jobs[a].err[mark[0]:], sw.jobs[b].err[mark[1]:]]
+    check(not any("within the bound" in e or "invalid argument" in e for e in new_err),
+          "a call waited for the bound after the resumption:\n" + both)
+    check(re.search(r"back in step at round \d+", new_err[1]),
+          "the resumed job did not reload the run's state:\n" + both)
+    check(min(after) > 0.5 * before,
+          "not back at the normal pace: %.1f and %.1f steps/s after, %.1f before\n%s"
+          % (after[0], after[1], before, both))
+    ca, cb = sw.checksums(a), sw.checksums(b)
+    common = [k for k in cb if k in ca and int(k) > sb + 5]
+    check(len(common) >= 20 and all(ca[k] == cb[k] for k in common),
+          "the two do not log the same parameters after the resumption (%d common steps)\n%s"
+          % (len(common), both))
+    print("  the stopped job was evicted; the other made %d steps during the %.0f s stop; "
+          "after it %.1f and %.1f steps/s (%.1f before); %d common steps equal"
+          % (during, stop, after[0], after[1], before, len(common)))
+
+
+@test
 def join_mid_run():
     """Two single-rank jobs train 300 steps; two more start together once they
     are at step 60. Each late job's start-up broadcast is answered with the

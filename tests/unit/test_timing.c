@@ -33,6 +33,25 @@ static void test_timing_cap_evict(void **state) {
   assert_int_equal(ded_timing_evict(&t), 500 * MS);
 }
 
+/* Silence: a quarter of the bound, at least four floors, never past the
+ * eviction time; a keepalive four times within it, at least once a second. */
+static void test_timing_silence(void **state) {
+  (void)state;
+  ded_timing t = timing_default(); /* 500 ms floor, 60 s bound */
+  assert_int_equal(ded_timing_silence(&t), 15 * S);
+  assert_int_equal(ded_timing_keepalive(&t), 1 * S);
+  t.bound_ns = 6 * S;
+  t.floor_ns = 200 * MS;
+  assert_int_equal(ded_timing_silence(&t), 1500 * MS);
+  assert_int_equal(ded_timing_keepalive(&t), 375 * MS);
+  t.bound_ns = 4 * S; /* four floors win over the quarter */
+  t.floor_ns = 400 * MS;
+  assert_int_equal(ded_timing_silence(&t), 1600 * MS);
+  t.bound_ns = 2 * S; /* and the eviction time over both */
+  assert_int_equal(ded_timing_silence(&t), 1 * S);
+  assert_true(ded_timing_keepalive(&t) < ded_timing_silence(&t));
+}
+
 /* Every wait, in every view, whatever was learnt and estimated, lies in
  * [floor, cap] (for a floor of at most a third of the cap: the join
  * wait's own floor is three times the deadline floor). */
@@ -157,6 +176,7 @@ static void test_timing_learn_ewma(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_timing_cap_evict),
+      cmocka_unit_test(test_timing_silence),
       cmocka_unit_test(test_timing_waits_within_bounds),
       cmocka_unit_test(test_timing_join_exceeds_coord),
       cmocka_unit_test(test_timing_view_backoff),

@@ -592,6 +592,30 @@ static void coord_on_peer_up(ded_node *node, ded_coord *cr, ded_peer *p) {
   }
 }
 
+bool ded_coords_on_stale(ded_node *node, const uint8_t from[DED_ID_BYTES], const ded_msg_stale *m) {
+  ded_coord *cr = ded_coord_find(node, m->round);
+  if (!cr) return false;
+  switch (cr->state) {
+  case COORD_GATHERING:
+    break;
+  case COORD_DECIDED:
+  case COORD_GAVE_UP:
+    return false;
+  }
+  bool expected = false;
+  for (unsigned e = 0; e < cr->nexpect && !expected; e++)
+    expected = memcmp(cr->expect[e], from, DED_ID_BYTES) == 0;
+  if (!expected) return false;
+  char sid[9];
+  ded_id_short(from, sid);
+  node_log(node, DED_LOG_INFO,
+           "round %llu: view %u: peer %s finished this round long ago and is at round %llu; "
+           "giving up", (unsigned long long)cr->round, cr->view, sid,
+           (unsigned long long)m->next_round);
+  cr->state = COORD_GAVE_UP;
+  return true;
+}
+
 void ded_coords_on_peer_up(ded_node *node, ded_peer *p) {
   for (size_t i = 0; i < node->coords.n; i++) coord_on_peer_up(node, node->coords.v[i], p);
 }

@@ -109,6 +109,11 @@ bool ded_coords_pending(const ded_node *node);
 /* A peer came up: views that still wait for it probe it again. */
 void ded_coords_on_peer_up(ded_node *node, struct ded_peer *p);
 
+/* A STALE from |from| for |m->round|: a member a view of ours waits for
+ * finished that round long ago, and went on. The view gives up (true):
+ * deciding it with the others would make a second result of the round. */
+bool ded_coords_on_stale(ded_node *node, const uint8_t from[DED_ID_BYTES], const ded_msg_stale *m);
+
 /* Forgets rounds too old to matter for late members. */
 void ded_coords_prune(ded_node *node);
 

@@ -310,6 +310,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
   }
   if (!keep_old) p->conn = c;
   p->lost = p->evicted = false;
+  p->heard_ns = now_ns;
   p->backoff_ms = NODE_BACKOFF_MS_MIN;
   /* The table once per peer coming up, and its lanes with it. */
   if (was_down) ded_disc_send_table(node, c);
@@ -339,7 +340,46 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
   ded_coords_evaluate(node, now_ns);
 }
 
+void ded_peer_heard(ded_conn *c, uint64_t now_ns) {
+  if (c->state == DED_CONN_READY && c->peer) c->peer->heard_ns = now_ns;
+}
+
+void ded_peers_forgive_silence(ded_node *node, uint64_t now_ns) {
+  for (size_t i = 0; i < node->peers.n; i++) node->peers.v[i]->heard_ns = now_ns;
+}
+
+/* A keepalive to |p| when it is due and nothing else is on its way (an
+ * empty RECORDS: every peer since version 1 takes it), or, if we heard
+ * nothing from |p| for the silence time, its connections closed: it is
+ * stopped, asleep or cut off, and lost since its silence began. */
+static void peer_keep_alive(ded_node *node, ded_peer *p, uint64_t now_ns) {
+  if (!p->conn || p->left || node->leaving) return;
+  uint64_t silent = now_ns > p->heard_ns ? now_ns - p->heard_ns : 0;
+  if (silent >= ded_timing_silence(&node->timing)) {
+    node_log(node, DED_LOG_WARN,
+             "peer %s silent for %llu ms (stopped, asleep or cut off): closing its connections",
+             p->sid, (unsigned long long)(silent / 1000000u));
+    uint64_t since = p->heard_ns;
+    for (uint32_t s = 0; s < node->conns.nslots; s++) {
+      ded_conn *o = ded_conns_at(&node->conns, s);
+      if (o && o->peer == p && o->state == DED_CONN_READY) ded_conn_close(node, o, DED_ERR_TIMEOUT, true);
+    }
+    if (p->lost) p->lost_ns = since;
+    return;
+  }
+  if (now_ns < p->keepalive_ns + ded_timing_keepalive(&node->timing) || ded_conn_has_output(p->conn))
+    return;
+  p->keepalive_ns = now_ns;
+  uint8_t frame[DED_FRAME_HDR_BYTES + 2];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_records_wr rw;
+  ded_msg_records_begin(&rw, &w);
+  ded_msg_records_end(&rw);
+  ded_conn_send_ctrl(node, p->conn, frame, w.pos);
+}
+
 void ded_peers_tick(ded_node *node, uint64_t now_ns) {
+  for (size_t i = 0; i < node->peers.n; i++) peer_keep_alive(node, node->peers.v[i], now_ns);
   for (size_t i = 0; i < node->peers.n; i++) {
     ded_peer *p = node->peers.v[i];
     if (p->lost && !p->evicted && now_ns >= p->lost_ns + ded_timing_evict(&node->timing)) {

@@ -6,9 +6,11 @@
  * which are its further lanes (round data, round robin); the connect
  * policy (the smaller id calls; the larger one after a patience; a client
  * always calls) with backoff over the record's addresses; losing a peer
- * (its last connection went) and evicting it (lost for half the round
- * bound: no longer waited for); and the link probe at join (SPEED filler,
- * the lowest class of output, dropped once a round has data).
+ * (its last connection went, or it went silent: nothing from it for
+ * ded_timing_silence though every peer sends a keepalive when it has
+ * nothing else to send) and evicting it (lost for half the round bound:
+ * no longer waited for); and the link probe at join (SPEED filler, the
+ * lowest class of output, dropped once a round has data).
  *
  * Invariants: v is sorted by id, without duplicates, at most
  * DED_PEERS_MAX; a peer's |conn| and |lanes| are READY connections whose
@@ -42,7 +44,9 @@ typedef struct ded_peer {
   bool left;
   bool lost;    /* its connection broke (cleared when one is ready again) */
   bool evicted; /* lost for longer than the eviction time: no longer waited for */
-  uint64_t lost_ns;
+  uint64_t lost_ns; /* since when: the break, or the start of its silence */
+  uint64_t heard_ns;     /* the last bytes from it, on any connection */
+  uint64_t keepalive_ns; /* our last keepalive to it */
   uint64_t known_since_ns;
   uint64_t next_connect_ns;
   uint32_t backoff_ms;
@@ -105,8 +109,16 @@ void ded_peers_drop_filler(ded_node *node);
  * smallest id among those that can coordinate (|min_id|, may be NULL). */
 unsigned ded_peers_genesis_view(ded_node *node, const uint8_t **min_id);
 
-/* Evicts peers lost too long, forgets those nothing refers to any more,
- * and connects where policy says. */
+/* Bytes from |c|'s peer arrived. */
+void ded_peer_heard(ded_conn *c, uint64_t now_ns);
+
+/* This process did not run for a while (a stop, a starved thread): what
+ * it did not hear meanwhile is not the peers' silence. */
+void ded_peers_forgive_silence(ded_node *node, uint64_t now_ns);
+
+/* Sends keepalives, takes peers silent too long for lost (closing their
+ * connections), evicts peers lost too long, forgets those nothing refers
+ * to any more, and connects where policy says. */
 void ded_peers_tick(ded_node *node, uint64_t now_ns);
 
 /* True while some peer will want a timer soon (an attempt to make). */

@@ -21,6 +21,12 @@ void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
   const ded_msg_commit *plan = ded_round_result_plan(node, m->round, NULL);
   if (!plan) {
     if (!r && m->round >= node->rounds.next) ded_lineage_set_view_hint(&node->lin, m->round, m->view);
+    /* A round long past (its result and the membership before it are no
+     * longer here): the prober, a coordinator that went on without us
+     * (it was stopped, or cut off, and evicted meanwhile), must not decide
+     * it on its own, as it could with a quorum that no longer counts us. */
+    else if (!r && from && m->round > 0 && !ded_lineage_get(&node->lin, m->round - 1))
+      ded_coord_send_stale(node, from, m->round);
     return;
   }
   ded_msg_join j;

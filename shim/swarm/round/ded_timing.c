@@ -12,6 +12,14 @@ uint64_t ded_timing_cap(const ded_timing *t) { return t->bound_ns / 4; }
 
 uint64_t ded_timing_evict(const ded_timing *t) { return t->bound_ns / 2; }
 
+uint64_t ded_timing_silence(const ded_timing *t) {
+  return DED_MIN(DED_MAX(ded_timing_cap(t), 4 * t->floor_ns), ded_timing_evict(t));
+}
+
+uint64_t ded_timing_keepalive(const ded_timing *t) {
+  return DED_MIN(ded_timing_silence(t) / 4, 1000ull * 1000 * 1000);
+}
+
 /* Patience grows with each view past the first failover of a round: a
  * swarm whose messages are delayed past the learned times (a delay spike,
  * a round with nothing learned yet) would otherwise change views for as

@@ -43,6 +43,18 @@ uint64_t ded_timing_cap(const ded_timing *t);
  * majority that includes it. Half the bound. */
 uint64_t ded_timing_evict(const ded_timing *t);
 
+/* A peer we heard nothing from this long (not a byte, though it sends a
+ * keepalive every ded_timing_keepalive) is taken for stopped, asleep or
+ * cut off: its connections are closed, and it is evicted once its silence
+ * reaches ded_timing_evict. A quarter of the bound, and at least four
+ * deadline floors (a busy machine may starve a thread that long), never
+ * past the eviction time. */
+uint64_t ded_timing_silence(const ded_timing *t);
+
+/* How often we send each peer something, a keepalive if nothing else:
+ * a quarter of the silence, at most a second. */
+uint64_t ded_timing_keepalive(const ded_timing *t);
+
 /* A coordinator's wait for missing members in |view|. */
 uint64_t ded_timing_coord_wait(const ded_timing *t, uint32_t view);
 

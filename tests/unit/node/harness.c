@@ -203,6 +203,7 @@ bool output_has_join(const uint8_t *out, size_t len, uint64_t round, ded_msg_joi
 }
 
 void send_raw(tnode *t, unsigned i, const uint8_t *p, size_t n) {
+  if (n > DED_FRAME_HDR_BYTES && p[4] == DED_MSG_HELLO) t->hello[i] = true; /* a frame's start */
   ded_node_conn_recv(t->node, t->conn[i], p, n, t->now);
 }
 
@@ -210,6 +211,13 @@ void tnode_advance(tnode *t, uint64_t ns) {
   const uint64_t step = 100ull * 1000 * 1000;
   for (uint64_t d = 0; d < ns; d += step) {
     t->now += step;
+    for (unsigned i = 0; i < t->nconn; i++) /* each peer's keepalive: an empty RECORDS */
+      if (t->hello[i] && !t->closed[i] && !t->mute[i]) {
+        uint8_t ka[DED_FRAME_HDR_BYTES + 2];
+        ded_frame_put_hdr(ka, DED_MSG_RECORDS, 2);
+        ka[DED_FRAME_HDR_BYTES] = ka[DED_FRAME_HDR_BYTES + 1] = 0;
+        send_raw(t, i, ka, sizeof ka);
+      }
     ded_node_handle_expiry(t->node, t->now);
   }
 }

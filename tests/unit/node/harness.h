@@ -78,6 +78,10 @@ typedef struct tnode {
   ded_ident ident; /* the node's, for building commits */
   uint32_t conn[TN_PEERS];
   bool closed[TN_PEERS]; /* the node closed conn[i] */
+  /* conn[i]'s peer said HELLO, and sends keepalives as time advances
+   * (tnode_advance) unless |mute|: a scripted peer is not silent. */
+  bool hello[TN_PEERS];
+  bool mute[TN_PEERS];
   unsigned nconn;
   int rounds_done;
   ded_round_result last;
@@ -372,6 +376,7 @@ struct tnet {
   uint64_t now;
   unsigned sent[TNET_NODES][256]; /* frames by sender and type */
   bool alone; /* nodes added from now on bootstrap from nobody */
+  uint64_t bound_ns; /* their DEDMPI_ROUND_TIMEOUT: 10 s unless set */
 };
 
 tnet *tnet_new(void);

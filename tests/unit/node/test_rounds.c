@@ -404,9 +404,8 @@ static void test_node_coordinator_decides_on_its_lineage(void **state) {
   rep.acc_view = 0;
   const uint8_t have[1] = {0x03};
   send_join_status(&t, 0, &rep, &c, have);
-  for (int tick = 1; tick <= 4; tick++)
-    ded_node_handle_expiry(t.node, NOW_NS + (uint64_t)tick * 1000 * 1000 * 1000);
-  out = tnode_output(&t, &len, NOW_NS + 4ull * 1000 * 1000 * 1000);
+  tnode_advance(&t, 4ull * 1000 * 1000 * 1000); /* the peer's keepalives go on */
+  out = tnode_output(&t, &len, t.now);
   for (int i = 0; frame_find(out, len, DED_MSG_DECIDE, i, &fr); i++) {
     ded_msg_decide d;
     assert_int_equal(ded_msg_decide_decode(fr.payload, fr.len, NULL, &d), 0);
@@ -778,6 +777,41 @@ static void test_node_serves_fetch_in_progress(void **state) {
 
 /* ------------------------------------------ rounds of real peers (tnet) */
 
+/* A peer stopped with its connections open (SIGSTOP, a closed lid) sends
+ * nothing, not even its keepalives: the other takes it for lost once its
+ * silence reaches a quarter of the bound, evicts it at half, and goes on
+ * without it well within the bound, though the stopped one is the primary
+ * (the smaller id) of the two, without whom the other alone is no quorum.
+ * Once it speaks again the two are connected again. */
+static void test_node_silent_peer_evicted(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  tnet_add(net, 2);
+  tnet_add(net, 2);
+  tnet_mesh(net);
+  tnet_round(net, 0x3, -1, 0);
+  int p = memcmp(ded_node_id(net->n[0].node), ded_node_id(net->n[1].node), DED_ID_BYTES) < 0 ? 0 : 1;
+  net->n[p].hold = true;
+  uint64_t t0 = net->now;
+  tnet_node *o = &net->n[1 - p];
+  ded_round_args a = {o->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(o->node, &a, net->now), 1);
+  TNET_UNTIL(net, 30 * SEC_NS, o->rounds_done == 2);
+  assert_int_equal(o->rounds_done, 2);
+  assert_int_equal(o->last.status, 0);
+  assert_int_equal(o->last.round, 1);
+  assert_int_equal(o->last.contributors, 1);
+  assert_false(o->last.late);
+  uint64_t took = net->now - t0;
+  if (took < 5 * SEC_NS || took >= 10 * SEC_NS)
+    fail_msg("round 1 took %llu ms without the stopped primary: expected its eviction, half "
+             "the 10 s bound, and not the bound", (unsigned long long)(took / MS_NS));
+  net->n[p].hold = false;
+  TNET_UNTIL(net, 15 * SEC_NS, tnet_meshed(net));
+  assert_true(tnet_meshed(net));
+  tnet_free(net);
+}
+
 /* The peers that take part in rounds (what dedrun's progress line shows)
  * leave out a backbone the trainers are connected to, and peers gone. */
 static void test_node_round_peer_count(void **state) {
@@ -815,6 +849,7 @@ int main(void) {
       cmocka_unit_test(test_node_serves_finished_round),
       cmocka_unit_test(test_node_serves_fetch_in_progress),
       cmocka_unit_test(test_node_round_peer_count),
+      cmocka_unit_test(test_node_silent_peer_evicted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

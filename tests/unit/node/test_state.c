@@ -257,10 +257,13 @@ static void test_node_state_donor_dies(void **state) {
 }
 
 /* A donor stops sending, its connection alive: the joiner drops it after
- * a while and gets its ranges elsewhere. What it sends late is moot. */
+ * a while and gets its ranges elsewhere. What it sends late is moot. (The
+ * bound is long enough that the donor's silence, a quarter of it, does
+ * not close its connections first: test_node_silent_peer_evicted.) */
 static void test_node_state_donor_stalls(void **state) {
   (void)state;
   tnet *net = tnet_new();
+  net->bound_ns = 30 * SEC_NS;
   int j = tnet_fetch_with_stall(net, 0);
   TNET_UNTIL(net, 30 * SEC_NS, net->n[j].state_calls > 0);
   expect_snapshot(&net->n[j], 3);

@@ -131,7 +131,7 @@ int tnet_add_as(tnet *net, uint32_t min_peers, bool no_rounds) {
   }
   s.bootstrap_timeout_ns = 10 * SEC_NS;
   s.rendezvous_timeout_ns = 10 * SEC_NS;
-  s.round_timeout_ns = 10 * SEC_NS;
+  s.round_timeout_ns = net->bound_ns ? net->bound_ns : 10 * SEC_NS;
   s.chunk_bytes = 64;
   s.mem = &net->fm.mem;
   s.log_level = getenv("TEST_NODE_VERBOSE") ? DED_LOG_DEBUG : DED_LOG_ERROR;
