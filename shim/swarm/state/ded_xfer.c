@@ -409,7 +409,7 @@ static bool state_offers_equal(const ded_msg_state_offer *a, const ded_msg_state
          a->status == b->status && a->round == b->round && a->digest == b->digest &&
          a->len == b->len && a->step_rounds == b->step_rounds &&
          a->lin_attempt == b->lin_attempt && a->nlin == b->nlin &&
-         memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0;
+         (a->nlin == 0 || memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0); /* 0: a checkpoint */
 }
 
 static void state_choose(ded_node *node, uint64_t now_ns) {
