@@ -38,6 +38,7 @@
 #include "ded_config.h"
 #include "ded_driver.h"
 #include "http.h"
+#include "keeper.h"
 
 #define HTTP_CONNS_MAX 32
 #define HTTP_IO_TIMEOUT_S 5.0
@@ -502,6 +503,14 @@ int dedrun_backbone(const char *http) {
   fprintf(stderr, "dedrun: backbone %s of run '%s' on port %u; status at http://%s/ "
                   "(dedrun --status %s)\n",
           bb.sid, bb.run, (unsigned)ded_driver_port(bb.d), bound, bound);
+  keeper *kp = NULL;
+  if (cfg.checkpoint_dir[0] && keeper_start(bb.d, &cfg, &kp, err, sizeof err) != 0) {
+    fprintf(stderr, "dedrun: %s\n", err);
+    close(lfd);
+    close(sfd);
+    ded_driver_stop(bb.d, 0);
+    return 1;
+  }
 
   hconn conns[HTTP_CONNS_MAX];
   for (int i = 0; i < HTTP_CONNS_MAX; i++) {
@@ -585,6 +594,7 @@ int dedrun_backbone(const char *http) {
     }
   }
   fprintf(stderr, "dedrun: backbone %s leaving\n", bb.sid);
+  keeper_stop(kp);
   for (int i = 0; i < HTTP_CONNS_MAX; i++) hconn_close(&conns[i]);
   close(lfd);
   close(sfd);

@@ -40,7 +40,8 @@ extern char **environ;
 
 static const char usage_text[] =
     "usage: dedrun [-n N] [-x VAR[=VALUE]]... [OPTIONS] PROGRAM [ARGS...]\n"
-    "       dedrun --backbone [--listen HOST:PORT] [--http HOST:PORT] [OPTIONS]\n"
+    "       dedrun --backbone [--listen HOST:PORT] [--http HOST:PORT] [--checkpoint-dir DIR]\n"
+    "              [OPTIONS]\n"
     "       dedrun --status HOST:PORT\n"
     "       dedrun --id [--identity-file FILE]\n"
     "       dedrun --new-key\n"
@@ -81,6 +82,12 @@ static const char usage_text[] =
     "                        joins and leaves) over HTTP: /, /status.json, /status.txt\n"
     "  --http HOST:PORT      where the backbone serves it (default: the --listen host,\n"
     "                        127.0.0.1 if that is any address, and the next port)\n"
+    "  --checkpoint-dir DIR  the backbone keeps checkpoints of the run's state in DIR\n"
+    "                        (DEDMPI_CHECKPOINT_DIR): pulled from the trainers, served to\n"
+    "                        joiners once no trainer is left, the newest loaded at start\n"
+    "  --checkpoint-every N  pull one every N training steps, or every N with a unit\n"
+    "                        (30s, 10m; DEDMPI_CHECKPOINT_EVERY, default 5m)\n"
+    "  --checkpoint-keep K   keep the newest K (DEDMPI_CHECKPOINT_KEEP, default 3)\n"
     "  --status HOST:PORT    print the status a backbone serves at HOST:PORT (its --http)\n"
     "\n"
     "  --id                  print this identity's public key (FILE is created, mode\n"
@@ -264,6 +271,9 @@ int main(int argc, char **argv) {
       {"--min-peers", "DEDMPI_MIN_PEERS"},
       {"--identity-file", "DEDMPI_IDENTITY_FILE"},
       {"--log", "DEDMPI_LOG"},
+      {"--checkpoint-dir", "DEDMPI_CHECKPOINT_DIR"},
+      {"--checkpoint-every", "DEDMPI_CHECKPOINT_EVERY"},
+      {"--checkpoint-keep", "DEDMPI_CHECKPOINT_KEEP"},
   };
   enum { CMD_RUN, CMD_ID, CMD_NEW_KEY, CMD_INVITE, CMD_BACKBONE, CMD_STATUS };
   dedrun_opts ro = {.np = 1, .progress = -1};

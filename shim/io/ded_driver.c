@@ -252,14 +252,14 @@ static void on_wake(ded_driver *d) {
   d->subs_head = d->subs_tail = NULL;
   bool stop = d->stop_requested;
   uint8_t leave_reason = d->leave_reason;
-  bool fetch = d->fetch_asked;
+  bool fetch = d->fetch_asked, pull = d->fetch_pull;
   uint64_t fetch_min = d->fetch_min;
   uint8_t *cands = d->fetch_cands;
   unsigned ncands = d->fetch_ncands;
   d->fetch_cands = NULL;
   d->fetch_asked = false;
-  ded_snapshot *give = d->give_snap, *found = d->give_found;
-  d->give_snap = d->give_found = NULL;
+  ded_snapshot *give = d->give_snap, *found = d->give_found, *keep = d->give_keep;
+  d->give_snap = d->give_found = d->give_keep = NULL;
   if (d->status_asked) {
     d->status_asked = false;
     driver_status_fill(d, d->status_out);
@@ -275,7 +275,8 @@ static void on_wake(ded_driver *d) {
   }
   if (fetch) {
     uint64_t now = ded_driver_now_ns();
-    int rv = cands      ? ded_node_state_found(d->node, cands, ncands, now)
+    int rv = pull        ? ded_node_state_pull(d->node, fetch_min, now)
+             : cands     ? ded_node_state_found(d->node, cands, ncands, now)
              : fetch_min ? ded_node_state_reload(d->node, fetch_min, now)
                          : ded_node_state_fetch(d->node, now);
     if (rv) cb_state_done(d, rv, NULL);
@@ -284,6 +285,10 @@ static void on_wake(ded_driver *d) {
   if (give) {
     ded_node_snapshot_set(d->node, give, ded_driver_now_ns());
     free(give);
+  }
+  if (keep) {
+    ded_node_keep_set(d->node, keep, ded_driver_now_ns());
+    free(keep);
   }
   while (list) {
     pending_round *p = list;
@@ -454,6 +459,8 @@ static void driver_free(ded_driver *d) {
   }
   if (d->give_snap) free(d->give_snap->bytes);
   free(d->give_snap);
+  if (d->give_keep) free(d->give_keep->bytes);
+  free(d->give_keep);
   if (d->give_found) free(d->give_found->bytes);
   free(d->give_found);
   free(d->fetch_cands);
@@ -656,18 +663,20 @@ int ded_driver_submit(ded_driver *d, const ded_round_args *args) {
   return 0;
 }
 
-/* A fetch (|cands| NULL, |min_round| 0), a reload, or a founding fetch
- * (|cands| from malloc, taken on every path). */
+/* A fetch (|cands| NULL, |min_round| 0), a reload, a founding fetch
+ * (|cands| from malloc, taken on every path), or a backbone's pull. */
 static int driver_fetch(ded_driver *d, uint64_t min_round, uint8_t *cands, unsigned ncands,
-                        ded_snapshot *snap) {
+                        bool pull, ded_snapshot *snap) {
   memset(snap, 0, sizeof *snap);
   pthread_mutex_lock(&d->mu);
-  if (d->fetch_busy || (min_round == 0 && !cands && d->fetch_joined)) {
+  if (d->fetch_busy || (min_round == 0 && !cands && !pull && d->fetch_joined)) {
     pthread_mutex_unlock(&d->mu);
     free(cands);
     return DED_ERR_INVALID_ARG;
   }
-  d->fetch_busy = d->fetch_asked = d->fetch_joined = true;
+  d->fetch_busy = d->fetch_asked = true;
+  if (!pull) d->fetch_joined = true;
+  d->fetch_pull = pull;
   d->fetch_done = false;
   d->fetch_min = min_round;
   d->fetch_cands = cands;
@@ -685,19 +694,23 @@ static int driver_fetch(ded_driver *d, uint64_t min_round, uint8_t *cands, unsig
 }
 
 int ded_driver_state_fetch(ded_driver *d, ded_snapshot *snap) {
-  return driver_fetch(d, 0, NULL, 0, snap);
+  return driver_fetch(d, 0, NULL, 0, false, snap);
 }
 
 int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   if (min_round == 0) return DED_ERR_INVALID_ARG;
-  return driver_fetch(d, min_round, NULL, 0, snap);
+  return driver_fetch(d, min_round, NULL, 0, false, snap);
 }
 
 int ded_driver_state_found(ded_driver *d, const uint8_t *cands, unsigned n, ded_snapshot *snap) {
   uint8_t *copy = malloc(n ? (size_t)n * DED_ID_BYTES : 1); /* non-NULL: a founding fetch */
   if (!copy) return DED_ERR_NOMEM;
   if (n) memcpy(copy, cands, (size_t)n * DED_ID_BYTES);
-  return driver_fetch(d, 0, copy, n, snap);
+  return driver_fetch(d, 0, copy, n, false, snap);
+}
+
+int ded_driver_state_pull(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
+  return driver_fetch(d, min_round, NULL, 0, true, snap);
 }
 
 /* Hands |snap| to the driver thread through |*slot| (a newer one replaces
@@ -725,6 +738,8 @@ static void driver_give(ded_driver *d, ded_snapshot **slot, ded_snapshot *snap) 
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_snap, snap); }
 
 void ded_driver_found_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_found, snap); }
+
+void ded_driver_keep_set(ded_driver *d, ded_snapshot *snap) { driver_give(d, &d->give_keep, snap); }
 
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns) {
   if (!d) return;

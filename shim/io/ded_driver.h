@@ -122,6 +122,19 @@ void ded_driver_found_set(ded_driver *d, ded_snapshot *snap);
  */
 int ded_driver_state_found(ded_driver *d, const uint8_t *cands, unsigned n, ded_snapshot *snap);
 
+/*
+ * A backbone's checkpoint (ded_node_state_pull): asks the run's trainers
+ * for their state, of round |min_round| or later, and fetches it without
+ * loading it. Blocks within the node's bounds. Returns 0 with |snap|
+ * filled (the caller owns snap->bytes), 0 with snap->bytes NULL when no
+ * trainer offered one, or a DED_ERR_*.
+ */
+int ded_driver_state_pull(ded_driver *d, uint64_t min_round, ded_snapshot *snap);
+
+/* A backbone's checkpoint to offer joiners once no trainer is left
+ * (ded_node_keep_set; the driver takes snap->bytes). Thread-safe. */
+void ded_driver_keep_set(ded_driver *d, ded_snapshot *snap);
+
 /* Leaves the swarm, flushes for at most |flush_ns|, stops the thread and
  * frees everything. Rounds still queued finish with DED_ERR_CLOSING. */
 void ded_driver_stop(ded_driver *d, uint64_t flush_ns);

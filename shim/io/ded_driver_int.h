@@ -146,12 +146,13 @@ struct ded_driver {
   /* State transfer: a fetch (or, |fetch_min| > 0, a reload) asked for and
    * its outcome; a snapshot to hand to the node. */
   bool fetch_asked, fetch_busy, fetch_joined, fetch_done;
+  bool fetch_pull; /* a backbone's pull (ded_driver_state_pull) */
   uint64_t fetch_min;
   uint8_t *fetch_cands; /* founding: the first round's contributors (malloc) */
   unsigned fetch_ncands;
   int fetch_status;
   ded_snapshot fetch_snap;
-  ded_snapshot *give_snap, *give_found;
+  ded_snapshot *give_snap, *give_found, *give_keep;
   /* Rounds waiting for room in the node (DED_ROUNDS_ACTIVE_MAX), in order.
    * Driver thread only. */
   pending_round *wait_head, *wait_tail;

@@ -360,6 +360,39 @@ static void set_progress(parse_ctx *p, const char *name, const char *v) {
 
 /* Read by dedrun alone (launcher/run.c): known here so that neither the
  * launcher nor a job that inherits one calls it a typo. */
+static void set_checkpoint_dir(parse_ctx *p, const char *name, const char *v) {
+  if (strlen(v) >= sizeof p->cfg->checkpoint_dir - 64) /* room for the file names */
+    cfg_error(p, name, v, "expected a directory name of at most %zu bytes",
+              sizeof p->cfg->checkpoint_dir - 65);
+  else
+    snprintf(p->cfg->checkpoint_dir, sizeof p->cfg->checkpoint_dir, "%s", v);
+}
+
+/* N steps (digits alone), or a duration with its unit (30s, 10m). */
+static void set_checkpoint_every(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n = 0;
+  bool digits = v[0] != '\0' && strspn(v, "0123456789") == strlen(v) && strlen(v) <= 9;
+  for (const char *c = v; digits && *c; c++) n = n * 10 + (uint64_t)(*c - '0');
+  if (digits && n > 0) {
+    p->cfg->checkpoint_every = n;
+    p->cfg->checkpoint_every_ns = false;
+  } else if (!digits && parse_duration(v, &n) == 0 && n >= 1000000000ull) {
+    p->cfg->checkpoint_every = n;
+    p->cfg->checkpoint_every_ns = true;
+  } else {
+    cfg_error(p, name, v, "expected a number of training steps (such as 100) or a duration of "
+              "at least a second with its unit (such as 30s or 10m)");
+  }
+}
+
+static void set_checkpoint_keep(parse_ctx *p, const char *name, const char *v) {
+  uint64_t n;
+  if (parse_size(v, &n) != 0 || n < 1 || n > 1000)
+    cfg_error(p, name, v, "expected an integer from 1 to 1000");
+  else
+    p->cfg->checkpoint_keep = (uint32_t)n;
+}
+
 static void set_launcher_only(parse_ctx *p, const char *name, const char *v) {
   (void)p;
   (void)name;
@@ -401,6 +434,9 @@ static const var_def vars[] = {
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{"DEDMPI_PROGRESS", "", "local datagram socket (a path, or @name for an abstract one) that rank 0 reports each finished round to; dedrun sets it for its progress line"}, set_progress},
+    {{"DEDMPI_CHECKPOINT_DIR", "", "backbone only: directory where it keeps checkpoints of the run's state (pulled from the trainers), serves them to joiners once no trainer is left, and loads the newest at start; unset: no checkpoints"}, set_checkpoint_dir},
+    {{"DEDMPI_CHECKPOINT_EVERY", "5m", "backbone only: how often it pulls a checkpoint: a number of training steps (100) or a duration (30s, 10m)"}, set_checkpoint_every},
+    {{"DEDMPI_CHECKPOINT_KEEP", "3", "backbone only: checkpoints kept in DEDMPI_CHECKPOINT_DIR (the newest); an older one is the fallback for a torn or corrupt newest"}, set_checkpoint_keep},
     {{"DEDMPI_LIB", "next to dedrun", "dedrun only: the libdedmpi.so it preloads into mpirun's job"}, set_launcher_only},
     {{"DEDMPI_STANDALONE_DIR", "next to dedrun", "dedrun only: the directory of dedmpi's own libmpi.so.40 for --standalone"}, set_launcher_only},
     {{NULL, NULL, NULL}, NULL},
@@ -432,6 +468,9 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
   cfg->deadline_floor_ns = 500ull * 1000000ull;
   cfg->history_bytes = 256ull << 20;
   cfg->state_bcast = true;
+  cfg->checkpoint_every = 300ull * 1000000000ull;
+  cfg->checkpoint_every_ns = true;
+  cfg->checkpoint_keep = 3;
   if (errlen) errors[0] = '\0';
   if (warnlen) warnings[0] = '\0';
   parse_ctx p = {cfg, errors, errlen, 0};

@@ -49,6 +49,10 @@ typedef struct ded_config {
   uint8_t plan;                   /* DEDMPI_PLAN (enum ded_plan) */
   double up_Bps, down_Bps;        /* DEDMPI_BANDWIDTH (0: measured) */
   char progress[108];             /* DEDMPI_PROGRESS ("" = none; '@' = abstract) */
+  char checkpoint_dir[1024];      /* DEDMPI_CHECKPOINT_DIR ("" = no checkpoints; backbone) */
+  uint64_t checkpoint_every;      /* DEDMPI_CHECKPOINT_EVERY: steps, or ns if ..._ns */
+  bool checkpoint_every_ns;
+  uint32_t checkpoint_keep;       /* DEDMPI_CHECKPOINT_KEEP */
 } ded_config;
 
 /*

@@ -26,6 +26,7 @@
 #include "core/ded_frame.h"
 #include "core/ded_msg.h"
 #include "crypto/ded_ident.h"
+#include "state/ded_keep.h"
 
 /* ------------------------------------------------------------------ */
 /* helpers every module uses                                           */
@@ -807,6 +808,20 @@ int ded_node_state_found(ded_node *node, const uint8_t *cands, unsigned n, uint6
   node_enter(node, now_ns);
   int rv = ded_xfer_found(node, cands, n, now_ns);
   if (rv == 0) node_reap(node);
+  return rv;
+}
+
+int ded_node_state_pull(ded_node *node, uint64_t min_round, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_keep_pull(node, min_round, now_ns);
+  if (rv == 0) node_reap(node);
+  return rv;
+}
+
+int ded_node_keep_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
+  node_enter(node, now_ns);
+  int rv = ded_keep_set(node, snap, now_ns);
+  node_reap(node);
   return rv;
 }
 

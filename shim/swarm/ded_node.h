@@ -384,6 +384,28 @@ int ded_node_found_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
 int ded_node_state_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t now_ns);
 
 /*
+ * A backbone's checkpoints (docs/architecture.md, "Checkpoints"). For a
+ * node without rounds (settings.no_rounds): asks the run's trainers for
+ * their state, of round |min_round| or later, as a joiner does, and
+ * fetches it, without loading it: state_done reports 0 with the snapshot
+ * (round, pos, step_rounds, len, digest, bytes), 0 without one when no
+ * trainer offered any (none there, or none in a run), or DED_ERR_TIMEOUT
+ * / DED_ERR_PEER_LOST. Returns 0, or DED_ERR_INVALID_ARG (a node with
+ * rounds, a pull in progress, no state_done callback), DED_ERR_CLOSING.
+ */
+int ded_node_state_pull(ded_node *node, uint64_t min_round, uint64_t now_ns);
+
+/*
+ * For a node without rounds: the checkpoint (a snapshot as a pull
+ * reports it, digest checked) that it offers to joiners while no trainer
+ * connected to it shows a round at or past the checkpoint's; the joiner
+ * that takes it starts the rounds anew at its round. Replaces the one
+ * held. The node takes snap->bytes on every path. Returns 0 or
+ * DED_ERR_INVALID_ARG (a node with rounds; a malformed snapshot).
+ */
+int ded_node_keep_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns);
+
+/*
  * Leaves the swarm: tells every peer, fails rounds in flight with
  * DED_ERR_CLOSING, and accepts no more work. Keep driving the node until
  * ded_node_flushed() so the goodbyes get out.

@@ -1,7 +1,7 @@
 /*
  * gen_corpus.c: writes the seed corpora of the fuzz targets.
  *
- * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan,invite,image}/NAME)
+ * Usage: fuzz_gen_corpus DIR   (writes DIR/{frame,msg,record,node,noise,chan,invite,image,ckpt}/NAME)
  *
  * Seeds are valid encodings of every message, records, and whole
  * conversations with the fuzzed node (fuzz_node.c): a HELLO signed for the
@@ -27,6 +27,7 @@
 #include "dht/ded_record.h"
 #include "dht/ded_invite.h"
 #include "state/ded_image.h"
+#include "ded_ckpt.h"
 #include "fuzz_chan_world.h"
 #include "fuzz_noise_world.h"
 
@@ -1605,6 +1606,52 @@ static void gen_image(void) {
   free(img);
 }
 
+/* ------------------------------------------------------------- ckpt */
+
+/* fuzz_ckpt: a whole checkpoint of run FUZZ_RUN (a state image of two
+ * pieces), torn (by one byte, in the header), with a byte flipped in the
+ * state and in the header, another run's, and one of an empty image. */
+static void gen_ckpt(void) {
+  uint8_t run[32];
+  ded_ckpt_run_hash(FUZZ_RUN, run);
+  uint64_t sizes[2] = {64, 8};
+  size_t ilen = ded_image_table_bytes(2) + 72;
+  uint8_t *f = calloc(1, DED_CKPT_HDR_BYTES + ilen);
+  FUZZ_CHECK(f);
+  uint8_t *img = f + DED_CKPT_HDR_BYTES;
+  ded_image_write_table(img, sizes, 2);
+  for (size_t i = ded_image_table_bytes(2); i < ilen; i++) img[i] = (uint8_t)(i * 13);
+  ded_snapshot s;
+  memset(&s, 0, sizeof s);
+  s.round = 120;
+  s.pos = 4101720;
+  s.step_rounds = 2;
+  s.len = ilen;
+  s.digest = ded_digest64(img, ilen);
+  s.bytes = img;
+  size_t n = DED_CKPT_HDR_BYTES + ilen;
+  ded_ckpt_header(f, run, &s, FUZZ_NOW_MS);
+  write_seed("ckpt", "whole", f, n);
+  write_seed("ckpt", "torn_by_one", f, n - 1);
+  write_seed("ckpt", "torn_header", f, DED_CKPT_HDR_BYTES - 5);
+  f[n - 2] ^= 1;
+  write_seed("ckpt", "state_flipped", f, n);
+  f[n - 2] ^= 1;
+  f[50] ^= 1;
+  write_seed("ckpt", "header_flipped", f, n);
+  f[50] ^= 1;
+  uint8_t other[32];
+  ded_ckpt_run_hash("another", other);
+  ded_ckpt_header(f, other, &s, FUZZ_NOW_MS);
+  write_seed("ckpt", "other_run", f, n);
+  ded_image_write_table(img, sizes, 0);
+  s.len = 8;
+  s.digest = ded_digest64(img, 8);
+  ded_ckpt_header(f, run, &s, FUZZ_NOW_MS);
+  write_seed("ckpt", "no_pieces", f, DED_CKPT_HDR_BYTES + 8);
+  free(f);
+}
+
 /* ------------------------------------------------------------ invite */
 
 /* fuzz_invite: the fixed owner's invitations (forever, expired, in the
@@ -1700,6 +1747,7 @@ int main(int argc, char **argv) {
   gen_chan();
   gen_invite();
   gen_image();
+  gen_ckpt();
   gen_http();
   return 0;
 }

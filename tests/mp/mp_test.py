@@ -1193,6 +1193,150 @@ def join_mid_run():
           ("; ".join(notes), got, want))
 
 
+def ckpt_params(path):
+    """A backbone checkpoint file (shim/io/ded_ckpt.h): (round, the state
+    image's pieces)."""
+    import struct
+    data = open(path, "rb").read()
+    check(data[:8] == b"DEDCKPT\0" and len(data) >= 160, "%s is not a checkpoint" % path)
+    rnd, = struct.unpack_from("<Q", data, 48)
+    img = data[160:]
+    n, = struct.unpack_from("<Q", img, 0)
+    sizes = struct.unpack_from("<%dQ" % n, img, 8)
+    pieces, off = [], 8 + 8 * n
+    for sz in sizes:
+        pieces.append(img[off:off + sz])
+        off += sz
+    return rnd, pieces
+
+
+@test
+def backbone_checkpoint():
+    """The model outlives its trainers. A backbone with a checkpoint
+    directory (pulling every second) and two single-rank jobs that train;
+    once it wrote a checkpoint past step 40, both jobs are SIGKILLed and the
+    backbone is stopped and started again on the same directory: it loads
+    the newest checkpoint. A fresh job that joins then takes the
+    checkpoint: its first parameters (the checksum it logs before training)
+    are the checkpoint's, not its own initial ones, its step counter the
+    checkpoint's, its rounds start at the checkpoint's round, and it trains
+    on from there to the end (its loss the run's, not a fresh model's)."""
+    import zlib
+    port = free_port()
+    run = "mp-%d" % port
+    wd = tempfile.mkdtemp(prefix="dedmp-")
+    ckdir = os.path.join(wd, "ckpt")
+
+    def backbone(name):
+        out = open(os.path.join(wd, name + ".err"), "w")
+        cmd = [ARGS.dedrun, "--backbone", "--run", run, "--listen", "127.0.0.1:%d" % port,
+               "--http", "127.0.0.1:0", "--checkpoint-dir", ckdir, "--checkpoint-every", "1s",
+               "--checkpoint-keep", "2"]
+        env = dict(os.environ, DEDMPI_LOG="info", ASAN_OPTIONS="detect_leaks=0")
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out.name
+
+    def ckpts():
+        return sorted(f for f in os.listdir(ckdir) if re.match(r"ckpt-\d{20}\.ded$", f)) \
+            if os.path.isdir(ckdir) else []
+
+    bb, bb_log = backbone("backbone1")
+    jobs = []
+    try:
+        common = ["--buckets", "2", "--log-every", "5", "--shards", "2", "--step-ms", "20"]
+        env = swarm_env(port, False, 2, DEDMPI_DEADLINE_FLOOR="200ms", DEDMPI_ROUND_TIMEOUT="20s")
+        for i in range(2):
+            jobs.append(Job("job%d" % i, 1, trainer_cmd(False, common + [
+                "--steps", "3000", "--shard-base", str(i), "--out", "params-%d.bin" % i]),
+                env, workdir=wd))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            cs = ckpts()
+            if cs and struct_step(os.path.join(ckdir, cs[-1])) > 40:
+                break
+            check(all(j.proc.poll() is None for j in jobs),
+                  "a job ended:\n" + "\n".join(j.describe() for j in jobs))
+            time.sleep(0.2)
+        cs = ckpts()
+        check(cs and struct_step(os.path.join(ckdir, cs[-1])) > 40,
+              "no checkpoint past step 40 in 60 s:\n%s\n%s" % (open(bb_log).read()[-3000:],
+                                                          jobs[0].describe()))
+        for j in jobs:
+            os.killpg(j.proc.pid, signal.SIGKILL)
+            j.wait(10)
+        run_step = max(int(x) for x in re.findall(r"step (\d+) loss", jobs[0].out))
+        run_losses = [float(x) for x in re.findall(r"step \d+ loss (\S+)", jobs[0].out)]
+        fresh_init = re.search(r"init checksum (\S+)", jobs[0].out).group(1)
+        bb.send_signal(signal.SIGTERM)
+        check(bb.wait(30) == 0, "the backbone did not end cleanly:\n" + open(bb_log).read()[-3000:])
+    finally:
+        for j in jobs:
+            if j.proc.poll() is None:
+                os.killpg(j.proc.pid, signal.SIGKILL)
+        if bb.poll() is None:
+            bb.kill()
+    cs = ckpts()
+    check(1 <= len(cs) <= 2, "checkpoints kept: %s (at most 2)" % cs)
+    newest = os.path.join(ckdir, cs[-1])
+    rnd, pieces = ckpt_params(newest)
+    ck_step = struct_step(newest)
+    n_params = None
+
+    bb, bb_log = backbone("backbone2")
+    try:
+        deadline = time.time() + 20
+        while "loaded " not in open(bb_log).read() and time.time() < deadline:
+            check(bb.poll() is None, "the backbone ended:\n" + open(bb_log).read()[-3000:])
+            time.sleep(0.1)
+        check(re.search(r"loaded \S+ckpt-%020d\.ded: the run's state at round %d" % (rnd, rnd),
+                        open(bb_log).read()),
+              "the restarted backbone did not load the newest checkpoint:\n" +
+              open(bb_log).read()[-3000:])
+        env = swarm_env(port, False, 1, DEDMPI_DEADLINE_FLOOR="200ms", DEDMPI_ROUND_TIMEOUT="20s")
+        late = Job("late", 1, trainer_cmd(False, common + [
+            "--steps", str(ck_step + 30), "--shard-base", "0", "--out", "params-late.bin"]),
+            env, workdir=wd)
+        run_jobs([late], 90)
+    finally:
+        bb.send_signal(signal.SIGTERM)
+        try:
+            bb.wait(30)
+        except subprocess.TimeoutExpired:
+            bb.kill()
+    m = re.search(r"params (\d+)", late.out)
+    check(m, "no config line:\n" + late.describe())
+    n_params = int(m.group(1))
+    want = "0x%08x" % (zlib.crc32(pieces[0][:4 * n_params]) & 0xffffffff)
+    got = re.search(r"init checksum (\S+)", late.out).group(1)
+    check(got == want, "the new job's first parameters (checksum %s) are not the checkpoint's (%s)"
+          "\n%s" % (got, want, late.describe()))
+    check(got != fresh_init, "the checkpoint holds the initial parameters: it tested nothing")
+    check(re.search(r"resumed at step %d\b" % ck_step, late.out),
+          "the new job did not resume at the checkpoint's step %d:\n%s" % (ck_step, late.describe()))
+    check(re.search(r"joined the run at round %d\b" % rnd, late.err),
+          "the new job's rounds did not start at the checkpoint's round %d:\n%s" %
+          (rnd, late.describe()))
+    losses = [float(x) for x in re.findall(r"step \d+ loss (\S+)", late.out)]
+    final = float(final_line(late)[0])
+    # A fresh model's loss at its first logged step is the run's first.
+    check(losses and losses[0] < 0.75 * run_losses[0] and final < 0.75 * run_losses[0],
+          "the new job's loss (first %s, final %.4f) is a fresh model's (%.4f), not the run's "
+          "(%.4f at step %d)" % (losses[:1], final, run_losses[0], run_losses[-1], run_step))
+    print("  checkpoint of round %d (step %d) after the run reached step %d; a new job took it "
+          "from the restarted backbone: first parameters %s equal the checkpoint's (its own "
+          "would be %s); loss %.4f at its first logged step, %.4f at the end (the run's %.4f at its "
+          "first, %.4f at its last)" %
+          (rnd, ck_step, run_step, got, fresh_init, losses[0], final, run_losses[0],
+           run_losses[-1]))
+
+
+def struct_step(path):
+    """The trainer's step counter in a checkpoint (its registered piece,
+    the last one: an int64)."""
+    import struct
+    _, pieces = ckpt_params(path)
+    return struct.unpack("<q", pieces[-1])[0] if pieces and len(pieces[-1]) == 8 else -1
+
+
 @test
 def kill_stop_join():
     """The issue's whole scenario in one run: four single-rank jobs train 300

@@ -2482,8 +2482,9 @@ static void test_msg_state_offer_invalid(void **state) {
 }
 
 /* What only a snapshot (status OFFER) must have: a round past the
- * first, a step of 1 .. DED_STATE_STEP_ROUNDS_MAX rounds, a lineage, and
- * the attempt that ended round-1 (never 0). The other statuses carry
+ * first, a step of 1 .. DED_STATE_STEP_ROUNDS_MAX rounds, a lineage and
+ * the attempt that ended round-1 (never 0), or neither (a backbone's
+ * checkpoint: no lineage, attempt 0). The other statuses carry
  * none of these (test_msg_state_offer_unused_fields). */
 static void test_msg_state_offer_snapshot_fields(void **state) {
   (void)state;
@@ -2510,6 +2511,9 @@ static void test_msg_state_offer_snapshot_fields(void **state) {
   OFFER_BAD(sp->lin_attempt = 0; sp->nlin = 1);
   OFFER_BAD(sp->lin_attempt = 0; sp->nlin = DED_ROUND_MEMBERS_MAX);
   OFFER_BAD(sp->round = 0; sp->step_rounds = 0; sp->nlin = 0; sp->lin_attempt = 0);
+  OFFER_BAD(sp->round = 0; sp->nlin = 0; sp->lin_attempt = 0);
+  OFFER_BAD(sp->step_rounds = 0; sp->nlin = 0; sp->lin_attempt = 0);
+  OFFER_OK(sp->nlin = 0; sp->lin_attempt = 0); /* a checkpoint */
   OFFER_OK(sp->round = 1);
   OFFER_OK(sp->pos = 0);
   OFFER_OK(sp->pos = DED_POS_MAX);

@@ -562,8 +562,10 @@ int ded_msg_state_offer_decode(const uint8_t *p, size_t len, ded_msg_state_offer
                    (m->status != DED_STATE_GONE && m->digest)
                ? DED_ERR_PROTO
                : 0;
+  /* No lineage (and attempt 0): a backbone's checkpoint, whose rounds
+   * start anew at its round (docs/architecture.md, "Checkpoints"). */
   if (m->round == 0 || m->step_rounds == 0 || m->step_rounds > DED_STATE_STEP_ROUNDS_MAX ||
-      m->nlin == 0 || m->lin_attempt == 0)
+      (m->nlin == 0) != (m->lin_attempt == 0))
     return DED_ERR_PROTO;
   /* The lineage is a round's membership: ids strictly increasing, as in COMMIT. */
   for (unsigned i = 1; i < m->nlin; i++)

@@ -370,6 +370,10 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
  *           make one step; round-1 ended with attempt |lin_attempt| and
  *           members |lin| (the lineage the joiner's first round needs;
  *           bit i set: member i is a client, which never coordinates).
+ *           A backbone's checkpoint (the state of a run whose trainers
+ *           all left) has no lineage: nlin 0 and lin_attempt 0; a joiner
+ *           that takes it starts the rounds anew at |round|, as a first
+ *           round of its own.
  *   FRESH   the sender has not started a round: no run in progress.
  *   PENDING the sender is in a run (its next round is |round|) and will
  *           OFFER once its trainer reaches a step boundary.
@@ -382,7 +386,7 @@ static inline const uint8_t *ded_lin_coord(const uint8_t *lin, unsigned n, uint6
  *           pos, step_rounds and lin_attempt 0.
  * Fields a status does not use are zero (PENDING and GONE use |round|,
  * GONE also |digest|). An OFFER's lineage ids are strictly increasing and
- * its lin_attempt is not 0. To a founding ask the answer is FOUNDING,
+ * its lin_attempt is 0 exactly when it has none (a checkpoint). To a founding ask the answer is FOUNDING,
  * PENDING with round 0 (the sender is fetching that origin's state
  * itself), or NONE.
  *

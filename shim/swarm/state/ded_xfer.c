@@ -7,6 +7,7 @@
 #include "../core/ded_err.h"
 #include "../core/ded_limits.h"
 #include "../ded_node_int.h"
+#include "ded_keep.h"
 
 #define DED_XFER_TRIES 3 /* asks before a fetch gives up */
 #define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
@@ -29,6 +30,7 @@ static void state_snap_drop(ded_node *node) {
   st->snap_lin = NULL;
   st->snap_nlin = 0;
   st->have_snap = false;
+  st->snap_kept = false;
 }
 
 static void state_found_drop(ded_node *node) {
@@ -55,7 +57,7 @@ static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint6
     m.len = st->snap.len;
     m.lin_attempt = st->snap_lin_attempt;
     m.nlin = (uint16_t)st->snap_nlin;
-    m.lin = (const uint8_t *)st->snap_lin;
+    m.lin = st->snap_lin ? (const uint8_t *)st->snap_lin : origin; /* none: a checkpoint */
     st->snap_used_ns = node->now_ns;
   } else if (status == DED_STATE_FOUNDING) {
     m.round = 0;
@@ -114,7 +116,11 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
     state_on_found_ask(node, p, m->origin);
     return;
   }
-  if (node->s.no_rounds || node->leaving || st->phase == DED_XFER_ASKING ||
+  if (node->s.no_rounds) { /* a backbone: its checkpoint, if it may offer it */
+    ded_keep_on_ask(node, p, m);
+    return;
+  }
+  if (node->leaving || st->phase == DED_XFER_ASKING ||
       st->phase == DED_XFER_FETCHING || !node->cb.want_snapshot) {
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     return;
@@ -262,6 +268,7 @@ static void state_done(ded_node *node, int status, ded_snapshot *snap) {
   ded_xfer *st = &node->xfer;
   st->phase = DED_XFER_FINISHED;
   st->founding = false;
+  st->pull = false;
   ded_mem_free(node->mem, st->chunk);
   ded_mem_free(node->mem, st->lin);
   st->chunk = NULL;
@@ -317,6 +324,7 @@ static void state_ask_founders(ded_node *node) {
 static void state_ask_more(ded_node *node) {
   ded_xfer *st = &node->xfer;
   if (st->founding) state_ask_founders(node);
+  if (!st->founding && !st->pull) ded_keep_ask_backbones(node);
   if (st->ndonors >= DED_XFER_ASK_MAX || node->peers.n == 0) return;
   /* Start at a place that depends on our id, so that joiners spread. */
   size_t start = node->ident.id[0] % node->peers.n;
@@ -401,7 +409,7 @@ static bool state_offers_equal(const ded_msg_state_offer *a, const ded_msg_state
          a->status == b->status && a->round == b->round && a->digest == b->digest &&
          a->len == b->len && a->step_rounds == b->step_rounds &&
          a->lin_attempt == b->lin_attempt && a->nlin == b->nlin &&
-         memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0;
+         (a->nlin == 0 || memcmp(a->lin, b->lin, DED_LIN_BYTES(a->nlin)) == 0); /* 0: a checkpoint */
 }
 
 static void state_choose(ded_node *node, uint64_t now_ns) {
@@ -615,10 +623,17 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     state_found_finish(node, now_ns);
     return;
   }
+  if (st->pull) {
+    ded_keep_pull_finish(node, now_ns);
+    return;
+  }
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
-  ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
-                      (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
+  if (w->nlin) /* else a checkpoint: the rounds start anew at its round (a first round) */
+    ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
+                        (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
+  else
+    ded_mem_free(node->mem, st->lin);
   st->lin = NULL;
   node->rounds.next = w->round;
   ded_stream_resume(&node->rounds.stream, w->pos);
@@ -703,7 +718,8 @@ static void state_found_none(ded_node *node, uint64_t now_ns) {
 /* Decides what the answers so far mean; drops donors that stall. */
 void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
-  if (st->have_snap && !st->naskers && now_ns >= st->snap_used_ns + STATE_SNAP_IDLE_NS)
+  if (st->have_snap && !st->snap_kept && !st->naskers &&
+      now_ns >= st->snap_used_ns + STATE_SNAP_IDLE_NS)
     state_snap_drop(node);
   if (st->have_found && st->found_asked && !st->founding &&
       now_ns >= st->found_used_ns + STATE_SNAP_IDLE_NS)
@@ -781,6 +797,10 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
     }
     if (st->founding) {
       state_found_none(node, now_ns);
+      return;
+    }
+    if (st->pull) {
+      ded_keep_pull_none(node, pending, now_ns);
       return;
     }
     bool settled = pending == 0 && !state_peer_unasked(node);
@@ -938,4 +958,18 @@ void ded_xfer_free(ded_node *node) {
 
 bool ded_xfer_busy(const ded_node *node) {
   return node->xfer.phase == DED_XFER_ASKING || node->xfer.phase == DED_XFER_FETCHING;
+}
+
+/* ---- for state/ded_keep.c ---- */
+
+void ded_xfer_offer_to(ded_node *node, ded_peer *to, uint8_t status) {
+  state_send_offer(node, to, status, 0, 0);
+}
+
+bool ded_xfer_ask_peer(ded_node *node, ded_peer *p) { return state_ask_peer(node, p); }
+
+void ded_xfer_begin(ded_node *node, uint64_t now_ns) { state_begin_asking(node, now_ns); }
+
+void ded_xfer_done(ded_node *node, int status, ded_snapshot *snap) {
+  state_done(node, status, snap);
 }

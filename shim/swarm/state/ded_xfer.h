@@ -47,6 +47,7 @@
 #include "../ded_node.h"
 
 struct ded_conn;
+struct ded_peer;
 
 #define DED_XFER_ASK_MAX 8
 
@@ -113,6 +114,12 @@ typedef struct ded_xfer {
   uint8_t *buf;
   uint8_t *chunk; /* per range: 0 to ask, 1 + donor index asked, 0xff done */
   uint64_t nchunks, ndone, next_todo;
+  /* A backbone (state/ded_keep.c): the donor snapshot is its checkpoint
+   * (|snap_kept|: no lineage, never dropped for idling), and a fetch may
+   * only pull the run's state for one (|pull|: the node's rounds and
+   * lineage untouched). */
+  bool snap_kept;
+  bool pull;
 } ded_xfer;
 
 /* ded_node_state_fetch, without entering the node: 0 or an error. */
@@ -144,5 +151,14 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns);
 bool ded_xfer_busy(const ded_node *node);
 
 void ded_xfer_free(ded_node *node);
+
+/* For state/ded_keep.c, the joiner's and donor's steps it reuses: an
+ * answer of |status| (DED_STATE_OFFER: the donor snapshot) to |to|; asks
+ * |p| unless asked already (false if it cannot be); begins asking (a try);
+ * finishes the fetch with |status| and |snap| (state_done). */
+void ded_xfer_offer_to(ded_node *node, struct ded_peer *to, uint8_t status);
+bool ded_xfer_ask_peer(ded_node *node, struct ded_peer *p);
+void ded_xfer_begin(ded_node *node, uint64_t now_ns);
+void ded_xfer_done(ded_node *node, int status, ded_snapshot *snap);
 
 #endif /* DED_XFER_H */
