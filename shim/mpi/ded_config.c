@@ -303,10 +303,9 @@ static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
  * key); it is never echoed in an error. */
 static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
   size_t n = strlen(v);
-  uint8_t key[DED_SWARM_KEY_BYTES];
-  if (n == 2 * DED_SWARM_KEY_BYTES && ded_hex_decode(v, n, key, sizeof key) != 0)
-    cfg_error(p, name, "...", "64 characters but not hex digits: a mistyped key? (a passphrase "
-                              "of exactly 64 characters is refused for that reason)");
+  char why[256];
+  if (ded_swarm_key_suspect(v, n, why, sizeof why))
+    cfg_error(p, name, "...", "%s", why);
   else if (n < DED_PASSPHRASE_MIN || n >= sizeof p->cfg->swarm_key)
     cfg_error(p, name, "...",
               "expected 64 hex digits (a random key: head -c32 /dev/urandom | od -An -tx1 | "
@@ -314,7 +313,6 @@ static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
               DED_PASSPHRASE_MIN, sizeof p->cfg->swarm_key - 1);
   else
     memcpy(p->cfg->swarm_key, v, n + 1);
-  ded_wipe(key, sizeof key);
 }
 
 static void set_swarm_key_file(parse_ctx *p, const char *name, const char *v) {
