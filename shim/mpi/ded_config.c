@@ -356,6 +356,17 @@ static void set_progress(parse_ctx *p, const char *name, const char *v) {
     snprintf(p->cfg->progress, sizeof p->cfg->progress, "%s", v);
 }
 
+/* What an unknown DEDMPI_* name is: an error (a typo must not pass for a
+ * setting taken), or with "warn" a warning. */
+static void set_unknown_vars(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "error"))
+    p->cfg->unknown_warn = false;
+  else if (!strcmp(v, "warn"))
+    p->cfg->unknown_warn = true;
+  else
+    cfg_error(p, name, v, "expected error or warn");
+}
+
 /* Read by dedrun alone (launcher/run.c): known here so that neither the
  * launcher nor a job that inherits one calls it a typo. */
 static void set_launcher_only(parse_ctx *p, const char *name, const char *v) {
@@ -399,6 +410,7 @@ static const var_def vars[] = {
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{"DEDMPI_PROGRESS", "", "local datagram socket (a path, or @name for an abstract one) that rank 0 reports each finished round to; dedrun sets it for its progress line"}, set_progress},
+    {{"DEDMPI_UNKNOWN_VARS", "error", "what a DEDMPI_* name not listed here is: error (MPI_Init fails, dedrun stops: most likely a typo) or warn (a warning, and it is ignored)"}, set_unknown_vars},
     {{"DEDMPI_LIB", "next to dedrun", "dedrun only: the libdedmpi.so it preloads into mpirun's job"}, set_launcher_only},
     {{"DEDMPI_STANDALONE_DIR", "next to dedrun", "dedrun only: the directory of dedmpi's own libmpi.so.40 for --standalone"}, set_launcher_only},
     {{NULL, NULL, NULL}, NULL},
@@ -409,6 +421,39 @@ const ded_config_var *ded_config_vars(void) {
   static ded_config_var table[sizeof vars / sizeof vars[0]];
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) table[i] = vars[i].doc;
   return table;
+}
+
+/* Edit distance between |a| (|n| bytes) and |b|, at most 3 (3: "or more"). */
+static unsigned name_distance(const char *a, size_t n, const char *b) {
+  size_t m = strlen(b);
+  if (n > 64 || m > 64 || (n > m ? n - m : m - n) >= 3) return 3;
+  unsigned row[65];
+  for (size_t j = 0; j <= m; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= n; i++) {
+    unsigned diag = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= m; j++) {
+      unsigned up = row[j];
+      unsigned best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[m] < 3 ? row[m] : 3;
+}
+
+/* The known name nearest |name| (|len| bytes), 2 edits away at most;
+ * NULL if none is. */
+static const char *nearest_var(const char *name, size_t len) {
+  const char *best = NULL;
+  unsigned best_d = 3;
+  for (const var_def *v = vars; v->doc.name; v++) {
+    unsigned d = name_distance(name, len, v->doc.name);
+    if (d < best_d) best_d = d, best = v->doc.name;
+  }
+  return best;
 }
 
 int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), char **environ_list,
@@ -450,9 +495,21 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
     bool known = false;
     for (const var_def *v = vars; v->doc.name && !known; v++)
       known = strlen(v->doc.name) == len && strncmp(v->doc.name, *e, len) == 0;
-    if (!known) {
+    if (known) continue;
+    char hint[96] = "";
+    const char *near = nearest_var(*e, len);
+    if (near) snprintf(hint, sizeof hint, " (did you mean %s?)", near);
+    if (cfg->unknown_warn) {
       size_t used = strlen(warnings);
-      snprintf(warnings + used, warnlen - used, "unknown variable %.*s (ignored)\n", (int)len, *e);
+      if (used < warnlen)
+        snprintf(warnings + used, warnlen - used, "unknown variable %.*s%s (ignored: "
+                 "DEDMPI_UNKNOWN_VARS=warn)\n", (int)len, *e, hint);
+    } else {
+      size_t used = strlen(errors);
+      if (used < errlen)
+        snprintf(errors + used, errlen - used, "unknown variable %.*s%s: not a dedmpi setting "
+                 "(DEDMPI_UNKNOWN_VARS=warn lets it pass with a warning)\n", (int)len, *e, hint);
+      p.nerr++;
     }
   }
   return p.nerr;

@@ -199,7 +199,8 @@ def key_file():
     """--swarm-key-file (or DEDMPI_SWARM_KEY_FILE in dedrun's environment) is
     checked before anything starts, with the library's own message and exit
     2: missing, not a regular file, readable by others, or a key that looks
-    mistyped (63 hex digits); the backbone checks it too."""
+    mistyped (63 hex digits); the backbone checks it too. An unknown DEDMPI_*
+    variable stops dedrun the same way unless DEDMPI_UNKNOWN_VARS=warn."""
     wd = tempfile.mkdtemp(prefix="dedrun-key-")
     marker = os.path.join(wd, "started")
     prog = ["/bin/sh", "-c", "touch " + marker]
@@ -237,12 +238,18 @@ def key_file():
                   "%s %s: expected exit 2 and %r before anything started; got %d:\n%s" %
                   (how, path, want, r.returncode, r.stderr))
             n += 1
-    # A private key file passes.
+    r = cli("--no-progress", *prog, env=base_env(DEDMPI_MINPEERS="2"), timeout=30)
+    check(r.returncode == 2 and "dedrun: unknown variable DEDMPI_MINPEERS (did you mean "
+          "DEDMPI_MIN_PEERS?)" in r.stderr and not os.path.exists(marker),
+          "an unknown variable: %d\n%s" % (r.returncode, r.stderr))
+    # Downgraded to a warning, it passes, and so does a private key file.
     r = subprocess.run(dedrun_cmd("--no-progress", "--swarm-key-file", good, *prog),
-                       capture_output=True, text=True, timeout=60, env=base_env())
-    check(r.returncode == 0 and os.path.exists(marker), "good key: %d\n%s" % (r.returncode, r.stderr))
-    print("  %d refused key files (flag, environment, backbone) stopped dedrun before it "
-          "started anything" % n)
+                       capture_output=True, text=True, timeout=60,
+                       env=base_env(DEDMPI_MINPEERS="2", DEDMPI_UNKNOWN_VARS="warn"))
+    check(r.returncode == 0 and os.path.exists(marker) and "dedrun: warning: unknown variable "
+          "DEDMPI_MINPEERS" in r.stderr, "warn: %d\n%s" % (r.returncode, r.stderr))
+    print("  %d refused key files (flag, environment, backbone) and an unknown variable stopped "
+          "dedrun before it started anything; DEDMPI_UNKNOWN_VARS=warn lets it pass" % n)
 
 
 @test

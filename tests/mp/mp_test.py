@@ -489,7 +489,7 @@ def size_mismatch():
 @test
 def invalid_env():
     """An invalid DEDMPI_* value is reported at MPI_Init and the job fails there;
-    an unknown DEDMPI_ name is a warning."""
+    so is an unknown DEDMPI_ name, with the known name it is nearest."""
     j = Job("bad", 1, [binpath("ar_check"), "--cases", "swarm"],
             {"DEDMPI_MIN_PEERS": "three", "DEDMPI_ROUND_TIMEOUT": "-5", "DEDMPI_MINPEERS": "3",
              "DEDMPI_MODE": "relay", "DEDMPI_STEP_ROUNDS": "2000", "DEDMPI_PROBE_BYTES": "9M",
@@ -498,7 +498,8 @@ def invalid_env():
     check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
     check("DEDMPI_MIN_PEERS='three': expected an integer" in j.err, "no error:\n" + j.describe())
     check("DEDMPI_ROUND_TIMEOUT='-5'" in j.err, "no error:\n" + j.describe())
-    check("unknown variable DEDMPI_MINPEERS" in j.err, "no warning:\n" + j.describe())
+    check("error: unknown variable DEDMPI_MINPEERS (did you mean DEDMPI_MIN_PEERS?): not a "
+          "dedmpi setting" in j.err, "no error:\n" + j.describe())
     check("DEDMPI_MODE='relay': expected node, client or aux" in j.err,
           "no error:\n" + j.describe())
     check("DEDMPI_PROBE_BYTES='9M': expected a size from 0 to 8M" in j.err,
