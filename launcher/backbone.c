@@ -37,6 +37,7 @@
 #include "crypto/ded_ident.h"
 #include "ded_config.h"
 #include "ded_driver.h"
+#include "ded_secrets.h"
 #include "http.h"
 #include "keeper.h"
 
@@ -453,7 +454,15 @@ int dedrun_backbone(const char *http) {
     fprintf(stderr, "dedrun: warning: %s\n", l);
   for (char *sv = NULL, *l = strtok_r(errors, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv))
     fprintf(stderr, "dedrun: %s\n", l);
-  if (nerr) return 2;
+  if (nerr == 0 && ded_secrets_swarm_key_check(cfg.swarm_key, cfg.swarm_key_file, err,
+                                               sizeof err) != 0) {
+    fprintf(stderr, "dedrun: %s\n", err);
+    nerr++;
+  }
+  if (nerr) {
+    ded_wipe(cfg.swarm_key, sizeof cfg.swarm_key);
+    return 2;
+  }
   if (cfg.mode != DED_MODE_NODE) {
     fprintf(stderr, "dedrun: a backbone accepts connections and takes no part in rounds: "
                     "--mode %s does not apply\n", ded_mode_str(cfg.mode));

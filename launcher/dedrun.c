@@ -27,6 +27,7 @@
 #include "crypto/ded_ident.h"
 #include "ded_config.h"
 #include "ded_driver.h"
+#include "ded_secrets.h"
 #include "dht/ded_invite.h"
 #include "backbone.h"
 #include "hosts.h"
@@ -245,7 +246,9 @@ static const char *opt_value(char **argv, int argc, int *i, const char *name, bo
 static const char *env_get(const char *name) { return getenv(name); }
 
 /* Checks the DEDMPI_* settings the job will get (flags included) before
- * anything starts: the library would only refuse them in MPI_Init. */
+ * anything starts: the library would only refuse them in MPI_Init. The
+ * swarm key's file too (DEDMPI_SWARM_KEY_FILE, --swarm-key-file): it
+ * exists, is this user's alone, and holds a key or a passphrase. */
 static int check_settings(void) {
   ded_config cfg;
   char errors[2048], warnings[1024];
@@ -255,6 +258,11 @@ static int check_settings(void) {
     fprintf(stderr, "dedrun: warning: %s\n", l);
   for (char *save = NULL, *l = strtok_r(errors, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
     fprintf(stderr, "dedrun: %s\n", l);
+  char err[512];
+  if (nerr == 0 && ded_secrets_swarm_key_check(cfg.swarm_key, cfg.swarm_key_file, err, sizeof err) != 0) {
+    fprintf(stderr, "dedrun: %s\n", err);
+    nerr++;
+  }
   ded_wipe(&cfg, sizeof cfg);
   return nerr;
 }

@@ -265,6 +265,31 @@ void drv_accept_pause(ded_driver *d, bool pause) {
   if (pause) drv_log(d, DED_LOG_WARN, "out of file descriptors: not accepting for 200 ms");
 }
 
+/* Writes what a refused handshake left in |c|'s channel (its notice),
+ * once and without waiting: the socket is about to close. */
+static void dconn_write_notice(dconn *c) {
+  const uint8_t *p;
+  size_t n = c->inbound && c->chan_on && !c->ch.open ? ded_chan_out(&c->ch, &p) : 0;
+  if (n == 0) return;
+  ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (w > 0) ded_chan_out_done(&c->ch, (size_t)w);
+}
+
+/* A connection turned away at accept (|rv| from the node: leaving, or no
+ * room): the notice that says so, then the close. What the caller sent
+ * already (its initiation) is read first, best effort and a few reads at
+ * most, so that the close is a FIN and not a RST that could overtake the
+ * notice. */
+static void drv_accept_refuse(int fd, int rv) {
+  uint8_t notice[DED_CHAN_NOTICE_BYTES], junk[DED_CHAN_MAGIC_BYTES + DED_NOISE_INITIATION_BYTES];
+  ded_chan_notice_bytes(rv == DED_ERR_CLOSING ? DED_CHAN_NOTICE_LEAVING : DED_CHAN_NOTICE_FULL,
+                        notice);
+  ssize_t w = send(fd, notice, sizeof notice, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)w; /* best effort: the caller learns the rest from the close */
+  for (int i = 0; i < 4 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {}
+  close(fd);
+}
+
 void drv_on_accept(ded_driver *d) {
   for (;;) {
     struct sockaddr_storage ss;
@@ -279,8 +304,9 @@ void drv_on_accept(ded_driver *d) {
     ded_addr remote;
     ded_resolve_from_sockaddr((struct sockaddr *)&ss, &remote);
     uint32_t id;
-    if (ded_node_conn_accepted(d->node, &remote, &id, ded_driver_now_ns()) != 0) {
-      close(fd);
+    int rv = ded_node_conn_accepted(d->node, &remote, &id, ded_driver_now_ns());
+    if (rv != 0) {
+      drv_accept_refuse(fd, rv);
       continue;
     }
     dconn *c = dconn_add(d, id, fd);
@@ -371,12 +397,34 @@ static bool refused_log_due(ded_driver *d, const ded_addr *remote, uint64_t *sin
   return true;
 }
 
+/* Our call's handshake failed on what the peer said or did (|why|): the
+ * line that names the peer, and, before bootstrap is done, the reason
+ * MPI_Init gives if no peer lets us in (a refused key above all). */
+static void dconn_log_call_refused(ded_driver *d, dconn *c, const char *a, const char *why) {
+  bool key = c->ch.notice == DED_CHAN_NOTICE_KEY;
+  char line[sizeof d->boot_refusal];
+  snprintf(line, sizeof line, "the peer at %s %s%s", a, why,
+           !key ? "" : d->has_psk ? " (check DEDMPI_SWARM_KEY or DEDMPI_SWARM_KEY_FILE, and DEDMPI_RUN)"
+                 : " (this job has no DEDMPI_SWARM_KEY: the run has one)");
+  drv_log(d, DED_LOG_WARN, "%s", line);
+  pthread_mutex_lock(&d->mu);
+  if (!d->booted && (key || !d->boot_refused_key)) {
+    snprintf(d->boot_refusal, sizeof d->boot_refusal, "%s", line);
+    d->boot_refused_key |= key;
+  }
+  pthread_mutex_unlock(&d->mu);
+}
+
 /* A handshake or record failed on |c|: one line, at warn. Once per
  * connection on a session or our own call; for a handshake a peer
  * opened, once a minute per host (refused_log_due). */
 static void dconn_log_refused(ded_driver *d, dconn *c, const char *why) {
   char a[64];
   ded_addr_format(&c->remote, a, sizeof a);
+  if (!c->inbound && !c->ch.open && c->ch.notice) {
+    dconn_log_call_refused(d, c, a, why);
+    return;
+  }
   if (c->inbound && !c->ch.open) {
     uint64_t since = 0, others = 0;
     if (!refused_log_due(d, &c->remote, &since, &others)) return;
@@ -427,6 +475,7 @@ void drv_on_conn(ded_driver *d, dconn *c, uint32_t events) {
         int rv = ded_chan_recv(&c->ch, d->rbuf, (size_t)r, &drv_chan_cb, &ctx);
         if (rv && !c->closing) {
           dconn_log_refused(d, c, c->ch.why);
+          dconn_write_notice(c);
           dconn_fail(d, c, rv);
         }
         if (c->closing) break;
@@ -436,10 +485,11 @@ void drv_on_conn(ded_driver *d, dconn *c, uint32_t events) {
       }
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      /* EOF or error. Before the channel opened, most likely the other
-       * side refused our handshake: say so, as it will not tell us. */
+      /* EOF or error before the channel opened, with no notice (those
+       * fail in ded_chan_recv): the peer closed without saying why. */
       if (!c->ch.open && !c->inbound)
-        dconn_log_refused(d, c, "closed during the handshake (another swarm key or run, or the peer is full or leaving)");
+        dconn_log_refused(d, c, "closed during the handshake without saying why (it stopped, "
+                                "timed us out or had no room, or an older version refused our key)");
       dconn_fail(d, c, DED_ERR_PEER_LOST);
       break;
     }

@@ -626,10 +626,21 @@ int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, 
   pthread_mutex_lock(&d->mu);
   while (!d->booted && ded_driver_now_ns() < limit) ded_cond_wait_ns(&d->cv, &d->mu, 50000000);
   int status = d->booted ? d->boot_status : DED_ERR_BOOTSTRAP;
+  char refusal[sizeof d->boot_refusal];
+  memcpy(refusal, d->boot_refusal, sizeof refusal);
+  bool refused_key = d->boot_refused_key;
   pthread_mutex_unlock(&d->mu);
+  if (status != 0 && refused_key) {
+    /* Peers answered, and turned our key away: that is the cause. */
+    snprintf(err, errlen, "%s", refusal);
+    status = DED_ERR_AUTH;
+    ded_driver_stop(d, 0);
+    return status;
+  }
   if (status != 0) {
-    snprintf(err, errlen, "no peer answered at DEDMPI_JOIN=%s within %.0f s", cfg->join ? cfg->join : "",
-             (double)cfg->node.bootstrap_timeout_ns / 1e9);
+    snprintf(err, errlen, "no peer %s at DEDMPI_JOIN=%s within %.0f s%s%s",
+             refusal[0] ? "let us in" : "answered", cfg->join ? cfg->join : "",
+             (double)cfg->node.bootstrap_timeout_ns / 1e9, refusal[0] ? "; last: " : "", refusal);
     ded_driver_stop(d, 0);
     return status;
   }

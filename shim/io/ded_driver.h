@@ -75,7 +75,9 @@ typedef struct ded_driver_config {
  * until bootstrap finished (at most cfg->node.bootstrap_timeout_ns).
  * Returns 0, or a negative DED_ERR_* with a message in |err|:
  * DED_ERR_INVALID_ARG (bad address; an identity file that is not one, or
- * that others may read), DED_ERR_BOOTSTRAP (nobody answered),
+ * that others may read), DED_ERR_BOOTSTRAP (nobody answered, or only to
+ * turn us away as full or leaving), DED_ERR_AUTH (a peer refused our key:
+ * another swarm key or run name; |err| names it),
  * DED_ERR_INTERNAL (a system call failed).
  */
 int ded_driver_start(const ded_driver_config *cfg, ded_driver **out, char *err, size_t errlen);

@@ -159,6 +159,11 @@ struct ded_driver {
   uint64_t flush_ns;
   bool booted;
   int boot_status;
+  /* Before bootstrap: the latest peer that turned our call away with a
+   * notice, a key refusal kept over the others (under |mu|): what
+   * ded_driver_start says if no peer let us in. */
+  char boot_refusal[320];
+  bool boot_refused_key;
   bool leaving;
   uint64_t leave_deadline_ns;
   _Atomic unsigned peers_up; /* ded_driver_peer_count */

@@ -264,47 +264,86 @@ int ded_secrets_access(const ded_driver_config *cfg, const uint8_t seed[DED_SEED
 
 /* ---------------------------------------------------------------- the run's secret */
 
+/* The text of the run's secret into |text| (|*n| bytes; |cap| means too
+ * long): |key_file|'s first line, without trailing blanks, when it is set
+ * (a private file), else |key|. |*var| names the variable it came from.
+ * 0 with *n = 0: neither is set. */
+static int swarm_key_text(const char *key, const char *key_file, char *text, size_t cap,
+                          size_t *n, const char **var, char *err, size_t errlen) {
+  *n = 0;
+  *var = "DEDMPI_SWARM_KEY";
+  if (key_file && key_file[0]) {
+    *var = "DEDMPI_SWARM_KEY_FILE";
+    int fd = open(key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      snprintf(err, errlen, "%s=%s: %s", *var, key_file, strerror(errno));
+      return DED_ERR_INVALID_ARG;
+    }
+    int rv = private_file_check(fd, *var, key_file, "the run's secret", err, errlen);
+    if (rv == 0) *n = read_upto(fd, text, cap);
+    close(fd);
+    if (rv) return rv;
+    const char *nl = memchr(text, '\n', *n); /* its first line, without trailing blanks */
+    if (nl) *n = (size_t)(nl - text);
+    if (memchr(text, '\0', *n)) *n = cap; /* a NUL inside: refused as too long */
+    while (*n > 0 && (text[*n - 1] == ' ' || text[*n - 1] == '\t' || text[*n - 1] == '\r')) (*n)--;
+    if (*n == 0) {
+      snprintf(err, errlen, "%s=%s: its first line is empty: expected 64 hex digits or a "
+               "passphrase", *var, key_file);
+      return DED_ERR_INVALID_ARG;
+    }
+  } else if (key && key[0]) {
+    *n = strlen(key);
+    if (*n >= cap) *n = cap; /* refused as too long */
+    memcpy(text, key, *n < cap ? *n : cap);
+  }
+  return 0;
+}
+
+/* Whether |text| (|n| bytes, |cap| = too long) can be the run's secret:
+ * a key, or a passphrase ded_swarm_key_derive takes; why not in |err|. */
+static int swarm_key_shape(const char *text, size_t n, size_t cap, const char *var, char *err,
+                           size_t errlen) {
+  char why[256];
+  if (n < cap && ded_swarm_key_suspect(text, n, why, sizeof why)) {
+    snprintf(err, errlen, "%s: %s", var, why);
+    return DED_ERR_INVALID_ARG;
+  }
+  if (n >= cap || n < DED_PASSPHRASE_MIN) {
+    snprintf(err, errlen, "%s: expected 64 hex digits or a passphrase of %d to %zu characters",
+             var, DED_PASSPHRASE_MIN, cap - 1);
+    return DED_ERR_INVALID_ARG;
+  }
+  return 0;
+}
+
+#define SWARM_KEY_TEXT_MAX 512
+
+int ded_secrets_swarm_key_check(const char *key, const char *key_file, char *err, size_t errlen) {
+  char text[SWARM_KEY_TEXT_MAX];
+  size_t n;
+  const char *var;
+  int rv = swarm_key_text(key, key_file, text, sizeof text, &n, &var, err, errlen);
+  if (rv == 0 && n > 0) rv = swarm_key_shape(text, n, sizeof text, var, err, errlen);
+  ded_wipe(text, sizeof text);
+  return rv;
+}
+
 int ded_secrets_swarm_key(const char *key, const char *key_file,
                           const uint8_t run_id[DED_RUN_ID_BYTES],
                           uint8_t psk[DED_NOISE_PSK_BYTES], bool *has, char *err, size_t errlen) {
-  char text[512];
-  size_t n = 0;
-  const char *var = "DEDMPI_SWARM_KEY";
+  char text[SWARM_KEY_TEXT_MAX];
+  size_t n;
+  const char *var;
   *has = false;
-  if (key_file && key_file[0]) {
-    var = "DEDMPI_SWARM_KEY_FILE";
-    int fd = open(key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-      snprintf(err, errlen, "%s=%s: %s", var, key_file, strerror(errno));
-      return DED_ERR_INVALID_ARG;
-    }
-    int rv = private_file_check(fd, var, key_file, "the run's secret", err, errlen);
-    if (rv == 0) n = read_upto(fd, text, sizeof text);
-    close(fd);
-    if (rv) return rv;
-    const char *nl = memchr(text, '\n', n); /* its first line, without trailing blanks */
-    if (nl) n = (size_t)(nl - text);
-    if (memchr(text, '\0', n)) n = sizeof text; /* a NUL inside: refused below */
-    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\r')) n--;
-  } else if (key && key[0]) {
-    n = strlen(key);
-    if (n >= sizeof text) n = sizeof text; /* refused below as too long */
-    memcpy(text, key, n < sizeof text ? n : sizeof text);
-  } else {
-    return 0;
+  int rv = swarm_key_text(key, key_file, text, sizeof text, &n, &var, err, errlen);
+  if (rv == 0 && n > 0) rv = swarm_key_shape(text, n, sizeof text, var, err, errlen);
+  if (rv == 0 && n > 0) {
+    rv = ded_swarm_key_derive(text, n, run_id, psk);
+    if (rv) snprintf(err, errlen, "%s: cannot stretch the passphrase: %s", var, ded_strerror(rv));
   }
-  int rv = n < sizeof text ? ded_swarm_key_derive(text, n, run_id, psk) : DED_ERR_INVALID_ARG;
   ded_wipe(text, sizeof text);
-  if (rv == DED_ERR_INVALID_ARG) {
-    snprintf(err, errlen,
-             "%s: expected 64 hex digits or a passphrase of %d to %zu characters", var,
-             DED_PASSPHRASE_MIN, sizeof text - 1);
-    return rv;
-  }
-  if (rv) {
-    snprintf(err, errlen, "%s: cannot stretch the passphrase: %s", var, ded_strerror(rv));
-    return rv;
-  }
+  if (rv || n == 0) return rv;
   *has = true;
   return 0;
 }

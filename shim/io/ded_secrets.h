@@ -47,6 +47,14 @@ int ded_secrets_swarm_key(const char *key, const char *key_file,
                           uint8_t psk[DED_NOISE_PSK_BYTES], bool *has, char *err, size_t errlen);
 
 /*
+ * Checks, without deriving anything, what ded_secrets_swarm_key would
+ * refuse: the file (private, readable) and the text's shape (a key, or a
+ * passphrase it would stretch). 0 when neither is set. For a launcher
+ * that must stop before it starts anything.
+ */
+int ded_secrets_swarm_key_check(const char *key, const char *key_file, char *err, size_t errlen);
+
+/*
  * Sets up |st|'s access control from |cfg| (its owner, allow file and
  * invitation) for the identity of |seed| in the run |st->run|: the allow
  * file's keys go to |*allow| (malloc'd, NULL without one), which must

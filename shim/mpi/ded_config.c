@@ -303,10 +303,9 @@ static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
  * key); it is never echoed in an error. */
 static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
   size_t n = strlen(v);
-  uint8_t key[DED_SWARM_KEY_BYTES];
-  if (n == 2 * DED_SWARM_KEY_BYTES && ded_hex_decode(v, n, key, sizeof key) != 0)
-    cfg_error(p, name, "...", "64 characters but not hex digits: a mistyped key? (a passphrase "
-                              "of exactly 64 characters is refused for that reason)");
+  char why[256];
+  if (ded_swarm_key_suspect(v, n, why, sizeof why))
+    cfg_error(p, name, "...", "%s", why);
   else if (n < DED_PASSPHRASE_MIN || n >= sizeof p->cfg->swarm_key)
     cfg_error(p, name, "...",
               "expected 64 hex digits (a random key: head -c32 /dev/urandom | od -An -tx1 | "
@@ -314,7 +313,6 @@ static void set_swarm_key(parse_ctx *p, const char *name, const char *v) {
               DED_PASSPHRASE_MIN, sizeof p->cfg->swarm_key - 1);
   else
     memcpy(p->cfg->swarm_key, v, n + 1);
-  ded_wipe(key, sizeof key);
 }
 
 static void set_swarm_key_file(parse_ctx *p, const char *name, const char *v) {
@@ -356,6 +354,17 @@ static void set_progress(parse_ctx *p, const char *name, const char *v) {
               sizeof p->cfg->progress - 1);
   else
     snprintf(p->cfg->progress, sizeof p->cfg->progress, "%s", v);
+}
+
+/* What an unknown DEDMPI_* name is: an error (a typo must not pass for a
+ * setting taken), or with "warn" a warning. */
+static void set_unknown_vars(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "error"))
+    p->cfg->unknown_warn = false;
+  else if (!strcmp(v, "warn"))
+    p->cfg->unknown_warn = true;
+  else
+    cfg_error(p, name, v, "expected error or warn");
 }
 
 /* Read by dedrun alone (launcher/run.c): known here so that neither the
@@ -437,6 +446,7 @@ static const var_def vars[] = {
     {{"DEDMPI_CHECKPOINT_DIR", "", "backbone only: directory where it keeps checkpoints of the run's state (pulled from the trainers), serves them to joiners once no trainer is left, and loads the newest at start; unset: no checkpoints"}, set_checkpoint_dir},
     {{"DEDMPI_CHECKPOINT_EVERY", "5m", "backbone only: how often it pulls a checkpoint: a number of training steps (100) or a duration (30s, 10m)"}, set_checkpoint_every},
     {{"DEDMPI_CHECKPOINT_KEEP", "3", "backbone only: checkpoints kept in DEDMPI_CHECKPOINT_DIR (the newest); an older one is the fallback for a torn or corrupt newest"}, set_checkpoint_keep},
+    {{"DEDMPI_UNKNOWN_VARS", "error", "what a DEDMPI_* name not listed here is: error (MPI_Init fails, dedrun stops: most likely a typo) or warn (a warning, and it is ignored)"}, set_unknown_vars},
     {{"DEDMPI_LIB", "next to dedrun", "dedrun only: the libdedmpi.so it preloads into mpirun's job"}, set_launcher_only},
     {{"DEDMPI_STANDALONE_DIR", "next to dedrun", "dedrun only: the directory of dedmpi's own libmpi.so.40 for --standalone"}, set_launcher_only},
     {{NULL, NULL, NULL}, NULL},
@@ -447,6 +457,39 @@ const ded_config_var *ded_config_vars(void) {
   static ded_config_var table[sizeof vars / sizeof vars[0]];
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) table[i] = vars[i].doc;
   return table;
+}
+
+/* Edit distance between |a| (|n| bytes) and |b|, at most 3 (3: "or more"). */
+static unsigned name_distance(const char *a, size_t n, const char *b) {
+  size_t m = strlen(b);
+  if (n > 64 || m > 64 || (n > m ? n - m : m - n) >= 3) return 3;
+  unsigned row[65];
+  for (size_t j = 0; j <= m; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= n; i++) {
+    unsigned diag = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= m; j++) {
+      unsigned up = row[j];
+      unsigned best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[m] < 3 ? row[m] : 3;
+}
+
+/* The known name nearest |name| (|len| bytes), 2 edits away at most;
+ * NULL if none is. */
+static const char *nearest_var(const char *name, size_t len) {
+  const char *best = NULL;
+  unsigned best_d = 3;
+  for (const var_def *v = vars; v->doc.name; v++) {
+    unsigned d = name_distance(name, len, v->doc.name);
+    if (d < best_d) best_d = d, best = v->doc.name;
+  }
+  return best;
 }
 
 int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), char **environ_list,
@@ -491,9 +534,21 @@ int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), cha
     bool known = false;
     for (const var_def *v = vars; v->doc.name && !known; v++)
       known = strlen(v->doc.name) == len && strncmp(v->doc.name, *e, len) == 0;
-    if (!known) {
+    if (known) continue;
+    char hint[96] = "";
+    const char *near = nearest_var(*e, len);
+    if (near) snprintf(hint, sizeof hint, " (did you mean %s?)", near);
+    if (cfg->unknown_warn) {
       size_t used = strlen(warnings);
-      snprintf(warnings + used, warnlen - used, "unknown variable %.*s (ignored)\n", (int)len, *e);
+      if (used < warnlen)
+        snprintf(warnings + used, warnlen - used, "unknown variable %.*s%s (ignored: "
+                 "DEDMPI_UNKNOWN_VARS=warn)\n", (int)len, *e, hint);
+    } else {
+      size_t used = strlen(errors);
+      if (used < errlen)
+        snprintf(errors + used, errlen - used, "unknown variable %.*s%s: not a dedmpi setting "
+                 "(DEDMPI_UNKNOWN_VARS=warn lets it pass with a warning)\n", (int)len, *e, hint);
+      p.nerr++;
     }
   }
   return p.nerr;

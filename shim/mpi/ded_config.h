@@ -5,7 +5,8 @@
  * schedulers carry it. Every variable is in one table (ded_config.c)
  * with its default and a one-line description; docs/configuration.md
  * mirrors it. An invalid value is an error reported at MPI_Init, never a
- * silent fallback; an unknown DEDMPI_ name is a warning (likely a typo).
+ * silent fallback; so is an unknown DEDMPI_ name (likely a typo), unless
+ * DEDMPI_UNKNOWN_VARS=warn makes it a warning.
  */
 #ifndef DED_CONFIG_H
 #define DED_CONFIG_H
@@ -53,12 +54,14 @@ typedef struct ded_config {
   uint64_t checkpoint_every;      /* DEDMPI_CHECKPOINT_EVERY: steps, or ns if ..._ns */
   bool checkpoint_every_ns;
   uint32_t checkpoint_keep;       /* DEDMPI_CHECKPOINT_KEEP */
+  bool unknown_warn;              /* DEDMPI_UNKNOWN_VARS=warn */
 } ded_config;
 
 /*
  * Fills |cfg| from the environment (|getenv_fn| = getenv, or a test's own
- * lookup). Problems go to |errors| and |warnings| as lines. Returns the
- * number of errors; |cfg| holds defaults for every variable in error.
+ * lookup; |environ_list|, the whole environment, for names not known).
+ * Problems go to |errors| and |warnings| as lines. Returns the number of
+ * errors; |cfg| holds defaults for every variable in error.
  */
 int ded_config_load(ded_config *cfg, const char *(*getenv_fn)(const char *), char **environ_list,
                     char *errors, size_t errlen, char *warnings, size_t warnlen);

@@ -147,8 +147,9 @@ static shim_chan *group_open(MPI_Comm comm, int id, const char *hints) {
   char err[512] = "";
   int status = n > 0 && (size_t)n < sizeof run ? 0 : DED_ERR_INVALID_ARG;
   if (status == 0) status = ded_shim_chan_open(c, comm, id, run, &dc, err, sizeof err);
-  if (status == DED_ERR_BOOTSTRAP) {
-    /* The jobs that published the group are gone: it starts anew. */
+  if (status == DED_ERR_BOOTSTRAP || status == DED_ERR_AUTH) {
+    /* The jobs that published the group are gone (a refused key: another
+     * run's job took a gone one's port): it starts anew. */
     if (grank == 0)
       ded_shim_log(DED_LOG_WARN, "no peer of run '%s' answered at its published addresses (%s): "
                    "this group's peer starts it", run, hints);

@@ -3,7 +3,8 @@
  * the handshake's messages on the wire, then sealed records.
  *
  * Input: see fuzz.h (FUZZ_CHAN_*). Whatever the bytes, the channel
- * answers 0 or one of the codes a peer can cause, a failure is sticky,
+ * answers 0 or one of the codes a peer can cause (a notice's among them,
+ * only where the response belongs), a failure is sticky,
  * nothing reaches the caller before the channel opened, it opens at most
  * once, and no more plaintext comes out than bytes went in.
  */
@@ -67,7 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rv = ded_chan_recv(to, data + fed, n, &cb, &s);
     fed += n;
     FUZZ_CHECK(rv == 0 || rv == DED_ERR_AUTH || rv == DED_ERR_VERSION || rv == DED_ERR_PROTO ||
-               rv == DED_ERR_FRAME_SIZE);
+               rv == DED_ERR_FRAME_SIZE || rv == DED_ERR_LIMIT || rv == DED_ERR_PEER_LOST);
+    /* Only an initiator awaiting the response reads a notice, and only a
+     * notice fails it as full or leaving. */
+    FUZZ_CHECK(!to->notice || (sel == 1 && rv));
+    FUZZ_CHECK((rv != DED_ERR_LIMIT && rv != DED_ERR_PEER_LOST) || to->notice);
     FUZZ_CHECK(!failed || rv == failed); /* broken stays broken */
     if (rv) failed = rv;
     FUZZ_CHECK(s.opens <= 1);

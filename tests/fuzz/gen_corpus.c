@@ -1699,7 +1699,7 @@ static void chan_seed(const char *name, uint8_t sel, uint8_t cut, ded_chan *ch) 
 }
 
 /* fuzz_chan: the genuine bytes of each phase, whole and cut, and records
- * (one under a rotated key); a stream of another version. */
+ * (one under a rotated key); a stream of another version; the notices. */
 static void gen_chan(void) {
   fuzz_chan_world w;
   fuzz_chan_world_build(&w);
@@ -1718,6 +1718,25 @@ static void gen_chan(void) {
   chan_seed("response", 1, 0, &b);
   ded_chan_free(&a);
   ded_chan_free(&b);
+  /* A responder's notices where the response belongs, whole and cut; one
+   * with a reason not known. */
+  static const struct {
+    const char *name;
+    uint8_t reason, cut;
+  } notices[] = {{"notice_key", DED_CHAN_NOTICE_KEY, 0}, {"notice_key_cut", DED_CHAN_NOTICE_KEY, 1},
+                 {"notice_version", DED_CHAN_NOTICE_VERSION, 0},
+                 {"notice_full", DED_CHAN_NOTICE_FULL, 4},
+                 {"notice_leaving", DED_CHAN_NOTICE_LEAVING, 0}, {"notice_unknown", 'Z', 0}};
+  for (size_t i = 0; i < sizeof notices / sizeof notices[0]; i++) {
+    gbuf in = {0};
+    gbuf_u8(&in, 1);
+    gbuf_u8(&in, notices[i].cut);
+    uint8_t notice[DED_CHAN_NOTICE_BYTES];
+    ded_chan_notice_bytes(notices[i].reason, notice);
+    gbuf_put(&in, notice, sizeof notice);
+    write_seed("chan", notices[i].name, in.p, in.len);
+    gbuf_free(&in);
+  }
   fuzz_chan_open_pair(&w, &a, &b);
   uint8_t frame[9] = {5, 0, 0, 0, DED_MSG_LEAVE, 1, 2, 3, 4};
   ded_iov iov = {frame, sizeof frame};

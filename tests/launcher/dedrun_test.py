@@ -195,6 +195,64 @@ def flags():
 
 
 @test
+def key_file():
+    """--swarm-key-file (or DEDMPI_SWARM_KEY_FILE in dedrun's environment) is
+    checked before anything starts, with the library's own message and exit
+    2: missing, not a regular file, readable by others, or a key that looks
+    mistyped (63 hex digits); the backbone checks it too. An unknown DEDMPI_*
+    variable stops dedrun the same way unless DEDMPI_UNKNOWN_VARS=warn."""
+    wd = tempfile.mkdtemp(prefix="dedrun-key-")
+    marker = os.path.join(wd, "started")
+    prog = ["/bin/sh", "-c", "touch " + marker]
+
+    def key(name, text, mode):
+        path = os.path.join(wd, name)
+        with open(path, "w") as f:
+            f.write(text + "\n")
+        os.chmod(path, mode)
+        return path
+
+    good = key("good.key", "5a" * 32, 0o600)
+    bad = [
+        (key("open.key", "5a" * 32, 0o644),
+         "DEDMPI_SWARM_KEY_FILE=%s: others may read or write it (mode 644): it holds the run's "
+         "secret; chmod 600 it" % os.path.join(wd, "open.key")),
+        (key("typo.key", "5a" * 31 + "5", 0o600),
+         "DEDMPI_SWARM_KEY_FILE: 63 hex digits: a key has 64; a typo? (a passphrase of hex digits "
+         "only is refused)"),
+        (os.path.join(wd, "missing.key"),
+         "DEDMPI_SWARM_KEY_FILE=%s: No such file or directory" % os.path.join(wd, "missing.key")),
+        (wd, "DEDMPI_SWARM_KEY_FILE=%s: not a regular file" % wd),
+    ]
+    n = 0
+    for path, want in bad:
+        for how in ("flag", "env", "backbone"):
+            if how == "flag":
+                r = cli("--no-progress", "--swarm-key-file", path, *prog, timeout=30)
+            elif how == "env":
+                r = cli("--no-progress", *prog, env=base_env(DEDMPI_SWARM_KEY_FILE=path), timeout=30)
+            else:
+                r = cli("--backbone", "--listen", "127.0.0.1:0", "--swarm-key-file", path, timeout=30)
+            check(r.returncode == 2 and "dedrun: " + want in r.stderr and not os.path.exists(marker)
+                  and "listening" not in r.stderr,
+                  "%s %s: expected exit 2 and %r before anything started; got %d:\n%s" %
+                  (how, path, want, r.returncode, r.stderr))
+            n += 1
+    r = cli("--no-progress", *prog, env=base_env(DEDMPI_MINPEERS="2"), timeout=30)
+    check(r.returncode == 2 and "dedrun: unknown variable DEDMPI_MINPEERS (did you mean "
+          "DEDMPI_MIN_PEERS?)" in r.stderr and not os.path.exists(marker),
+          "an unknown variable: %d\n%s" % (r.returncode, r.stderr))
+    # Downgraded to a warning, it passes, and so does a private key file.
+    r = subprocess.run(dedrun_cmd("--no-progress", "--swarm-key-file", good, *prog),
+                       capture_output=True, text=True, timeout=60,
+                       env=base_env(DEDMPI_MINPEERS="2", DEDMPI_UNKNOWN_VARS="warn"))
+    check(r.returncode == 0 and os.path.exists(marker) and "dedrun: warning: unknown variable "
+          "DEDMPI_MINPEERS" in r.stderr, "warn: %d\n%s" % (r.returncode, r.stderr))
+    print("  %d refused key files (flag, environment, backbone) and an unknown variable stopped "
+          "dedrun before it started anything; DEDMPI_UNKNOWN_VARS=warn lets it pass" % n)
+
+
+@test
 def trainer():
     """A 2-rank trainer job under dedrun (flags, not -x) and a 1-rank job under
     plain mpirun with the library preloaded train one model in one run: both

@@ -259,9 +259,9 @@ def swarm_key():
     """Only holders of the run's secret get in: a job with DEDMPI_SWARM_KEY and
     one with the same key in DEDMPI_SWARM_KEY_FILE average together; a job with
     another key (a passphrase) and one with none reach the first job, are
-    refused at the handshake, and fail to join with a clear error; the first
-    job logs the refusals from their host once; a key file others may read
-    stops its job at MPI_Init."""
+    refused at the handshake and told so (a notice), and fail to join saying
+    that the peer refused their key; the first job logs the refusals from their
+    host once; a key file others may read stops its job at MPI_Init."""
     port = free_port()
     a = ar_job("a", 1, swarm_env(port, True, 2, DEDMPI_SWARM_KEY=SWARM_KEY, DEDMPI_LOG="info"))
     wd = a.dir
@@ -283,16 +283,21 @@ def swarm_key():
     run_jobs([a, b], 120)
     for j in (a, b):
         check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    said = {"wrongkey": "(check DEDMPI_SWARM_KEY or DEDMPI_SWARM_KEY_FILE, and DEDMPI_RUN)",
+            "nokey": "(this job has no DEDMPI_SWARM_KEY: the run has one)"}
     for j in intruders[:2]:
-        check(j.rc not in (0, "timeout") and "no peer answered at DEDMPI_JOIN" in j.err and
-              "closed during the handshake" in j.err, "expected a refused handshake:\n" + j.describe())
+        line = ("the peer at 127.0.0.1:%d refused our key: another swarm key or run name %s" %
+                (port, said[j.name]))
+        check(j.rc not in (0, "timeout") and "warning: " + line in j.err and "error: " + line in j.err
+              and "no peer answered" not in j.err and "closed during the handshake" not in j.err,
+              "expected a refused key, said so:\n" + j.describe())
     check("others may read or write it (mode 644)" in intruders[2].err and intruders[2].rc != 0,
           "a readable key file was accepted:\n" + intruders[2].describe())
     # Both intruders come from 127.0.0.1, each trying more than once: one
     # line says so, and the rest are counted (an intruder cannot flood the log).
     refused = re.findall(r"warning: refused a connection from 127\.0\.0\.1:\d+: handshake refused: "
-                         r"another swarm key or run; more from its host are logged at most once a "
-                         r"minute", a.err)
+                         r"another swarm key or run name; more from its host are logged at most "
+                         r"once a minute", a.err)
     check(len(refused) == 1 and a.err.count("handshake refused") == 1,
           "expected one line for the intruders' host (%d):\n%s" % (len(refused), a.describe()))
     check("no DEDMPI_SWARM_KEY" in intruders[1].err and "no DEDMPI_SWARM_KEY" not in a.err,
@@ -484,7 +489,7 @@ def size_mismatch():
 @test
 def invalid_env():
     """An invalid DEDMPI_* value is reported at MPI_Init and the job fails there;
-    an unknown DEDMPI_ name is a warning."""
+    so is an unknown DEDMPI_ name, with the known name it is nearest."""
     j = Job("bad", 1, [binpath("ar_check"), "--cases", "swarm"],
             {"DEDMPI_MIN_PEERS": "three", "DEDMPI_ROUND_TIMEOUT": "-5", "DEDMPI_MINPEERS": "3",
              "DEDMPI_MODE": "relay", "DEDMPI_STEP_ROUNDS": "2000", "DEDMPI_PROBE_BYTES": "9M",
@@ -493,7 +498,8 @@ def invalid_env():
     check(j.rc not in (0, "timeout"), "expected failure:\n" + j.describe())
     check("DEDMPI_MIN_PEERS='three': expected an integer" in j.err, "no error:\n" + j.describe())
     check("DEDMPI_ROUND_TIMEOUT='-5'" in j.err, "no error:\n" + j.describe())
-    check("unknown variable DEDMPI_MINPEERS" in j.err, "no warning:\n" + j.describe())
+    check("error: unknown variable DEDMPI_MINPEERS (did you mean DEDMPI_MIN_PEERS?): not a "
+          "dedmpi setting" in j.err, "no error:\n" + j.describe())
     check("DEDMPI_MODE='relay': expected node, client or aux" in j.err,
           "no error:\n" + j.describe())
     check("DEDMPI_PROBE_BYTES='9M': expected a size from 0 to 8M" in j.err,

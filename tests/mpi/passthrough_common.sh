@@ -59,9 +59,9 @@ pt_run() {
   local -a mpi=(mpirun --oversubscribe -np 2 --timeout "${PT_TIMEOUT_S:-120}"
     -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS)
   if [[ $preload == yes ]]; then
-    # DEDMPI_PRELOAD_EXTRA: libraries that must load first (the sanitizer
+    # PT_PRELOAD_EXTRA: libraries that must load first (the sanitizer
     # runtimes, when the library under test is a sanitizer build).
-    mpi+=(-x "LD_PRELOAD=${DEDMPI_PRELOAD_EXTRA:+$DEDMPI_PRELOAD_EXTRA }$pt_lib" -x DEDMPI_RUN
+    mpi+=(-x "LD_PRELOAD=${PT_PRELOAD_EXTRA:+$PT_PRELOAD_EXTRA }$pt_lib" -x DEDMPI_RUN
       -x DEDMPI_LISTEN -x ASAN_OPTIONS=detect_leaks=0)
   fi
   local rc=0

@@ -3,7 +3,8 @@
  *
  * Two channels pumped into each other open, with each other's keys, and
  * carry a stream intact in any cut; the wire carries none of it in the
- * clear. A peer with another secret, a peer other than the one called, a
+ * clear. A peer with another secret (told so by a notice, and nothing
+ * else), a peer other than the one called, a
  * stream of another protocol or version, a record changed, replayed,
  * dropped or of impossible length: each closes the channel with the right
  * code, and nothing of it reaches the caller.
@@ -167,22 +168,77 @@ static void test_chan_carries_stream(void **state) {
   }
 }
 
+/* Another secret: the responder refuses, and its only answer is the
+ * notice (no response: nothing learnt), which the initiator, fed it whole
+ * or a byte at a time, reads as "refused our key". */
 static void test_chan_wrong_secret(void **state) {
   (void)state;
   uint8_t psk[DED_NOISE_PSK_BYTES], other[DED_NOISE_PSK_BYTES];
   memset(psk, 0x5a, sizeof psk);
   memset(other, 0x5b, sizeof other);
   const uint8_t *pairs[][2] = {{psk, other}, {NULL, psk}, {psk, NULL}};
-  for (size_t i = 0; i < 3; i++) {
+  for (size_t i = 0; i < 6; i++) {
     link l;
-    link_init(&l, pairs[i][0], pairs[i][1], NULL);
+    link_init(&l, pairs[i % 3][0], pairs[i % 3][1], NULL);
     assert_int_equal(pump(&l.a, &l.b, 0, NULL, NULL), DED_ERR_AUTH);
     assert_false(l.b.opened);
+    assert_string_equal(l.b.ch.why, "handshake refused: another swarm key or run name");
     const uint8_t *p;
-    assert_int_equal(ded_chan_out(&l.b.ch, &p), 0); /* no response: nothing learnt */
+    assert_int_equal(ded_chan_out(&l.b.ch, &p), DED_CHAN_NOTICE_BYTES);
+    assert_memory_equal(p, "dedmpi\x00\xff" "K", DED_CHAN_NOTICE_BYTES);
     assert_false(ded_chan_can_seal(&l.b.ch));
+    assert_int_equal(pump(&l.b, &l.a, i < 3 ? 0 : 1, NULL, NULL), DED_ERR_AUTH);
+    assert_false(l.a.opened);
+    assert_int_equal(l.a.ch.notice, DED_CHAN_NOTICE_KEY);
+    assert_string_equal(l.a.ch.why, "refused our key: another swarm key or run name");
+    assert_int_equal(ded_chan_out(&l.a.ch, &p), 0); /* no final: our identity stays ours */
     link_free(&l);
   }
+}
+
+/* Each notice an initiator can get, in the response's place: its code and
+ * reason; a notice with a reason it does not know is a protocol error; a
+ * response that only starts like a notice is not one. */
+static void test_chan_notices(void **state) {
+  (void)state;
+  static const struct {
+    uint8_t reason;
+    int rv;
+    const char *why;
+  } cases[] = {
+      {DED_CHAN_NOTICE_KEY, DED_ERR_AUTH, "refused our key"},
+      {DED_CHAN_NOTICE_VERSION, DED_ERR_VERSION, "another protocol version"},
+      {DED_CHAN_NOTICE_FULL, DED_ERR_LIMIT, "no room"},
+      {DED_CHAN_NOTICE_LEAVING, DED_ERR_PEER_LOST, "leaving"},
+      {'?', DED_ERR_PROTO, "a reason we do not know"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    link l;
+    link_init(&l, NULL, NULL, NULL);
+    uint8_t notice[DED_CHAN_NOTICE_BYTES];
+    ded_chan_notice_bytes(cases[i].reason, notice);
+    assert_int_equal(ded_chan_recv(&l.a.ch, notice, 4, &cb, &l.a), 0);
+    assert_int_equal(ded_chan_recv(&l.a.ch, notice + 4, sizeof notice - 4, &cb, &l.a), cases[i].rv);
+    assert_non_null(strstr(l.a.ch.why, cases[i].why));
+    assert_int_equal(l.a.ch.notice, cases[i].rv == DED_ERR_PROTO ? 0 : cases[i].reason);
+    assert_false(l.a.opened);
+    link_free(&l);
+  }
+  /* A responder only ever reads an initiation: a notice sent to it is not one. */
+  link l;
+  link_init(&l, NULL, NULL, NULL);
+  uint8_t notice[DED_CHAN_MAGIC_BYTES + DED_NOISE_INITIATION_BYTES];
+  memset(notice, 0, sizeof notice);
+  ded_chan_notice_bytes(DED_CHAN_NOTICE_KEY, notice);
+  assert_int_equal(ded_chan_recv(&l.b.ch, notice, sizeof notice, &cb, &l.b), DED_ERR_VERSION);
+  assert_int_equal(l.b.ch.notice, 0);
+  link_free(&l);
+  /* The prefix's first 8 bytes alone (a response that starts like it)
+   * wait for more; the 9th makes it a notice, whatever it is. */
+  link_init(&l, NULL, NULL, NULL);
+  ded_chan_notice_bytes(DED_CHAN_NOTICE_KEY, notice);
+  assert_int_equal(ded_chan_recv(&l.a.ch, notice, DED_CHAN_NOTICE_BYTES - 1, &cb, &l.a), 0);
+  link_free(&l);
 }
 
 static void test_chan_unexpected_peer(void **state) {
@@ -216,6 +272,14 @@ static void test_chan_not_dedmpi(void **state) {
   assert_int_equal(ded_chan_recv(&l.b.ch, junk, sizeof junk, &cb, &l.b), DED_ERR_VERSION);
   /* Broken stays broken. */
   assert_int_equal(ded_chan_recv(&l.b.ch, junk, 1, &cb, &l.b), DED_ERR_VERSION);
+  /* It is told why; not a dedmpi peer is told nothing. */
+  assert_int_equal(pump(&l.b, &l.a, 0, NULL, NULL), DED_ERR_VERSION);
+  assert_int_equal(l.a.ch.notice, DED_CHAN_NOTICE_VERSION);
+  link_free(&l);
+  link_init(&l, NULL, NULL, NULL);
+  memset(junk, 'G', sizeof junk);
+  assert_int_equal(ded_chan_recv(&l.b.ch, junk, sizeof junk, &cb, &l.b), DED_ERR_PROTO);
+  assert_int_equal(ded_chan_out(&l.b.ch, &p), 0);
   link_free(&l);
 }
 
@@ -371,6 +435,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chan_carries_stream),
       cmocka_unit_test(test_chan_wrong_secret),
+      cmocka_unit_test(test_chan_notices),
       cmocka_unit_test(test_chan_unexpected_peer),
       cmocka_unit_test(test_chan_not_dedmpi),
       cmocka_unit_test(test_chan_tamper_replay_drop),

@@ -8,10 +8,15 @@
  * (ded_driver_join_more) the two meet, and each counts the other. A list
  * of group peers one publishes is what the other reads for that group,
  * and nothing for another; a reader waits for a peer that has published
- * nothing, for at most what it was given.
+ * nothing, for at most what it was given. A caller with another key, or
+ * none, is told so by the peer and its start says so.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "unit_util.h"
 
@@ -26,20 +31,25 @@ static void on_done(void *user, void *ctx, const ded_round_result *res) {
   (void)res;
 }
 
+static void driver_config(ded_driver_config *dc, const char *name) {
+  memset(dc, 0, sizeof *dc);
+  dc->node.run = "unit-driver";
+  dc->node.mode = DED_MODE_NODE;
+  dc->node.min_peers = 1;
+  dc->node.bootstrap_timeout_ns = 5 * SEC_NS;
+  dc->node.rendezvous_timeout_ns = 5 * SEC_NS;
+  dc->node.round_timeout_ns = 10 * SEC_NS;
+  dc->node.log_level = getenv("TEST_DRIVER_VERBOSE") ? DED_LOG_DEBUG : DED_LOG_ERROR;
+  dc->listen = "127.0.0.1:0";
+  dc->join = "";
+  dc->done = on_done;
+  dc->log_prefix = name;
+  dc->settings_said = true; /* no warning of an open run */
+}
+
 static ded_driver *start_alone(const char *name) {
   ded_driver_config dc;
-  memset(&dc, 0, sizeof dc);
-  dc.node.run = "unit-driver";
-  dc.node.mode = DED_MODE_NODE;
-  dc.node.min_peers = 1;
-  dc.node.bootstrap_timeout_ns = 5 * SEC_NS;
-  dc.node.rendezvous_timeout_ns = 5 * SEC_NS;
-  dc.node.round_timeout_ns = 10 * SEC_NS;
-  dc.node.log_level = getenv("TEST_DRIVER_VERBOSE") ? DED_LOG_DEBUG : DED_LOG_ERROR;
-  dc.listen = "127.0.0.1:0";
-  dc.join = "";
-  dc.done = on_done;
-  dc.log_prefix = name;
+  driver_config(&dc, name);
   ded_driver *d = NULL;
   char err[256];
   int rv = ded_driver_start(&dc, &d, err, sizeof err);
@@ -138,9 +148,83 @@ static void test_driver_join_more_and_groups(void **state) {
   ded_driver_stop(a, SEC_NS);
 }
 
+#define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define KEY_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+/* A job that calls |join| with |key| (NULL: none) for a second: what
+ * ded_driver_start says. */
+static int start_joining(const char *join, const char *key, const char *run, char *err,
+                         size_t errlen) {
+  ded_driver_config dc;
+  driver_config(&dc, "J");
+  dc.node.bootstrap_timeout_ns = SEC_NS;
+  dc.join = join;
+  dc.swarm_key = key;
+  if (run) dc.node.run = run;
+  ded_driver *d = NULL;
+  err[0] = '\0';
+  int rv = ded_driver_start(&dc, &d, err, errlen);
+  if (rv == 0) ded_driver_stop(d, 0);
+  return rv;
+}
+
+/* A peer turns away a caller with another key, no key or another run
+ * name, and says so (a notice): the caller's start fails naming the peer
+ * and the cause, not as "no peer answered". A peer with no room says
+ * that instead. */
+static void test_driver_refused_key(void **state) {
+  (void)state;
+  ded_driver_config dc;
+  driver_config(&dc, "A");
+  dc.swarm_key = KEY_A;
+  ded_driver *a = NULL;
+  char err[512], want[512], join[64];
+  assert_int_equal(ded_driver_start(&dc, &a, err, sizeof err), 0);
+  snprintf(join, sizeof join, "127.0.0.1:%u", ded_driver_port(a));
+
+  assert_int_equal(start_joining(join, KEY_B, NULL, err, sizeof err), DED_ERR_AUTH);
+  snprintf(want, sizeof want, "the peer at %s refused our key: another swarm key or run name "
+           "(check DEDMPI_SWARM_KEY or DEDMPI_SWARM_KEY_FILE, and DEDMPI_RUN)", join);
+  assert_string_equal(err, want);
+  assert_int_equal(start_joining(join, KEY_A, "another-run", err, sizeof err), DED_ERR_AUTH);
+  assert_string_equal(err, want);
+  assert_int_equal(start_joining(join, NULL, NULL, err, sizeof err), DED_ERR_AUTH);
+  snprintf(want, sizeof want, "the peer at %s refused our key: another swarm key or run name "
+           "(this job has no DEDMPI_SWARM_KEY: the run has one)", join);
+  assert_string_equal(err, want);
+  /* The right key gets in. */
+  assert_int_equal(start_joining(join, KEY_A, NULL, err, sizeof err), 0);
+
+  /* A's handshakes from this host, all taken by silent sockets: A turns
+   * the next caller away for want of room, and says so. */
+  int fds[DED_HANDSHAKES_PER_ADDR_MAX];
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(ded_driver_port(a));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < DED_HANDSHAKES_PER_ADDR_MAX; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fds[i] >= 0);
+    assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+  }
+  sleep_ms(100); /* accepted */
+  assert_int_equal(start_joining(join, KEY_A, NULL, err, sizeof err), DED_ERR_BOOTSTRAP);
+  snprintf(want, sizeof want, "no peer let us in at DEDMPI_JOIN=%s within 1 s; last: the peer at "
+           "%s turned us away: it has no room for another handshake from us now", join, join);
+  assert_string_equal(err, want);
+  for (int i = 0; i < DED_HANDSHAKES_PER_ADDR_MAX; i++) close(fds[i]);
+
+  /* Nobody at all: as before. */
+  assert_int_equal(start_joining("127.0.0.1:1", KEY_A, NULL, err, sizeof err), DED_ERR_BOOTSTRAP);
+  assert_string_equal(err, "no peer answered at DEDMPI_JOIN=127.0.0.1:1 within 1 s");
+  ded_driver_stop(a, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_driver_join_more_and_groups),
+      cmocka_unit_test(test_driver_refused_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,22 @@ static int chan_fail(ded_chan *ch, int rv, const char *why) {
   return rv;
 }
 
+void ded_chan_notice_bytes(uint8_t reason, uint8_t out[DED_CHAN_NOTICE_BYTES]) {
+  DED_STATIC_ASSERT(sizeof DED_CHAN_NOTICE_PREFIX == DED_CHAN_NOTICE_BYTES, "notice prefix");
+  memcpy(out, DED_CHAN_NOTICE_PREFIX, DED_CHAN_NOTICE_BYTES - 1);
+  out[DED_CHAN_NOTICE_BYTES - 1] = reason;
+}
+
+/* Responder: fails, leaving the notice of |reason| to write. */
+static int chan_refuse(ded_chan *ch, int rv, const char *why, uint8_t reason) {
+  chan_fail(ch, rv, why);
+  uint8_t notice[DED_CHAN_NOTICE_BYTES];
+  ded_chan_notice_bytes(reason, notice);
+  ch->out_pos = ch->out_len = 0;
+  out_put(ch, notice, sizeof notice);
+  return rv;
+}
+
 int ded_chan_init(ded_chan *ch, const ded_mem *mem, const ded_ident *self, const uint8_t *psk,
                   const uint8_t run_id[DED_RUN_ID_BYTES], bool initiator, const uint8_t *expect_id,
                   const uint8_t eph[32], uint64_t now_ns) {
@@ -138,9 +154,12 @@ static int chan_on_initiation(ded_chan *ch) {
   if (memcmp(ch->in, DED_CHAN_MAGIC, DED_CHAN_MAGIC_BYTES - 1) != 0)
     return chan_fail(ch, DED_ERR_PROTO, "not a dedmpi peer");
   if (ch->in[DED_CHAN_MAGIC_BYTES - 1] != (uint8_t)DED_CHAN_MAGIC[DED_CHAN_MAGIC_BYTES - 1])
-    return chan_fail(ch, DED_ERR_VERSION, "another protocol version");
+    return chan_refuse(ch, DED_ERR_VERSION, "another protocol version", DED_CHAN_NOTICE_VERSION);
+  /* mac1 failed (the initiation's own tag fails only under a sender that
+   * knows the key and garbles it on purpose): the key or the run name. */
   if (ded_noise_consume_initiation(&ch->hs, ch->in + DED_CHAN_MAGIC_BYTES) != 0)
-    return chan_fail(ch, DED_ERR_AUTH, "handshake refused: another swarm key or run");
+    return chan_refuse(ch, DED_ERR_AUTH, "handshake refused: another swarm key or run name",
+                       DED_CHAN_NOTICE_KEY);
   uint8_t msg[DED_NOISE_RESPONSE_BYTES];
   int rv = ded_noise_create_response(&ch->hs, ch->eph, msg);
   ded_wipe(ch->eph, sizeof ch->eph);
@@ -149,10 +168,38 @@ static int chan_on_initiation(ded_chan *ch) {
   return 0;
 }
 
+/* Initiator: a notice where the response begins (its first
+ * DED_CHAN_NOTICE_BYTES are in): the peer's reason, as ch->why. */
+static int chan_on_notice(ded_chan *ch) {
+  uint8_t reason = ch->in[DED_CHAN_NOTICE_BYTES - 1];
+  ch->notice = reason;
+  switch (reason) {
+  case DED_CHAN_NOTICE_KEY:
+    return chan_fail(ch, DED_ERR_AUTH, "refused our key: another swarm key or run name");
+  case DED_CHAN_NOTICE_VERSION:
+    return chan_fail(ch, DED_ERR_VERSION, "refused our handshake: another protocol version");
+  case DED_CHAN_NOTICE_FULL:
+    return chan_fail(ch, DED_ERR_LIMIT, "turned us away: it has no room for another handshake "
+                                        "from us now");
+  case DED_CHAN_NOTICE_LEAVING:
+    return chan_fail(ch, DED_ERR_PEER_LOST, "turned us away: it is leaving the run");
+  default:
+    ch->notice = 0;
+    return chan_fail(ch, DED_ERR_PROTO, "refused our handshake for a reason we do not know "
+                                        "(a newer version?)");
+  }
+}
+
+static bool chan_is_notice(const ded_chan *ch) {
+  return !ch->open && ch->hs.initiator && ch->hs.state == DED_NOISE_CREATED_INITIATION &&
+         ch->have >= DED_CHAN_NOTICE_BYTES &&
+         memcmp(ch->in, DED_CHAN_NOTICE_PREFIX, DED_CHAN_NOTICE_BYTES - 1) == 0;
+}
+
 /* Initiator: the response in; the peer checked; the final out. */
 static int chan_on_response(ded_chan *ch, const ded_chan_cb *cb, void *user) {
   if (ded_noise_consume_response(&ch->hs, ch->in) != 0)
-    return chan_fail(ch, DED_ERR_AUTH, "handshake refused: another swarm key or run");
+    return chan_fail(ch, DED_ERR_AUTH, "handshake refused: the response did not authenticate");
   if (ch->expect) {
     uint8_t id[DED_ID_BYTES];
     ded_peer_id(ded_noise_peer_pk(&ch->hs), id);
@@ -197,6 +244,7 @@ int ded_chan_recv(ded_chan *ch, const uint8_t *data, size_t len, const ded_chan_
     ch->have += take;
     data += take;
     len -= take;
+    if (chan_is_notice(ch)) return chan_on_notice(ch);
     if (ch->have < need) return 0;
     if (ch->open && ch->need == 0) { /* a record's header: its length */
       size_t sealed = get_u32(ch->in) & ~DED_CHAN_F_REKEY;

@@ -18,6 +18,18 @@
  *                sealed     the plaintext under the direction's key, the
  *                           4 header bytes as associated data
  *
+ * A responder that will not answer says why before it closes, in a notice
+ * outside the session format's versions (unauthenticated, so the initiator
+ * reports it as the peer's word):
+ *
+ *   responder -> "dedmpi" 0x00 0xff, then a reason byte (DED_CHAN_NOTICE_*)
+ *
+ * It takes the response's place; an initiator that reads its 9 bytes where
+ * the response begins stops there (a response's first bytes are a random
+ * public key: they start like a notice with probability 2^-64). A refusal
+ * for the key tells the initiator only what a missing response would: a
+ * peer that knows the key gets a response, one that does not gets none.
+ *
  * The plaintext is the node's frame stream (ded_frame.h), cut into records
  * without regard to frame boundaries. Nothing the node sends leaves before
  * the channel is open, and nothing reaches the node that did not open
@@ -48,6 +60,16 @@
 #define DED_CHAN_RECORD_MAX (16 * 1024)
 #define DED_CHAN_SEALED_MAX (DED_CHAN_RECORD_MAX + DED_AEAD_TAG_BYTES)
 
+/* The notice: the prefix, then a reason. */
+#define DED_CHAN_NOTICE_PREFIX "dedmpi\x00\xff"
+#define DED_CHAN_NOTICE_BYTES 9
+typedef enum ded_chan_notice {
+  DED_CHAN_NOTICE_KEY = 'K',     /* the initiation's mac1 did not check: another key or run name */
+  DED_CHAN_NOTICE_VERSION = 'V', /* another session format (the magic's version byte) */
+  DED_CHAN_NOTICE_FULL = 'F',    /* no room for another handshake, or for one more from its host */
+  DED_CHAN_NOTICE_LEAVING = 'L', /* the peer is leaving the run */
+} ded_chan_notice;
+
 typedef struct ded_chan_cb {
   /* The handshake is done: |peer_pk| is the peer's proven Ed25519 key.
    * Called once, before any plaintext. False: stop. */
@@ -64,6 +86,7 @@ typedef struct ded_chan {
   bool open;
   int failed; /* sticky: a broken channel stays broken */
   const char *why;
+  uint8_t notice; /* initiator: the reason in the peer's notice, 0 if none came */
   bool expect; /* initiator: the peer it means to reach */
   uint8_t expect_id[DED_ID_BYTES];
   uint8_t eph[32]; /* randomness of our ephemeral key */
@@ -87,6 +110,10 @@ DED_UNUSED_RESULT int ded_chan_init(ded_chan *ch, const ded_mem *mem, const ded_
                                     bool initiator, const uint8_t *expect_id,
                                     const uint8_t eph[32], uint64_t now_ns);
 
+/* The notice for |reason| (a DED_CHAN_NOTICE_*), for a caller that turns
+ * a connection away before it has a channel (a peer full or leaving). */
+void ded_chan_notice_bytes(uint8_t reason, uint8_t out[DED_CHAN_NOTICE_BYTES]);
+
 /* Wipes the keys and frees the buffers. */
 void ded_chan_free(ded_chan *ch);
 
@@ -96,8 +123,13 @@ void ded_chan_free(ded_chan *ch);
  * ch->why says what failed): DED_ERR_VERSION (another session format),
  * DED_ERR_AUTH (another secret or run, an impostor, a peer other than
  * the one expected, a record that did not open), DED_ERR_FRAME_SIZE;
- * DED_ERR_CLOSING on a call after a callback said stop (that call itself
- * returns 0).
+ * for an initiator, a notice in the response's place: DED_ERR_AUTH (our
+ * key refused), DED_ERR_VERSION, DED_ERR_LIMIT (the peer is full) or
+ * DED_ERR_PEER_LOST (it is leaving), ch->notice its reason; DED_ERR_CLOSING
+ * on a call after a callback said stop (that call itself returns 0).
+ * A responder that refuses an initiation for its key (mac1) or its
+ * version leaves the notice in its output: the caller writes it (best
+ * effort) before it closes.
  */
 DED_UNUSED_RESULT int ded_chan_recv(ded_chan *ch, const uint8_t *data, size_t len,
                                     const ded_chan_cb *cb, void *user);

@@ -1,6 +1,7 @@
 #include "ded_ident.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/ded_err.h"
@@ -59,8 +60,42 @@ int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *bin, size_t len) {
 
 void ded_wipe(void *p, size_t len) { sodium_memzero(p, len); }
 
+static bool key_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+static bool key_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool ded_swarm_key_suspect(const char *text, size_t len, char *why, size_t cap) {
+  size_t b = 0, e = len, digits = 0;
+  while (b < e && key_blank(text[b])) b++;
+  while (e > b && key_blank(text[e - 1])) e--;
+  for (size_t i = b; i < e; i++) digits += key_hex(text[i]);
+  bool hex_only = e > b && digits == e - b;
+  if (hex_only && digits == 2 * DED_SWARM_KEY_BYTES && e - b == len) return false; /* a key */
+  if (hex_only && digits == 2 * DED_SWARM_KEY_BYTES) {
+    if (cap) snprintf(why, cap, "%d hex digits with blanks around them: a key is the digits "
+                      "alone; remove the blanks", 2 * DED_SWARM_KEY_BYTES);
+    return true;
+  }
+  if (hex_only) {
+    if (cap) snprintf(why, cap, "%zu hex digit%s: a key has %d; a typo? (a passphrase of hex "
+                      "digits only is refused)", digits, digits == 1 ? "" : "s",
+                      2 * DED_SWARM_KEY_BYTES);
+    return true;
+  }
+  if (len == 2 * DED_SWARM_KEY_BYTES) {
+    if (cap) snprintf(why, cap, "%d characters but not hex digits: a mistyped key? (a passphrase "
+                      "of exactly %d characters is refused for that reason)",
+                      2 * DED_SWARM_KEY_BYTES, 2 * DED_SWARM_KEY_BYTES);
+    return true;
+  }
+  return false;
+}
+
 int ded_swarm_key_derive(const char *text, size_t len, const uint8_t run_id[DED_RUN_ID_BYTES],
                          uint8_t psk[DED_SWARM_KEY_BYTES]) {
+  if (ded_swarm_key_suspect(text, len, NULL, 0)) return DED_ERR_INVALID_ARG;
   if (len == 2 * DED_SWARM_KEY_BYTES &&
       ded_hex_decode(text, len, psk, DED_SWARM_KEY_BYTES) == 0)
     return 0;

@@ -62,11 +62,27 @@ DED_UNUSED_RESULT int ded_hex_decode(const char *hex, size_t hex_len, uint8_t *b
 #define DED_PASSPHRASE_MIN 16
 
 /*
+ * Whether the text of DEDMPI_SWARM_KEY (|len| bytes) looks like a key
+ * gone wrong, so that it must be refused rather than stretched as a
+ * passphrase (a key with a digit lost, doubled or pasted with a blank
+ * would otherwise make a key of its own and lock the job out, with no
+ * peer able to say more than "another key"):
+ * - hex digits only, blanks (space, tab, CR, LF) at either end aside,
+ *   other than exactly 64 digits and nothing else: a passphrase of hex
+ *   digits only is refused, at any length;
+ * - exactly 64 characters that are not all hex digits.
+ * True with the reason in |why| (never the text, only its counts: "63 hex
+ * digits: ..."), false for text that is a key or a passphrase.
+ */
+bool ded_swarm_key_suspect(const char *text, size_t len, char *why, size_t cap);
+
+/*
  * The run's secret from the text of DEDMPI_SWARM_KEY (|len| bytes): 64
- * hex digits are the key itself; anything else is a passphrase of at
- * least DED_PASSPHRASE_MIN bytes, stretched with Argon2id (libsodium's
- * interactive limits: about 64 MiB and a tenth of a second) and salted
- * with the run id. 0, DED_ERR_INVALID_ARG (too short) or DED_ERR_NOMEM.
+ * hex digits are the key itself; text ded_swarm_key_suspect refuses is
+ * refused; anything else is a passphrase of at least DED_PASSPHRASE_MIN
+ * bytes, stretched with Argon2id (libsodium's interactive limits: about
+ * 64 MiB and a tenth of a second) and salted with the run id. 0,
+ * DED_ERR_INVALID_ARG (too short, or suspect) or DED_ERR_NOMEM.
  */
 DED_UNUSED_RESULT int ded_swarm_key_derive(const char *text, size_t len,
                                            const uint8_t run_id[DED_RUN_ID_BYTES],

@@ -15,8 +15,11 @@ void ded_boot_init(ded_boot *b, const ded_addr *addrs, unsigned n) {
   }
 }
 
-/* A bootstrap attempt's connection went. */
-void ded_boot_conn_gone(ded_node *node, int idx) { node->boot.slots[idx].connecting = false; }
+/* A bootstrap attempt's connection went, for |why|. */
+void ded_boot_conn_gone(ded_node *node, int idx, int why) {
+  node->boot.slots[idx].connecting = false;
+  node->boot.slots[idx].refused = why == DED_ERR_AUTH;
+}
 
 static void boot_try(ded_node *node, unsigned i, uint64_t now_ns) {
   ded_boot_slot *b = &node->boot.slots[i];
@@ -62,9 +65,13 @@ void ded_boot_tick(ded_node *node, uint64_t now_ns) {
     node->boot.state = DED_BOOT_FAILED;
     char a[64];
     ded_addr_format(&node->boot.slots[0].addr, a, sizeof a);
-    node_log(node, DED_LOG_ERROR, "no peer answered at %s%s within %llu ms", a,
+    bool refused = false; /* a peer answered, to refuse our key */
+    for (unsigned i = 0; i < node->boot.n; i++) refused |= node->boot.slots[i].refused;
+    node_log(node, DED_LOG_ERROR, "no peer %s at %s%s within %llu ms%s",
+             refused ? "let us in" : "answered", a,
              node->boot.n > 1 ? " (or the other DEDMPI_JOIN addresses)" : "",
-             (unsigned long long)(node->s.bootstrap_timeout_ns / 1000000u));
+             (unsigned long long)(node->s.bootstrap_timeout_ns / 1000000u),
+             refused ? ": the handshake failed (our key refused: another swarm key or run name?)" : "");
     node_emit(node, DED_EVENT_BOOTSTRAP, DED_ERR_BOOTSTRAP, NULL);
     return;
   }

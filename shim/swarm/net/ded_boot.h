@@ -51,6 +51,7 @@ typedef struct ded_boot_slot {
   bool reached;    /* a peer answered there once: from now on it is a peer like any */
   bool connecting; /* an attempt is in flight */
   bool later;      /* added after the start (ded_boot_add) */
+  bool refused;    /* the latest attempt failed its handshake (DED_ERR_AUTH): our key refused, most likely */
 } ded_boot_slot;
 
 typedef struct ded_boot {
@@ -73,7 +74,7 @@ void ded_boot_tick(ded_node *node, uint64_t now_ns);
 unsigned ded_boot_add(ded_node *node, const ded_addr *addrs, unsigned n, uint64_t now_ns);
 
 /* Slot |idx|'s attempt went (its connection closed). */
-void ded_boot_conn_gone(ded_node *node, int idx);
+void ded_boot_conn_gone(ded_node *node, int idx, int why);
 
 /* Slot |idx| was our own address. */
 void ded_boot_self(ded_node *node, int idx);

@@ -82,7 +82,7 @@ void ded_conn_close(ded_node *node, ded_conn *c, int why, bool notify) {
   if (notify)
     node_log(node, DED_LOG_DEBUG, "closing connection %x%s%s: %s", c->id, c->peer ? " to " : "",
              c->peer ? c->peer->sid : "", ded_strerror(why));
-  if (c->boot_idx >= 0) ded_boot_conn_gone(node, c->boot_idx);
+  if (c->boot_idx >= 0) ded_boot_conn_gone(node, c->boot_idx, why);
   if (c->peer) {
     if (c->outbound && was != DED_CONN_READY) c->peer->connecting = false;
     ded_peer_conn_lost(node, c->peer, c, why);
