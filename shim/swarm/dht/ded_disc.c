@@ -33,7 +33,10 @@ int ded_disc_build_record(ded_node *node, uint64_t now_ns) {
   node->disc.perf_ns = now_ns;
   ded_record_perf_set(rec, &node->disc.perf);
   if (node->s.has_invite) ded_record_invite_add(rec, node->s.invite_expires_ms, node->s.invite_sig);
-  if (node->disc.progress_set) ded_record_progress_add(rec, &node->disc.progress);
+  if (node->disc.progress_set) {
+    ded_record_progress_add(rec, &node->disc.progress);
+    node->disc.progress_said = true;
+  }
   /* Checked when set (ded_disc_groups_set), and a full list fits beside
    * the rest (ded_record.c's static assertion). */
   if (node->disc.groups_set) {
@@ -223,7 +226,8 @@ void ded_disc_tick(ded_node *node, uint64_t now_ns) {
   bool moved = now_ns >= node->disc.perf_ns + NODE_PERF_REPUBLISH_NS &&
                (perf_moved(node->disc.perf.up_kBps, perf.up_kBps) ||
                 perf_moved(node->disc.perf.down_kBps, perf.down_kBps));
-  bool progressed = node->disc.progress_new && now_ns >= node->disc.perf_ns + NODE_PROGRESS_REPUBLISH_NS;
+  bool progressed = node->disc.progress_new && (!node->disc.progress_said ||
+                                                now_ns >= node->disc.perf_ns + NODE_PROGRESS_REPUBLISH_NS);
   if (!node->leaving && (moved || progressed || now_ns >= node->disc.rec_refresh_ns) &&
       ded_disc_build_record(node, now_ns) == 0) {
     if (moved)

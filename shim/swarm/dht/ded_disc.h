@@ -47,9 +47,11 @@ typedef struct ded_disc {
   /* What our record says of our links, and when it last changed. */
   ded_perf perf;
   uint64_t perf_ns;
-  /* Our last completed round, and whether our record says so yet. */
+  /* Our last completed round, whether our record says so yet, and
+   * whether it ever did (the first goes out at once: a joiner tells a run
+   * in progress from none by it). */
   ded_progress progress;
-  bool progress_set, progress_new;
+  bool progress_set, progress_new, progress_said;
   /* Our job's group peers, ids increasing, once set: our record lists
    * them (an empty list too). */
   ded_group_addr groups[DED_RECORD_GROUPS_MAX];

@@ -518,6 +518,7 @@ void ded_xfer_on_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m
   ded_mem_free(node->mem, d->lin);
   d->lin = lin;
   d->offer = *m;
+  if (m->status == DED_STATE_OFFER || m->status == DED_STATE_PENDING) st->run_seen = true;
   d->offer.lin = (const uint8_t *)lin;
   d->answered = true;
   d->last_ns = now_ns;
@@ -715,6 +716,66 @@ static void state_found_none(ded_node *node, uint64_t now_ns) {
   state_ask_more(node);
 }
 
+/* A peer of the run that completed a round, as its record says (not a
+ * backbone, not one that left; reachable or not), and that round; NULL
+ * if none is known. */
+static const uint8_t *state_run_known(ded_node *node, uint64_t *round) {
+  const uint8_t *who = NULL;
+  for (size_t i = 0; i < ded_table_count(&node->disc.table); i++) {
+    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
+    ded_progress prog;
+    if (id_is_me(node, e->id) || (e->rec.flags & DED_RECORD_F_NO_ROUNDS) ||
+        !ded_record_progress(&e->rec, &prog))
+      continue;
+    ded_peer *p = ded_peer_find(node, e->id);
+    if (p && p->left) continue;
+    if (!who || prog.round > *round) {
+      who = e->id;
+      *round = prog.round;
+    }
+  }
+  return who;
+}
+
+/* A fetch while a run is in progress that no peer offered a snapshot of
+ * yet: the peers that said PENDING may have failed to take one (a step
+ * that came late, a second joiner), the only ones that hold the run may
+ * be stopped or cut off. Asked again a deadline floor after the answers
+ * are in; at the bound, an error that says why, never our own state. */
+static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t round,
+                               unsigned pending, uint64_t now_ns) {
+  ded_xfer *st = &node->xfer;
+  char sid[9] = "";
+  if (who) ded_id_short(who, sid);
+  unsigned reachable = 0;
+  for (size_t i = 0; i < node->peers.n; i++) reachable += ded_peer_participates(node, node->peers.v[i]);
+  if (!st->run_wait_logged) {
+    st->run_wait_logged = true;
+    if (who)
+      node_log(node, DED_LOG_INFO, "a run is in progress (peer %s completed round %llu) but no "
+               "peer offered its state yet: asking again until the bound", sid,
+               (unsigned long long)round);
+    else
+      node_log(node, DED_LOG_INFO, "a run is in progress but no peer offered its state yet: "
+               "asking again until the bound");
+  }
+  if (now_ns >= st->deadline_ns) {
+    node_log(node, DED_LOG_ERROR,
+             "a run is in progress%s%s%s but %s within %llu ms: not starting a model of this "
+             "job's own in it", who ? " (peer " : "", sid, who ? " completed a round)" : "",
+             reachable ? "no peer offered its state" : "none of its peers is reachable",
+             (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+    state_done(node, DED_ERR_TIMEOUT, NULL);
+    return;
+  }
+  if (pending || now_ns < st->asked_ns + node->s.deadline_floor_ns) return;
+  state_forget_donors(node);
+  st->asked_ns = now_ns;
+  st->first_offer_ns = 0;
+  st->realigned = false;
+  state_ask_more(node);
+}
+
 /* Decides what the answers so far mean; drops donors that stall. */
 void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
@@ -813,6 +874,15 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
       }
       return;
     }
+    /* A run is in progress (a peer said so, or a record shows a round
+     * completed) but no snapshot came of it: ask again, every deadline
+     * floor, until the bound; never start a model of our own in it. */
+    uint64_t round = 0;
+    const uint8_t *who = NULL;
+    if (st->run_seen || (who = state_run_known(node, &round)) != NULL) {
+      state_wait_for_run(node, who, round, pending, now_ns);
+      return;
+    }
     /* No run in progress: everyone we know has not started, or we know no
      * one who takes part in rounds. A peer that has not connected yet is
      * waited for a little (four deadline floors), not for the whole bound. */
@@ -863,6 +933,7 @@ int ded_xfer_fetch(ded_node *node, uint64_t now_ns) {
   node->xfer.reload = false;
   node->xfer.min_round = 0;
   node->xfer.tries = 0;
+  node->xfer.run_seen = node->xfer.run_wait_logged = false;
   state_begin_asking(node, now_ns);
   ded_xfer_tick(node, now_ns);
   return 0;

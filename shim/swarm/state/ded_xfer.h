@@ -106,6 +106,9 @@ typedef struct ded_xfer {
   uint64_t min_round; /* offers of older snapshots are no use */
   unsigned tries;
   bool realigned; /* asked the offering peers again for one round */
+  /* A fetch: a peer said PENDING or offered (a run is in progress, even
+   * if no snapshot came of it), and we said we wait for it. */
+  bool run_seen, run_wait_logged;
   ded_xfer_donor donors[DED_XFER_ASK_MAX];
   unsigned ndonors;
   uint64_t asked_ns, first_offer_ns, deadline_ns;

@@ -96,6 +96,84 @@ static void test_node_state_fresh_swarm(void **state) {
   tnet_free(net);
 }
 
+/* A run whose peers said PENDING is in progress even when none of them can
+ * offer its state this time (each snapshot refused, so each then says
+ * NONE): the joiner asks again and loads the next snapshot, instead of
+ * starting its own model in the run (issue 22: mp.join_mid_run's rare "no
+ * run in progress (3 peers asked)" at round 164, two joiners at once). */
+static void test_node_state_run_pending_then_none(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  for (int i = 0; i < 3; i++) tnet_add(net, 3);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
+  int j = tnet_add(net, 3);
+  tnet_mesh(net);
+  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  TNET_UNTIL(net, SEC_NS,
+             net->n[0].want_snapshots && net->n[1].want_snapshots && net->n[2].want_snapshots);
+  for (int i = 0; i < 3; i++) {
+    ded_snapshot bad = snap_make(&net->fm.mem, 0); /* round 0: malformed, refused */
+    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &bad, net->now), DED_ERR_INVALID_ARG);
+  }
+  /* Every donor said NONE; the joiner asks again rather than decide. */
+  TNET_UNTIL(net, 5 * SEC_NS,
+             net->n[0].want_snapshots == 2 && net->n[1].want_snapshots == 2 &&
+             net->n[2].want_snapshots == 2);
+  assert_int_equal(net->n[j].state_calls, 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(net->n[i].want_snapshots, 2);
+  for (int i = 0; i < 3; i++) {
+    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
+  }
+  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
+  expect_snapshot(&net->n[j], 3);
+  tnet_free(net);
+}
+
+/* The only peers that hold the run are stopped (their output held) when a
+ * joiner comes in through a backbone: no one can answer, but their records,
+ * published as they completed their first round, say the run is past it.
+ * The joiner waits for them rather than start its own model in the run,
+ * and loads their state once they are back; without a sign of them by the
+ * bound it fails, saying why. */
+static void test_node_state_run_seen_in_records(void **state) {
+  (void)state;
+  for (int back = 0; back < 2; back++) {
+    tnet *net = tnet_new();
+    tnet_add_as(net, 1, true); /* 0: a backbone, no checkpoint */
+    tnet_add(net, 2);
+    tnet_add(net, 2);
+    tnet_mesh(net);
+    for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x6, -1, r);
+    TNET_UNTIL(net, SEC_NS, false); /* their records, with their first round, reach the backbone */
+    net->n[1].hold = net->n[2].hold = true;
+    int j = tnet_add(net, 3);
+    TNET_UNTIL(net, 2 * SEC_NS, false);
+    assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+    TNET_UNTIL(net, 6 * SEC_NS, net->n[j].state_calls > 0);
+    if (net->n[j].state_calls)
+      fail_msg("the joiner decided (status %d) while the run's only peers were stopped",
+               net->n[j].state_status);
+    if (back) {
+      net->n[1].hold = net->n[2].hold = false;
+      TNET_UNTIL(net, 3 * SEC_NS, net->n[1].want_snapshots && net->n[2].want_snapshots);
+      for (int i = 1; i <= 2; i++) {
+        ded_snapshot s = snap_make(&net->fm.mem, 3);
+        assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
+      }
+      TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
+      expect_snapshot(&net->n[j], 3);
+    } else {
+      TNET_UNTIL(net, 20 * SEC_NS, net->n[j].state_calls > 0);
+      assert_int_equal(net->n[j].state_calls, 1);
+      assert_int_equal(net->n[j].state_status, DED_ERR_TIMEOUT);
+      assert_false(net->n[j].state_has_snap);
+    }
+    tnet_free(net);
+  }
+}
+
 /* A peer that dies before it answers will not answer: the joiner decides
  * on the others' answers at once, not at the bound. */
 static void test_node_state_asked_peer_dies(void **state) {
@@ -1310,6 +1388,8 @@ static void test_node_state_found_next_candidate(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_state_fresh_swarm),
+      cmocka_unit_test(test_node_state_run_pending_then_none),
+      cmocka_unit_test(test_node_state_run_seen_in_records),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
