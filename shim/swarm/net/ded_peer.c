@@ -335,6 +335,7 @@ void ded_peer_on_hello(ded_node *node, ded_conn *c, const ded_frame *f, uint64_t
      * decide: its own, as the coordinator cut off when the others failed
      * over). */
     ded_coords_on_peer_up(node, p);
+    ded_rounds_on_peer_up(node, p);
   }
   ded_rounds_advance(node, now_ns);
   ded_coords_evaluate(node, now_ns);

@@ -146,6 +146,18 @@ void ded_round_send_have(ded_node *node, ded_peer *to, uint64_t round, uint64_t 
   ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
+void ded_rounds_on_peer_up(ded_node *node, ded_peer *p) {
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
+    if (ded_round_over(r) || !r->accepted || r->att_state != ROUND_ATT_LIVE ||
+        (r->state != ROUND_RUNNING && r->state != ROUND_FETCHING))
+      continue;
+    unsigned m = ded_plan_index(&r->att.plan, p->id);
+    if (m < r->att.plan.k && m != r->att.me)
+      ded_round_send_have(node, p, r->no, r->att.plan.attempt, r->acc_view, 0, r->digest);
+  }
+}
+
 void ded_round_set_chosen(ded_round *r, uint64_t attempt, const uint8_t digest[DED_RESULT_DIGEST_BYTES],
                           const uint8_t by[DED_ID_BYTES]) {
   if (r->chosen != attempt) r->chosen_digested = false;

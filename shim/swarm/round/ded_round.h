@@ -264,6 +264,12 @@ const ded_msg_commit *ded_round_result_plan(ded_node *node, uint64_t no, const u
 void ded_round_serve_fetch(ded_node *node, struct ded_peer *to, const ded_msg_fetch *f);
 
 /* HAVE to |to| (nothing if it is not connected). */
+/* |p| came up: rounds of ours that accepted an attempt |p| is a member
+ * of, and still wait for a quorum's votes, say HAVE to it again (the HAVE
+ * they sent at acceptance found it unreachable; a member that completed
+ * long ago answers only what it is asked). */
+void ded_rounds_on_peer_up(ded_node *node, struct ded_peer *p);
+
 void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, uint64_t attempt,
                          uint32_t view, uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 

@@ -20,6 +20,48 @@
  * result or after, completion waits for both. hi asked (its HAVE) and is
  * no acceptor: once complete, the node tells it so (HAVE DONE).
  */
+/*
+ * A member whose connection was down when the node accepted the result
+ * (its HAVE found no way there) hears that HAVE once it is back: a member
+ * that completed the round meanwhile answers only what it is asked, so
+ * without it the node would wait for a quorum until its patience ran out
+ * (the simulator's seed 239: an isolated node back after 1.2 s waited 5 s
+ * in each of two rounds "for nothing but HAVEs").
+ */
+static void test_node_have_again_on_peer_up(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(3 * i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident peers[2];
+  peers_below(&t, &peers[0], &peers[1]);
+  tswarm sw;
+  swarm_start(&t, &sw, buf, peers, 2);
+  assert_int_equal(sw.me, 2);
+  const ded_ident *m0 = memcmp(peers[0].id, peers[1].id, DED_ID_BYTES) < 0 ? &peers[0] : &peers[1];
+  swarm_commit(&t, &sw);
+  swarm_feed(&t, &sw, true); /* member 0's part is all in; member 1's last chunk held */
+  ded_node_conn_closed(t.node, t.conn[sw.conn[0]], 0, t.now);
+  t.closed[sw.conn[0]] = true;
+  swarm_feed_last(&t, &sw);
+  size_t len;
+  uint8_t *out = tnode_output_on(&t, sw.conn[1], &len, t.now);
+  expect_have(out, len, 0, sw.attempt, 0, 0, sw.digest);
+  free(out);
+  assert_int_equal(t.rounds_done, 0); /* its HAVE alone is no quorum */
+  unsigned back = tnode_accept(&t);
+  send_hello(&t, back, m0, RUN);
+  out = tnode_output_on(&t, back, &len, t.now);
+  if (frame_count(out, len, DED_MSG_HAVE) != 1)
+    fail_msg("member 0 came back and heard no HAVE of the round the node holds");
+  expect_have(out, len, 0, sw.attempt, 0, 0, sw.digest);
+  free(out);
+  send_have(&t, back, 0, sw.attempt, 0, DED_HAVE_F_DONE, sw.digest);
+  assert_int_equal(t.rounds_done, 1);
+  ded_node_free(t.node);
+}
+
 static void test_node_have_quorum_completes(void **state) {
   (void)state;
   for (int early = 0; early <= 1; early++) {
@@ -432,6 +474,7 @@ static void test_node_have_malformed_dropped(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_have_quorum_completes),
+      cmocka_unit_test(test_node_have_again_on_peer_up),
       cmocka_unit_test(test_node_have_quorum_half_needs_primary),
       cmocka_unit_test(test_node_have_done_completes),
       cmocka_unit_test(test_node_have_answered_done),
