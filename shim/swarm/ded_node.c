@@ -484,6 +484,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   ded_conns_tick(node, now_ns);
   ded_peers_tick(node, now_ns);
   ded_rounds_tick(node, now_ns);
+  ded_rounds_check_groups(node);
   ded_coords_evaluate(node, now_ns);
   ded_coords_prune(node);
   ded_rounds_advance(node, now_ns);

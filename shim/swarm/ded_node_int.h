@@ -56,6 +56,10 @@
 #define NODE_HISTORY_BYTES_DEFAULT (256ull << 20)
 #define NODE_BACKOFF_MS_MIN 50u
 #define NODE_BACKOFF_MS_MAX 5000u
+/* A peer outside our latest round whose record shows a round this far
+ * past it belongs to another group of the run that went on without us
+ * (ded_rounds_check_groups). */
+#define NODE_GROUP_GAP_ROUNDS 16u
 /* A larger-id peer waits this long for the smaller one to call before it
  * calls itself (the usual direction fails when only one side can accept). */
 #define NODE_CONNECT_PATIENCE_NS (2ull * 1000 * 1000 * 1000)

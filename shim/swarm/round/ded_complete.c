@@ -60,7 +60,9 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
 #undef MS_SINCE
   }
   r->with_result = with_result;
-  if (status == 0 && !alone) {
+  /* Progress is a round completed with the run (alone too: one job's
+   * attempt, or a group of one left by a partition, is still the run's). */
+  if (with_result || (status == 0 && !alone)) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
     ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
                       via_attempt ? r->att.ncontrib : 0);

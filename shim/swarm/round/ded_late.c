@@ -157,6 +157,29 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   }
 }
 
+void ded_rounds_check_groups(ded_node *node) {
+  if (node->s.no_rounds || node->leaving) return;
+  ded_lin_entry *e = ded_lineage_newest_below(&node->lin, node->rounds.next);
+  if (!e || !e->final || !e->ids) return;
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    const ded_record *rec = ded_peer_record(node, p);
+    ded_progress prog;
+    if (!ded_peer_participates(node, p) || !rec || !ded_record_progress(rec, &prog) ||
+        prog.round < e->round + NODE_GROUP_GAP_ROUNDS || prog.round < node->rounds.stale)
+      continue;
+    bool ours = false;
+    for (unsigned k = 0; k < e->n && !ours; k++) ours = memcmp(e->ids[k], p->id, DED_ID_BYTES) == 0;
+    if (ours) continue;
+    node_log(node, DED_LOG_WARN,
+             "peer %s, not in this job's rounds, completed round %llu, %llu past this job's "
+             "latest: another group of the run went on without this one (a partition); this job "
+             "is out of step and reloads the run's state",
+             p->sid, (unsigned long long)prog.round, (unsigned long long)(prog.round - e->round));
+    node->rounds.stale = prog.round + 1;
+  }
+}
+
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m) {
   if (m->round != node->rounds.intent_round || m->next_round <= node->rounds.catch_up)
     return; /* not the answer to our latest announcement */

@@ -273,6 +273,15 @@ void ded_rounds_on_peer_up(ded_node *node, struct ded_peer *p);
 void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, uint64_t attempt,
                          uint32_t view, uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
+/* Two groups of one run (a partition longer than half the bound: each side
+ * evicted the other and went on) meet again: if a connected peer that
+ * was not in our latest round publishes a round NODE_GROUP_GAP_ROUNDS or
+ * more past it, ours is the group left behind, and our rounds below that
+ * end out of step, so that the shim reloads the other group's state. The
+ * group further ahead never yields to one behind it, and the two cannot
+ * both yield (each would have to be ahead of the other). */
+void ded_rounds_check_groups(ded_node *node);
+
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);
 

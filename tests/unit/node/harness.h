@@ -347,6 +347,7 @@ typedef struct tnet_node {
   bool up;
   bool booted;
   bool hold; /* its output stays queued in the node (a stalled peer) */
+  int side;  /* with net->cut, nodes of different sides hear nothing of each other */
   int rounds_done;
   ded_round_result last;
   float buf[COUNT];
@@ -377,6 +378,7 @@ struct tnet {
   unsigned sent[TNET_NODES][256]; /* frames by sender and type */
   bool alone; /* nodes added from now on bootstrap from nobody */
   uint64_t bound_ns; /* their DEDMPI_ROUND_TIMEOUT: 10 s unless set */
+  bool cut; /* a partition between the nodes' sides: bytes wait, connections are not answered */
 };
 
 tnet *tnet_new(void);

@@ -777,6 +777,63 @@ static void test_node_serves_fetch_in_progress(void **state) {
 
 /* ------------------------------------------ rounds of real peers (tnet) */
 
+/* ded_node_int.h's NODE_GROUP_GAP_ROUNDS. */
+#define NODE_GROUP_GAP_ROUNDS_TEST 16u
+
+/* Round |r| on node |i| alone: it completes with its own values. */
+static void tnet_round_alone(tnet *net, int i, uint64_t r) {
+  tnet_node *tn = &net->n[i];
+  int before = tn->rounds_done;
+  ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(tn->node, &a, net->now), (int64_t)r);
+  TNET_UNTIL(net, 30 * SEC_NS, tn->rounds_done > before);
+  assert_int_equal(tn->rounds_done, before + 1);
+  assert_int_equal(tn->last.round, r);
+}
+
+/*
+ * A partition longer than half the bound splits a run of two: each side
+ * evicts the other and goes on with rounds of its own (the one place where
+ * safety rests on a timeout). Once the partition heals, the side left
+ * behind (fewer rounds) sees, in the other's record, a round far past its
+ * own from a peer that was not in its latest round: its next round ends
+ * out of step, saying where the run is, so that its shim reloads the other
+ * side's state. The side ahead goes on unmoved.
+ */
+static void test_node_groups_meet_again(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  tnet_add(net, 2);
+  tnet_add(net, 2);
+  tnet_mesh(net);
+  tnet_round(net, 0x3, -1, 0);
+  net->n[1].side = 1;
+  net->cut = true;
+  tnet_round_alone(net, 0, 1); /* each side alone, after evicting the other */
+  tnet_round_alone(net, 1, 1);
+  for (uint64_t r = 2; r < 2 + 2 * NODE_GROUP_GAP_ROUNDS_TEST; r++) tnet_round_alone(net, 1, r);
+  TNET_UNTIL(net, 6 * SEC_NS, false); /* node 1's record says its progress */
+  net->cut = false;
+  TNET_UNTIL(net, 15 * SEC_NS, tnet_meshed(net));
+  assert_true(tnet_meshed(net));
+  TNET_UNTIL(net, SEC_NS, false); /* a tick or two: the records are compared */
+  tnet_node *a = &net->n[0], *b = &net->n[1];
+  ded_round_args args = {a->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  int before = a->rounds_done;
+  assert_int_equal(ded_node_round_submit(a->node, &args, net->now), 2);
+  TNET_UNTIL(net, 30 * SEC_NS, a->rounds_done > before);
+  assert_int_equal(a->rounds_done, before + 1);
+  if (!a->last.late || a->last.behind < 2 + NODE_GROUP_GAP_ROUNDS_TEST)
+    fail_msg("the side left behind did not learn that the run went on (late %d, behind %llu)",
+             a->last.late, (unsigned long long)a->last.behind);
+  /* The side ahead is not moved by the one behind. */
+  before = b->rounds_done;
+  uint64_t next = 2 + 2 * NODE_GROUP_GAP_ROUNDS_TEST;
+  tnet_round_alone(net, 1, next);
+  assert_false(b->last.late);
+  tnet_free(net);
+}
+
 /* A peer stopped with its connections open (SIGSTOP, a closed lid) sends
  * nothing, not even its keepalives: the other takes it for lost once its
  * silence reaches a quarter of the bound, evicts it at half, and goes on
@@ -850,6 +907,7 @@ int main(void) {
       cmocka_unit_test(test_node_serves_fetch_in_progress),
       cmocka_unit_test(test_node_round_peer_count),
       cmocka_unit_test(test_node_silent_peer_evicted),
+      cmocka_unit_test(test_node_groups_meet_again),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

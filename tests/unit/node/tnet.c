@@ -154,7 +154,8 @@ static void tnet_link_release(tlink *l) {
 static bool tnet_move(tnet *net, tlink *l, int s) {
   tnet_node *from = &net->n[l->node[s]], *to = &net->n[l->node[1 - s]];
   bool moved = false;
-  while (l->open[s] && l->open[1 - s] && from->up && !from->hold) {
+  while (l->open[s] && l->open[1 - s] && from->up && !from->hold &&
+         !(net->cut && from->side != to->side)) {
     ded_iov iov[16];
     int n = ded_node_conn_pending(from->node, l->conn[s], iov, 16);
     if (n <= 0) break;
@@ -191,6 +192,7 @@ void tnet_pump(tnet *net) {
       if (!l->used) continue;
       tnet_node *caller = &net->n[l->node[0]], *target = &net->n[l->node[1]];
       if (!l->accepted) {
+        if (net->cut && caller->side != target->side) continue; /* no answer while cut */
         l->accepted = true;
         progress = true;
         if (!l->open[0]) {
