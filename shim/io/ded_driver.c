@@ -405,6 +405,12 @@ unsigned ded_driver_peer_count(const ded_driver *d) {
 
 /* ---------------------------------------------------------------- API */
 
+/* Connections the kernel may hold established for us to accept: well past
+ * what a flood keeps queued (each connection evicted comes back at once),
+ * so that an honest one still finds room rather than a dropped SYN and
+ * its retry a second later. The kernel caps it (net.core.somaxconn). */
+#define DRV_LISTEN_BACKLOG 4096
+
 static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t errlen) {
   struct sockaddr_storage ss;
   socklen_t len;
@@ -412,7 +418,7 @@ static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t err
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, DRV_LISTEN_BACKLOG) != 0) {
     char txt[64];
     ded_addr_format(a, txt, sizeof txt);
     snprintf(err, errlen, "cannot listen on %s: %s", txt, strerror(errno));
