@@ -331,6 +331,15 @@ static bool driver_leave_done(ded_driver *d, uint64_t now) {
   for (uint32_t i = 0; i < d->nconns; i++) {
     dconn *c = d->conns[i];
     if (!c || c->closing) continue;
+    /* A handshake someone opened and never finished (a flood's, a silent
+     * socket): nothing to say goodbye to, so it does not hold the leave
+     * to its HELLO deadline. */
+    if (c->inbound && c->chan_on && !c->ch.open) {
+      uint32_t id = c->id;
+      dconn_detach(d, c);
+      ded_node_conn_closed(d->node, id, DED_ERR_CLOSING, now);
+      continue;
+    }
     any = true;
     /* Sealed but not yet written: the node counts it sent already. */
     const uint8_t *out;

@@ -811,9 +811,6 @@ void ded_node_leave(ded_node *node, uint64_t now_ns) {
   ded_rounds_fail_queued(node, DED_ERR_CLOSING); /* what no round covers yet */
   /* Rounds we coordinate go ahead without us rather than stall. */
   ded_coords_on_leave(node);
-  /* Handshakes not done (a flood's, say) do not hold the leave to their
-   * deadline. */
-  ded_conns_drop_unproven(node);
   /* LEAVE goes last on every connection to a peer, behind the results
    * still queued for peers that finish a round we already finished: the
    * peer reads each connection to its LEAVE, and is done with us when the

@@ -269,13 +269,6 @@ int ded_conns_admit(ded_node *node, const ded_addr *remote) {
   return 0;
 }
 
-void ded_conns_drop_unproven(ded_node *node) {
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
-    ded_conn *c = ded_conns_at(&node->conns, s);
-    if (c && conn_unproven(c)) ded_conn_close(node, c, DED_ERR_CLOSING, true);
-  }
-}
-
 void ded_conns_tick(ded_node *node, uint64_t now_ns) {
   ded_conns *t = &node->conns;
   unsigned unproven = 0;

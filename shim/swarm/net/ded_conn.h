@@ -145,10 +145,6 @@ void ded_conn_move_output(ded_node *node, ded_conn *from, ded_conn *to);
  * must be refused (no unproven connection to evict in its place). */
 int ded_conns_admit(ded_node *node, const ded_addr *remote);
 
-/* Closes every unproven connection (see Admission above): a node leaving
- * has nothing for them, and they would hold its leave to their deadline. */
-void ded_conns_drop_unproven(ded_node *node);
-
 /* Closes every connection whose HELLO is overdue at |now_ns| (sooner
  * under pressure: see Admission above). */
 void ded_conns_tick(ded_node *node, uint64_t now_ns);
