@@ -37,6 +37,10 @@
 #include "ded_resolve.h"
 
 #define DRV_READS_PER_EVENT 16
+/* Connections accepted per readiness of the listening socket: a flood
+ * that keeps its queue full must not keep the loop from the sockets
+ * (and timers) it already has. Level-triggered, it is back next round. */
+#define DRV_ACCEPTS_PER_EVENT 64
 #define DRV_IOV_MAX 64
 
 /* ---------------------------------------------------------------- connections */
@@ -291,7 +295,7 @@ static void drv_accept_refuse(int fd, int rv) {
 }
 
 void drv_on_accept(ded_driver *d) {
-  for (;;) {
+  for (int k = 0; k < DRV_ACCEPTS_PER_EVENT; k++) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     int fd = accept4(d->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);

@@ -336,6 +336,15 @@ static bool driver_leave_done(ded_driver *d, uint64_t now) {
   for (uint32_t i = 0; i < d->nconns; i++) {
     dconn *c = d->conns[i];
     if (!c || c->closing) continue;
+    /* A handshake someone opened and never finished (a flood's, a silent
+     * socket): nothing to say goodbye to, so it does not hold the leave
+     * to its HELLO deadline. */
+    if (c->inbound && c->chan_on && !c->ch.open) {
+      uint32_t id = c->id;
+      dconn_detach(d, c);
+      ded_node_conn_closed(d->node, id, DED_ERR_CLOSING, now);
+      continue;
+    }
     any = true;
     /* Sealed but not yet written: the node counts it sent already. */
     const uint8_t *out;
@@ -410,6 +419,12 @@ unsigned ded_driver_peer_count(const ded_driver *d) {
 
 /* ---------------------------------------------------------------- API */
 
+/* Connections the kernel may hold established for us to accept: well past
+ * what a flood keeps queued (each connection evicted comes back at once),
+ * so that an honest one still finds room rather than a dropped SYN and
+ * its retry a second later. The kernel caps it (net.core.somaxconn). */
+#define DRV_LISTEN_BACKLOG 4096
+
 static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t errlen) {
   struct sockaddr_storage ss;
   socklen_t len;
@@ -417,7 +432,7 @@ static int open_listener(ded_driver *d, const ded_addr *a, char *err, size_t err
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+      bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, DRV_LISTEN_BACKLOG) != 0) {
     char txt[64];
     ded_addr_format(a, txt, sizeof txt);
     snprintf(err, errlen, "cannot listen on %s: %s", txt, strerror(errno));

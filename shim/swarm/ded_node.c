@@ -649,43 +649,24 @@ void ded_node_conn_secured(ded_node *node, uint32_t conn_id, const uint8_t pk[DE
   node_reap(node);
 }
 
-/* True if |a| and |b| are one IP address (any ports). */
-static bool addr_same_host(const ded_addr *a, const ded_addr *b) {
-  return a->family == b->family && memcmp(a->ip, b->ip, sizeof a->ip) == 0;
-}
-
 int ded_node_conn_accepted(ded_node *node, const ded_addr *remote, uint32_t *conn_id,
                            uint64_t now_ns) {
   node_enter(node, now_ns);
   if (node->leaving) return DED_ERR_CLOSING;
-  /* Handshakes in flight (DED_HANDSHAKES_*): silent sockets hold bounded;
-   * and one address holds at most DED_CONNS_PER_ADDR_MAX in all. */
-  unsigned all = 0, same = 0, from = 0;
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
-    const ded_conn *o = ded_conns_at(&node->conns, s);
-    if (!o || o->outbound || o->state == DED_CONN_DEAD) continue;
-    bool here = addr_same_host(&o->remote, remote);
-    from += here;
-    if (o->state != DED_CONN_AWAIT_HELLO) continue;
-    all++;
-    same += here;
-  }
-  if (all >= DED_HANDSHAKES_MAX || same >= DED_HANDSHAKES_PER_ADDR_MAX ||
-      from >= DED_CONNS_PER_ADDR_MAX) {
-    char a[64];
-    ded_addr_format(remote, a, sizeof a);
-    node_log(node, DED_LOG_DEBUG,
-             "refusing a connection from %s: %u handshakes in flight, %u from it, %u connections from it",
-             a, all, same, from);
+  /* Handshakes in flight are bounded; room for this one may cost an
+   * unproven connection of a flooding address (ded_conns_admit). */
+  int rv = ded_conns_admit(node, remote);
+  ded_conn *c = rv ? NULL : ded_conn_open(node, false, remote);
+  if (!c) {
+    if (node->reap_needed) node_reap(node); /* the connection it evicted */
     return DED_ERR_LIMIT;
   }
-  ded_conn *c = ded_conn_open(node, false, remote);
-  if (!c) return DED_ERR_LIMIT;
   *conn_id = c->id;
   uint8_t frame[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_hello_encode(&w, node->run_id, node->disc.rec_bytes, node->disc.rec_len);
   ded_conn_send_ctrl(node, c, frame, w.pos);
+  if (node->reap_needed) node_reap(node); /* the connection it evicted */
   return 0;
 }
 

@@ -16,8 +16,17 @@
  *       sends a JOIN: the victim answers on a socket it already shut, which
  *       must cost it an EPIPE, not a SIGPIPE.
  *
+ *   evil_peer flood PORT ADDRS PER_ADDR SECONDS
+ *       No protocol at all: from each of ADDRS source addresses
+ *       (127.0.0.2, 127.0.0.3, ...: loopback takes any of 127/8), PER_ADDR
+ *       connections to the victim kept open, every other one silent and
+ *       the rest sending junk; each one the victim closes is opened again
+ *       at once. Prints "flooding" once every connection was opened (or
+ *       after 2 s), then, at the end (SECONDS, or SIGTERM), what it did.
+ *
  * It opens each connection with the real handshake (ded_chan, no swarm
- * key: the victim runs an open swarm) and seals what it sends.
+ * key: the victim runs an open swarm) and seals what it sends (but for
+ * the flood, which never gets that far).
  *
  * Exits 0 when it played its part; the test then checks the victim.
  */
@@ -30,6 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -282,11 +294,130 @@ static int join_after_fin(const char *run, int port) {
   }
 }
 
+/* ---- flood ---- */
+
+static volatile sig_atomic_t flood_stop;
+static void on_term(int sig) {
+  (void)sig;
+  flood_stop = 1;
+}
+
+typedef struct fconn {
+  int fd;
+  bool connecting, junk;
+  unsigned src; /* 127.0.0.(2 + src) */
+} fconn;
+
+typedef struct flood_stats {
+  unsigned long opened, closed_by_victim, failed;
+} flood_stats;
+
+/* Opens |c| again (nonblocking): 0, or -1 if the socket could not be made. */
+static int flood_open(fconn *c, int port, flood_stats *st) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+  struct sockaddr_in src, dst;
+  memset(&src, 0, sizeof src);
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = htonl(0x7f000002u + c->src);
+  memset(&dst, 0, sizeof dst);
+  dst.sin_family = AF_INET;
+  dst.sin_addr.s_addr = htonl(0x7f000001u);
+  dst.sin_port = htons((uint16_t)port);
+  if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0 ||
+      (connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0 && errno != EINPROGRESS)) {
+    close(fd);
+    st->failed++;
+    return -1;
+  }
+  c->fd = fd;
+  c->connecting = true;
+  st->opened++;
+  return 0;
+}
+
+static int flood(int port, unsigned addrs, unsigned per_addr, unsigned seconds) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  signal(SIGTERM, on_term);
+  unsigned n = addrs * per_addr;
+  fconn *c = calloc(n, sizeof *c);
+  struct pollfd *pf = calloc(n, sizeof *pf);
+  if (!c || !pf) return 2;
+  flood_stats st = {0, 0, 0};
+  for (unsigned i = 0; i < n; i++) {
+    c[i].fd = -1;
+    c[i].src = i % addrs;
+    c[i].junk = (i / addrs) % 2 == 1;
+  }
+  static const char junk[] = "GET / HTTP/1.1\r\nHost: victim\r\n\r\n";
+  uint64_t t0 = now_ns(), end = t0 + (uint64_t)seconds * 1000000000ull;
+  bool told = false;
+  unsigned long connected = 0;
+  while (!flood_stop && now_ns() < end) {
+    for (unsigned i = 0; i < n; i++) {
+      if (c[i].fd < 0) flood_open(&c[i], port, &st);
+      pf[i].fd = c[i].fd;
+      pf[i].events = c[i].fd < 0 ? 0 : c[i].connecting ? POLLOUT : POLLIN;
+      pf[i].revents = 0;
+    }
+    if (!told && (connected >= n || now_ns() > t0 + 2000000000ull)) {
+      printf("flooding: %lu of %u connected\n", connected, n);
+      fflush(stdout);
+      told = true;
+    }
+    if (poll(pf, n, 100) < 0 && errno != EINTR) break;
+    for (unsigned i = 0; i < n; i++) {
+      if (c[i].fd < 0 || !pf[i].revents) continue;
+      if (c[i].connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(c[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err == 0 && (pf[i].revents & POLLOUT)) {
+          c[i].connecting = false;
+          connected++;
+          if (c[i].junk) (void)!send(c[i].fd, junk, sizeof junk - 1, MSG_NOSIGNAL);
+          continue;
+        }
+        st.failed++;
+      } else {
+        char buf[4096];
+        ssize_t r = read(c[i].fd, buf, sizeof buf);
+        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) continue; /* its HELLO? never */
+        st.closed_by_victim++;
+      }
+      close(c[i].fd);
+      c[i].fd = -1;
+    }
+  }
+  unsigned open_now = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (c[i].fd >= 0) {
+      open_now += !c[i].connecting;
+      close(c[i].fd);
+    }
+  printf("flood done: %.1f s, %lu opened, %lu closed by the victim, %lu failed, %u open at the end\n",
+         (double)(now_ns() - t0) / 1e9, st.opened, st.closed_by_victim, st.failed, open_now);
+  fflush(stdout);
+  free(c);
+  free(pf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN); /* the victim may drop us: writes then fail, quietly */
   if (ded_crypto_init() != 0) return 2;
+  if (argc == 6 && !strcmp(argv[1], "flood"))
+    return flood(atoi(argv[2]), (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]),
+                 (unsigned)atoi(argv[5]));
   if (argc != 4) {
-    fprintf(stderr, "usage: evil_peer slot-reuse|join-after-fin RUN PORT\n");
+    fprintf(stderr, "usage: evil_peer slot-reuse|join-after-fin RUN PORT\n"
+                    "       evil_peer flood PORT ADDRS PER_ADDR SECONDS\n");
     return 2;
   }
   if (!strcmp(argv[1], "slot-reuse")) return slot_reuse(argv[2], atoi(argv[3]));

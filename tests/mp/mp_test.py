@@ -162,10 +162,12 @@ def routing():
 
 @test
 def garbage_on_port():
-    """Bytes that are not the protocol drop that connection and nothing else: a
-    client sends junk, an HTTP request, a huge frame length, and one connection
-    stays open silent; the two jobs still average correctly, and the refused
-    handshakes make one log line (once a minute per host)."""
+    """Bytes that are not the protocol drop that connection at once and nothing
+    else: a client sends junk, an HTTP request, a huge frame length, and one
+    connection stays open silent; each junk connection is closed by the job
+    within 2 s (at its first wrong byte, not after a whole handshake's worth
+    or the 10 s HELLO deadline), the two jobs still average correctly, and
+    the refused handshakes make one log line (once a minute per host)."""
     port = free_port()
     a = Job("a", 1, [binpath("ar_check"), "--value", "1", "--swarm-sum", "4", "--swarm-ranks", "2",
                      "--rounds", "3", "--cases", "swarm"], swarm_env(port, True, 2))
@@ -173,7 +175,7 @@ def garbage_on_port():
     deadline = time.time() + 30
     payloads = [b"\x00\x01garbage" * 100, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
                 b"\xff\xff\xff\xff\x01" + b"A" * 64, b"\x10\x00\x00\x00\x07" + os.urandom(15),
-                os.urandom(4096)]
+                b"\x00" + os.urandom(4095)]
     while payloads and time.time() < deadline:
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=1)
@@ -186,28 +188,37 @@ def garbage_on_port():
     silent = socket.create_connection(("127.0.0.1", port), timeout=1)
     b = Job("b", 1, [binpath("ar_check"), "--value", "3", "--swarm-sum", "4", "--swarm-ranks", "2",
                      "--rounds", "3", "--cases", "swarm"], swarm_env(port, False, 2), workdir=a.dir)
+    held = []
+    for i, s in enumerate(socks):
+        s.settimeout(2)
+        try:
+            while s.recv(4096):  # the job sends nothing before the handshake: EOF comes
+                pass
+        except socket.timeout:
+            held.append(i)
+        except OSError:
+            pass  # reset: closed too
     run_jobs([a, b], 120)
     silent.close()
     for s in socks:
         s.close()
     for j in (a, b):
         check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    check(not held, "junk connections %s were still open after 2 s:\n%s" % (held, a.describe()))
     # All from one host: of the handshakes refused the first is logged, the
-    # rest counted; a connection that stalls mid-handshake is logged at its
-    # timeout.
+    # rest counted.
     refused = a.err.count("warning: refused a connection from 127.0.0.1:")
-    drops = refused + a.err.count("dropping connection from")
-    check(refused == 1 and drops >= 4,
-          "expected the junk connections dropped and logged, refusals once (%d, %d):\n%s" %
-          (refused, drops, a.describe()))
+    check(refused == 1, "expected the junk refusals logged once (%d):\n%s" % (refused, a.describe()))
 
 
 @test
 def half_open():
     """100 connections that never say anything: the first job holds at most
-    DED_HANDSHAKES_PER_ADDR_MAX (64) of them from one address and refuses the
-    rest at once, drops the held ones after DED_HELLO_TIMEOUT_MS (10 s), and a
-    second job from the same address then joins, and both average correctly."""
+    DED_HANDSHAKES_PER_ADDR_MAX (64) of them from one address, each one past
+    that evicting the oldest of them, and drops the held ones after
+    DED_HELLO_TIMEOUT_MS (10 s); a second job from the same address joins at
+    once (its connection evicts one more, not waiting for the 10 s), and both
+    average correctly."""
     port = free_port()
     a = Job("a", 1, [binpath("ar_check"), "--value", "1", "--swarm-sum", "4", "--swarm-ranks", "2",
                      "--rounds", "3", "--cases", "swarm"], swarm_env(port, True, 2, DEDMPI_LOG="debug"))
@@ -227,12 +238,11 @@ def half_open():
         s.close()
     for j in (a, b):
         check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
-    refused = a.err.count("refusing a connection from 127.0.0.1")
+    evicted = a.err.count("evicting the handshake from 127.0.0.1")
     timed_out = a.err.count("no HELLO")
-    check(refused >= 36, "expected >= 36 refused at once, got %d:\n%s" % (refused, a.describe()))
-    check(timed_out >= 1 and timed_out <= 64,
-          "expected the held ones dropped for no HELLO (%d):\n%s" % (timed_out, a.describe()))
-    check(b.seconds < 60 and time.time() - t0 < 90, "the second job took %.1f s" % b.seconds)
+    check(evicted >= 36, "expected >= 36 evicted, got %d:\n%s" % (evicted, a.describe()))
+    check(timed_out <= 64, "expected the held ones dropped for no HELLO (%d):\n%s" % (timed_out, a.describe()))
+    check(b.seconds < 8 and time.time() - t0 < 90, "the second job took %.1f s" % b.seconds)
 
 
 SWARM_KEY = "5a" * 32
@@ -625,6 +635,62 @@ def evil_join_after_fin():
     out, err = evil.communicate(timeout=60)
     check(evil.returncode == 0, "evil_peer did not see the victim leave: %s" % err)
     check("swarm_world_in_place rc 0" in victim.out, "victim:\n" + victim.describe())
+
+
+def wait_listening(port, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise Fail("nobody listens on port %d" % port)
+
+
+FLOOD_JOIN_BOUND_S = 8.0
+
+
+@test
+def flood_join():
+    """Volunteers get in under attack (issue 22): 4 addresses (127.0.0.2-5)
+    keep 200 connections each open to a keyed job's port, half silent and
+    half sending junk, each one reopened as soon as it is closed; a second
+    keyed job joins through that port and both average correctly, the second
+    done within FLOOD_JOIN_BOUND_S of its start (a keyed pair alone takes
+    about 2 s here). The flood really ran: the victim closed its
+    connections by the thousand, and said once that it was under pressure."""
+    port = free_port()
+    a = ar_job("a", 1, swarm_env(port, True, 2, DEDMPI_SWARM_KEY=SWARM_KEY), rounds=3)
+    wait_listening(port)
+    flood = subprocess.Popen([binpath("evil_peer"), "flood", str(port), "4", "200", "60"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = flood.stdout.readline()
+        if not line.startswith("flooding"):
+            raise Fail("the flood never started: %r %s" % (line, flood.stderr.read()))
+        time.sleep(1)  # the flood settles: the victim's slots are full
+        b = ar_job("b", 3, swarm_env(port, False, 2, DEDMPI_SWARM_KEY=SWARM_KEY,
+                                     DEDMPI_JOIN_TIMEOUT="20s"), a.dir)
+        run_jobs([a, b], 40, expect_rc=None)
+    finally:
+        flood.send_signal(signal.SIGTERM)
+        out, err = flood.communicate(timeout=30)
+    stats = re.search(r"flood done: [\d.]+ s, (\d+) opened, (\d+) closed by the victim, (\d+) failed, "
+                      r"(\d+) open", out)
+    check(stats, "the flood said nothing: %r %s" % (out, err))
+    opened, closed = int(stats.group(1)), int(stats.group(2))
+    summary = "%s (b: rc %s after %.1f s)" % (out.strip(), b.rc, b.seconds)
+    print("  " + summary)
+    check(a.rc == 0 and b.rc == 0, "a job failed under the flood: %s\n%s\n%s" %
+          (summary, a.describe(), b.describe()))
+    for j in (a, b):
+        check(j.out.count(" ok") == 3 and "BAD" not in j.out, "averaging broke:\n" + j.describe())
+    check(b.seconds < FLOOD_JOIN_BOUND_S, "the second job took %.1f s (bound %.0f s): %s\n%s" %
+          (b.seconds, FLOOD_JOIN_BOUND_S, summary, a.describe()))
+    check(opened >= 1600 and closed >= 800, "the flood was too weak to prove anything: " + summary)
+    check(a.err.count("have not finished their handshake (more than half of 256)") == 1,
+          "expected one line about the pressure:\n" + a.describe())
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -5,7 +5,7 @@
  * carry a stream intact in any cut; the wire carries none of it in the
  * clear. A peer with another secret (told so by a notice, and nothing
  * else), a peer other than the one called, a
- * stream of another protocol or version, a record changed, replayed,
+ * stream of another protocol or version (at its first wrong byte), a record changed, replayed,
  * dropped or of impossible length: each closes the channel with the right
  * code, and nothing of it reaches the caller.
  */
@@ -280,6 +280,29 @@ static void test_chan_not_dedmpi(void **state) {
   memset(junk, 'G', sizeof junk);
   assert_int_equal(ded_chan_recv(&l.b.ch, junk, sizeof junk, &cb, &l.b), DED_ERR_PROTO);
   assert_int_equal(ded_chan_out(&l.b.ch, &p), 0);
+  link_free(&l);
+  /* Refused at the first byte that is not the magic, not when a whole
+   * initiation's worth came: a short request ("GET / HTTP/1.1...") or one
+   * junk byte does not hold the connection open. */
+  link_init(&l, NULL, NULL, NULL);
+  assert_int_equal(ded_chan_recv(&l.b.ch, (const uint8_t *)"G", 1, &cb, &l.b), DED_ERR_PROTO);
+  link_free(&l);
+  link_init(&l, NULL, NULL, NULL);
+  assert_int_equal(ded_chan_recv(&l.b.ch, (const uint8_t *)"ded", 3, &cb, &l.b), 0);
+  assert_int_equal(ded_chan_recv(&l.b.ch, (const uint8_t *)"x", 1, &cb, &l.b), DED_ERR_PROTO);
+  link_free(&l);
+  link_init(&l, NULL, NULL, NULL);
+  assert_int_equal(ded_chan_recv(&l.b.ch, (const uint8_t *)"dedmpi\0\7", 8, &cb, &l.b),
+                   DED_ERR_VERSION);
+  link_free(&l);
+  /* The genuine magic byte by byte, then the initiation: it opens. */
+  link_init(&l, NULL, NULL, NULL);
+  n = ded_chan_out(&l.a.ch, &p);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(ded_chan_recv(&l.b.ch, p + i, 1, &cb, &l.b), 0);
+  ded_chan_out_done(&l.a.ch, n);
+  link_open(&l, 1);
+  assert_true(l.a.opened && l.b.opened);
   link_free(&l);
 }
 

@@ -64,11 +64,19 @@ enum ded_limits {
   /* A connection must say HELLO within this long, or it is closed: a
    * silent or half-open socket cannot hold a slot forever. */
   DED_HELLO_TIMEOUT_MS = 10 * 1000,
+  /* Under pressure (more than DED_HANDSHAKES_MAX / 2 inbound connections
+   * whose handshake has not proved a key), those get this long instead. */
+  DED_HELLO_TIMEOUT_PRESSED_MS = 1000,
   /* Inbound connections that have not said HELLO yet, from one IP address
-   * and in all: past these a new one is closed at once, so sockets left
-   * silent (half-open, or a flood) hold at most these many slots, each
-   * for DED_HELLO_TIMEOUT_MS. One address may be many honest peers behind
-   * a NAT, each with DED_STREAMS_MAX connections opening at once. */
+   * and in all. One address holds at most a quarter of the slots. A new
+   * connection that finds its address's bound (or DED_CONNS_PER_ADDR_MAX)
+   * reached evicts the oldest of that address whose handshake has not
+   * proved a key; one that finds every slot taken evicts the oldest such
+   * of the address holding the most (its own on a tie): a flooding address
+   * pays, not the others (ded_conns_admit, net/ded_conn.h). Refused only
+   * when there is no such connection to evict. One address may be many
+   * honest peers behind a NAT, each with DED_STREAMS_MAX connections
+   * opening at once. */
   DED_HANDSHAKES_PER_ADDR_MAX = 64,
   DED_HANDSHAKES_MAX = 256,
   /* Inbound connections from one IP address, in any state: an admitted

@@ -149,12 +149,22 @@ static size_t chan_need(const ded_chan *ch) {
   }
 }
 
+/* Responder: the first |ch->have| bytes, as far as they go, must be the
+ * magic. Checked as they arrive: junk is refused at its first byte, not
+ * held until a whole initiation's worth came (or never does). */
+static int chan_check_magic(ded_chan *ch) {
+  size_t n = ch->have < DED_CHAN_MAGIC_BYTES - 1 ? ch->have : DED_CHAN_MAGIC_BYTES - 1;
+  if (memcmp(ch->in, DED_CHAN_MAGIC, n) != 0)
+    return chan_fail(ch, DED_ERR_PROTO, "not a dedmpi peer");
+  if (ch->have >= DED_CHAN_MAGIC_BYTES &&
+      ch->in[DED_CHAN_MAGIC_BYTES - 1] != (uint8_t)DED_CHAN_MAGIC[DED_CHAN_MAGIC_BYTES - 1])
+    return chan_refuse(ch, DED_ERR_VERSION, "another protocol version", DED_CHAN_NOTICE_VERSION);
+  return 0;
+}
+
 /* Responder: the magic and the initiation in; the response out. */
 static int chan_on_initiation(ded_chan *ch) {
-  if (memcmp(ch->in, DED_CHAN_MAGIC, DED_CHAN_MAGIC_BYTES - 1) != 0)
-    return chan_fail(ch, DED_ERR_PROTO, "not a dedmpi peer");
-  if (ch->in[DED_CHAN_MAGIC_BYTES - 1] != (uint8_t)DED_CHAN_MAGIC[DED_CHAN_MAGIC_BYTES - 1])
-    return chan_refuse(ch, DED_ERR_VERSION, "another protocol version", DED_CHAN_NOTICE_VERSION);
+  if (chan_check_magic(ch)) return ch->failed;
   /* mac1 failed (the initiation's own tag fails only under a sender that
    * knows the key and garbles it on purpose): the key or the run name. */
   if (ded_noise_consume_initiation(&ch->hs, ch->in + DED_CHAN_MAGIC_BYTES) != 0)
@@ -245,6 +255,7 @@ int ded_chan_recv(ded_chan *ch, const uint8_t *data, size_t len, const ded_chan_
     data += take;
     len -= take;
     if (chan_is_notice(ch)) return chan_on_notice(ch);
+    if (!ch->open && ch->hs.state == DED_NOISE_ZEROED && chan_check_magic(ch)) return ch->failed;
     if (ch->have < need) return 0;
     if (ch->open && ch->need == 0) { /* a record's header: its length */
       size_t sealed = get_u32(ch->in) & ~DED_CHAN_F_REKEY;

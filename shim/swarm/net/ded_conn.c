@@ -1,5 +1,6 @@
 #include "ded_conn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/ded_err.h"
@@ -40,6 +41,7 @@ ded_conn *ded_conns_new(ded_conns *t, bool outbound, const ded_addr *remote, uin
   if (remote) c->remote = *remote;
   c->state = outbound ? DED_CONN_CONNECTING : DED_CONN_AWAIT_HELLO;
   c->opened_ns = now_ns;
+  c->seq = t->opened++;
   ded_frame_dec_init(&c->dec, t->mem);
   t->v[slot] = c;
   t->n++;
@@ -182,11 +184,129 @@ void ded_conn_move_output(ded_node *node, ded_conn *from, ded_conn *to) {
     node->cb.want_write(node->user, to->id);
 }
 
-void ded_conns_tick(ded_node *node, uint64_t now_ns) {
-  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+/* ---- admission ---- */
+
+/* True if |a| and |b| are one IP address (any ports). */
+static bool conn_same_host(const ded_addr *a, const ded_addr *b) {
+  return a->family == b->family && memcmp(a->ip, b->ip, sizeof a->ip) == 0;
+}
+
+/* An inbound connection whose handshake has not proved a key: what may be
+ * evicted, and what pressure counts. */
+static bool conn_unproven(const ded_conn *c) {
+  return c->state == DED_CONN_AWAIT_HELLO && !c->outbound && !c->secured;
+}
+
+/* Orders by address, then by age (oldest first). */
+static int conn_cmp_host_age(const void *x, const void *y) {
+  const ded_conn *a = *(ded_conn *const *)x, *b = *(ded_conn *const *)y;
+  if (a->remote.family != b->remote.family) return a->remote.family < b->remote.family ? -1 : 1;
+  int d = memcmp(a->remote.ip, b->remote.ip, sizeof a->remote.ip);
+  if (d) return d;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The unproven connection to close so that one from |remote| fits, or
+ * NULL: if |own|, the oldest of |remote|'s address; else the oldest of the
+ * address holding the most (|remote|'s own on a tie, then the one whose
+ * oldest is older). */
+static ded_conn *conns_victim(ded_node *node, const ded_addr *remote, bool own) {
+  ded_conn *v[DED_HANDSHAKES_MAX];
+  unsigned n = 0;
+  for (uint32_t s = 0; s < node->conns.nslots && n < DED_HANDSHAKES_MAX; s++) {
     ded_conn *c = ded_conns_at(&node->conns, s);
-    if (c && c->state == DED_CONN_AWAIT_HELLO &&
-        now_ns >= c->opened_ns + (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u)
+    if (c && conn_unproven(c) && (!own || conn_same_host(&c->remote, remote))) v[n++] = c;
+  }
+  if (n == 0) return NULL;
+  qsort(v, n, sizeof *v, conn_cmp_host_age);
+  ded_conn *best = NULL;
+  unsigned best_n = 0;
+  bool best_mine = false;
+  for (unsigned i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && conn_same_host(&v[j]->remote, &v[i]->remote); j++) {}
+    bool mine = conn_same_host(&v[i]->remote, remote);
+    if (j - i > best_n ||
+        (j - i == best_n && (mine > best_mine || (mine == best_mine && v[i]->seq < best->seq)))) {
+      best = v[i];
+      best_n = j - i;
+      best_mine = mine;
+    }
+  }
+  return best;
+}
+
+int ded_conns_admit(ded_node *node, const ded_addr *remote) {
+  /* Handshakes in flight (DED_HANDSHAKES_*), and connections in any state
+   * from |remote|'s address (DED_CONNS_PER_ADDR_MAX). */
+  unsigned all = 0, same = 0, from = 0;
+  for (uint32_t s = 0; s < node->conns.nslots; s++) {
+    const ded_conn *o = ded_conns_at(&node->conns, s);
+    if (!o || o->outbound || o->state == DED_CONN_DEAD) continue;
+    bool here = conn_same_host(&o->remote, remote);
+    from += here;
+    if (o->state != DED_CONN_AWAIT_HELLO) continue;
+    all++;
+    same += here;
+  }
+  bool own = same >= DED_HANDSHAKES_PER_ADDR_MAX || from >= DED_CONNS_PER_ADDR_MAX;
+  if (!own && all < DED_HANDSHAKES_MAX) return 0;
+  ded_conn *v = conns_victim(node, remote, own);
+  char a[64], b[64];
+  ded_addr_format(remote, a, sizeof a);
+  if (!v) {
+    node_log(node, DED_LOG_DEBUG,
+             "refusing a connection from %s: %u handshakes in flight, %u from it, %u connections "
+             "from it, none to evict",
+             a, all, same, from);
+    return DED_ERR_LIMIT;
+  }
+  ded_addr_format(&v->remote, b, sizeof b);
+  node_log(node, DED_LOG_DEBUG,
+           "evicting the handshake from %s for one from %s: %u handshakes in flight, %u from %s",
+           b, a, all, same, a);
+  node->conns.evicted++;
+  ded_conn_close(node, v, DED_ERR_LIMIT, true);
+  return 0;
+}
+
+void ded_conns_tick(ded_node *node, uint64_t now_ns) {
+  ded_conns *t = &node->conns;
+  unsigned unproven = 0;
+  for (uint32_t s = 0; s < t->nslots; s++) {
+    const ded_conn *c = ded_conns_at(t, s);
+    unproven += c && conn_unproven(c);
+  }
+  bool pressed = unproven > DED_HANDSHAKES_MAX / 2;
+  /* A flood must not flood the log: one line when pressure starts, once a
+   * minute at most; each connection it costs is logged at debug. */
+  if (pressed && !t->pressed &&
+      (!t->pressed_logged_ns || now_ns >= t->pressed_logged_ns + 60ull * 1000000000u)) {
+    node_log(node, DED_LOG_WARN,
+             "%u inbound connections have not finished their handshake (more than half of %u): "
+             "each gets %u ms now, not %u; since the last such line %llu were evicted for newer "
+             "ones and %llu timed out",
+             unproven, (unsigned)DED_HANDSHAKES_MAX, (unsigned)DED_HELLO_TIMEOUT_PRESSED_MS,
+             (unsigned)DED_HELLO_TIMEOUT_MS, (unsigned long long)t->evicted,
+             (unsigned long long)t->timed_out);
+    t->pressed_logged_ns = now_ns;
+    t->evicted = t->timed_out = 0;
+  }
+  t->pressed = pressed;
+  for (uint32_t s = 0; s < t->nslots; s++) {
+    ded_conn *c = ded_conns_at(t, s);
+    if (!c || c->state != DED_CONN_AWAIT_HELLO) continue;
+    bool unp = conn_unproven(c);
+    uint64_t ms = pressed && unp ? DED_HELLO_TIMEOUT_PRESSED_MS : DED_HELLO_TIMEOUT_MS;
+    if (now_ns < c->opened_ns + ms * 1000000u) continue;
+    if (!unp) { /* it proved the key (or is our own call): worth a line */
       ded_conn_protocol_error(node, c, DED_ERR_TIMEOUT, "no HELLO");
+      continue;
+    }
+    char a[64];
+    ded_addr_format(&c->remote, a, sizeof a);
+    node_log(node, DED_LOG_DEBUG, "dropping connection from %s (no HELLO within %llu ms)", a,
+             (unsigned long long)ms);
+    t->timed_out++;
+    ded_conn_close(node, c, DED_ERR_TIMEOUT, true);
   }
 }

@@ -7,8 +7,9 @@
  * state, frame decoder and output queue (ded_sendq.h).
  *
  * A connection goes CONNECTING (outbound, the driver dials) ->
- * AWAIT_HELLO (established; for DED_HELLO_TIMEOUT_MS at most) -> READY
- * (the peer is known: any frame may flow) -> DEAD. DEAD is final: the
+ * AWAIT_HELLO (established; for DED_HELLO_TIMEOUT_MS at most, or
+ * DED_HELLO_TIMEOUT_PRESSED_MS under pressure) -> READY (the peer is
+ * known: any frame may flow) -> DEAD. DEAD is final: the
  * driver has been told (or told us), and the memory goes when the node
  * reaps at the end of the entry point (ded_conns_release), never while a
  * caller up the stack may still hold it.
@@ -17,6 +18,15 @@
  * the non-NULL slots and stays within DED_CONNS_MAX; ded_conns_get never
  * returns a DEAD connection; a connection whose LEAVE is queued
  * (leave_queued) takes no more frames.
+ *
+ * Admission (ded_conns_admit): who gets an inbound slot while connections
+ * that have not proved a key (inbound, AWAIT_HELLO, not |secured|: junk,
+ * silent sockets, a flood) hold many. Such a connection may be evicted
+ * for a newer one, oldest first, from the address that holds the most
+ * (the bounds are in ded_limits.h, DED_HANDSHAKES_*); one that proved
+ * the key never is. While more than half the handshake slots hold such
+ * connections, they get DED_HELLO_TIMEOUT_PRESSED_MS, not
+ * DED_HELLO_TIMEOUT_MS (ded_conns_tick).
  *
  * The table (ded_conns_*) needs only an allocator; opening, closing and
  * queueing output (ded_conn_*) tell the driver and the peers, and take
@@ -50,6 +60,7 @@ typedef struct ded_conn {
   bool outbound;
   int boot_idx; /* index into the bootstrap list, or -1 */
   uint64_t opened_ns;
+  uint64_t seq; /* opening order (ded_conns.opened): the oldest is evicted first */
   ded_addr remote;
   struct ded_peer *peer; /* once known: the peer we called, or the HELLO's */
   bool secured;          /* the handshake proved the peer holds |pk| */
@@ -65,6 +76,12 @@ typedef struct ded_conns {
   uint16_t *gen; /* per slot: the generation of its latest connection */
   uint32_t nslots;
   uint32_t n; /* live slots */
+  uint64_t opened; /* connections opened so far */
+  /* Admission (ded_conns_admit, ded_conns_tick): under pressure now; when
+   * that was last logged; unproven connections evicted and timed out since. */
+  bool pressed;
+  uint64_t pressed_logged_ns;
+  uint64_t evicted, timed_out;
 } ded_conns;
 
 /* The live (not DEAD) connection |id|, or NULL. */
@@ -123,7 +140,13 @@ void ded_conns_detach(ded_node *node, const void *owner, bool user_only);
 /* Moves what the dead |from| still had queued to |to|. */
 void ded_conn_move_output(ded_node *node, ded_conn *from, ded_conn *to);
 
-/* Closes every connection whose HELLO is overdue at |now_ns|. */
+/* Makes room for an inbound connection from |remote|: 0 if it may open
+ * (after closing the connection it evicts, if any), DED_ERR_LIMIT if it
+ * must be refused (no unproven connection to evict in its place). */
+int ded_conns_admit(ded_node *node, const ded_addr *remote);
+
+/* Closes every connection whose HELLO is overdue at |now_ns| (sooner
+ * under pressure: see Admission above). */
 void ded_conns_tick(ded_node *node, uint64_t now_ns);
 
 #endif /* DED_CONN_H */

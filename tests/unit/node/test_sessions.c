@@ -1,72 +1,14 @@
 /*
  * test_sessions.c: who gets in, against scripted peers (harness.h).
- * Handshakes in flight are bounded, a HELLO counts only on a session that
- * proved its key (settings.sessions), and settings.access admits the
- * owner, the allow-list and the invited.
+ * A HELLO counts only on a session that proved its key
+ * (settings.sessions), and settings.access admits the owner, the
+ * allow-list and the invited. (Handshakes in flight: test_admission.c.)
  */
 #include <stdio.h>
 
 #include "harness.h"
 
 #include "dht/ded_invite.h"
-
-/* Handshakes in flight are bounded per IP address and in all
- * (DED_HANDSHAKES_*): silent sockets past the bound are refused at once,
- * another address still gets in, and once the silent ones time out
- * (DED_HELLO_TIMEOUT_MS) the address is welcome again. */
-static void test_node_handshake_bounds(void **state) {
-  (void)state;
-  float b0[COUNT], *bufs[1] = {b0};
-  tnode t;
-  tnode_start(&t, bufs, 0, 1.0, 1);
-  ded_addr a;
-  uint32_t id;
-  assert_int_equal(ded_addr_parse("10.0.0.66:1", &a), 0);
-  for (unsigned i = 0; i < DED_HANDSHAKES_PER_ADDR_MAX; i++) {
-    a.port = (uint16_t)(1000 + i);
-    assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-  }
-  a.port = 999;
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
-  /* Other addresses, up to the bound in all (tnode_start accepted one). */
-  unsigned n = DED_HANDSHAKES_PER_ADDR_MAX + 1;
-  for (unsigned h = 0; n < DED_HANDSHAKES_MAX; h++) {
-    char s[32];
-    snprintf(s, sizeof s, "10.1.%u.%u:5", h / 200, h % 200 + 1);
-    assert_int_equal(ded_addr_parse(s, &a), 0);
-    for (unsigned i = 0; i < 8 && n < DED_HANDSHAKES_MAX; i++, n++) {
-      a.port = (uint16_t)(2000 + i);
-      assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-    }
-  }
-  assert_int_equal(ded_addr_parse("10.2.0.1:7", &a), 0);
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
-  /* The silent ones time out and are closed; then both get in again. */
-  tnode_advance(&t, (uint64_t)DED_HELLO_TIMEOUT_MS * 1000000u + 1000000000u);
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-  assert_int_equal(ded_addr_parse("10.0.0.66:999", &a), 0);
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-  ded_node_free(t.node);
-
-  /* Connections that did say HELLO count too, up to DED_CONNS_PER_ADDR_MAX
-   * from one address (one peer's further connections stay idle). */
-  tnode_start(&t, bufs, 0, 1.0, 1);
-  ded_ident peer;
-  unit_ident(&peer, 0x61);
-  uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
-  size_t fl = unit_hello_frame(f, sizeof f, &peer, RUN, NOW_MS);
-  assert_int_equal(ded_addr_parse("10.0.0.77:1", &a), 0);
-  for (unsigned i = 0; i < DED_CONNS_PER_ADDR_MAX; i++) {
-    a.port = (uint16_t)(1000 + i);
-    assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-    ded_node_conn_recv(t.node, id, f, fl, t.now);
-  }
-  a.port = 999;
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), DED_ERR_LIMIT);
-  assert_int_equal(ded_addr_parse("10.0.0.78:1", &a), 0);
-  assert_int_equal(ded_node_conn_accepted(t.node, &a, &id, t.now), 0);
-  ded_node_free(t.node);
-}
 
 /* settings.sessions: a HELLO counts only on a connection whose handshake
  * proved the key its record names; our own key closes the connection
@@ -231,7 +173,6 @@ static void test_node_access_control(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_access_control),
-      cmocka_unit_test(test_node_handshake_bounds),
       cmocka_unit_test(test_node_session_binds_hello),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
