@@ -195,8 +195,10 @@ static void test_driver_refused_key(void **state) {
   /* The right key gets in. */
   assert_int_equal(start_joining(join, KEY_A, NULL, err, sizeof err), 0);
 
-  /* A's handshakes from this host, all taken by silent sockets: A turns
-   * the next caller away for want of room, and says so. */
+  /* A's handshakes from this host, all taken by silent sockets: the next
+   * caller from it takes the oldest one's place (a flood cannot keep a
+   * keyed peer out) and gets in. (A peer with no room at all, every slot
+   * proven, says so with a notice: unit.chan's test_chan_notices.) */
   int fds[DED_HANDSHAKES_PER_ADDR_MAX];
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
@@ -209,10 +211,7 @@ static void test_driver_refused_key(void **state) {
     assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
   }
   sleep_ms(100); /* accepted */
-  assert_int_equal(start_joining(join, KEY_A, NULL, err, sizeof err), DED_ERR_BOOTSTRAP);
-  snprintf(want, sizeof want, "no peer let us in at DEDMPI_JOIN=%s within 1 s; last: the peer at "
-           "%s turned us away: it has no room for another handshake from us now", join, join);
-  assert_string_equal(err, want);
+  assert_int_equal(start_joining(join, KEY_A, NULL, err, sizeof err), 0);
   for (int i = 0; i < DED_HANDSHAKES_PER_ADDR_MAX; i++) close(fds[i]);
 
   /* Nobody at all: as before. */
