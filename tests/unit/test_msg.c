@@ -3333,7 +3333,9 @@ static void test_msg_names(void **state) {
    * ask) and added the status FOUNDING: a version 10 peer misreads both.
    * It also added LEAVE's failure reasons (3 to 5: a job that could not
    * take part says why), which a version 10 peer's decoder rejects. */
-  assert_int_equal(DED_PROTO_VERSION, 11);
+  /* Version 12 made a STATE_OFFER without a lineage valid (a backbone's
+   * checkpoint), which a version 11 peer's decoder rejects. */
+  assert_int_equal(DED_PROTO_VERSION, 12);
   assert_int_equal(DED_LEAVE_MISMATCH_STEP, 3);
   assert_int_equal(DED_LEAVE_MISMATCH_STATE, 4);
   assert_int_equal(DED_LEAVE_ERROR, 5);
