@@ -780,6 +780,16 @@ static void test_node_serves_fetch_in_progress(void **state) {
 /* ded_node_int.h's NODE_GROUP_GAP_ROUNDS. */
 #define NODE_GROUP_GAP_ROUNDS_TEST 16u
 
+/* Two nodes of one run, meshed, past round 0 together. */
+static tnet *tnet_pair_past_round0(void) {
+  tnet *net = tnet_new();
+  tnet_add(net, 2);
+  tnet_add(net, 2);
+  tnet_mesh(net);
+  tnet_round(net, 0x3, -1, 0);
+  return net;
+}
+
 /* Round |r| on node |i| alone: it completes with its own values. */
 static void tnet_round_alone(tnet *net, int i, uint64_t r) {
   tnet_node *tn = &net->n[i];
@@ -802,11 +812,7 @@ static void tnet_round_alone(tnet *net, int i, uint64_t r) {
  */
 static void test_node_groups_meet_again(void **state) {
   (void)state;
-  tnet *net = tnet_new();
-  tnet_add(net, 2);
-  tnet_add(net, 2);
-  tnet_mesh(net);
-  tnet_round(net, 0x3, -1, 0);
+  tnet *net = tnet_pair_past_round0();
   net->n[1].side = 1;
   net->cut = true;
   tnet_round_alone(net, 0, 1); /* each side alone, after evicting the other */
@@ -842,11 +848,7 @@ static void test_node_groups_meet_again(void **state) {
  * Once it speaks again the two are connected again. */
 static void test_node_silent_peer_evicted(void **state) {
   (void)state;
-  tnet *net = tnet_new();
-  tnet_add(net, 2);
-  tnet_add(net, 2);
-  tnet_mesh(net);
-  tnet_round(net, 0x3, -1, 0);
+  tnet *net = tnet_pair_past_round0();
   int p = memcmp(ded_node_id(net->n[0].node), ded_node_id(net->n[1].node), DED_ID_BYTES) < 0 ? 0 : 1;
   net->n[p].hold = true;
   uint64_t t0 = net->now;
