@@ -284,11 +284,8 @@ static void node_on_have(ded_node *node, ded_conn *c, const ded_frame *f, uint64
     return;
   }
   ded_round *r = ded_round_find(node, h.round);
-  if (!r) {
-    if (h.round >= node->rounds.next + DED_ROUNDS_AHEAD_MAX)
-      ded_conn_protocol_error(node, c, DED_ERR_PROTO, "HAVE far ahead");
+  if (!r) /* not ours (yet), or far ahead: a run that went on without us; nothing to keep */
     return;
-  }
   ded_round_on_have(node, r, c->peer->id, c->peer->sid, &h, now_ns);
 }
 

@@ -734,7 +734,10 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
   bool genesis = j->flags & DED_JOIN_F_GENESIS;
   uint64_t horizon = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round : 0);
   if (from && j->round > horizon + DED_ROUNDS_AHEAD_MAX) {
-    ded_conn_protocol_error(node, via, DED_ERR_PROTO, "JOIN far ahead");
+    /* The run went on without us (we slept, or our group fell behind):
+     * an honest peer, not a violator. Nothing of it is kept. */
+    node_log(node, DED_LOG_DEBUG, "round %llu: JOIN from %s, %llu rounds past this peer's; ignored",
+             (unsigned long long)j->round, from->sid, (unsigned long long)(j->round - horizon));
     return;
   }
   if (j->flags & DED_JOIN_F_INTENT) {
