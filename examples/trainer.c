@@ -41,7 +41,11 @@
  * Output (rank 0): a config line, the initial checksum, one line per
  * --log-every steps, an elapsed line (per-step wall and gradient-exchange
  * milliseconds; --quiet drops these four kinds), then always
- * `final loss <l> checksum <hex>`.
+ * `final loss <l> checksum <hex>`. With --log-comm each step line ends in
+ * `comm_ms <ms> call_ms <ms>`: that step's gradient exchange and its
+ * longest single call (an MPI_Allreduce, or the MPI_Waitall of the
+ * nonblocking buckets), wall time; the churn soak (tests/mp/soak.py)
+ * checks the round bound against call_ms.
  * The step loss is this job's mean minibatch loss before the update,
  * reduced with a one-value MPI_Allreduce (a metric: dedmpi leaves it
  * with the job).
@@ -93,6 +97,7 @@ typedef struct {
   uint64_t fuse; /* --fuse: the seed of the fusion's cuts; 0 = buckets */
   float lr;
   bool nonblocking, quiet;
+  bool log_comm; /* --log-comm: each step line says its exchange's time */
   const char *out;
 } trainer_opts;
 
@@ -346,7 +351,7 @@ static void usage(FILE *f)
         "         [--classes C] [--batch N] [--lr X] [--seed S]\n"
         "         [--shard-base K] [--shards S] [--log-every K]\n"
         "         [--nonblocking] [--out FILE] [--quiet] [--step-ms MS]\n"
-        "         [--linger-ms MS] [--fuse S] [--init-seed S]\n"
+        "         [--linger-ms MS] [--fuse S] [--init-seed S] [--log-comm]\n"
         "Rank r trains on data shard K+r of S (default K=0, S=world size).\n"
         "Defaults: 100 steps, 4 buckets, dim 256, hidden 256, 10 classes,\n"
         "batch 32 per rank, lr 0.5, seed 1, a line every step.\n"
@@ -354,7 +359,9 @@ static void usage(FILE *f)
         "backward order, packed into one buffer, cut at random (seeded by S).\n"
         "--init-seed S seeds the initial parameters only (default: --seed), so\n"
         "jobs with other S start from other weights, as unseeded trainers do,\n"
-        "while they train on the same data.\n",
+        "while they train on the same data.\n"
+        "--log-comm ends each step line in the step's exchange time (comm_ms)\n"
+        "and its longest single call (call_ms).\n",
         f);
 }
 
@@ -463,6 +470,10 @@ static int opts_parse(trainer_opts *o, int argc, char **argv, bool loud)
       o->quiet = true;
       continue;
     }
+    if (!strcmp(a, "--log-comm")) {
+      o->log_comm = true;
+      continue;
+    }
     /* --name value or --name=value */
     char name[32];
     const char *eq = strchr(a, '=');
@@ -494,6 +505,7 @@ typedef struct {
   float *p, *g;
   float *fusion; /* --fuse: the fusion buffer, n_params floats */
   long long step; /* the next step (1-based): state, like p */
+  double call_max; /* the step's longest exchange call, seconds (--log-comm) */
   int8_t *teacher;
   scratch s;
   MPI_Request *reqs;
@@ -507,14 +519,19 @@ static void grad_allreduce(trainer *t)
   int count = (int)t->l.bucket;
   for (int b = 0; b < t->o.buckets; b++) {
     float *buf = t->g + (size_t)b * t->l.bucket;
+    double t0 = MPI_Wtime();
     if (t->o.nonblocking)
       MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                      &t->reqs[b]);
     else
       MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    t->call_max = fmax(t->call_max, MPI_Wtime() - t0);
   }
-  if (t->o.nonblocking)
+  if (t->o.nonblocking) {
+    double t0 = MPI_Wtime();
     MPI_Waitall(t->o.buckets, t->reqs, MPI_STATUSES_IGNORE);
+    t->call_max = fmax(t->call_max, MPI_Wtime() - t0);
+  }
 }
 
 /*
@@ -540,7 +557,9 @@ static void grad_allreduce_fused(trainer *t, int step)
     bool cut = i == 3 || (stream_at(key, (uint64_t)step * 4 + (uint64_t)i) & 1);
     if (!cut)
       continue;
+    double t0 = MPI_Wtime();
     MPI_Allreduce(MPI_IN_PLACE, t->fusion, (int)used, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    t->call_max = fmax(t->call_max, MPI_Wtime() - t0);
     for (size_t k = first, at = 0; k <= (size_t)i; at += len[k], k++)
       memcpy(t->g + off[k], t->fusion + at, len[k] * sizeof(float));
     used = 0;
@@ -591,6 +610,8 @@ static void train(trainer *t)
       struct timespec ts = {t->o.step_ms / 1000, (long)(t->o.step_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
     }
+    double comm0 = comm_s;
+    t->call_max = 0.0;
     double loss = train_step(t, step, &comm_s);
     /* A job that fell behind reloads the run's state as a step's last
      * all-reduce returns, its step counter included: the parameters are
@@ -601,8 +622,11 @@ static void train(trainer *t)
     /* 8 bytes: a job-local mean, never big enough to leave the job. */
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     if (t->rank == 0) {
-      printf("step %d loss %.6f checksum 0x%08" PRIx32 "\n", step, loss / t->size,
+      printf("step %d loss %.6f checksum 0x%08" PRIx32, step, loss / t->size,
              params_checksum(&t->l, t->p));
+      if (t->o.log_comm)
+        printf(" comm_ms %.3f call_ms %.3f", 1e3 * (comm_s - comm0), 1e3 * t->call_max);
+      putchar('\n');
       fflush(stdout);
     }
   }
