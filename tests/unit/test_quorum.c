@@ -207,6 +207,44 @@ static void test_votes_only_acceptors(void **state) {
   ded_votes_free(&vs, NULL);
 }
 
+/* Where the voter knows the whole acceptor set (the members of the
+ * previous round's result, as many as the plan counts), the votes of
+ * acceptors the attempt does not list count too: an attempt of 2 listed
+ * acceptors of 3 (one died after it began) completes with the third's
+ * vote, which it never could by the listed ones alone. The primary is the
+ * smallest id of the set. A set of another size (one left out as evicted
+ * when the attempt was made) is not taken: only the listed ones count. */
+static void test_votes_among_acceptors(void **state) {
+  (void)state;
+  ded_msg_member m[2] = {unit_member(2, PRI, 0), unit_member(3, ACC, 0)};
+  ded_msg_commit p = unit_plan(ATTEMPT, m, 2, 3, 0, 1); /* 3 acceptors, 2 listed */
+  uint8_t acc[3][DED_ID_BYTES], acc4[4][DED_ID_BYTES];
+  for (unsigned i = 0; i < 3; i++) unit_id(acc[i], i + 1); /* 1, 2, 3: 1 unlisted */
+  for (unsigned i = 0; i < 4; i++) unit_id(acc4[i], i + 1);
+  ded_votes vs;
+  memset(&vs, 0, sizeof vs);
+  quorum_vote(&vs, NULL, 3, ATTEMPT, 2); /* the listed one still alive */
+  quorum_vote(&vs, NULL, 1, ATTEMPT, 2); /* the unlisted acceptor */
+  quorum_vote(&vs, NULL, 9, ATTEMPT, 2); /* a stranger */
+  assert_false(ded_votes_quorum(&vs, &p, NULL));
+  assert_false(ded_votes_quorum_among(&vs, &p, NULL, 0, NULL));
+  assert_false(ded_votes_quorum_among(&vs, &p, (const uint8_t(*)[DED_ID_BYTES])acc4, 4, NULL));
+  const uint8_t *d = NULL;
+  assert_true(ded_votes_quorum_among(&vs, &p, (const uint8_t(*)[DED_ID_BYTES])acc, 3, &d));
+  assert_non_null(d);
+  ded_votes_free(&vs, NULL);
+  /* Exactly half of 2 needs the primary, the set's smallest id (1). */
+  ded_msg_member m2[1] = {unit_member(2, ACC, 0)};
+  ded_msg_commit p2 = unit_plan(ATTEMPT, m2, 1, 2, 0, 1);
+  memset(&vs, 0, sizeof vs);
+  quorum_vote(&vs, NULL, 2, ATTEMPT, 1);
+  assert_false(ded_votes_quorum_among(&vs, &p2, (const uint8_t(*)[DED_ID_BYTES])acc, 2, NULL));
+  quorum_vote(&vs, NULL, 1, ATTEMPT, 1); /* the primary, unlisted */
+  assert_true(ded_votes_quorum_among(&vs, &p2, (const uint8_t(*)[DED_ID_BYTES])acc, 2, NULL));
+  assert_false(ded_votes_quorum(&vs, &p2, NULL));
+  ded_votes_free(&vs, NULL);
+}
+
 /* Exactly half completes only with the primary among the voters of that
  * view. */
 static void test_votes_primary_tie(void **state) {
@@ -404,6 +442,7 @@ int main(void) {
       cmocka_unit_test(test_votes_views_apart),
       cmocka_unit_test(test_votes_only_acceptors),
       cmocka_unit_test(test_votes_primary_tie),
+      cmocka_unit_test(test_votes_among_acceptors),
       cmocka_unit_test(test_votes_digests_apart),
       cmocka_unit_test(test_votes_quorum_digest),
       cmocka_unit_test(test_votes_first_digest_kept),

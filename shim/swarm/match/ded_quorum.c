@@ -98,6 +98,37 @@ bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p, const uint8_
   return false;
 }
 
+bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *p,
+                            const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
+  if (!acc || n == 0 || n != p->nacc) return ded_votes_quorum(vs, p, digest);
+  unsigned primary = 0;
+  for (unsigned k = 1; k < n; k++)
+    if (memcmp(acc[k], acc[primary], DED_ID_BYTES) < 0) primary = k;
+  for (unsigned i = 0; i < vs->n; i++) {
+    const ded_vote *v = &vs->v[i];
+    if (v->attempt != p->attempt) continue;
+    bool seen = false; /* this view and digest were counted already */
+    for (unsigned j = 0; j < i && !seen; j++) seen = votes_alike(&vs->v[j], v);
+    if (seen) continue;
+    unsigned in = 0;
+    bool primary_in = false;
+    for (unsigned j = i; j < vs->n; j++) {
+      const ded_vote *o = &vs->v[j];
+      if (!votes_alike(o, v)) continue;
+      unsigned k = 0;
+      while (k < n && memcmp(acc[k], o->id, DED_ID_BYTES) != 0) k++;
+      if (k == n) continue;
+      in++;
+      primary_in |= k == primary;
+    }
+    if (ded_quorum_of(in, p->nacc, primary_in)) {
+      if (digest) *digest = v->digest;
+      return true;
+    }
+  }
+  return false;
+}
+
 unsigned ded_votes_member(const ded_votes *vs, const ded_msg_commit *plan,
                           const uint8_t digest[DED_RESULT_DIGEST_BYTES], unsigned nth) {
   for (unsigned i = 0; i < vs->n; i++) {

@@ -84,6 +84,20 @@ void ded_votes_set(ded_votes *vs, const ded_mem *mem, const uint8_t id[DED_ID_BY
  * until the next ded_votes_add, ded_votes_set or ded_votes_free. */
 bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *plan, const uint8_t **digest);
 
+/* ded_votes_quorum, where the voter knows the whole set of acceptors:
+ * the |n| ids of |acc| (the members of the result of the round before,
+ * as the voter ended that round with the attempt's base). When they are
+ * as many as |plan| counts (plan->nacc: none was left out as evicted),
+ * they are its acceptors, and the votes of those the attempt does not
+ * list (a member of the round before that only fetches this one's
+ * result) count too, the primary being the smallest id of |acc|;
+ * otherwise only the listed ones count, as in ded_votes_quorum. Without
+ * it, an attempt whose listed acceptors are no longer a quorum of live
+ * peers (one of two listed died after the attempt began) could never
+ * complete, though a quorum of acceptors holds its result. */
+bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *plan,
+                            const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest);
+
 /* The |nth| voter (from 0, in the order they voted) of |plan|'s attempt
  * with |digest| that is a member of |plan|: its index in the plan, or
  * plan->k if there is no such voter. */

@@ -188,13 +188,21 @@ static bool round_takes_done(const ded_round *r) {
  * it in one view with one digest, or, where round_takes_done, someone
  * completed it and said with which bytes (HAVE with the done flag). NULL
  * until then, and while another attempt is known to be the round's. */
-static const uint8_t *round_result_digest(const ded_round *r) {
+static const uint8_t *round_result_digest(ded_node *node, const ded_round *r) {
   if (!ded_round_holds(r)) return NULL;
   if (r->chosen && r->chosen != r->att.plan.attempt) return NULL; /* another attempt completed */
   /* A quorum's bytes before one completer's: an honest completer holds
-   * them (quorums intersect), so one that says otherwise lies. */
+   * them (quorums intersect), so one that says otherwise lies. The
+   * acceptors are the members of the previous round's result: where we
+   * ended that round with the attempt's base, we know them all. */
   const uint8_t *d;
-  if (ded_votes_quorum(&r->votes, &r->att.plan, &d)) return d;
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  bool known = prev && prev->ids && prev->final && prev->final_attempt != 0 &&
+               prev->final_attempt == r->att.plan.base;
+  if (ded_votes_quorum_among(&r->votes, &r->att.plan,
+                             known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL,
+                             known ? prev->n : 0, &d))
+    return d;
   return r->chosen && r->chosen_digested && round_takes_done(r) ? r->chosen_digest : NULL;
 }
 
@@ -302,7 +310,7 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
         ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, r->att.plan.attempt,
                             r->acc_view, 0, r->digest);
   }
-  const uint8_t *want = round_result_digest(r);
+  const uint8_t *want = round_result_digest(node, r);
   if (!want) return false;
   if (memcmp(want, r->digest, DED_RESULT_DIGEST_BYTES) != 0) {
     /* Ours to mend only while the attempt is ours to run; a frozen one

@@ -157,6 +157,16 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
 
 /* Chooses the coordinator of |r| once we can (WAIT_PREV), and asks it in
  * once its connection is ready (JOINING). */
+/* Whether another peer's record says it completed a round of the run. */
+static bool round_run_seen(const ded_node *node) {
+  for (size_t i = 0; i < ded_table_count(&node->disc.table); i++) {
+    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
+    ded_progress prog;
+    if (!id_is_me(node, e->id) && ded_record_progress(&e->rec, &prog)) return true;
+  }
+  return false;
+}
+
 void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_JOINING: {
@@ -211,8 +221,14 @@ void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
       if (o->no < r->no && !ded_round_over(o)) return;
     }
     const uint8_t *min_id;
-    /* Rendezvous; and a client waits until it sees a peer that is not one. */
-    if (ded_peers_genesis_view(node, &min_id) < node->s.min_peers || !min_id) return;
+    /* Rendezvous; and a client waits until it sees a peer that is not one.
+     * Once a peer's record says the run is past a round, the rendezvous is
+     * over whoever is missing (one that crashed would hold us to the
+     * rendezvous bound): the coordinator we ask sends us STALE, or the
+     * result we came late for. */
+    if ((ded_peers_genesis_view(node, &min_id) < node->s.min_peers && !round_run_seen(node)) ||
+        !min_id)
+      return;
     r->genesis = true;
     memcpy(r->coord, min_id, DED_ID_BYTES);
   }

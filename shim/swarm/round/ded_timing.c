@@ -29,8 +29,14 @@ static uint64_t view_backoff(const ded_timing *t, uint32_t view, uint64_t wait_n
   return DED_MIN(wait_ns << shift, DED_MAX(wait_ns, ded_timing_cap(t)));
 }
 
+/* Never past three quarters of the cap: at the cap a member's wait for
+ * the decision would equal it, and the decision, which still has to
+ * travel, would come after members moved on to the next view, in every
+ * view (a swarm of dozens, a delay spike: issue 22's endless views). */
 uint64_t ded_timing_coord_wait(const ded_timing *t, uint32_t view) {
-  return view_backoff(t, view, clamp_ns(4 * t->spread_ewma, t->floor_ns, ded_timing_cap(t)));
+  uint64_t cap = ded_timing_cap(t) / 4 * 3;
+  return DED_MIN(view_backoff(t, view, clamp_ns(4 * t->spread_ewma, t->floor_ns, ded_timing_cap(t))),
+                 DED_MAX(cap, t->floor_ns));
 }
 
 /* Longer than any coordinator's wait with room to spare. */

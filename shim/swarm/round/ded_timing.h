@@ -11,10 +11,10 @@
  * quarter of the round bound (ded_timing_cap), so that a failover or two
  * still fit inside the bound, except that a member's wait for a decision
  * is never below three deadline floors (with a bound under twelve floors,
- * that floor wins over the cap); a member's wait for a decision is never
- * shorter than a coordinator's wait for joins in the same view, and longer
- * below the cap (at the cap both are equal, and the coordinator, whose
- * clock started at the first JOIN, no later than ours, decides first);
+ * that floor wins over the cap); a member's wait for a decision is longer
+ * than a coordinator's wait for joins in the same view, at the cap too
+ * (the coordinator's stops at three quarters of it, or the floor: the
+ * decision still has to reach the members before they move on);
  * patience doubles per view past the first failover (views 2, 3, ... wait
  * 2x, 4x, ... up to 16x, within the cap), which settles a swarm whose
  * messages are delayed past the learned times.
