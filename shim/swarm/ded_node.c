@@ -253,7 +253,8 @@ static void node_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   /* To a view we coordinate (it probed the sender): our own member of the
    * round hears it as from its coordinator. */
   bool ours = ded_coords_on_stale(node, c->peer->id, &m);
-  if (r) ded_round_on_stale(node, r, ours ? node->ident.id : c->peer->id, &m);
+  if (r) ded_round_on_stale(node, r, c->peer->id, &m);
+  if (r && ours && !ded_round_over(r)) ded_round_on_stale(node, r, node->ident.id, &m);
 }
 
 /* An AHEAD: the swarm is past the round we announced. */
@@ -501,13 +502,19 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
  * us complete one the swarm replaced.)
  */
 static void node_enter(ded_node *node, uint64_t now_ns) {
-  if (node->now_ns != 0 && now_ns > node->now_ns + ded_timing_silence(&node->timing) / 2)
-    ded_peers_forgive_silence(node, now_ns);
+  uint64_t silence = ded_timing_silence(&node->timing);
   if (node->now_ns != 0 && now_ns > node->now_ns + node->s.deadline_floor_ns) {
     /* What queued up while we were away (reports to views we coordinate,
-     * probes of newer views) is read before we decide anything. */
-    node->quiet_until_ns = now_ns + node->s.deadline_floor_ns;
+     * probes of newer views) is read before we decide anything. Away
+     * for half the silence time or more, the others may have evicted us
+     * and gone on: our coordinator views wait the silence time, long
+     * enough to be connected again and hear from a peer that went on
+     * (a STALE to a probe), rather than decide a round alone with a
+     * quorum that no longer counts the others. */
+    bool long_gap = now_ns > node->now_ns + silence / 2;
+    node->quiet_until_ns = now_ns + (long_gap ? silence : node->s.deadline_floor_ns);
     node->wake_soon = true;
+    if (long_gap) ded_peers_forgive_silence(node, now_ns - node->now_ns);
   }
   node->now_ns = now_ns;
 }

@@ -94,6 +94,10 @@ void ded_disc_send_table(ded_node *node, ded_conn *c) {
     for (; i < ded_table_count(&node->disc.table); i++) {
       const ded_table_entry *e = ded_table_at(&node->disc.table, i);
       if (c->peer && memcmp(e->id, c->peer->id, DED_ID_BYTES) == 0) continue;
+      /* A peer that left: its record would tell a newcomer of a run that
+       * may be over (a joiner waits for a run its records show). */
+      const ded_peer *gone = ded_peer_find(node, e->id);
+      if (gone && gone->left) continue;
       uint8_t buf[DED_RECORD_BYTES_MAX];
       int n = ded_record_encode(&e->rec, buf, sizeof buf);
       if (n < 0) continue;

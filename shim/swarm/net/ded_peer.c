@@ -345,8 +345,8 @@ void ded_peer_heard(ded_conn *c, uint64_t now_ns) {
   if (c->state == DED_CONN_READY && c->peer) c->peer->heard_ns = now_ns;
 }
 
-void ded_peers_forgive_silence(ded_node *node, uint64_t now_ns) {
-  for (size_t i = 0; i < node->peers.n; i++) node->peers.v[i]->heard_ns = now_ns;
+void ded_peers_forgive_silence(ded_node *node, uint64_t gap_ns) {
+  for (size_t i = 0; i < node->peers.n; i++) node->peers.v[i]->heard_ns += gap_ns;
 }
 
 /* A keepalive to |p| when it is due and nothing else is on its way (an

@@ -112,9 +112,10 @@ unsigned ded_peers_genesis_view(ded_node *node, const uint8_t **min_id);
 /* Bytes from |c|'s peer arrived. */
 void ded_peer_heard(ded_conn *c, uint64_t now_ns);
 
-/* This process did not run for a while (a stop, a starved thread): what
- * it did not hear meanwhile is not the peers' silence. */
-void ded_peers_forgive_silence(ded_node *node, uint64_t now_ns);
+/* This process did not run for |gap_ns| (a stop, a starved thread): what
+ * it did not hear meanwhile is not the peers' silence, which is paused
+ * for that long (not reset: a peer silent before stays so). */
+void ded_peers_forgive_silence(ded_node *node, uint64_t gap_ns);
 
 /* Sends keepalives, takes peers silent too long for lost (closing their
  * connections), evicts peers lost too long, forgets those nothing refers

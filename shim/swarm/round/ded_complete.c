@@ -65,7 +65,7 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   if (with_result || (status == 0 && !alone)) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
     ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
-                      via_attempt ? r->att.ncontrib : 0);
+                      via_attempt || with_result ? r->att.ncontrib : 0);
   }
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -175,10 +175,18 @@ void ded_round_set_chosen(ded_round *r, uint64_t attempt, const uint8_t digest[D
  * one that is not an acceptor, a client, which hears no HAVE from other
  * clients). An acceptor that is not a client waits for a quorum of votes,
  * completers' words among them: one peer's word is not enough against a
- * peer that lies. */
-static bool round_takes_done(const ded_round *r) {
+ * peer that lies. So does an acceptor the attempt does not list (it only
+ * fetches the result) that knows it is one (|acc|, |n|: the whole set,
+ * round_acceptors): its vote counts for the others (ded_votes_quorum_among),
+ * so it must be its own. */
+static bool round_takes_done(ded_node *node, const ded_round *r, const uint8_t (*acc)[DED_ID_BYTES],
+                             unsigned n) {
   const ded_attempt *a = &r->att;
-  if (a->me >= a->plan.k) return true;
+  if (a->me >= a->plan.k) {
+    for (unsigned k = 0; acc && k < n; k++)
+      if (id_is_me(node, acc[k])) return false;
+    return true;
+  }
   uint8_t f = a->plan.members[a->me].flags;
   return (f & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) != DED_MEMBER_F_ACCEPTOR;
 }
@@ -198,12 +206,12 @@ static const uint8_t *round_result_digest(ded_node *node, const ded_round *r) {
   const uint8_t *d;
   ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   bool known = prev && prev->ids && prev->final && prev->final_attempt != 0 &&
-               prev->final_attempt == r->att.plan.base;
-  if (ded_votes_quorum_among(&r->votes, &r->att.plan,
-                             known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL,
-                             known ? prev->n : 0, &d))
-    return d;
-  return r->chosen && r->chosen_digested && round_takes_done(r) ? r->chosen_digest : NULL;
+               prev->final_attempt == r->att.plan.base && prev->n == r->att.plan.nacc;
+  const uint8_t(*acc)[DED_ID_BYTES] = known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL;
+  unsigned nacc = known ? prev->n : 0;
+  if (ded_votes_quorum_among(&r->votes, &r->att.plan, acc, nacc, &d)) return d;
+  return r->chosen && r->chosen_digested && round_takes_done(node, r, acc, nacc) ? r->chosen_digest
+                                                                                : NULL;
 }
 
 /* The next member to fetch the round's bytes (those |want| names) from:

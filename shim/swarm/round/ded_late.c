@@ -166,7 +166,8 @@ void ded_rounds_check_groups(ded_node *node) {
     const ded_record *rec = ded_peer_record(node, p);
     ded_progress prog;
     if (!ded_peer_participates(node, p) || !rec || !ded_record_progress(rec, &prog) ||
-        prog.round < e->round + NODE_GROUP_GAP_ROUNDS || prog.round < node->rounds.stale)
+        prog.round < e->round + NODE_GROUP_GAP_ROUNDS || prog.round < node->rounds.stale ||
+        prog.contributors < e->n) /* a lone node's fast rounds do not outweigh a group */
       continue;
     bool ours = false;
     for (unsigned k = 0; k < e->n && !ours; k++) ours = memcmp(e->ids[k], p->id, DED_ID_BYTES) == 0;

@@ -276,7 +276,9 @@ void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, ui
 /* Two groups of one run (a partition longer than half the bound: each side
  * evicted the other and went on) meet again: if a connected peer that
  * was not in our latest round publishes a round NODE_GROUP_GAP_ROUNDS or
- * more past it, ours is the group left behind, and our rounds below that
+ * more past it, with at least as many contributors as our latest round
+ * had (one node cut off alone runs fast rounds, and must not make a
+ * group throw its steps away), ours is the group left behind, and our rounds below that
  * end out of step, so that the shim reloads the other group's state. The
  * group further ahead never yields to one behind it, and the two cannot
  * both yield (each would have to be ahead of the other). */

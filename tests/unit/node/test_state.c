@@ -174,6 +174,32 @@ static void test_node_state_run_seen_in_records(void **state) {
   }
 }
 
+/* A run whose trainers all left (LEAVE) is over: the backbone they were
+ * connected to does not hand their records to a newcomer, so a job that
+ * starts a new run under the same name through it finds no run in
+ * progress at once, instead of waiting the bound for a run its records
+ * show and failing (the review of issue 22's joiner rule). */
+static void test_node_state_left_run_not_shown(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  tnet_add_as(net, 1, true); /* 0: a backbone */
+  tnet_add(net, 2);
+  tnet_add(net, 2);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 2; r++) tnet_round(net, 0x6, -1, r);
+  TNET_UNTIL(net, SEC_NS, false);
+  for (int i = 1; i <= 2; i++) ded_node_leave(net->n[i].node, net->now);
+  TNET_UNTIL(net, 2 * SEC_NS, false);
+  int j = tnet_add(net, 1);
+  TNET_UNTIL(net, SEC_NS, net->n[j].booted);
+  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
+  assert_int_equal(net->n[j].state_calls, 1);
+  assert_int_equal(net->n[j].state_status, 0); /* no run: its own state */
+  assert_false(net->n[j].state_has_snap);
+  tnet_free(net);
+}
+
 /* A peer that dies before it answers will not answer: the joiner decides
  * on the others' answers at once, not at the bound. */
 static void test_node_state_asked_peer_dies(void **state) {
@@ -1390,6 +1416,7 @@ int main(void) {
       cmocka_unit_test(test_node_state_fresh_swarm),
       cmocka_unit_test(test_node_state_run_pending_then_none),
       cmocka_unit_test(test_node_state_run_seen_in_records),
+      cmocka_unit_test(test_node_state_left_run_not_shown),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
