@@ -6,8 +6,8 @@
  * unlucky peer could:
  *
  *   evil_peer slot-reuse RUN PORT
- *       Two connections with the same identity; on the second, a JOIN far
- *       ahead (the victim drops this peer's *other* connection), enough
+ *       Two connections with the same identity; on the second, a frame of
+ *       an unknown type (the victim drops that connection), enough
  *       empty RECORDS to need another read(), then the record of a new
  *       peer that the victim will call: the victim opens a connection in
  *       the slot it just freed, before its driver settled the old one.
@@ -222,16 +222,12 @@ static int slot_reuse(const char *run, int port) {
   usleep(300000);
   size_t cap = 400000, o;
   uint8_t *b = malloc(cap);
-  ded_wr w = ded_wr_init(b, cap);
-  ded_msg_join far;
-  memset(&far, 0, sizeof far);
-  far.round = 100000;
-  far.dtype = DED_DTYPE_F32;
-  far.count = 16384;
-  far.weight = 1.0;
-  far.n_local = 1;
-  ded_msg_join_encode(&w, &far);
-  o = w.pos;
+  /* A frame of a type no version has (a protocol violation: the victim
+   * drops the connection; a JOIN far ahead did, before version 12 took
+   * it for a peer of a run that went on). */
+  const uint8_t unknown[5] = {1, 0, 0, 0, 0xc8};
+  memcpy(b, unknown, sizeof unknown);
+  o = sizeof unknown;
   while (o < 300000) { /* empty RECORDS: u32 len 3 | type | u16 n = 0 */
     const uint8_t empty[7] = {3, 0, 0, 0, DED_MSG_RECORDS, 0, 0};
     memcpy(b + o, empty, sizeof empty);

@@ -611,7 +611,7 @@ def evil_slot_reuse():
     run_jobs([victim, friend], 120)
     check("swarm_world_in_place rc 0" in victim.out and "BAD" not in victim.out,
           "the victim's round went wrong:\n" + victim.describe())
-    check("dropping peer" in victim.err, "the far-ahead JOIN was not refused:\n" + victim.describe())
+    check("dropping peer" in victim.err, "the unknown frame was not refused:\n" + victim.describe())
 
 
 @test
