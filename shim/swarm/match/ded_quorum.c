@@ -73,36 +73,27 @@ static bool votes_alike(const ded_vote *a, const ded_vote *b) {
          memcmp(a->digest, b->digest, DED_RESULT_DIGEST_BYTES) == 0;
 }
 
-bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p, const uint8_t **digest) {
-  for (unsigned i = 0; i < vs->n; i++) {
-    const ded_vote *v = &vs->v[i];
-    if (v->attempt != p->attempt) continue;
-    bool seen = false; /* this view and digest were counted already */
-    for (unsigned j = 0; j < i && !seen; j++) seen = votes_alike(&vs->v[j], v);
-    if (seen) continue;
-    unsigned in = 0;
-    bool primary_in = false;
-    for (unsigned j = i; j < vs->n; j++) {
-      const ded_vote *o = &vs->v[j];
-      if (!votes_alike(o, v)) continue;
-      unsigned m = ded_plan_index(p, o->id);
-      if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
-      in++;
-      primary_in |= (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
-    }
-    if (ded_quorum_of(in, p->nacc, primary_in)) {
-      if (digest) *digest = v->digest;
-      return true;
-    }
+/* Whether voter |id| counts for |p|, and as its primary: one of |p|'s
+ * listed acceptors, or, with |acc| (the whole acceptor set, |n| ids, its
+ * primary at |primary|), one of those. */
+static bool votes_counts(const ded_msg_commit *p, const uint8_t (*acc)[DED_ID_BYTES], unsigned n,
+                         unsigned primary, const uint8_t id[DED_ID_BYTES], bool *is_primary) {
+  if (acc) {
+    unsigned k = 0;
+    while (k < n && memcmp(acc[k], id, DED_ID_BYTES) != 0) k++;
+    *is_primary = k == primary;
+    return k < n;
   }
-  return false;
+  unsigned m = ded_plan_index(p, id);
+  if (m == p->k || !(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) return false;
+  *is_primary = (p->members[m].flags & DED_MEMBER_F_PRIMARY) != 0;
+  return true;
 }
 
-bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *p,
-                            const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
-  if (!acc || n == 0 || n != p->nacc) return ded_votes_quorum(vs, p, digest);
+static bool votes_quorum(const ded_votes *vs, const ded_msg_commit *p,
+                         const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
   unsigned primary = 0;
-  for (unsigned k = 1; k < n; k++)
+  for (unsigned k = 1; acc && k < n; k++)
     if (memcmp(acc[k], acc[primary], DED_ID_BYTES) < 0) primary = k;
   for (unsigned i = 0; i < vs->n; i++) {
     const ded_vote *v = &vs->v[i];
@@ -114,12 +105,10 @@ bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *p,
     bool primary_in = false;
     for (unsigned j = i; j < vs->n; j++) {
       const ded_vote *o = &vs->v[j];
-      if (!votes_alike(o, v)) continue;
-      unsigned k = 0;
-      while (k < n && memcmp(acc[k], o->id, DED_ID_BYTES) != 0) k++;
-      if (k == n) continue;
+      bool is_primary = false;
+      if (!votes_alike(o, v) || !votes_counts(p, acc, n, primary, o->id, &is_primary)) continue;
       in++;
-      primary_in |= k == primary;
+      primary_in |= is_primary;
     }
     if (ded_quorum_of(in, p->nacc, primary_in)) {
       if (digest) *digest = v->digest;
@@ -127,6 +116,16 @@ bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *p,
     }
   }
   return false;
+}
+
+bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p, const uint8_t **digest) {
+  return votes_quorum(vs, p, NULL, 0, digest);
+}
+
+bool ded_votes_quorum_among(const ded_votes *vs, const ded_msg_commit *p,
+                            const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
+  bool whole = acc && n > 0 && n == p->nacc;
+  return votes_quorum(vs, p, whole ? acc : NULL, whole ? n : 0, digest);
 }
 
 unsigned ded_votes_member(const ded_votes *vs, const ded_msg_commit *plan,
