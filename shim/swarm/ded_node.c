@@ -253,6 +253,10 @@ static void node_on_stale(ded_node *node, ded_conn *c, const ded_frame *f) {
   /* To a view we coordinate (it probed the sender): our own member of the
    * round hears it as from its coordinator. */
   bool ours = ded_coords_on_stale(node, c->peer->id, &m);
+  /* A member our view waited for is past the round for good: so is the
+   * swarm, even if our own member of the round already ended (at its
+   * bound, during a stop): our next rounds are out of step at once. */
+  if (ours) node->rounds.stale = DED_MAX(node->rounds.stale, m.next_round);
   if (r) ded_round_on_stale(node, r, c->peer->id, &m);
   if (r && ours && !ded_round_over(r)) ded_round_on_stale(node, r, node->ident.id, &m);
 }
