@@ -111,6 +111,7 @@ void ded_step_found_load(ded_step *st, ded_snapshot *snap) {
 void ded_step_resume(ded_step *st, uint64_t round, uint64_t pos) {
   st->pos0 = st->pos = pos;
   st->next_round = st->step_round = round;
+  st->step_round_known = true;
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -207,8 +208,11 @@ void ded_step_offer(ded_step *st, ded_driver *driver, bool step_begins, bool idl
   if (!atomic_load_explicit(&st->snap_wanted, memory_order_relaxed) || !step_begins || !idle ||
       st->reload != DED_STEP_RELOAD_NONE)
     return;
+  /* The round this step began at, read as the call began: the call is
+   * submitted by now, and a round the job completes alone may already be
+   * reported, past |next_round|. The pieces hold the state before it. */
   pthread_mutex_lock(&st->mu);
-  uint64_t round = st->next_round;
+  uint64_t round = st->step_round;
   unsigned step_rounds = st->step_rounds;
   pthread_mutex_unlock(&st->mu);
   if (round == 0 || step_rounds == 0) return; /* no whole step seen yet */
@@ -293,6 +297,7 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
   st->pos0 = st->pos = snap.pos; /* a step begins there, as it does here */
   pthread_mutex_lock(&st->mu);
   st->next_round = st->step_round = snap.round;
+  st->step_round_known = true;
   pthread_mutex_unlock(&st->mu);
   st->reload = DED_STEP_RELOAD_LOADED;
 }
@@ -311,9 +316,10 @@ bool ded_step_call_begin(ded_step *st, ded_driver *driver, const void *buf, int 
   }
   if (begins && idle) {
     pthread_mutex_lock(&st->mu);
-    if (st->next_round > st->step_round)
+    if (st->step_round_known && st->next_round > st->step_round)
       st->step_rounds = (unsigned)DED_MIN(st->next_round - st->step_round, (uint64_t)UINT32_MAX);
     st->step_round = st->next_round;
+    st->step_round_known = true;
     pthread_mutex_unlock(&st->mu);
   }
   step_learn(st, buf, count, dt);

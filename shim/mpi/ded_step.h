@@ -133,9 +133,12 @@ typedef struct ded_step {
   uint64_t behind;
   uint64_t late_swarm, late_round, reload_gap;
   bool reload_gap_pending;
-  /* Rank 0: the round the current step began at, and how many the last
-   * whole step took (0: none seen yet). */
+  /* Rank 0: the round the current step began at (|step_round_known|:
+   * a step was seen to begin, not only the stream), and how many the
+   * last whole step took (0: none seen yet). Read as a step's first
+   * call begins, before its round can report. */
   uint64_t step_round;
+  bool step_round_known;
   unsigned step_rounds;
   /* Rank 0: the reload and the run's state it loaded (bytes until it
    * applies). */

@@ -86,6 +86,12 @@ class Job:
         return open(self.err_path).read()
 
     def describe(self):
+        dump = os.environ.get("MP_DUMP")   # a folder: the job's whole output, to read
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            for kind, text in (("out", self.out), ("err", self.err)):
+                with open(os.path.join(dump, "%s.%s" % (self.name, kind)), "w") as f:
+                    f.write(text)
         return "job %s rc=%s (%.1fs)\n  cmd: %s\n  stdout:\n%s\n  stderr:\n%s" % (
             self.name, self.rc, self.seconds, " ".join(self.cmd), indent(self.out[-3000:]),
             indent(self.err[-3000:]))
