@@ -76,6 +76,11 @@
  * alike print the same (tests/sim/digests/). Joiners and restarts draw from
  * a stream of their own: the swarm and its faults are those the seed drew
  * before they existed.
+ *
+ * The program is three files around sim_chaos.h (which says what each
+ * owns): this one, the trainer model, the simulator's hooks and a seed's
+ * run; sim_chaos_check.c, the checks above; sim_chaos_sched.c, the fault
+ * schedule.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -84,141 +89,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "sim_chaos.h"
 
-#define MAX_NODES 64 /* the swarm at the start */
-#define MAX_JOINERS 3
-#define MAX_ROUNDS 24 /* 6..16, and up to 8 more where jobs join */
-#define MAX_FAULTS 6
-#define MAX_JOBS (MAX_NODES + MAX_JOINERS + MAX_FAULTS) /* restarts: one per crash at most */
-#define MS 1000000ull
-#define SEC 1000000000ull
+bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace;
+/* Over every seed run, for the last lines. */
+chaos_totals totals;
 
-typedef struct round_out {
-  bool done;
-  int status;
-  ded_round_result res;
-  uint8_t members[MAX_JOBS][DED_ID_BYTES];
-  uint64_t submit_ns, done_ns;
-} round_out;
-
-enum { K_FIRST, K_JOINER, K_RESTART };
-
-typedef struct job {
-  int node;
-  int kind;       /* K_FIRST, K_JOINER, K_RESTART */
-  int of;         /* K_RESTART: the crashed job it restarts */
-  bool scheduled; /* a node starts (or started) in this slot */
-  sim_node_params params;
-  uint32_t n_local;
-  double weight;
-  /* Rounds are numbered by the engine: a joiner starts at its snapshot's
-   * round, a reload skips to the snapshot's. */
-  int first_round; /* its first round; -1 until known */
-  int next;        /* the number its next submission gets */
-  bool in_step;    /* a step's rounds are being submitted or run */
-  int step_first, step_end;
-  int inflight;
-  bool crashed;
-  bool loading;   /* a joiner: bootstrapping or fetching the state */
-  bool fetching;  /* ded_node_state_fetch called */
-  bool reloading; /* ded_node_state_reload in progress */
-  bool gave_up;   /* a joiner that could not join: it left */
-  bool want;      /* a joiner asked for our state */
-  bool offering;  /* inside ded_node_snapshot_set */
-  bool diverged;  /* a round alone since it started or last loaded */
-  uint64_t behind; /* the swarm's round, from a result with |behind| */
-  uint64_t frozen_ns; /* total time frozen so far */
-  uint64_t start_ns, fetch_ns, loaded_ns;
-  int loaded_round; /* the round it joined at (-1: never) */
-  bool no_run;      /* its fetch found no run in progress */
-  int reloads;
-  uint8_t id[DED_ID_BYTES];
-  void *P; /* the trainer's state: count elements of dtype */
-  void *in[MAX_ROUNDS];  /* inputs, kept for the check */
-  void *buf[MAX_ROUNDS]; /* handed to the engine */
-  round_out out[MAX_ROUNDS];
-} job;
-
-/* A snapshot a job handed to its engine: what joiners may load. */
-typedef struct offer {
-  int job, round;
-  uint64_t digest;
-  bool diverged;
-  void *bytes;
-} offer;
-
-typedef struct scenario {
-  uint64_t seed;
-  bool verbose;
-  sim *s;
-  int n;     /* the swarm at the start */
-  int slots; /* nodes of the simulator: the swarm, the joiners, the restarts */
-  int used;  /* slots handed out so far */
-  int rounds;
-  int buckets;
-  uint8_t dtype;
-  uint64_t count;
-  uint64_t compute_max_ns;
-  uint64_t round_timeout_ns;
-  uint64_t floor_ns;
-  double reset_prob, spike_prob;
-  bool weak_liveness; /* --weak-liveness: rejoining after a fault is not checked */
-  uint64_t heal_ns; /* every fault is over (and the crashed are evicted) */
-  int nfaults;
-  bool armed, leaving;
-  uint64_t swarm_ns; /* the first round finished somewhere: the swarm exists */
-  struct fault {
-    int kind; /* F_CRASH, F_FREEZE, F_PARTITION, F_ISOLATE */
-    int a, b;
-    uint64_t at_ns, len_ns;
-    bool restart;         /* a crash: a new process follows */
-    uint64_t restart_ns;  /* how long after the crash */
-  } faults[MAX_FAULTS];
-  /* A reducer that equivocates: |liar| alters what it sends |victim| from
-   * |equiv_ns| for |equiv_len_ns| (liar < 0: none). */
-  int liar, victim;
-  uint64_t equiv_ns, equiv_len_ns;
-  int nj; /* joiners */
-  uint64_t join_ns[MAX_JOINERS]; /* after the swarm exists */
-  int joins_pending, restarts_pending; /* timers still to fire: the run waits for them */
-  sim_rng extra; /* joiners, restarts: a stream of their own */
-  void *P0;      /* the state every job of the start begins with */
-  void *ref[MAX_ROUNDS + 1]; /* P of the first job in step at each step start */
-  int ref_node[MAX_ROUNDS + 1];
-  offer *offers;
-  int noffers;
-  int snap_refused, reload_failed;
-  uint64_t over_ns; /* a job ran its last round */
-  job jobs[MAX_JOBS];
-  int failures;
-  char why[512];
-} scenario;
-
-enum { F_CRASH, F_FREEZE, F_PARTITION, F_ISOLATE };
-static const char *fault_name[] = {"crash", "freeze", "partition", "isolate"};
-/* Timers of the scenario (node -1) carry a kind and an index. */
-#define TAG_FAULT (1ull << 40)
-#define TAG_LEAVE (1ull << 41)
-#define TAG_JOIN (1ull << 42)
-#define TAG_RESTART (1ull << 43)
-#define TAG_EQUIVOCATE (1ull << 44)
-/* Timers of a job. */
-enum { TAG_SUBMIT = 0, TAG_FETCH = 1, TAG_OFFER = 2, TAG_GIVE_UP = 3 };
-
-/* Totals over the seeds run, for the last line. */
-static struct {
-  int joiner_seeds, restart_seeds, reload_seeds, liar_seeds;
-  uint64_t equivocated;
-  int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
-  int reloads, reload_failed, diverged_loads, snap_refused;
-} totals;
-
-static size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 8; }
-static size_t state_bytes(const scenario *sc) { return sc->count * es_of(sc->dtype); }
-
-static void fail(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(scenario *sc, const char *fmt, ...) {
+void fail(scenario *sc, const char *fmt, ...) {
   if (sc->failures++ == 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -227,8 +104,7 @@ static void fail(scenario *sc, const char *fmt, ...) {
   }
 }
 
-static void say(scenario *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(scenario *sc, const char *fmt, ...) {
+void say(scenario *sc, const char *fmt, ...) {
   if (!sc->verbose) return;
   va_list ap;
   va_start(ap, fmt);
@@ -238,13 +114,13 @@ static void say(scenario *sc, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void *xmalloc(size_t n) {
+void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) abort();
   return p;
 }
 
-static void *dup_bytes(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+void *dup_bytes(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
 
 static void fill_input(scenario *sc, job *j, int r) {
   size_t es = es_of(sc->dtype);
@@ -264,18 +140,6 @@ static void fill_input(scenario *sc, job *j, int r) {
 
 /* ---------------------------------------------------------------- state */
 
-/* The first element where |a| and |b| differ, or count. */
-static uint64_t first_diff(const scenario *sc, const void *a, const void *b) {
-  size_t es = es_of(sc->dtype);
-  for (uint64_t e = 0; e < sc->count; e++)
-    if (memcmp((const uint8_t *)a + e * es, (const uint8_t *)b + e * es, es) != 0) return e;
-  return sc->count;
-}
-
-static double elem(const scenario *sc, const void *p, uint64_t e) {
-  return sc->dtype == DED_DTYPE_F32 ? ((const float *)p)[e] : ((const double *)p)[e];
-}
-
 /* P += out / n_local, in the job's element type: exact, so jobs that got
  * the same results hold the same bits. */
 static void apply_round(scenario *sc, job *j, int r) {
@@ -285,22 +149,6 @@ static void apply_round(scenario *sc, job *j, int r) {
     else
       ((double *)j->P)[e] += ((const double *)j->buf[r])[e] / (double)j->n_local;
   }
-}
-
-/* The state invariant at step start |R|: every job in step holds the P the
- * first one there held. */
-static void check_state(scenario *sc, job *j, int R) {
-  if (j->diverged || sc->failures) return;
-  if (!sc->ref[R]) {
-    sc->ref[R] = dup_bytes(j->P, state_bytes(sc));
-    sc->ref_node[R] = j->node;
-    return;
-  }
-  uint64_t e = first_diff(sc, sc->ref[R], j->P);
-  if (e < sc->count)
-    fail(sc, "state at round %d: node %d (in step) differs from node %d at elem %" PRIu64
-         ": %.17g vs %.17g", R, j->node, sc->ref_node[R], e, elem(sc, j->P, e),
-         elem(sc, sc->ref[R], e));
 }
 
 /* Hands P to the engine for the joiners that asked: the state after every
@@ -328,27 +176,7 @@ static void offer_state(scenario *sc, job *j) {
   say(sc, "STATE n%d offers round %d%s", j->node, j->next, j->diverged ? " (diverged)" : "");
 }
 
-/* The joining invariant: the P loaded at |round| is one that a job offered
- * with that digest, bit for bit. The joiner is in step if that job was. */
-static void check_loaded(scenario *sc, job *j, int round, uint64_t digest) {
-  const offer *o = NULL;
-  for (int k = 0; k < sc->noffers && !o; k++)
-    if (sc->offers[k].round == round && sc->offers[k].digest == digest) o = &sc->offers[k];
-  if (!o) {
-    fail(sc, "node %d loaded a state of round %d that no job offered", j->node, round);
-    return;
-  }
-  uint64_t e = first_diff(sc, o->bytes, j->P);
-  if (e < sc->count)
-    fail(sc, "node %d loaded round %d: P differs from node %d's at elem %" PRIu64
-         ": %.17g vs %.17g", j->node, round, o->job, e, elem(sc, j->P, e), elem(sc, o->bytes, e));
-  j->diverged = o->diverged;
-  totals.diverged_loads += o->diverged;
-}
-
 /* ---------------------------------------------------------------- steps */
-
-static bool opt_crash_only;
 
 static void submit_next(scenario *sc, job *j) {
   int r = j->next;
@@ -621,36 +449,7 @@ static void hook_state_done(void *user, int node, int status, ded_snapshot *snap
   maybe_end(sc);
 }
 
-/* ---------------------------------------------------------------- faults */
-
-static void apply_fault(scenario *sc, int fi) {
-  const struct fault *f = &sc->faults[fi];
-  if (opt_crash_only && f->kind != F_CRASH) return;
-  if (sc->verbose)
-    printf("%12.6f FAULT %s n%d%s%.0d for %.3f s\n", (double)sim_now(sc->s) / 1e9,
-           fault_name[f->kind], f->a, f->kind == F_PARTITION ? " | n" : "",
-           f->kind == F_PARTITION ? f->b : 0, (double)f->len_ns / 1e9);
-  uint64_t until = sim_now(sc->s) + f->len_ns;
-  switch (f->kind) {
-  case F_CRASH:
-    if (!sim_up(sc->s, f->a)) return;
-    sc->jobs[f->a].crashed = true;
-    sim_crash(sc->s, f->a);
-    if (f->restart) {
-      sc->restarts_pending++;
-      sim_at(sc->s, -1, sim_now(sc->s) + f->restart_ns, TAG_RESTART + (uint64_t)fi);
-    }
-    break;
-  case F_FREEZE:
-    if (sim_up(sc->s, f->a) && !sim_frozen(sc->s, f->a)) sc->jobs[f->a].frozen_ns += f->len_ns;
-    sim_freeze(sc->s, f->a, until);
-    break;
-  case F_PARTITION: sim_partition(sc->s, f->a, f->b, until); break;
-  case F_ISOLATE: sim_isolate(sc->s, f->a, until); break;
-  }
-}
-
-static void arm_faults(scenario *sc);
+/* ---------------------------------------------------------------- hooks */
 
 static void hook_timer(void *user, int node, uint64_t tag) {
   scenario *sc = user;
@@ -752,274 +551,7 @@ static void hook_log(void *user, int node, int level, const char *line) {
   if (sc->verbose) printf("%12.6f n%-2d %d %s\n", (double)sim_now(sc->s) / 1e9, node, level, line);
 }
 
-/* ---------------------------------------------------------------- checks */
-
-/* Node index of peer id |id|, or -1. */
-static int node_of(scenario *sc, const uint8_t *id) {
-  for (int i = 0; i < sc->used; i++)
-    if (memcmp(sc->jobs[i].id, id, DED_ID_BYTES) == 0) return i;
-  return -1;
-}
-
-/* The reference for job |j| in a round of contributors |order|: in commit
- * order, acc = a_0 x_0 + a_1 x_1 + ..., g = acc / W, out = n_j * g. */
-static bool check_elem(scenario *sc, int r, const int *order, unsigned k, const job *j,
-                       uint64_t e) {
-  double W = 0;
-  for (unsigned m = 0; m < k; m++) W += sc->jobs[order[m]].weight;
-  if (sc->dtype == DED_DTYPE_F32) {
-    float acc = 0;
-    for (unsigned m = 0; m < k; m++) {
-      const job *c = &sc->jobs[order[m]];
-      float a = (float)(c->weight / (double)c->n_local);
-      float x = ((const float *)c->in[r])[e];
-      acc = m == 0 ? a * x : acc + a * x;
-    }
-    float want = (float)j->n_local * (acc / (float)W), got = ((const float *)j->buf[r])[e];
-    if (memcmp(&got, &want, sizeof got) == 0) return true;
-    fail(sc, "round %d node %d elem %" PRIu64 ": got %.9g want %.9g", r, j->node, e, got, want);
-  } else {
-    double acc = 0;
-    for (unsigned m = 0; m < k; m++) {
-      const job *c = &sc->jobs[order[m]];
-      double a = c->weight / (double)c->n_local;
-      double x = ((const double *)c->in[r])[e];
-      acc = m == 0 ? a * x : acc + a * x;
-    }
-    double want = (double)j->n_local * (acc / W), got = ((const double *)j->buf[r])[e];
-    if (memcmp(&got, &want, sizeof got) == 0) return true;
-    fail(sc, "round %d node %d elem %" PRIu64 ": got %.17g want %.17g", r, j->node, e, got, want);
-  }
-  return false;
-}
-
-/* Whether jobs |a| and |b| hold the same mean g in round |r|: out / n_j,
- * exact (n_j is a power of two). */
-static bool same_mean(const scenario *sc, int r, const job *a, const job *b) {
-  for (uint64_t e = 0; e < sc->count; e++) {
-    if (sc->dtype == DED_DTYPE_F32) {
-      float x = ((const float *)a->buf[r])[e] / (float)a->n_local;
-      float y = ((const float *)b->buf[r])[e] / (float)b->n_local;
-      if (memcmp(&x, &y, sizeof x) != 0) return false;
-    } else {
-      double x = ((const double *)a->buf[r])[e] / (double)a->n_local;
-      double y = ((const double *)b->buf[r])[e] / (double)b->n_local;
-      if (memcmp(&x, &y, sizeof x) != 0) return false;
-    }
-  }
-  return true;
-}
-
-/* Agreement and validity of round |r| on every node that ran it. In a
- * round that a reducer equivocated in (sim_equivocate), validity is what
- * the digest can give: every node that completed it holds the same bytes.
- * Those need not be the mean (the reducer's altered shard is the round's
- * if the members it lied to make a quorum: a reducer can always poison
- * the shard it reduces), but no two completers differ. */
-static void check_round(scenario *sc, int r) {
-  const round_out *group = NULL;
-  const job *first = NULL;
-  for (int i = 0; i < sc->used && !sc->failures; i++) {
-    const job *j = &sc->jobs[i];
-    const round_out *o = &j->out[r];
-    if (!o->done || o->status != 0) continue; /* crashed before: nothing to check */
-    if (o->res.alone) { /* alone or late: its own values, untouched */
-      if (memcmp(j->in[r], j->buf[r], sc->count * es_of(sc->dtype)) != 0)
-        fail(sc, "round %d node %d: alone but buffer changed", r, i);
-      continue;
-    }
-    if (!group) group = o;
-    unsigned k = o->res.contributors;
-    if (k != group->res.contributors || memcmp(o->members, group->members, k * DED_ID_BYTES) != 0 ||
-        o->res.total_weight != group->res.total_weight) {
-      fail(sc, "round %d: node %d disagrees on the contributors (%u vs %u)", r, i, k,
-           group->res.contributors);
-      return;
-    }
-    int order[MAX_JOBS];
-    bool in_group = false;
-    for (unsigned m = 0; m < k; m++) {
-      order[m] = node_of(sc, o->members[m]);
-      if (order[m] < 0 || !sc->jobs[order[m]].in[r]) {
-        fail(sc, "round %d: unknown member, or one that never submitted the round", r);
-        return;
-      }
-      in_group |= order[m] == i;
-    }
-    if (in_group == o->res.late) {
-      fail(sc, "round %d: node %d %s", r, i,
-           in_group ? "is a contributor but says it came late"
-                    : "fetched a result without coming late");
-      return;
-    }
-    if (sim_equivocated_round(sc->s, (uint64_t)r)) {
-      if (!first)
-        first = j;
-      else if (!same_mean(sc, r, first, j))
-        fail(sc, "round %d: nodes %d and %d completed it with different bytes (a reducer "
-             "equivocated in it)", r, first->node, i);
-      continue;
-    }
-    for (uint64_t e = 0; e < sc->count && !sc->failures; e++) check_elem(sc, r, order, k, j, e);
-  }
-}
-
-/* When the strict liveness check starts: every fault healed, every joiner
- * loaded. */
-static uint64_t settled_ns(const scenario *sc) {
-  uint64_t t = sc->heal_ns;
-  for (int i = sc->n; i < sc->used; i++)
-    if (sc->jobs[i].loaded_ns > t) t = sc->jobs[i].loaded_ns;
-  return t;
-}
-
-/* Strict liveness of round |r| of job |j|: after healing every live node
- * that runs the round is in (the last round may lose members that
- * finished and left), unless some node had finished the round before
- * then: a node cut off while the others went on is behind them for the
- * rest of a run this short. */
-static void check_live(scenario *sc, const job *j, int r) {
-  const round_out *o = &j->out[r];
-  uint64_t settled = settled_ns(sc);
-  if (j->crashed || o->submit_ns <= settled + 2 * SEC || r >= sc->rounds - 1 || sc->weak_liveness)
-    return;
-  int live = 0;
-  bool ran_before = false;
-  for (int k = 0; k < sc->used; k++) {
-    const job *x = &sc->jobs[k];
-    live += x->scheduled && !x->crashed && !x->gave_up && x->first_round >= 0 &&
-            x->first_round <= r;
-    ran_before |= x->out[r].done && x->out[r].done_ns <= settled;
-  }
-  if (!ran_before && ((int)o->res.contributors != live || o->res.late))
-    fail(sc, "liveness: node %d round %d after healing: %u contributors of %d live%s", j->node, r,
-         o->res.contributors, live, o->res.late ? " (late)" : "");
-}
-
-/* Termination and liveness of every job's rounds. */
-static void check_jobs(scenario *sc, uint64_t limit_ns) {
-  for (int i = 0; i < sc->used && !sc->failures; i++) {
-    const job *j = &sc->jobs[i];
-    if (!j->crashed && !j->gave_up && (j->loading || j->reloading || j->next < sc->rounds)) {
-      fail(sc, "liveness: node %d %s by %.0f s", i,
-           j->loading ? "never loaded the run's state" : j->reloading ? "still reloading" :
-                                                         "stopped before the last round",
-           (double)limit_ns / 1e9);
-      break;
-    }
-    for (int r = 0; r < sc->rounds && !sc->failures; r++) {
-      const round_out *o = &j->out[r];
-      if (!j->in[r] || (j->crashed && !o->done)) continue; /* not its round */
-      if (!o->done) {
-        fail(sc, "liveness: node %d round %d not done by %.0f s", i, r, (double)limit_ns / 1e9);
-      } else if (o->status != 0) {
-        fail(sc, "node %d round %d failed: %s", i, r, ded_strerror(o->status));
-      } else if (o->done_ns - o->submit_ns > sc->round_timeout_ns + j->frozen_ns + 100 * MS &&
-                 (o->submit_ns >= sc->swarm_ns ||
-                  o->done_ns - o->submit_ns > 2 * sc->round_timeout_ns + j->frozen_ns)) {
-        /* A round submitted before this node had joined the first round
-         * gets its bound from then (a rendezvous may come first): twice
-         * the bound covers that here. */
-        fail(sc, "termination: node %d round %d took %.3f s (bound %.0f s, frozen %.3f s)", i, r,
-             (double)(o->done_ns - o->submit_ns) / 1e9, (double)sc->round_timeout_ns / 1e9,
-             (double)j->frozen_ns / 1e9);
-      } else {
-        check_live(sc, j, r);
-      }
-    }
-  }
-}
-
-/* ---------------------------------------------------------------- schedule */
-
-static void draw_faults(scenario *sc, sim_rng *pick, uint64_t safety_end_ns) {
-  int crashes = 0;
-  sc->nfaults = (int)sim_rng_range(pick, 1, MAX_FAULTS);
-  sc->heal_ns = 0;
-  for (int f = 0; f < sc->nfaults; f++) {
-    struct fault *ft = &sc->faults[f];
-    ft->kind = (int)sim_rng_range(pick, F_CRASH, F_ISOLATE);
-    /* Keep a majority of the swarm alive. */
-    if (ft->kind == F_CRASH && 2 * (crashes + 1) >= sc->n) ft->kind = F_FREEZE;
-    ft->a = (int)sim_rng_range(pick, 0, (uint64_t)sc->n - 1);
-    do ft->b = (int)sim_rng_range(pick, 0, (uint64_t)sc->n - 1);
-    while (ft->b == ft->a);
-    ft->at_ns = sim_rng_range(pick, 0, safety_end_ns);
-    ft->len_ns = sim_rng_range(pick, 50, 4000) * MS;
-    uint64_t end = ft->at_ns + ft->len_ns;
-    if (ft->kind == F_CRASH) {
-      crashes++;
-      end = ft->at_ns + sc->round_timeout_ns / 2 + 2 * SEC; /* until evicted */
-    }
-    if (end > sc->heal_ns) sc->heal_ns = end;
-  }
-}
-
-/* Joiners and restarts, from their own stream (the swarm and its faults
- * stay what the seed drew without them): 30% of the seeds get 1..3
- * joiners, in the safety phase or after it; half of the crashes a restart
- * up to 3 s later. Such seeds run up to 8 more rounds. */
-static void draw_joiners(scenario *sc, uint64_t safety_end_ns) {
-  sim_rng *x = &sc->extra;
-  sc->nj = sim_rng_chance(x, 0.3) ? (int)sim_rng_range(x, 1, MAX_JOINERS) : 0;
-  for (int k = 0; k < sc->nj; k++)
-    sc->join_ns[k] = sim_rng_chance(x, 0.6) ? sim_rng_range(x, 0, safety_end_ns)
-                                            : sc->heal_ns + sim_rng_range(x, 0, 2000) * MS;
-  int restarts = 0;
-  for (int f = 0; f < sc->nfaults; f++) {
-    struct fault *ft = &sc->faults[f];
-    ft->restart = sim_rng_chance(x, 0.5) && ft->kind == F_CRASH;
-    ft->restart_ns = sim_rng_range(x, 0, 3000) * MS;
-    restarts += ft->restart;
-  }
-  sc->slots = sc->n + sc->nj + restarts;
-  if (sc->slots > sc->n) sc->rounds += (int)sim_rng_range(x, 2, MAX_ROUNDS - 16);
-}
-
-/* In a quarter of the seeds with three nodes or more, one of the first
- * swarm's nodes equivocates towards another for up to 4 s of the safety
- * phase. Drawn from a stream of their own: the swarm, its other faults
- * and its joiners are those the seed drew before. */
-static void draw_equivocation(scenario *sc, uint64_t safety_end_ns) {
-  sim_rng x;
-  sim_rng_seed(&x, sc->seed ^ 0x11a7e5ull);
-  sc->liar = sc->victim = -1;
-  if (sc->n < 3 || !sim_rng_chance(&x, 0.25)) return;
-  sc->liar = (int)sim_rng_range(&x, 0, (uint64_t)sc->n - 1);
-  do sc->victim = (int)sim_rng_range(&x, 0, (uint64_t)sc->n - 1);
-  while (sc->victim == sc->liar);
-  sc->equiv_ns = sim_rng_range(&x, 0, safety_end_ns);
-  sc->equiv_len_ns = sim_rng_range(&x, 500, 4000) * MS;
-  if (sc->equiv_ns + sc->equiv_len_ns > sc->heal_ns) sc->heal_ns = sc->equiv_ns + sc->equiv_len_ns;
-}
-
-/* Faults start once the swarm exists: when the first round is done
- * somewhere (a swarm that never formed tests the rendezvous, not this).
- * So do the joiners. */
-static void arm_faults(scenario *sc) {
-  if (sc->armed) return;
-  sc->armed = true;
-  uint64_t now = sim_now(sc->s);
-  sc->swarm_ns = now;
-  sc->heal_ns += now;
-  for (int f = 0; f < sc->nfaults; f++) {
-    sc->faults[f].at_ns += now;
-    sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
-  }
-  if (sc->liar >= 0) sim_at(sc->s, -1, sc->equiv_ns + now, TAG_EQUIVOCATE);
-  sc->joins_pending = sc->nj;
-  for (int k = 0; k < sc->nj; k++) {
-    sc->join_ns[k] += now;
-    sim_at(sc->s, -1, sc->join_ns[k], TAG_JOIN + (uint64_t)k);
-  }
-}
-
 /* ---------------------------------------------------------------- a seed */
-
-static bool opt_weak_liveness;
-static bool opt_no_spikes;
-static bool opt_summary;
-static bool opt_digest, opt_trace;
 
 static void print_summary(scenario *sc, int rv) {
   printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=",
