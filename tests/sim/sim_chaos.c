@@ -58,10 +58,12 @@
  * unless faults explain it (it began before the last fault healed, or the
  * seed breaks links at random) or the run's end does (join_failed). One
  * told "no run in progress" though the swarm runs leaves too, counted, not
- * failed: a known answer of the engine (join_no_run).
+ * failed: a known answer of the engine (join_no_run). Both fail a seed of
+ * a named scenario whose joiners must load the run's state (must_join).
  *
  * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
  *                  [--no-spikes] [--crash-only] [--summary] [--digest] [--trace] [-v]
+ *                  [--scenario long-freeze|total-break|stopped-donor|churn]
  * --no-spikes turns the delay spikes off and --crash-only skips every
  * fault but crashes (the seeds draw the same otherwise): they narrow a
  * failing seed down. --weak-liveness leaves out the strict liveness check
@@ -76,6 +78,31 @@
  * alike print the same (tests/sim/digests/). Joiners and restarts draw from
  * a stream of their own: the swarm and its faults are those the seed drew
  * before they existed.
+ *
+ * --scenario NAME runs a named scenario (issue 22: each real-world failure
+ * a scenario of the simulator): every seed keeps its network and jobs,
+ * but its faults, joiners and equivocation give way to a fixed schedule,
+ * from 1 s after the swarm exists (bound: the round timeout, 20 s):
+ *
+ *   long-freeze    the laptop that slept: the primary (the smallest id of
+ *                  the swarm) is frozen for 2.25 bounds; 2 nodes in even
+ *                  seeds, 3..6 in odd ones;
+ *   total-break    every node isolated at once for 1.25 bounds; 2..6 nodes;
+ *   stopped-donor  split and reset: all but node 0 crash; 2 s later node 0
+ *                  freezes for 1.5 bounds, and 0.5 s into that two joiners
+ *                  start: they must load the run's state (from node 0 once
+ *                  it resumes), so a joiner that cannot, or is told "no run
+ *                  in progress", fails the seed; 2..4 nodes;
+ *   churn          for 3 bounds, every 2 s a random running node crashes
+ *                  (a restart follows 1 s later) and another freezes for
+ *                  2..6 s, while half the swarm stays running; 4..6 nodes.
+ *
+ * The swarm's size is forced as listed, and the run made longer: every
+ * step takes 2 s more than the compute time drawn, and there are enough
+ * rounds to go on for 20 s past healing at that pace (the last fault over,
+ * the crashed evicted), where the strict liveness check starts. The checks
+ * are the same. A scenario draws from a stream of its own: plain seeds run
+ * as they did.
  *
  * The program is three files around sim_chaos.h (which says what each
  * owns): this one, the trainer model, the simulator's hooks and a seed's
@@ -92,6 +119,7 @@
 #include "sim_chaos.h"
 
 bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace;
+int opt_named = SCEN_NONE;
 /* Over every seed run, for the last lines. */
 chaos_totals totals;
 
@@ -191,9 +219,9 @@ static void submit_next(scenario *sc, job *j) {
   if (no != r) fail(sc, "node %d: submit of round %d returned %" PRId64, j->node, r, no);
 }
 
-/* Compute time before a step. */
+/* Compute time before a step (a named scenario's pace on top). */
 static uint64_t step_delay(scenario *sc) {
-  return sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns);
+  return sim_rng_range(sim_rand(sc->s), 0, sc->compute_max_ns) + sc->pace_ns;
 }
 
 /* True when job |j| has nothing more to run, or is gone. */
@@ -325,13 +353,14 @@ static void start_joiner(scenario *sc, int kind, int of) {
  * before the last one healed, or links break at random), or the run's end
  * does: a fetch that began as the first jobs finished may be asked, once,
  * for a snapshot one step past the newest offered (ded_node.c,
- * state_tick), a round that never comes. */
+ * state_tick), a round that never comes. Always a failure where a named
+ * scenario says the joiners must load the run's state (must_join). */
 static void join_failed(scenario *sc, job *j, const char *what, int status) {
   bool faults = sc->reset_prob > 0 || j->start_ns < sc->heal_ns;
   bool end = sc->over_ns && j->fetching && sc->over_ns < j->fetch_ns + 5 * SEC;
   say(sc, "GIVE UP n%d: %s: %s%s", j->node, what, ded_strerror(status),
       faults ? " (faults explain it)" : end ? " (the run was ending)" : "");
-  if (!faults && !end)
+  if ((!faults && !end) || sc->must_join)
     fail(sc, "node %d (a %s) could not join: %s: %s", j->node,
          j->kind == K_RESTART ? "restart" : "joiner", what, ded_strerror(status));
   totals.gave_up_faults += faults;
@@ -353,6 +382,9 @@ static void join_failed(scenario *sc, job *j, const char *what, int status) {
  */
 static void join_no_run(scenario *sc, job *j) {
   say(sc, "GIVE UP n%d: the fetch found no run in progress (engine: wrong, see above)", j->node);
+  if (sc->must_join) /* a named scenario where it must load the run's state */
+    fail(sc, "node %d (a %s) found no run in progress: it would start a model of its own",
+         j->node, j->kind == K_RESTART ? "restart" : "joiner");
   j->no_run = true;
   j->gave_up = true;
   j->loading = false;
@@ -462,6 +494,10 @@ static void hook_timer(void *user, int node, uint64_t tag) {
     sim_stop(sc->s);
     return;
   }
+  if (tag == TAG_CHURN) {
+    churn_tick(sc);
+    return;
+  }
   if (tag >= TAG_EQUIVOCATE) {
     if (sc->verbose)
       printf("%12.6f FAULT equivocate n%d -> n%d for %.3f s\n", (double)sim_now(sc->s) / 1e9,
@@ -554,11 +590,18 @@ static void hook_log(void *user, int node, int level, const char *line) {
 /* ---------------------------------------------------------------- a seed */
 
 static void print_summary(scenario *sc, int rv) {
-  printf("%s seed=%" PRIu64 " nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=",
-         rv ? "FAIL" : "ok", sc->seed, sc->n, sc->rounds, sc->buckets, sc->dtype, sc->count);
-  for (int f = 0; f < sc->nfaults; f++)
-    printf("%s%s@%.2fs(n%d)", f ? "," : "", fault_name[sc->faults[f].kind],
-           (double)sc->faults[f].at_ns / 1e9, sc->faults[f].a);
+  printf("%s seed=%" PRIu64, rv ? "FAIL" : "ok", sc->seed);
+  if (sc->named) printf(" scenario=%s", scen_name[sc->named]);
+  printf(" nodes=%d rounds=%d buckets=%d dtype=%u count=%" PRIu64 " faults=", sc->n, sc->rounds,
+         sc->buckets, sc->dtype, sc->count);
+  for (int f = 0; f < sc->nfaults; f++) {
+    printf("%s%s@%.2fs", f ? "," : "", fault_name[sc->faults[f].kind],
+           (double)sc->faults[f].at_ns / 1e9);
+    if (sc->faults[f].a == A_PRIMARY) /* a named scenario's, that never struck */
+      printf("(primary)");
+    else
+      printf("(n%d)", sc->faults[f].a);
+  }
   int reloads = 0;
   for (int i = sc->n; i < sc->used; i++) {
     const job *j = &sc->jobs[i];
@@ -574,7 +617,9 @@ static void print_summary(scenario *sc, int rv) {
   if (reloads) printf(" reloads=%d", reloads);
   printf(" reset=%g spike=%g t=%.2fs%s%s\n", sc->reset_prob, sc->spike_prob,
          (double)sim_now(sc->s) / 1e9, rv ? ": " : "", rv ? sc->why : "");
-  if (rv) printf("  replay: sim_chaos --seed %" PRIu64 " -v\n", sc->seed);
+  if (rv)
+    printf("  replay: sim_chaos%s%s --seed %" PRIu64 " -v\n", sc->named ? " --scenario " : "",
+           sc->named ? scen_name[sc->named] : "", sc->seed);
 }
 
 static void count_totals(const scenario *sc) {
@@ -641,6 +686,7 @@ static int run_seed(uint64_t seed, bool verbose) {
   sim_rng_seed(&sc->extra, seed ^ 0x701e5e5ull);
   sc->n = (int)sim_rng_range(&pick, 2, 16);
   if (sim_rng_chance(&pick, 0.08)) sc->n = (int)sim_rng_range(&pick, 17, MAX_NODES);
+  if (opt_named) named_swarm(sc, opt_named); /* before anything drawn per node */
   sc->rounds = (int)sim_rng_range(&pick, 6, 16);
   sc->buckets = (int)sim_rng_range(&pick, 1, 3);
   sc->dtype = sim_rng_chance(&pick, 0.5) ? DED_DTYPE_F32 : DED_DTYPE_F64;
@@ -693,9 +739,13 @@ static int run_seed(uint64_t seed, bool verbose) {
   /* Faults hit the first part of the run (about the first half of the
    * rounds at the longest compute time); the rest is the liveness phase. */
   uint64_t safety_end = 100 * MS + (uint64_t)sc->rounds / 2 * (sc->compute_max_ns + 200 * MS) / (uint64_t)sc->buckets;
-  draw_faults(sc, &pick, safety_end);
-  draw_joiners(sc, safety_end);
-  draw_equivocation(sc, safety_end);
+  if (sc->named) {
+    named_schedule(sc);
+  } else {
+    draw_faults(sc, &pick, safety_end);
+    draw_joiners(sc, safety_end);
+    draw_equivocation(sc, safety_end);
+  }
   draw_p0(sc);
   sim_hooks hooks = {sc,         hook_round_done,    hook_started,   hook_timer,
                      hook_log,   hook_event,         hook_want_snapshot, hook_state_done};
@@ -713,7 +763,7 @@ static int run_seed(uint64_t seed, bool verbose) {
     sc->jobs[i].first_round = 0;
     sim_node_setup(sc->s, i, &sc->jobs[i].params);
   }
-  const uint64_t limit_ns = 900 * SEC;
+  const uint64_t limit_ns = sc->named ? 3600 * SEC : 900 * SEC; /* named: longer runs */
   sim_run(sc->s, limit_ns);
   check_jobs(sc, limit_ns);
   for (int r = 0; r < sc->rounds && !sc->failures; r++) check_round(sc, r);
@@ -751,10 +801,13 @@ int main(int argc, char **argv) {
       opt_digest = true;
     else if (!strcmp(argv[i], "--trace"))
       opt_trace = true;
+    else if (!strcmp(argv[i], "--scenario") && i + 1 < argc && scen_of(argv[i + 1]) > 0)
+      opt_named = scen_of(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--seeds N] [--first S] [--seed S] [--weak-liveness] [--no-spikes] "
-              "[--crash-only] [--summary] [--digest] [--trace] [-v]\n",
+              "[--crash-only] [--summary] [--digest] [--trace] [-v]\n"
+              "       [--scenario long-freeze|total-break|stopped-donor|churn]\n",
               argv[0]);
       return 2;
     }
@@ -762,7 +815,11 @@ int main(int argc, char **argv) {
   if (one) seeds = 1;
   int failed = 0;
   for (uint64_t s = first; s < first + seeds; s++) failed += run_seed(s, verbose);
-  printf("sim_chaos: %" PRIu64 " seeds, %d failed\n", seeds, failed);
+  if (opt_named)
+    printf("sim_chaos: scenario %s: %" PRIu64 " seeds, %d failed\n", scen_name[opt_named], seeds,
+           failed);
+  else
+    printf("sim_chaos: %" PRIu64 " seeds, %d failed\n", seeds, failed);
   printf("sim_chaos: seeds with joiners %d, with restarts %d, with reloads %d; joiners and "
          "restarts: loaded %d (%d at the run's end), found no run in progress %d (and left), "
          "gave up %d (explained: by faults %d, by the run's end %d); reloads %d (%d failed); "

@@ -35,9 +35,13 @@
 
 #define MAX_NODES 64 /* the swarm at the start */
 #define MAX_JOINERS 3
-#define MAX_ROUNDS 24 /* 6..16, and up to 8 more where jobs join */
-#define MAX_FAULTS 6
-#define MAX_JOBS (MAX_NODES + MAX_JOINERS + MAX_FAULTS) /* restarts: one per crash at most */
+#define DRAWN_MAX_ROUNDS 24 /* a seed's rounds: 6..16, and up to 8 more where jobs join */
+#define MAX_ROUNDS 160      /* a named scenario's run is longer (named_schedule) */
+#define MAX_FAULTS 6        /* drawn per seed */
+#define FAULT_SLOTS 64      /* a named scenario's schedule may hold more (churn) */
+/* Restarts: one per drawn crash at most; a named scenario's swarm (6 at
+ * most), joiners and restarts (churn: 30) fit as well. */
+#define MAX_JOBS (MAX_NODES + MAX_JOINERS + MAX_FAULTS)
 #define MS 1000000ull
 #define SEC 1000000000ull
 
@@ -121,7 +125,7 @@ typedef struct scenario {
     uint64_t at_ns, len_ns;
     bool restart;         /* a crash: a new process follows */
     uint64_t restart_ns;  /* how long after the crash */
-  } faults[MAX_FAULTS];
+  } faults[FAULT_SLOTS];
   /* A reducer that equivocates: |liar| alters what it sends |victim| from
    * |equiv_ns| for |equiv_len_ns| (liar < 0: none). */
   int liar, victim;
@@ -137,6 +141,14 @@ typedef struct scenario {
   int noffers;
   int snap_refused, reload_failed;
   uint64_t over_ns; /* a job ran its last round */
+  /* A named scenario (--scenario): its schedule replaces the drawn faults,
+   * joiners and equivocation (named: SCEN_NONE otherwise). */
+  int named;
+  sim_rng named_rng;     /* its choices: a stream of their own */
+  uint64_t pace_ns;      /* added to every step's compute time (0: none) */
+  bool must_join;        /* a joiner that does not load the run's state fails */
+  int churn_ticks;       /* churn: ticks left (TAG_CHURN), every churn_every_ns */
+  uint64_t churn_every_ns;
   job jobs[MAX_JOBS];
   int failures;
   char why[512];
@@ -144,12 +156,20 @@ typedef struct scenario {
 
 enum { F_CRASH, F_FREEZE, F_PARTITION, F_ISOLATE };
 extern const char *const fault_name[]; /* by kind: "crash", ... */
+/* A fault's node |a| that is the primary of the first swarm (the smallest
+ * id among its live nodes), found when the fault strikes. */
+#define A_PRIMARY (-1)
+
+/* Named scenarios (--scenario NAME, sim_chaos_sched.c). */
+enum { SCEN_NONE, SCEN_LONG_FREEZE, SCEN_TOTAL_BREAK, SCEN_STOPPED_DONOR, SCEN_CHURN, SCEN_COUNT };
+extern const char *const scen_name[SCEN_COUNT]; /* by SCEN_*: "none", "long-freeze", ... */
 /* Timers of the scenario (node -1) carry a kind and an index. */
 #define TAG_FAULT (1ull << 40)
 #define TAG_LEAVE (1ull << 41)
 #define TAG_JOIN (1ull << 42)
 #define TAG_RESTART (1ull << 43)
 #define TAG_EQUIVOCATE (1ull << 44)
+#define TAG_CHURN (1ull << 45)
 /* Timers of a job. */
 enum { TAG_SUBMIT = 0, TAG_FETCH = 1, TAG_OFFER = 2, TAG_GIVE_UP = 3 };
 
@@ -167,6 +187,7 @@ static inline size_t state_bytes(const scenario *sc) { return sc->count * es_of(
 
 /* Options of the run (main). */
 extern bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace;
+extern int opt_named; /* --scenario: SCEN_* */
 
 /* sim_chaos.c */
 /* Records the seed's first failure (its message) and counts every one. */
@@ -188,5 +209,16 @@ void draw_joiners(scenario *sc, uint64_t safety_end_ns);
 void draw_equivocation(scenario *sc, uint64_t safety_end_ns);
 void arm_faults(scenario *sc);
 void apply_fault(scenario *sc, int fi);
+/* A named scenario: the swarm's size (right after the seed drew its own,
+ * before anything drawn per node), then the schedule in place of
+ * draw_faults, draw_joiners and draw_equivocation. Neither draws from the
+ * seed's streams (named_rng is the scenario's): the network and the jobs
+ * are what the seed draws for a swarm of that size. */
+void named_swarm(scenario *sc, int named);
+void named_schedule(scenario *sc);
+/* churn: one tick (TAG_CHURN). */
+void churn_tick(scenario *sc);
+/* SCEN_* of |name|, or -1. */
+int scen_of(const char *name);
 
 #endif /* SIM_CHAOS_H */

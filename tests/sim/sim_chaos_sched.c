@@ -2,20 +2,44 @@
  * sim_chaos_sched.c: the fault schedule of the fault-schedule tier
  * (sim_chaos.h): what a seed draws (faults, joiners and restarts, an
  * equivocating reducer), arming it once the swarm exists, and applying
- * each fault. Every draw here is from a stream of the seed in a fixed
- * order: moving or adding one changes what the seeds run.
+ * each fault; and the named scenarios (--scenario), fixed schedules that
+ * replace what a seed draws of these. Every draw here is from a stream of
+ * the seed in a fixed order: moving or adding one changes what the seeds
+ * run. The named scenarios draw from a stream of their own (named_rng),
+ * so a seed without one runs as it did.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "sim_chaos.h"
 
+/* Named scenarios: the first fault, after the swarm exists; the least a
+ * step takes; how long the rounds go on past healing at that pace. */
+#define SCEN_AT_NS (1 * SEC) /* the first fault, after the swarm exists */
+#define PACE_NS (2 * SEC)
+#define TAIL_NS (20 * SEC)
+
 const char *const fault_name[] = {"crash", "freeze", "partition", "isolate"};
+const char *const scen_name[SCEN_COUNT] = {"none", "long-freeze", "total-break", "stopped-donor",
+                                           "churn"};
 
 /* ---------------------------------------------------------------- faults */
 
+/* The primary of the first swarm: the smallest id among its live nodes
+ * (the engine's primary of a round of theirs, ded_coord.c), or -1. */
+static int primary_of(const scenario *sc) {
+  int p = -1;
+  for (int i = 0; i < sc->n; i++)
+    if (!sc->jobs[i].crashed && sim_up(sc->s, i) &&
+        (p < 0 || memcmp(sc->jobs[i].id, sc->jobs[p].id, DED_ID_BYTES) < 0))
+      p = i;
+  return p;
+}
+
 void apply_fault(scenario *sc, int fi) {
-  const struct fault *f = &sc->faults[fi];
+  struct fault *f = &sc->faults[fi];
   if (opt_crash_only && f->kind != F_CRASH) return;
+  if (f->a == A_PRIMARY && (f->a = primary_of(sc)) < 0) return;
   if (sc->verbose)
     printf("%12.6f FAULT %s n%d%s%.0d for %.3f s\n", (double)sim_now(sc->s) / 1e9,
            fault_name[f->kind], f->a, f->kind == F_PARTITION ? " | n" : "",
@@ -83,7 +107,7 @@ void draw_joiners(scenario *sc, uint64_t safety_end_ns) {
     restarts += ft->restart;
   }
   sc->slots = sc->n + sc->nj + restarts;
-  if (sc->slots > sc->n) sc->rounds += (int)sim_rng_range(x, 2, MAX_ROUNDS - 16);
+  if (sc->slots > sc->n) sc->rounds += (int)sim_rng_range(x, 2, DRAWN_MAX_ROUNDS - 16);
 }
 
 /* In a quarter of the seeds with three nodes or more, one of the first
@@ -117,9 +141,147 @@ void arm_faults(scenario *sc) {
     sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
   }
   if (sc->liar >= 0) sim_at(sc->s, -1, sc->equiv_ns + now, TAG_EQUIVOCATE);
+  if (sc->churn_ticks > 0) sim_at(sc->s, -1, now + SCEN_AT_NS, TAG_CHURN);
   sc->joins_pending = sc->nj;
   for (int k = 0; k < sc->nj; k++) {
     sc->join_ns[k] += now;
     sim_at(sc->s, -1, sc->join_ns[k], TAG_JOIN + (uint64_t)k);
   }
+}
+
+/* ---------------------------------------------------------------- named scenarios
+ *
+ * Each replaces the faults, joiners and equivocation a seed draws with a
+ * fixed schedule, from 1 s after the swarm exists (arm_faults); the
+ * network and the jobs are the seed's. bound is the round timeout. A
+ * scenario's run is longer than a seed's: every step takes pace_ns more
+ * than the compute time the seed draws, and the jobs run enough rounds to
+ * go on at that pace for TAIL_NS past healing (a swarm left fast would
+ * otherwise run out of rounds before a frozen node came back).
+ */
+
+int scen_of(const char *name) {
+  for (int k = SCEN_NONE + 1; k < SCEN_COUNT; k++)
+    if (!strcmp(name, scen_name[k])) return k;
+  return -1;
+}
+
+void named_swarm(scenario *sc, int named) {
+  sc->named = named;
+  sim_rng_seed(&sc->named_rng, sc->seed ^ 0x5ce4a210ull);
+  sim_rng *x = &sc->named_rng;
+  switch (named) {
+  case SCEN_LONG_FREEZE: /* the primary of two, or of a larger swarm */
+    sc->n = sc->seed % 2 == 0 ? 2 : (int)sim_rng_range(x, 3, 6);
+    break;
+  case SCEN_TOTAL_BREAK: sc->n = (int)sim_rng_range(x, 2, 6); break;
+  case SCEN_STOPPED_DONOR: sc->n = (int)sim_rng_range(x, 2, 4); break;
+  case SCEN_CHURN: sc->n = (int)sim_rng_range(x, 4, 6); break;
+  default: abort();
+  }
+}
+
+static struct fault *add_fault(scenario *sc, int kind, int a, uint64_t at_ns, uint64_t len_ns) {
+  if (sc->nfaults >= FAULT_SLOTS) abort();
+  struct fault *f = &sc->faults[sc->nfaults++];
+  memset(f, 0, sizeof *f);
+  f->kind = kind;
+  f->a = f->b = a;
+  f->at_ns = at_ns;
+  f->len_ns = len_ns;
+  return f;
+}
+
+/* A crash at |at_ns| is over once the crashed node is evicted (draw_faults). */
+static uint64_t crash_over(const scenario *sc, uint64_t at_ns) {
+  return at_ns + sc->round_timeout_ns / 2 + 2 * SEC;
+}
+
+void named_schedule(scenario *sc) {
+  const uint64_t bound = sc->round_timeout_ns, at = SCEN_AT_NS;
+  sc->nfaults = 0;
+  sc->nj = 0;
+  sc->liar = sc->victim = -1;
+  sc->heal_ns = 0;
+  int restarts = 0;
+  switch (sc->named) {
+  case SCEN_LONG_FREEZE:
+    /* The laptop that slept (issue 22): the primary stops for 2.25 bounds,
+     * its connections open; the others evict it at half the bound (two
+     * cannot: they need the primary for a quorum) and it comes back far
+     * behind. */
+    add_fault(sc, F_FREEZE, A_PRIMARY, at, bound * 9 / 4);
+    sc->heal_ns = at + bound * 9 / 4;
+    break;
+  case SCEN_TOTAL_BREAK:
+    /* Every node cut off from every other at once, past the bound: each
+     * member's round ends at the bound without the others; then all heal. */
+    for (int a = 0; a < sc->n; a++) add_fault(sc, F_ISOLATE, a, at, bound * 5 / 4);
+    sc->heal_ns = at + bound * 5 / 4;
+    break;
+  case SCEN_STOPPED_DONOR: {
+    /* Issue 22's split and reset: all but node 0 die; node 0, the run's
+     * last holder, stops for 1.5 bounds; two joiners arrive meanwhile and
+     * must load the run's state from it once it resumes. */
+    for (int a = 1; a < sc->n; a++) add_fault(sc, F_CRASH, a, at, 0);
+    uint64_t stop = at + 2 * SEC;
+    add_fault(sc, F_FREEZE, 0, stop, bound * 3 / 2);
+    sc->nj = 2;
+    for (int k = 0; k < sc->nj; k++) sc->join_ns[k] = stop + 500 * MS;
+    sc->heal_ns = crash_over(sc, at);
+    if (stop + bound * 3 / 2 > sc->heal_ns) sc->heal_ns = stop + bound * 3 / 2;
+    sc->must_join = true;
+    break;
+  }
+  case SCEN_CHURN:
+    /* For 3 bounds, every 2 s: a live node crashes (a restart follows 1 s
+     * later) and another freezes for 2..6 s (churn_tick). */
+    sc->churn_every_ns = 2 * SEC;
+    sc->churn_ticks = (int)((3 * bound + sc->churn_every_ns - 1) / sc->churn_every_ns);
+    restarts = sc->churn_ticks;
+    {
+      uint64_t last = at + (uint64_t)(sc->churn_ticks - 1) * sc->churn_every_ns;
+      sc->heal_ns = crash_over(sc, last);
+      if (last + 6 * SEC > sc->heal_ns) sc->heal_ns = last + 6 * SEC;
+    }
+    break;
+  default: abort();
+  }
+  sc->slots = sc->n + sc->nj + restarts;
+  if (sc->slots > MAX_JOBS) abort();
+  sc->pace_ns = PACE_NS;
+  uint64_t steps = (sc->heal_ns + TAIL_NS + PACE_NS - 1) / PACE_NS;
+  sc->rounds = (int)steps * sc->buckets;
+  if (sc->rounds > MAX_ROUNDS) abort();
+}
+
+/* One tick of churn: a random live node (running, not frozen) crashes and
+ * restarts 1 s later, and another freezes for 2..6 s, as long as half of
+ * the first swarm's size stays running and unfrozen (a restart that has
+ * not loaded the run's state yet does not count). */
+void churn_tick(scenario *sc) {
+  if (sc->leaving || sc->churn_ticks <= 0) return;
+  sim_rng *x = &sc->named_rng;
+  int up[MAX_JOBS], k = 0;
+  for (int i = 0; i < sc->used; i++) {
+    const job *j = &sc->jobs[i];
+    if (j->scheduled && !j->crashed && !j->gave_up && !j->loading && sim_up(sc->s, i) &&
+        !sim_frozen(sc->s, i))
+      up[k++] = i;
+  }
+  uint64_t now = sim_now(sc->s);
+  for (int what = 0; what < 2 && 2 * (k - 1) >= sc->n && sc->nfaults < FAULT_SLOTS; what++) {
+    int pick = (int)sim_rng_range(x, 0, (uint64_t)k - 1);
+    int a = up[pick];
+    up[pick] = up[--k];
+    if (what == 0) {
+      struct fault *f = add_fault(sc, F_CRASH, a, now, 0);
+      f->restart = true;
+      f->restart_ns = 1 * SEC;
+    } else {
+      add_fault(sc, F_FREEZE, a, now, sim_rng_range(x, 2000, 6000) * MS);
+    }
+    apply_fault(sc, sc->nfaults - 1);
+  }
+  if (--sc->churn_ticks > 0) sim_at(sc->s, -1, now + sc->churn_every_ns, TAG_CHURN);
 }
