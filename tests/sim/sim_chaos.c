@@ -645,7 +645,7 @@ static void count_totals(const scenario *sc) {
 }
 
 static void free_scenario(scenario *sc) {
-  for (int i = 0; i < sc->used; i++) {
+  for (int i = 0; i < sc->slots; i++) { /* every slot has a P, started or not */
     for (int r = 0; r < MAX_ROUNDS; r++) {
       free(sc->jobs[i].in[r]);
       free(sc->jobs[i].buf[r]);
