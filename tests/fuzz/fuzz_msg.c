@@ -271,8 +271,9 @@ static void fuzz_state_offer(const uint8_t *p, size_t len, uint8_t *out, size_t 
     }
   }
   if (m.status == DED_STATE_OFFER)
+    /* No lineage, with attempt 0: a backbone's checkpoint (protocol 12). */
     FUZZ_CHECK(m.round > 0 && m.step_rounds >= 1 && m.step_rounds <= DED_STATE_STEP_ROUNDS_MAX &&
-               m.nlin >= 1);
+               (m.nlin >= 1) == (m.lin_attempt != 0));
   if (m.status == DED_STATE_FOUNDING)
     FUZZ_CHECK(m.round == 0 && m.nlin == 1 && !ded_lin_client(m.lin, 1, 0) && m.step_rounds == 0);
   ded_wr w = ded_wr_init(out, cap);

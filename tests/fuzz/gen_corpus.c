@@ -926,6 +926,16 @@ static void gen_msg(void) {
   frame_state_offer(&f, &so);
   write_msg("state_offer_k9_len_max", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
+  /* A backbone's checkpoint: no lineage, attempt 0 (protocol 12). */
+  so.round = 40;
+  so.step_rounds = 2;
+  so.len = 4196;
+  so.lin_attempt = 0;
+  so.nlin = 0;
+  so.lin = NULL;
+  frame_state_offer(&f, &so);
+  write_msg("state_offer_checkpoint", &f, f.len - DED_FRAME_HDR_BYTES);
+  gbuf_reset(&f);
   frame_state_status(&f, DED_STATE_FRESH, 0, 0);
   write_msg("state_offer_fresh", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);

@@ -32,7 +32,7 @@ static void test_swarm_key_suspect(void **state) {
       {"correct horse battery staple", NULL},
       {"a passphrase of sixty characters that are not all hex digits", NULL},
       {HEX64 "0", "65 hex digits: a key has 64; a typo? (a passphrase of hex digits only is refused)"},
-      {HEX64 + 1, "63 hex digits: a key has 64; a typo? (a passphrase of hex digits only is refused)"},
+      {&HEX64[1], "63 hex digits: a key has 64; a typo? (a passphrase of hex digits only is refused)"},
       {"0123456789012345", "16 hex digits: a key has 64; a typo?"},
       {"deadbeef", "8 hex digits"},
       {" " HEX64, "64 hex digits with blanks around them: a key is the digits alone; remove the blanks"},
@@ -52,7 +52,7 @@ static void test_swarm_key_suspect(void **state) {
   /* The derivation refuses it too, whoever calls it. */
   uint8_t run[DED_RUN_ID_BYTES], psk[DED_SWARM_KEY_BYTES], want[DED_SWARM_KEY_BYTES];
   unit_run_id(run);
-  assert_int_equal(ded_swarm_key_derive(HEX64 + 1, 63, run, psk), DED_ERR_INVALID_ARG);
+  assert_int_equal(ded_swarm_key_derive(&HEX64[1], 63, run, psk), DED_ERR_INVALID_ARG);
   assert_int_equal(ded_swarm_key_derive(" " HEX64, 65, run, psk), DED_ERR_INVALID_ARG);
   assert_int_equal(ded_swarm_key_derive(HEX64, 64, run, psk), 0);
   assert_int_equal(ded_hex_decode(HEX64, 64, want, sizeof want), 0);
@@ -99,7 +99,7 @@ static void test_swarm_key_sources(void **state) {
   assert_non_null(mkdtemp(dir));
   expect(NULL, NULL, NULL); /* no secret: an open run */
   expect(HEX64, NULL, NULL);
-  expect(HEX64 + 1, NULL, "DEDMPI_SWARM_KEY: 63 hex digits: a key has 64");
+  expect(&HEX64[1], NULL, "DEDMPI_SWARM_KEY: 63 hex digits: a key has 64");
   expect("short", NULL, "DEDMPI_SWARM_KEY: expected 64 hex digits or a passphrase of 16");
   expect(NULL, key_file("ok", HEX64 "  \n# the rest is not read\n", 0600), NULL);
   expect(NULL, key_file("ok_pass", "correct horse battery staple\n", 0400), NULL);
