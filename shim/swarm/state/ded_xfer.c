@@ -1,3 +1,9 @@
+/*
+ * ded_xfer.c: the joiner side of state transfer (see ded_xfer.h): asking,
+ * choosing a snapshot, fetching its ranges from every donor that offers
+ * it, founding's search for the first contributor's state, fetch and
+ * reload. The donor side is in ded_donor.c.
+ */
 #include "ded_xfer.h"
 
 #include <limits.h>
@@ -12,8 +18,6 @@
 #define DED_XFER_TRIES 3 /* asks before a fetch gives up */
 #define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
 #define STATE_WINDOW 16 /* ranges asked of one donor at once: 4 MiB in flight */
-#define STATE_SNAP_IDLE_NS (60ull * 1000 * 1000 * 1000)
-#define STATE_SNAP_BUSY_NS (1000ull * 1000 * 1000) /* served this recently: in use */
 
 static void state_fill(ded_node *node);
 static void state_finish(ded_node *node, uint64_t now_ns);
@@ -22,239 +26,6 @@ static uint64_t state_stall_ns(const ded_node *node) {
   return DED_MAX(8 * node->s.deadline_floor_ns, 2000000000ull);
 }
 
-static void state_snap_drop(ded_node *node) {
-  ded_xfer *st = &node->xfer;
-  ded_mem_free(node->mem, st->snap.bytes);
-  ded_mem_free(node->mem, st->snap_lin);
-  memset(&st->snap, 0, sizeof st->snap);
-  st->snap_lin = NULL;
-  st->snap_nlin = 0;
-  st->have_snap = false;
-  st->snap_kept = false;
-}
-
-static void state_found_drop(ded_node *node) {
-  ded_xfer *st = &node->xfer;
-  ded_mem_free(node->mem, st->found.bytes);
-  memset(&st->found, 0, sizeof st->found);
-  st->have_found = false;
-}
-
-static void state_send_offer(ded_node *node, ded_peer *to, uint8_t status, uint64_t round,
-                             uint64_t digest) {
-  ded_xfer *st = &node->xfer;
-  ded_msg_state_offer m;
-  memset(&m, 0, sizeof m);
-  m.status = status;
-  m.round = round;
-  m.digest = digest;
-  uint8_t origin[DED_LIN_BYTES(1)];
-  if (status == DED_STATE_OFFER) {
-    m.round = st->snap.round;
-    m.pos = st->snap.pos;
-    m.digest = st->snap.digest;
-    m.step_rounds = st->snap.step_rounds;
-    m.len = st->snap.len;
-    m.lin_attempt = st->snap_lin_attempt;
-    m.nlin = (uint16_t)st->snap_nlin;
-    m.lin = st->snap_lin ? (const uint8_t *)st->snap_lin : origin; /* none: a checkpoint */
-    st->snap_used_ns = node->now_ns;
-  } else if (status == DED_STATE_FOUNDING) {
-    m.round = 0;
-    m.digest = st->found.digest;
-    m.len = st->found.len;
-    memcpy(origin, st->found_origin, DED_ID_BYTES);
-    origin[DED_ID_BYTES] = 0; /* not a client */
-    m.nlin = 1;
-    m.lin = origin;
-    st->found_used_ns = node->now_ns;
-  }
-  size_t cap = DED_STATE_OFFER_FRAME_BYTES(m.nlin);
-  uint8_t *frame = ded_mem_malloc(node->mem, cap);
-  if (!frame || !to->conn) {
-    ded_mem_free(node->mem, frame);
-    return;
-  }
-  ded_wr w = ded_wr_init(frame, cap);
-  ded_msg_state_offer_encode(&w, &m);
-  DED_ASSERT(!w.err && w.pos == cap);
-  ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, cap);
-}
-
-/* A snapshot recent enough to offer: taken in the step the trainer is in. */
-static bool state_snap_fresh(const ded_node *node, uint64_t min_round) {
-  const ded_xfer *st = &node->xfer;
-  return st->have_snap && st->snap.round >= min_round &&
-         st->snap.round + st->snap.step_rounds >= node->rounds.next;
-}
-
-static bool id_is_zero(const uint8_t id[DED_ID_BYTES]) {
-  for (unsigned i = 0; i < DED_ID_BYTES; i++)
-    if (id[i]) return false;
-  return true;
-}
-
-/* A founding ask: the state |origin| brought to the run's first round. */
-static void state_on_found_ask(ded_node *node, ded_peer *p, const uint8_t origin[DED_ID_BYTES]) {
-  ded_xfer *st = &node->xfer;
-  if (st->have_found && memcmp(st->found_origin, origin, DED_ID_BYTES) == 0)
-    state_send_offer(node, p, DED_STATE_FOUNDING, 0, 0);
-  else if (st->founding && (st->phase == DED_XFER_ASKING || st->phase == DED_XFER_FETCHING) &&
-           memcmp(st->cands[st->cand], origin, DED_ID_BYTES) == 0)
-    /* Seeking it ourselves: round 1 when a peer is sending it to us. */
-    state_send_offer(node, p, DED_STATE_PENDING, st->phase == DED_XFER_FETCHING, 0);
-  else if (st->have_found && !st->found_asked)
-    state_send_offer(node, p, DED_STATE_PENDING, 0, 0); /* our round 0 is still to report */
-  else
-    state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-}
-
-void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
-  ded_xfer *st = &node->xfer;
-  ded_peer *p = c->peer;
-  if (!id_is_zero(m->origin)) {
-    state_on_found_ask(node, p, m->origin);
-    return;
-  }
-  if (node->s.no_rounds) { /* a backbone: its checkpoint, if it may offer it */
-    ded_keep_on_ask(node, p, m);
-    return;
-  }
-  if (node->leaving || st->phase == DED_XFER_ASKING ||
-      st->phase == DED_XFER_FETCHING || !node->cb.want_snapshot) {
-    state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    return;
-  }
-  if (!node->lin.ever_members) { /* not past the first round's rendezvous */
-    state_send_offer(node, p, DED_STATE_FRESH, 0, 0);
-    return;
-  }
-  /* A snapshot being fetched right now is offered too, even if the trainer
-   * moved on: replacing it would cut off the joiners fetching it. */
-  if (state_snap_fresh(node, m->min_round) ||
-      (st->have_snap && st->snap.round >= m->min_round &&
-       node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS)) {
-    state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
-    return;
-  }
-  /* Answered once the driver hands us a snapshot. */
-  ded_xfer_asker *a = NULL;
-  for (size_t i = 0; i < st->naskers && !a; i++)
-    if (memcmp(st->askers[i].id, p->id, DED_ID_BYTES) == 0) a = &st->askers[i];
-  if (!a && st->naskers < DED_PEERS_MAX) {
-    if (st->naskers == st->askers_cap) {
-      size_t cap = st->askers_cap ? st->askers_cap * 2 : 8;
-      ded_xfer_asker *v = ded_mem_realloc(node->mem, st->askers, cap * sizeof *v);
-      if (!v) return;
-      st->askers = v;
-      st->askers_cap = cap;
-    }
-    a = &st->askers[st->naskers++];
-    memcpy(a->id, p->id, DED_ID_BYTES);
-    a->min_round = 0;
-  }
-  if (a) a->min_round = DED_MAX(a->min_round, m->min_round);
-  state_send_offer(node, p, DED_STATE_PENDING, node->rounds.next, 0);
-  if (!st->snap_wanted) {
-    st->snap_wanted = true;
-    node_log(node, DED_LOG_INFO, "peer %s asks for the run's state: taking a snapshot at the "
-             "trainer's next step", p->sid);
-    node->cb.want_snapshot(node->user);
-  }
-}
-
-int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
-  ded_xfer *st = &node->xfer;
-  st->snap_wanted = false;
-  bool ok = snap->round > 0 && snap->step_rounds > 0 &&
-            snap->step_rounds <= DED_STATE_STEP_ROUNDS_MAX && snap->len <= DED_STATE_BYTES_MAX &&
-            (snap->bytes || snap->len == 0);
-  /* The lineage the joiner's first round needs: round-1 must have ended
-   * here with the swarm's result, or this job cannot vouch for the state. */
-  ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
-  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0) {
-    node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
-             (unsigned long long)snap->round,
-             ok ? "this job did not finish the round before with the swarm" : "malformed");
-    ded_mem_free(node->mem, snap->bytes);
-    snap->bytes = NULL;
-    for (size_t i = 0; i < st->naskers; i++) {
-      ded_peer *p = ded_peer_find(node, st->askers[i].id);
-      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    }
-    st->naskers = 0;
-    return DED_ERR_INVALID_ARG;
-  }
-  uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(e->n));
-  if (!lin) {
-    ded_mem_free(node->mem, snap->bytes);
-    snap->bytes = NULL;
-    return DED_ERR_NOMEM;
-  }
-  snap->pos = e->end; /* where round-1 ended: the snapshot's round begins */
-  state_snap_drop(node);
-  memcpy(lin, e->ids, DED_LIN_BYTES(e->n));
-  st->snap = *snap;
-  snap->bytes = NULL;
-  st->snap_lin = lin;
-  st->snap_nlin = e->n;
-  st->snap_lin_attempt = e->attempt;
-  st->have_snap = true;
-  st->snap_used_ns = now_ns;
-  st->snap_served_ns = 0;
-  /* Askers who want a later round wait for the next snapshot, if that
-   * will be late enough; a job that is itself behind the round asked for
-   * says so rather than copy the state every step until it gets there. */
-  size_t keep = 0, offered = 0;
-  for (size_t i = 0; i < st->naskers; i++) {
-    ded_peer *p = ded_peer_find(node, st->askers[i].id);
-    if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds) {
-      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    } else if (st->askers[i].min_round > st->snap.round) {
-      st->askers[keep++] = st->askers[i];
-    } else if (p && p->conn) {
-      state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
-      offered++;
-    }
-  }
-  st->naskers = keep;
-  node_log(node, DED_LOG_INFO, "snapshot of round %llu (%llu bytes) offered to %zu peer%s%s",
-           (unsigned long long)st->snap.round, (unsigned long long)st->snap.len, offered,
-           offered == 1 ? "" : "s",
-           keep ? " (others want a later round)" : "");
-  if (keep && node->cb.want_snapshot) {
-    st->snap_wanted = true;
-    node->cb.want_snapshot(node->user);
-  }
-  return 0;
-}
-
-void ded_xfer_on_get(ded_node *node, ded_conn *c, const ded_msg_state_get *m) {
-  ded_xfer *st = &node->xfer;
-  /* Round 0 names the founding state (the state before the run's first
-   * round): no snapshot is ever of round 0. */
-  bool found = m->round == 0;
-  const ded_snapshot *snap = found ? &st->found : &st->snap;
-  if (!(found ? st->have_found : st->have_snap) || snap->round != m->round ||
-      snap->digest != m->digest) {
-    state_send_offer(node, c->peer, DED_STATE_GONE, m->round, m->digest);
-    return;
-  }
-  if (m->offset > snap->len || m->len > snap->len - m->offset) {
-    ded_conn_protocol_error(node, c, DED_ERR_PROTO, "STATE_GET beyond the snapshot");
-    return;
-  }
-  if (found)
-    st->found_used_ns = node->now_ns;
-  else
-    st->snap_used_ns = st->snap_served_ns = node->now_ns;
-  size_t total = DED_STATE_DATA_HDR_BYTES + m->len;
-  uint8_t *frame = ded_mem_malloc(node->mem, total);
-  if (!frame) return; /* the joiner's stall timer asks someone else (so on NOMEM below) */
-  ded_msg_state_data_hdr_encode(frame, m->round, m->digest, m->offset, m->len);
-  memcpy(frame + DED_STATE_DATA_HDR_BYTES, snap->bytes + m->offset, m->len);
-  ded_conn_send_owned(node, c, DED_Q_DATA, frame, total); /* bulk: behind the rounds' own traffic */
-}
 
 /* ---- joiner side ---- */
 
@@ -579,7 +350,7 @@ static void state_found_finish(ded_node *node, uint64_t now_ns) {
     return;
   }
   memcpy(copy, st->buf, st->want.len);
-  state_found_drop(node);
+  ded_xfer_found_drop(node);
   st->found.round = 0;
   st->found.len = st->want.len;
   st->found.digest = st->want.digest;
@@ -779,12 +550,7 @@ static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t roun
 /* Decides what the answers so far mean; drops donors that stall. */
 void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
-  if (st->have_snap && !st->snap_kept && !st->naskers &&
-      now_ns >= st->snap_used_ns + STATE_SNAP_IDLE_NS)
-    state_snap_drop(node);
-  if (st->have_found && st->found_asked && !st->founding &&
-      now_ns >= st->found_used_ns + STATE_SNAP_IDLE_NS)
-    state_found_drop(node);
+  ded_xfer_donor_tick(node, now_ns);
   if (st->phase == DED_XFER_ASKING) {
     state_ask_more(node);
     unsigned offers = 0, pending = 0, fresh = 0, inrun = 0;
@@ -1017,8 +783,8 @@ int ded_xfer_found(ded_node *node, const uint8_t *cands, unsigned n, uint64_t no
 
 void ded_xfer_free(ded_node *node) {
   ded_xfer *st = &node->xfer;
-  state_snap_drop(node);
-  state_found_drop(node);
+  ded_xfer_snap_drop(node);
+  ded_xfer_found_drop(node);
   ded_mem_free(node->mem, st->cands);
   ded_mem_free(node->mem, st->askers);
   for (unsigned i = 0; i < st->ndonors; i++) ded_mem_free(node->mem, st->donors[i].lin);
@@ -1032,10 +798,6 @@ bool ded_xfer_busy(const ded_node *node) {
 }
 
 /* ---- for state/ded_keep.c ---- */
-
-void ded_xfer_offer_to(ded_node *node, ded_peer *to, uint8_t status) {
-  state_send_offer(node, to, status, 0, 0);
-}
 
 bool ded_xfer_ask_peer(ded_node *node, ded_peer *p) { return state_ask_peer(node, p); }
 

@@ -31,6 +31,9 @@
  * fetching that origin's state, so jobs that could reach each other end
  * with the same one; a candidate that is this job itself ends the search.
  *
+ * Files: ded_donor.c holds the donor side (offers, ranges served, what
+ * lies unused dropped), ded_xfer.c the joiner side and founding's search.
+ *
  * Invariants: a donor offers only a snapshot of a round whose previous
  * round ended here with the swarm's result (it can vouch for the state);
  * a joiner takes a snapshot only whole and matching its digest; ranges in
@@ -124,6 +127,12 @@ typedef struct ded_xfer {
   bool snap_kept;
   bool pull;
 } ded_xfer;
+
+/* The donor side (ded_donor.c): drop the snapshot held, or the founding
+ * state; drop either once it has lain unused for a minute. */
+void ded_xfer_snap_drop(ded_node *node);
+void ded_xfer_found_drop(ded_node *node);
+void ded_xfer_donor_tick(ded_node *node, uint64_t now_ns);
 
 /* ded_node_state_fetch, without entering the node: 0 or an error. */
 int ded_xfer_fetch(ded_node *node, uint64_t now_ns);
