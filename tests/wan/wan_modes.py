@@ -12,7 +12,8 @@ Checked:
     parameter checksum (every round's result bit-identical everywhere, the
     aux peer's included);
   - the job logs show the client never listened and the plans never gave
-    it a share;
+    it a share (but for a plan of the client alone, which reduces nothing
+    for anyone: a late client's own attempt);
   - the last plan with all four (a plan may leave out a peer that was
     late for its round: later rounds go on with whoever is there) is the
     LP's and follows the bandwidths: the slow node
@@ -162,7 +163,11 @@ def main():
             if set(shares) != {1, 2, 3, 4}:
                 partial += 1
                 print("a late peer left out: " + line, flush=True)
-            if (4 in shares and (shares[4][0] != 0.0 or shares[4][1] != "client")) or \
+            # A plan of one member reduces nothing for anyone: its member
+            # keeps its own gradient, and the plan gives it the whole
+            # vector whatever its mode (a late client's attempt alone).
+            if (4 in shares and (shares[4][1] != "client" or
+                                 (len(shares) > 1 and shares[4][0] != 0.0))) or \
                     (3 in shares and shares[3][1] != "aux"):
                 fail("the client reduces, or the modes are wrong: " + line)
         full = [p for p in plans if set(p[2]) == {1, 2, 3, 4}]
