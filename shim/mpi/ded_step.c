@@ -238,6 +238,7 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   pthread_mutex_lock(&st->mu);
   if (res->round + 1 > st->next_round) st->next_round = res->round + 1;
   if (res->behind > st->behind) st->behind = res->behind;
+  if (res->diverged) st->diverged = true;
   if (res->late && !res->alone && res->swarm_round > res->round) {
     st->late_swarm = res->swarm_round;
     st->late_round = res->round;
@@ -256,6 +257,7 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
 static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle) {
   pthread_mutex_lock(&st->mu);
   uint64_t behind = st->behind;
+  if (st->diverged && behind < st->next_round) behind = st->next_round;
   if (!behind && st->late_swarm && st->step_rounds) {
     uint64_t gap = st->late_swarm - st->late_round;
     if (gap >= (uint64_t)DED_STEP_RELOAD_GAP_STEPS * st->step_rounds && gap > 2 * st->reload_gap)
@@ -264,6 +266,7 @@ static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle) {
   bool go = behind && step_begins && st->npieces > 0 && idle;
   if (go) {
     st->behind = st->late_swarm = 0; /* asked again if the swarm says so again */
+    st->diverged = false;
     st->reload_gap_pending = true;
   }
   pthread_mutex_unlock(&st->mu);

@@ -21,7 +21,8 @@
  *     taken at the next step's first all-reduce with nothing else in
  *     flight, when the pieces hold the state after every round before it;
  *   - rank 0's reload of the run's state: wanted when a round reports the
- *     job |behind| (out of step), or late while the swarm is at least
+ *     job |behind| (out of step) or |diverged| (reloaded at the round
+ *     the job is at), or late while the swarm is at least
  *     DED_STEP_RELOAD_GAP_STEPS steps ahead and more than twice as far
  *     ahead as it was first seen after the last reload (a reload that
  *     leaves the job as far behind as it was is not tried again); run
@@ -131,6 +132,7 @@ typedef struct ded_step {
   pthread_mutex_t mu;
   uint64_t next_round;
   uint64_t behind;
+  bool diverged; /* a round said this job's state is not the run's: reload where it is */
   uint64_t late_swarm, late_round, reload_gap;
   bool reload_gap_pending;
   /* Rank 0: the round the current step began at (|step_round_known|:

@@ -147,6 +147,15 @@ typedef struct ded_round_result {
   bool late;             /* the round went on without us: we fetched its result (our own
                           * input dropped; alone = false) or kept our own values (alone) */
   uint32_t recoveries;   /* failovers this round went through (0 normally) */
+  /* The round took the acceptors of an older result over rounds that had
+   * none anywhere, and another member's state goes on (its founder): this
+   * job's state is no longer the run's. Reload it at the next step's
+   * start, at the round the job is at then (ded_node_state_reload with
+   * the next round's number). */
+  bool diverged;
+  /* The same kind of round, with this job as its founder: its state is
+   * the run's from here on (the other members reload it). */
+  bool founder;
   /* Nonzero: the swarm has moved past this round for good (it was at
    * round |behind|) and this job is out of step (alone and late). Reload
    * the run's state at a step's start: ded_node_state_reload. */

@@ -126,13 +126,16 @@ static void check_plan(const ded_msg_commit *c) {
   uint64_t chunk_bytes = (uint64_t)c->chunk_elems * ded_dtype_size(c->dtype);
   FUZZ_CHECK(chunk_bytes >= DED_CHUNK_BYTES_MIN && chunk_bytes <= DED_CHUNK_BYTES_MAX);
   double total = 0.0;
-  unsigned acc = 0, primary = 0, contributors = 0;
+  unsigned acc = 0, primary = 0, contributors = 0, founders = 0;
   for (unsigned i = 0; i < c->k; i++) {
     /* Acceptors that can make a quorum: known flags only, a primary only
      * among the acceptors. */
     uint8_t fl = c->members[i].flags;
     FUZZ_CHECK((fl & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_CLIENT |
-                       DED_MEMBER_F_AUX)) == 0);
+                       DED_MEMBER_F_AUX | DED_MEMBER_F_FOUNDER)) == 0);
+    /* One founder at most, never an aux member. */
+    FUZZ_CHECK(!(fl & DED_MEMBER_F_FOUNDER) || !(fl & DED_MEMBER_F_AUX));
+    founders += (fl & DED_MEMBER_F_FOUNDER) != 0;
     FUZZ_CHECK(!(fl & DED_MEMBER_F_PRIMARY) || (fl & DED_MEMBER_F_ACCEPTOR));
     /* A client or an aux member, not both; an aux member brings no
      * vector (weight 0), the others are the contributors. */
@@ -150,7 +153,7 @@ static void check_plan(const ded_msg_commit *c) {
     total += c->members[i].weight;
   }
   FUZZ_CHECK(total > 0.0 && isfinite(total) && contributors >= 1);
-  FUZZ_CHECK(acc >= 1 && acc <= c->nacc && primary <= 1);
+  FUZZ_CHECK(acc >= 1 && acc <= c->nacc && primary <= 1 && founders <= 1);
 }
 
 /* A deep copy of a decoded plan: equal, in memory of its own. */
@@ -177,7 +180,17 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   FUZZ_CHECK(ded_dtype_size(j.dtype) != 0 && j.count > 0 && j.count <= DED_COUNT_MAX);
   FUZZ_CHECK(j.weight >= 0.0 && j.weight <= DED_WEIGHT_MAX && j.n_local > 0);
   FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT |
-                          DED_JOIN_F_DONE | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX)) == 0);
+                          DED_JOIN_F_DONE | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX |
+                          DED_JOIN_F_VOID)) == 0);
+  /* Vouching for rounds with no result: at least one round between the
+   * result named (attempt nonzero) and this one; never in a first round
+   * nor in an intent. */
+  if (j.flags & DED_JOIN_F_VOID) {
+    FUZZ_CHECK(j.void_attempt != 0 && j.void_round < j.round && j.void_round + 1 < j.round);
+    FUZZ_CHECK(!(j.flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)));
+  } else {
+    FUZZ_CHECK(j.void_round == 0 && j.void_attempt == 0);
+  }
   /* A client or an aux peer, not both. */
   FUZZ_CHECK(!(j.flags & DED_JOIN_F_CLIENT) || !(j.flags & DED_JOIN_F_AUX));
   ded_wr w = ded_wr_init(out, cap);

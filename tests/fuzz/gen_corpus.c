@@ -698,6 +698,20 @@ static void gen_msg(void) {
   frame_join(&f, 7, 0, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_CLIENT | DED_JOIN_F_AUX);
   write_msg("join_client_and_aux", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
+  {
+    /* Vouching that rounds 4 to 8 had no result anywhere (the newest
+     * result the sender holds is round 3's, attempt 0x10000abcd). */
+    ded_msg_join jv = join_of(9, 1, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_VOID);
+    jv.void_round = 3;
+    jv.void_attempt = 0x10000abcdull;
+    uint8_t fv[DED_JOIN_FRAME_BYTES + DED_JOIN_VOID_BYTES];
+    ded_wr wv = ded_wr_init(fv, sizeof fv);
+    ded_msg_join_encode(&wv, &jv);
+    FUZZ_CHECK(!wv.err && wv.pos == sizeof fv);
+    gbuf_put(&f, fv, wv.pos);
+    write_msg_variants("join_void", &f);
+    gbuf_reset(&f);
+  }
   /* Failover reports: the view the attempt was accepted in, a plan of the
    * round and one bit per shard; two members, and nine (a bitmap of two
    * bytes). One member holds one shard of two (and accepted nothing), one
@@ -786,6 +800,25 @@ static void gen_msg(void) {
     }
     frame_commit(&f, &pm);
     write_msg("commit_all_aux", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+    /* An attempt over rounds with no result: its first contributor is the
+     * founder (valid); two founders, an aux founder (not). */
+    pm = plan_of(mc, 11, attempt_of(4, ids9[3]), 0, DED_DTYPE_F64, 900, 64, ids9, w9, nl9, 9);
+    plan_later_round(&pm);
+    plan_modes(&pm);
+    pm.members[0].flags |= DED_MEMBER_F_FOUNDER;
+    frame_commit(&f, &pm);
+    write_msg_variants("commit_founder", &f);
+    gbuf_reset(&f);
+    pm.members[3].flags |= DED_MEMBER_F_FOUNDER;
+    frame_commit(&f, &pm);
+    write_msg("commit_two_founders", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
+    pm.members[0].flags &= (uint8_t)~DED_MEMBER_F_FOUNDER;
+    pm.members[3].flags &= (uint8_t)~DED_MEMBER_F_FOUNDER;
+    pm.members[2].flags |= DED_MEMBER_F_FOUNDER; /* member 2 is aux */
+    frame_commit(&f, &pm);
+    write_msg("commit_aux_founder", &f, f.len - DED_FRAME_HDR_BYTES);
     gbuf_reset(&f);
   }
   const uint16_t holders[2] = {1, 1};

@@ -252,13 +252,15 @@ static void step_start(scenario *sc, job *j) {
       j->next >= sc->rounds)
     return;
   if (j->want && j->next > 0) offer_state(sc, j);
-  if (j->behind > (uint64_t)j->next) {
-    uint64_t min_round = j->behind;
+  if (j->behind > (uint64_t)j->next || j->refound) {
+    uint64_t min_round = j->behind > (uint64_t)j->next ? j->behind : (uint64_t)j->next;
     j->behind = 0;
+    j->refound = false;
     int rv = ded_node_state_reload(sim_node(sc->s, j->node), min_round, sim_now(sc->s));
     if (rv == 0) {
       say(sc, "RELOAD n%d at round %d: the swarm is at %" PRIu64, j->node, j->next, min_round);
       j->reloading = true;
+      j->reload_min = min_round;
       j->reloads++;
       return; /* the step starts at state_done */
     }
@@ -287,7 +289,9 @@ static void step_finish(scenario *sc, job *j) {
   j->in_step = false;
   for (int r = j->step_first; r < j->step_end; r++) {
     const round_out *o = &j->out[r];
-    if (o->res.alone || !o->done || o->status != 0) j->diverged = true; /* a failure: reported */
+    if (o->done && o->res.founder) j->diverged = false; /* its state is the run's from here */
+    if ((o->res.alone && !o->res.founder) || !o->done || o->status != 0)
+      j->diverged = true; /* a failure: reported */
     if (!o->done || o->status != 0) continue;
     apply_round(sc, j, r);
   }
@@ -422,7 +426,7 @@ static void hook_want_snapshot(void *user, int node) {
 static void load_state(scenario *sc, job *j, const ded_snapshot *snap) {
   if (snap->len != state_bytes(sc) ||
       snap->step_rounds != (uint32_t)sc->buckets || snap->round == 0 ||
-      snap->round > (uint64_t)sc->rounds || (!j->loading && (int)snap->round <= j->next)) {
+      snap->round > (uint64_t)sc->rounds || (!j->loading && snap->round < j->reload_min)) {
     fail(sc, "node %d: a snapshot of round %" PRIu64 " (%" PRIu64 " bytes, steps of %u)"
          " at round %d", j->node, snap->round, snap->len, snap->step_rounds,
          j->next);
@@ -574,6 +578,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
       res->status, res->contributors, res->alone ? ", alone" : "", res->late ? ", late" : "",
       res->behind);
   if (res->behind > j->behind) j->behind = res->behind;
+  if (res->diverged) j->refound = true;
   j->inflight--;
   arm_faults(sc);
   /* A job that is done finalizes at once, as a real trainer does, while

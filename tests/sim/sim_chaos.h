@@ -74,11 +74,13 @@ typedef struct job {
   bool loading;   /* a joiner: bootstrapping or fetching the state */
   bool fetching;  /* ded_node_state_fetch called */
   bool reloading; /* ded_node_state_reload in progress */
+  uint64_t reload_min; /* the round the reload asked for, or later */
   bool gave_up;   /* a joiner that could not join: it left */
   bool want;      /* a joiner asked for our state */
   bool offering;  /* inside ded_node_snapshot_set */
   bool diverged;  /* a round alone since it started or last loaded */
   uint64_t behind; /* the swarm's round, from a result with |behind| */
+  bool refound;    /* a result said this job's state is not the run's: reload where it is */
   uint64_t frozen_ns; /* total time frozen so far */
   uint64_t start_ns, fetch_ns, loaded_ns;
   int loaded_round; /* the round it joined at (-1: never) */

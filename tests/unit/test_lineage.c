@@ -5,7 +5,8 @@
  * takes its slot; setting a round's membership keeps whether it ended
  * here; HAVE bits are only for the entry's attempt and its members;
  * have_members, ever_members and members_round follow what is held; the
- * larger view learnt for a round wins.
+ * larger view learnt for a round wins; the newest result is vouched
+ * from only over rounds that ended here without one, voting for nothing.
  */
 #include "unit_util.h"
 
@@ -321,8 +322,60 @@ static void test_lineage_install_older(void **state) {
   ded_lineage_lose(&l);
 }
 
+/* Round |no| ended here: with its attempt's result, or without one. */
+static void lin_end(ded_lineage *l, uint64_t no, bool with_result) {
+  ded_lin_entry *e = ded_lineage_get(l, no);
+  assert_non_null(e);
+  e->final = true;
+  e->final_attempt = with_result ? e->attempt : 0;
+}
+
+/* ded_lineage_void_base: the newest result, when every round after it
+ * below the round asked ended here without one and voted for nothing,
+ * and at least one round lies between; rounds with no entry had no
+ * attempt here and count as such. */
+static void test_lineage_void_base(void **state) {
+  (void)state;
+  ded_lineage l;
+  ded_lineage_init(&l, NULL);
+  assert_null(ded_lineage_void_base(&l, 5)); /* no result at all */
+  lin_set(&l, 3, 3, ATT_A);
+  lin_end(&l, 3, true);
+  assert_null(ded_lineage_void_base(&l, 3)); /* not below */
+  assert_null(ded_lineage_void_base(&l, 4)); /* nothing between */
+  /* Round 4 had no attempt here, round 5 one that ended without result. */
+  lin_set(&l, 5, 2, ATT_B);
+  assert_null(ded_lineage_void_base(&l, 6)); /* 5 still running */
+  lin_end(&l, 5, false);
+  const ded_lin_entry *b = ded_lineage_void_base(&l, 6);
+  assert_non_null(b);
+  assert_int_equal(b->round, 3);
+  assert_int_equal(b->attempt, ATT_A);
+  assert_ptr_equal(ded_lineage_void_base(&l, 5), b); /* round 4 alone */
+  assert_ptr_equal(ded_lineage_void_base(&l, 100), b);
+  /* A vote in round 5 (kept when its attempt changes): no longer. */
+  ded_lineage_get(&l, 5)->voted = true;
+  lin_set(&l, 5, 3, ATT_A);
+  assert_true(ded_lineage_get(&l, 5)->voted);
+  assert_true(ded_lineage_get(&l, 5)->final);
+  assert_null(ded_lineage_void_base(&l, 6));
+  assert_ptr_equal(ded_lineage_void_base(&l, 5), b); /* below the vote */
+  /* A newer result: the base moves to it. */
+  lin_set(&l, 7, 2, ATT_B);
+  lin_end(&l, 7, true);
+  b = ded_lineage_void_base(&l, 9);
+  assert_non_null(b);
+  assert_int_equal(b->round, 7);
+  assert_null(ded_lineage_void_base(&l, 8));
+  /* A result no longer in the ring is none to vouch from. */
+  assert_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING));
+  assert_non_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING - 1));
+  ded_lineage_lose(&l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lineage_void_base),
       cmocka_unit_test(test_lineage_empty),
       cmocka_unit_test(test_lineage_set_get),
       cmocka_unit_test(test_lineage_ring),

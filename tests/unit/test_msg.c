@@ -852,6 +852,74 @@ static void test_msg_join_status_invalid(void **state) {
  * vector), at most one of the two, with or without a status; the flags
  * survive a round trip and the plain encoder keeps them.
  */
+/* DED_JOIN_F_VOID: the round of the voucher's last result and its
+ * attempt, right after the flags; round trips, and every field judged. */
+static void test_msg_join_void(void **state) {
+  (void)state;
+  assert_int_equal(DED_JOIN_F_VOID, 64);
+  ded_msg_join j = msg_join_valid();
+  j.flags = DED_JOIN_F_VOID | DED_JOIN_F_AUX;
+  j.round = 1000;
+  j.void_round = 997;
+  j.void_attempt = 0x300000abcdull;
+  uint8_t buf[DED_JOIN_FRAME_BYTES + DED_JOIN_VOID_BYTES];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_join_encode(&w, &j);
+  assert_false(w.err);
+  assert_int_equal(w.pos, sizeof buf);
+  ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+  assert_int_equal(fr.len, JOIN_BASE_BYTES + DED_JOIN_VOID_BYTES);
+  assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_VOID | DED_JOIN_F_AUX);
+  assert_int_equal(msg_le(fr.payload + JOIN_BASE_BYTES, 8), 997);
+  assert_int_equal(msg_le(fr.payload + JOIN_BASE_BYTES + 8, 8), 0x300000abcdull);
+  ded_msg_join out;
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+  assert_int_equal(out.flags, DED_JOIN_F_VOID | DED_JOIN_F_AUX);
+  assert_int_equal(out.void_round, 997);
+  assert_int_equal(out.void_attempt, 0x300000abcdull);
+  ded_msg_join_free(&out, NULL);
+  msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+  /* Without the flag, no fields: a frame that has them is too long. */
+  uint8_t *flags = (uint8_t *)fr.payload + JOIN_OFF_FLAGS;
+  *flags = DED_JOIN_F_AUX;
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), DED_ERR_PROTO);
+  *flags = DED_JOIN_F_VOID | DED_JOIN_F_AUX;
+  /* A result at or after the round before (nothing between to vouch for),
+   * a wrapped round, attempt 0; with a first round's or an intent's flag. */
+  const struct {
+    uint64_t round, void_round, attempt;
+    uint8_t more;
+  } bad[] = {
+      {1000, 999, 1, 0},         {1000, 1000, 1, 0}, {1000, 5000, 1, 0},
+      {1000, UINT64_MAX, 1, 0},  {1000, 10, 0, 0},   {1000, 10, 1, DED_JOIN_F_GENESIS},
+      {1000, 10, 1, DED_JOIN_F_INTENT}, {1, 0, 1, 0},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    j = msg_join_valid();
+    j.round = bad[i].round;
+    j.void_round = bad[i].void_round;
+    j.void_attempt = bad[i].attempt;
+    j.flags = (uint8_t)(DED_JOIN_F_VOID | bad[i].more);
+    w = ded_wr_init(buf, sizeof buf);
+    ded_msg_join_encode(&w, &j);
+    assert_false(w.err);
+    fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+    if (ded_msg_join_decode(fr.payload, fr.len, NULL, &out) != DED_ERR_PROTO)
+      fail_msg("JOIN with VOID case %zu accepted", i);
+  }
+  /* The smallest gap: one round between. */
+  j = msg_join_valid();
+  j.flags = DED_JOIN_F_VOID;
+  j.round = 2;
+  j.void_round = 0;
+  j.void_attempt = 7;
+  w = ded_wr_init(buf, sizeof buf);
+  ded_msg_join_encode(&w, &j);
+  fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+  ded_msg_join_free(&out, NULL);
+}
+
 static void test_msg_join_modes(void **state) {
   (void)state;
   assert_int_equal(DED_JOIN_F_CLIENT, 16);
@@ -1073,10 +1141,21 @@ static void test_msg_commit_acceptors(void **state) {
   COMMIT_ACCEPTS(f.members[1].flags = f.members[2].flags = 0; f.c.nacc = 1);
   COMMIT_ACCEPTS(f.members[2].flags = 0; f.c.nacc = 2);
 
-  /* Flags nobody defined (16 .. 128), on any member, be it a node, a
+  /* The founder of an attempt that took an older result's acceptors: any
+   * one member but an aux one; never two. */
+  assert_int_equal(DED_MEMBER_F_FOUNDER, 16);
+  for (int i = 0; i < 3; i++) {
+    COMMIT_ACCEPTS(f.members[i].flags |= DED_MEMBER_F_FOUNDER);
+    COMMIT_ACCEPTS(f.members[i].flags |= DED_MEMBER_F_FOUNDER | DED_MEMBER_F_CLIENT);
+    COMMIT_REJECTS(f.members[i].weight = 0.0;
+                   f.members[i].flags |= DED_MEMBER_F_FOUNDER | DED_MEMBER_F_AUX);
+    COMMIT_REJECTS(f.members[i].flags |= DED_MEMBER_F_FOUNDER;
+                   f.members[(i + 1) % 3].flags |= DED_MEMBER_F_FOUNDER);
+  }
+  /* Flags nobody defined (32 .. 128), on any member, be it a node, a
    * client or an aux member. */
   for (int i = 0; i < 3; i++)
-    for (unsigned bit = 4; bit < 8; bit++) {
+    for (unsigned bit = 5; bit < 8; bit++) {
       COMMIT_REJECTS(f.members[i].flags |= (uint8_t)(1u << bit));
       COMMIT_REJECTS(f.members[i].flags |= (uint8_t)(DED_MEMBER_F_CLIENT | 1u << bit));
       COMMIT_REJECTS(f.members[i].weight = 0.0;
@@ -1124,19 +1203,20 @@ static void test_msg_commit_acceptors(void **state) {
       for (unsigned v = 0; v < 256; v++) {
         *flag = (uint8_t)v;
         unsigned role = v & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
-        unsigned mode = v & ~(unsigned)(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+        unsigned mode =
+            v & ~(unsigned)(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_FOUNDER);
         bool ok = (role == 0 || role == DED_MEMBER_F_ACCEPTOR ||
                    (m == 0 && role == (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY))) &&
                   (mode == 0 || mode == DED_MEMBER_F_CLIENT ||
-                   (zero_w && mode == DED_MEMBER_F_AUX));
+                   (zero_w && mode == DED_MEMBER_F_AUX && !(v & DED_MEMBER_F_FOUNDER)));
         accepted += ok;
         int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
         if (rv != (ok ? 0 : DED_ERR_PROTO))
           fail_msg("member %u (weight %s) flags 0x%02x: %d", m, zero_w ? "0" : "> 0", v, rv);
       }
       /* Roles (3 for member 0, 2 for member 1) x modes (node, client, and
-       * aux with weight 0). */
-      assert_int_equal(accepted, (m == 0 ? 3u : 2u) * (zero_w ? 3u : 2u));
+       * aux with weight 0) x founder or not (never an aux one). */
+      assert_int_equal(accepted, (m == 0 ? 3u : 2u) * (zero_w ? 5u : 4u));
       free(buf);
     }
   /* Every nacc from 0 up past the largest round. */
@@ -3335,7 +3415,10 @@ static void test_msg_names(void **state) {
    * take part says why), which a version 10 peer's decoder rejects. */
   /* Version 12 made a STATE_OFFER without a lineage valid (a backbone's
    * checkpoint), which a version 11 peer's decoder rejects. */
-  assert_int_equal(DED_PROTO_VERSION, 12);
+  /* Version 13 added JOIN's DED_JOIN_F_VOID (two more fields) and the
+   * member flag DED_MEMBER_F_FOUNDER, which a version 12 peer's decoder
+   * rejects. */
+  assert_int_equal(DED_PROTO_VERSION, 13);
   assert_int_equal(DED_LEAVE_MISMATCH_STEP, 3);
   assert_int_equal(DED_LEAVE_MISMATCH_STATE, 4);
   assert_int_equal(DED_LEAVE_ERROR, 5);
@@ -3377,6 +3460,7 @@ int main(void) {
       cmocka_unit_test(test_msg_join_status_round_trip),
       cmocka_unit_test(test_msg_join_status_invalid),
       cmocka_unit_test(test_msg_join_modes),
+      cmocka_unit_test(test_msg_join_void),
       cmocka_unit_test(test_msg_commit_round_trip),
       cmocka_unit_test(test_msg_commit_acceptors),
       cmocka_unit_test(test_msg_commit_modes),

@@ -77,6 +77,10 @@ static void msg_join_fields(ded_wr *w, const ded_msg_join *m, uint8_t flags) {
   ded_wr_f64(w, m->weight);
   ded_wr_u32(w, m->n_local);
   ded_wr_u8(w, flags);
+  if (flags & DED_JOIN_F_VOID) {
+    ded_wr_u64(w, m->void_round);
+    ded_wr_u64(w, m->void_attempt);
+  }
 }
 
 static void msg_commit_body(ded_wr *w, const ded_msg_commit *m) {
@@ -302,13 +306,20 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   m->weight = ded_rd_f64(&r);
   m->n_local = ded_rd_u32(&r);
   m->flags = ded_rd_u8(&r);
+  if (m->flags & DED_JOIN_F_VOID) {
+    m->void_round = ded_rd_u64(&r);
+    m->void_attempt = ded_rd_u64(&r);
+    if (m->void_attempt == 0 || m->void_round >= m->round || m->void_round + 1 >= m->round)
+      return DED_ERR_PROTO;
+  }
   if (r.err) return DED_ERR_PROTO;
   if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX ||
       m->pos > DED_POS_MAX || m->step > DED_POS_MAX)
     return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
   if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE |
-                   DED_JOIN_F_CLIENT | DED_JOIN_F_AUX) ||
+                   DED_JOIN_F_CLIENT | DED_JOIN_F_AUX | DED_JOIN_F_VOID) ||
+      (m->flags & DED_JOIN_F_VOID && m->flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ||
       (m->flags & DED_JOIN_F_CLIENT && m->flags & DED_JOIN_F_AUX))
     return DED_ERR_PROTO;
   if (!(m->flags & DED_JOIN_F_STATUS))
@@ -336,11 +347,13 @@ void ded_msg_join_free(ded_msg_join *m, const ded_mem *mem) {
  * acceptors that can make a quorum. */
 static int msg_commit_check(const ded_msg_commit *m) {
   double total = 0.0;
-  unsigned acc = 0, primary = 0, contributors = 0;
+  unsigned acc = 0, primary = 0, contributors = 0, founders = 0;
   for (unsigned i = 0; i < m->k; i++) {
     const ded_msg_member *mb = &m->members[i];
     if (mb->flags & ~(DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY | DED_MEMBER_F_CLIENT |
-                      DED_MEMBER_F_AUX))
+                      DED_MEMBER_F_AUX | DED_MEMBER_F_FOUNDER))
+      return DED_ERR_PROTO;
+    if (mb->flags & DED_MEMBER_F_FOUNDER && (mb->flags & DED_MEMBER_F_AUX || founders++))
       return DED_ERR_PROTO;
     if (mb->flags & DED_MEMBER_F_PRIMARY && !(mb->flags & DED_MEMBER_F_ACCEPTOR))
       return DED_ERR_PROTO;

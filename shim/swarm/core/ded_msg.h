@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 12
+#define DED_PROTO_VERSION 13
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -97,6 +97,14 @@ typedef struct ded_msg_hello {
  * such a round waits for it for a while. DED_JOIN_F_CLIENT: the member accepts no
  * connections (DEDMPI_MODE=client); DED_JOIN_F_AUX: it reduces but brings
  * no vector (DEDMPI_MODE=aux). At most one of the two.
+ * DED_JOIN_F_VOID: the member vouches that every round from |void_round|+1
+ * to |round|-1 ended here without a result and that it voted for none of
+ * their attempts (nor ever will); |void_round| ended here with the swarm's
+ * result, attempt |void_attempt| (nonzero). Two u64 fields right after
+ * the flags carry them (DED_JOIN_VOID_BYTES more), |void_round| + 1 <
+ * |round|. A coordinator that hears it from a quorum of that attempt's
+ * members takes them as the round's acceptors (docs/architecture.md, "A
+ * round with no result anywhere").
  */
 enum {
   DED_JOIN_F_GENESIS = 1,
@@ -105,7 +113,9 @@ enum {
   DED_JOIN_F_DONE = 8,
   DED_JOIN_F_CLIENT = 16,
   DED_JOIN_F_AUX = 32,
+  DED_JOIN_F_VOID = 64,
 };
+#define DED_JOIN_VOID_BYTES 16
 #define DED_VIEW_NONE UINT32_MAX
 
 typedef struct ded_msg_commit ded_msg_commit;
@@ -120,6 +130,11 @@ enum {
   DED_MEMBER_F_PRIMARY = 2,
   DED_MEMBER_F_CLIENT = 4,
   DED_MEMBER_F_AUX = 8,
+  /* The attempt takes the acceptors of an older result over rounds that
+   * had none anywhere (DED_JOIN_F_VOID); the members' states differ, and
+   * this member's goes on: every other member reloads it once the round
+   * is done. At most one, never an aux member. */
+  DED_MEMBER_F_FOUNDER = 16,
 };
 
 typedef struct ded_msg_member {
@@ -190,6 +205,9 @@ typedef struct ded_msg_join {
   double weight;
   uint32_t n_local;
   uint8_t flags;
+  /* With DED_JOIN_F_VOID: */
+  uint64_t void_round;
+  uint64_t void_attempt;
   /* With DED_JOIN_F_STATUS: */
   uint32_t acc_view;
   ded_msg_commit plan; /* owned; ded_msg_join_free */

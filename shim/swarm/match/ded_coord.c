@@ -63,7 +63,20 @@ static void coord_expect_add(ded_node *node, ded_coord *cr, const uint8_t id[DED
 
 /* The lineage is waited for: round-1's members, and round-2's (a member
  * that missed one round is waited for again in the next). */
+/* The round whose result's members are |cr|'s acceptors: the round
+ * before, or the one carried over rounds with no result (coord_try_carry).
+ * NULL when not held here. */
+static ded_lin_entry *coord_prev(ded_node *node, const ded_coord *cr) {
+  if (cr->carried) {
+    ded_lin_entry *e = ded_lineage_get(&node->lin, cr->carry_round);
+    return e && e->attempt == cr->carry_attempt ? e : NULL;
+  }
+  return cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
+}
+
 static void coord_expect_lineage(ded_node *node, ded_coord *cr) {
+  ded_lin_entry *c = cr->carried ? coord_prev(node, cr) : NULL;
+  for (unsigned i = 0; c && i < c->n; i++) coord_expect_add(node, cr, c->ids[i]);
   for (uint64_t back = 1; back <= 2 && back <= cr->round; back++) {
     ded_lin_entry *e = ded_lineage_get(&node->lin, cr->round - back);
     for (unsigned i = 0; e && i < e->n; i++) coord_expect_add(node, cr, e->ids[i]);
@@ -251,7 +264,7 @@ static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[D
  */
 static int coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
   memset(a, 0, sizeof *a);
-  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
+  ded_lin_entry *prev = coord_prev(node, cr);
   const struct ded_coord_attempt *att = NULL;
   for (unsigned i = 0; !prev && i < cr->natt; i++)
     if (!att || cr->att[i].plan.attempt > att->plan.attempt) att = &cr->att[i];
@@ -296,6 +309,60 @@ static bool coord_quorum(ded_node *node, const ded_coord *cr) {
   return ok;
 }
 
+/*
+ * Rounds with no result anywhere (docs/architecture.md, "A round with no
+ * result anywhere"): the round before ours did not end here with a result,
+ * but a quorum of the members of a result we hold, round R's (those that
+ * still count, as coord_acceptors counts them), vouch in their JOINs that
+ * every round after R before ours ended with none where they took part,
+ * and that they voted for none of those rounds' attempts (nor will: they
+ * ended them). A completion needs the HAVEs of a quorum of R+1's
+ * acceptors, R's members, and two quorums share a member: so R+1 completed
+ * nowhere, and no round after it could (each needs the result before).
+ * Then R's members are our round's acceptors, as if the rounds between had
+ * not been: cr->carried.
+ */
+static void coord_try_carry(ded_node *node, ded_coord *cr) {
+  if (cr->carried || cr->genesis || cr->round < 2) return;
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, cr->round - 1);
+  if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt) return;
+  for (size_t i = 0; i < cr->g.n; i++) {
+    const ded_msg_join *j = &cr->g.v[i].join;
+    if (!(j->flags & DED_JOIN_F_VOID) || j->round != cr->round) continue;
+    ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
+    if (!e || e->attempt != j->void_attempt || !e->final || e->final_attempt != e->attempt) continue;
+    /* R's members that still count, as acceptors; the VOID joiners among them. */
+    cr->carried = true;
+    cr->carry_round = j->void_round;
+    cr->carry_attempt = j->void_attempt;
+    acc_set a;
+    bool ok = false;
+    if (coord_acceptors(node, cr, &a) == 0) {
+      unsigned in = 0;
+      bool primary_in = false;
+      for (unsigned k = 0; k < a.n; k++) {
+        const ded_gather_join *gj = ded_gather_find(&cr->g, a.ids[k]);
+        if (!gj || !(gj->join.flags & DED_JOIN_F_VOID) || gj->join.void_round != j->void_round ||
+            gj->join.void_attempt != j->void_attempt)
+          continue;
+        in++;
+        primary_in |= k == a.primary;
+      }
+      ok = a.total > 0 && ded_quorum_of(in, a.total, primary_in);
+      ded_mem_free(node->mem, a.ids);
+    }
+    if (ok) {
+      node_log(node, DED_LOG_INFO, "round %llu: view %u: rounds %llu to %llu had no result "
+               "anywhere (a quorum of round %llu's members says so): its members decide this one",
+               (unsigned long long)cr->round, cr->view, (unsigned long long)j->void_round + 1,
+               (unsigned long long)cr->round - 1, (unsigned long long)j->void_round);
+      coord_expect_lineage(node, cr);
+      return;
+    }
+    cr->carried = false;
+  }
+}
+
 /* Marks the acceptors among a new attempt's members. False unless they
  * are a quorum of the acceptors: an attempt without one could never
  * complete (a joiner that went away since the coordinator counted its
@@ -338,7 +405,8 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
   struct ded_coord_attempt *best = NULL;
   bool chosen = false;
-  ded_lin_entry *prev_lin = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
+  coord_try_carry(node, cr);
+  ded_lin_entry *prev_lin = coord_prev(node, cr);
   for (unsigned i = 0; i < cr->natt && !best; i++)
     if (cr->att[i].done) best = &cr->att[i];
   if (best && best->plan.base != 0 && prev_lin && prev_lin->final &&
@@ -420,10 +488,16 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     cr->state = COORD_GATHERING;
     return;
   }
+  if (cr->carried) /* the first contributor's state goes on */
+    for (unsigned m = 0; m < cm.k; m++)
+      if (!(cm.members[m].flags & DED_MEMBER_F_AUX)) {
+        cm.members[m].flags |= DED_MEMBER_F_FOUNDER;
+        break;
+      }
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
-  ded_lin_entry *prev = cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
+  ded_lin_entry *prev = coord_prev(node, cr);
   cm.base = prev ? prev->attempt : 0;
   size_t cap = DED_COMMIT_FRAME_BYTES(cm.k);
   uint16_t *ident = ded_mem_malloc(node->mem, (size_t)cm.k * sizeof *ident);
@@ -489,7 +563,8 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   } else {
     /* Without the previous round's membership we cannot tell whom to
      * wait for (our own commit of it is on its way). */
-    if (cr->view == 0 && cr->round > 0 && !ded_lineage_get(&node->lin, cr->round - 1) && now_ns < cr->deadline_ns)
+    coord_try_carry(node, cr);
+    if (cr->view == 0 && cr->round > 0 && !coord_prev(node, cr) && now_ns < cr->deadline_ns)
       return;
     coord_expect_lineage(node, cr);
     unsigned alive = 0, in = 0;
@@ -766,8 +841,14 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       return;
     }
   } else if (j->round > 0) {
-    /* Only the view's candidate in our lineage coordinates it. */
+    /* Only the view's candidate in our lineage coordinates it: for a
+     * joiner that vouches for rounds with no result, the lineage of the
+     * result it names, if that is ours too. */
     ded_lin_entry *prev = ded_lineage_get(&node->lin, j->round - 1);
+    if (j->flags & DED_JOIN_F_VOID) {
+      ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
+      if (e && e->attempt == j->void_attempt && e->final && e->final_attempt == e->attempt) prev = e;
+    }
     if (prev && !id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view))) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
                (unsigned long long)j->round, j->view);

@@ -77,6 +77,12 @@ typedef struct ded_coord {
   bool clock; /* the learned deadline runs */
   uint64_t quorum_ns; /* genesis: when DEDMPI_MIN_PEERS were in (0: not yet) */
   bool held;  /* waited for an announced member, or one still finishing the last round */
+  /* The rounds since round |carry_round| (attempt |carry_attempt|) had no
+   * result anywhere, as a quorum of its members vouched (DED_JOIN_F_VOID):
+   * its members are this round's acceptors, in place of the round
+   * before's. Once set, stays set. */
+  bool carried;
+  uint64_t carry_round, carry_attempt;
   coord_state state;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;

@@ -17,6 +17,7 @@
 #include "ded_round_int.h"
 
 static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns);
+static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder);
 static void rounds_report_ready(ded_node *node, uint64_t now_ns);
 
 /* ------------------------------------------------------------------ */
@@ -79,6 +80,7 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.late = late;
   res.recoveries = r->recoveries;
   res.behind = r->behind;
+  if (with_result) res.diverged = round_take_founder(node, r, &res.founder);
   if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
@@ -97,6 +99,34 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   ded_round_maybe_dead(node, r);
   node->cb.round_done(node->user, r->a.ctx, &res);
   ded_mem_free(node->mem, ids);
+}
+
+/* A round completed with an attempt that has a founder (DED_MEMBER_F_FOUNDER):
+ * the founder's state is the run's from here on, so it keeps a snapshot
+ * ready for the others, which are out of step until they reload it. True
+ * if this job is one of those; |founder| if it is the founder. */
+static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder) {
+  const ded_msg_commit *plan = &r->att.plan;
+  unsigned f = 0;
+  while (f < plan->k && !(plan->members[f].flags & DED_MEMBER_F_FOUNDER)) f++;
+  if (f == plan->k) return false;
+  ded_peer *p = ded_peer_find(node, plan->members[f].id);
+  if (id_is_me(node, plan->members[f].id)) {
+    *founder = true;
+    node_log(node, DED_LOG_INFO, "round %llu: the rounds before had no result anywhere; this "
+             "job's state goes on as the run's, and the other %u members reload it",
+             (unsigned long long)r->no, plan->k - 1);
+    if (node->cb.want_snapshot && !node->xfer.snap_wanted) {
+      node->xfer.snap_wanted = true;
+      node->cb.want_snapshot(node->user);
+    }
+    return false;
+  }
+  node_log(node, DED_LOG_WARN, "round %llu: the rounds before had no result anywhere, and this "
+           "job kept its own values in them; the run goes on with the state of %s: reloading it "
+           "at the next step", (unsigned long long)r->no, p ? p->sid : "its founder");
+  node->rounds.diverged = true;
+  return true;
 }
 
 void ded_round_fail(ded_node *node, ded_round *r, int status) {
@@ -311,6 +341,11 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
       return false;
     }
     r->accepted = true;
+    /* (The attempt was adopted: its round has an entry.) A peer that voted
+     * never vouches that the round completed nowhere. */
+    ded_lin_entry *own = ded_lineage_get(&node->lin, r->no);
+    DED_ASSERT(own);
+    own->voted = true;
     ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view,
                   r->digest);
     for (unsigned m = 0; m < r->att.plan.k; m++)

@@ -52,6 +52,7 @@ int ded_lineage_set(ded_lineage *l, uint64_t no, const ded_msg_commit *plan) {
   uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(l->mem, plan);
   if (!ids) return DED_ERR_NOMEM;
   bool was_final = e->ids && e->round == no && e->final;
+  bool voted = e->ids && e->round == no && e->voted;
   uint64_t fa = e->final_attempt;
   lin_clear(l, e);
   e->round = no;
@@ -61,6 +62,7 @@ int ded_lineage_set(ded_lineage *l, uint64_t no, const ded_msg_commit *plan) {
   e->end = plan->pos + plan->count;
   e->final = was_final;
   e->final_attempt = fa;
+  e->voted = voted;
   if (!l->have_members || no > l->members_round) l->members_round = no;
   l->have_members = l->ever_members = true;
   return 0;
@@ -94,6 +96,24 @@ void ded_lineage_take_have(ded_lineage *l, uint64_t round, uint64_t attempt,
     }
     return;
   }
+}
+
+const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round) {
+  const ded_lin_entry *base = NULL;
+  for (unsigned i = 0; i < DED_LIN_RING; i++) {
+    const ded_lin_entry *e = &l->ring[i];
+    if (e->ids && e->round < round && e->final && e->attempt != 0 && e->final_attempt == e->attempt &&
+        (!base || e->round > base->round))
+      base = e;
+  }
+  if (!base || base->round + 1 >= round || round - base->round >= DED_LIN_RING) return NULL;
+  for (unsigned i = 0; i < DED_LIN_RING; i++) {
+    const ded_lin_entry *e = &l->ring[i];
+    if (e->ids && e->round > base->round && e->round < round &&
+        (!e->final || e->final_attempt != 0 || e->voted))
+      return NULL;
+  }
+  return base;
 }
 
 uint32_t ded_lineage_view_hint(const ded_lineage *l, uint64_t round) {

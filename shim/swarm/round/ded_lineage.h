@@ -36,6 +36,7 @@ typedef struct ded_lin_entry {
   uint64_t end;           /* where the round ends in the gradient stream (pos + count) */
   bool final;             /* the round reported here */
   uint64_t final_attempt; /* ... with this attempt (0: without one) */
+  bool voted;             /* this peer sent HAVE for an attempt of the round */
   uint8_t *have;          /* n bits: the member said it holds |attempt|'s result (HAVE) */
   uint64_t have_ns;       /* when the latest of those came */
 } ded_lin_entry;
@@ -76,6 +77,15 @@ void ded_lineage_install(ded_lineage *l, uint64_t no, uint64_t attempt, uint8_t 
  * (HAVE); short of memory it is taken for still finishing. */
 void ded_lineage_take_have(ded_lineage *l, uint64_t round, uint64_t attempt,
                            const uint8_t id[DED_ID_BYTES], uint64_t now_ns);
+
+/* The entry of the newest round below |round| that ended here with the
+ * swarm's result, when every round after it below |round| has an entry
+ * that ended here without one and voted for none of its attempts (a round
+ * with no entry had no attempt here, so no vote), and there is at least
+ * one such round: this peer can vouch that those rounds completed nowhere
+ * it took part (docs/architecture.md, "A round with no result anywhere").
+ * NULL otherwise, and when that round is no longer in the ring. */
+const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round);
 
 /* |plan|'s members as a lineage (ids, then client bits), from |mem|. */
 uint8_t (*ded_lineage_of_plan(const ded_mem *mem, const ded_msg_commit *plan))[DED_ID_BYTES];

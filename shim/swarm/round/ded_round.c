@@ -91,6 +91,19 @@ uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t 
 /* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
  * coordinator of the round's view: -> JOINED, or JOINING while its
  * connection is not ready. */
+/* The newest round that ended here with the swarm's result, if every
+ * round after it before |r| ended here without one, voting for nothing
+ * (ded_lineage_void_base), and no round before |r| is still running here:
+ * then this peer vouches for those rounds in its JOIN. NULL otherwise. */
+const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
+  if (r->genesis || r->no < 2) return NULL;
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    const ded_round *o = node->rounds.v[i];
+    if (o->no < r->no && !ded_round_over(o)) return NULL;
+  }
+  return ded_lineage_void_base(&node->lin, r->no);
+}
+
 static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_msg_join j;
   memset(&j, 0, sizeof j);
@@ -105,6 +118,12 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
                       (node->s.mode == DED_MODE_CLIENT ? DED_JOIN_F_CLIENT : 0) |
                       (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
+  const ded_lin_entry *vb = ded_round_void_base(node, r);
+  if (vb) {
+    j.flags |= DED_JOIN_F_VOID;
+    j.void_round = vb->round;
+    j.void_attempt = vb->attempt;
+  }
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns
@@ -132,7 +151,8 @@ static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     ded_mem_free(node->mem, have);
     return;
   }
-  size_t cap = have ? DED_JOIN_STATUS_FRAME_BYTES(r->att.plan.k) : DED_JOIN_FRAME_BYTES;
+  size_t cap = (have ? DED_JOIN_STATUS_FRAME_BYTES(r->att.plan.k) : DED_JOIN_FRAME_BYTES) +
+               (vb ? DED_JOIN_VOID_BYTES : 0);
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   int rv = DED_ERR_NOMEM;
   if (frame) {
@@ -192,7 +212,18 @@ void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     return;
   }
   ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
-  if (r->no > 0 && prev) {
+  const ded_lin_entry *vb = ded_round_void_base(node, r);
+  if (vb) {
+    /* The rounds since our last result ended with none here: their
+     * memberships were never the swarm's, that result's is (every peer
+     * that vouches so picks the same coordinator). */
+    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])vb->ids, vb->n, vb->attempt)) {
+      ded_round_fail(node, r, DED_ERR_NOMEM);
+      return;
+    }
+    r->genesis = false;
+    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
+  } else if (r->no > 0 && prev) {
     if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
@@ -274,7 +305,8 @@ void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t 
   }
   /* The membership may have moved on since we joined (the previous
    * round went through another attempt): fail over along the current one. */
-  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  const ded_lin_entry *prev = ded_round_void_base(node, r);
+  if (!prev) prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
   if (prev && prev->attempt != r->lin_attempt &&
       ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
     ded_round_fail(node, r, DED_ERR_NOMEM);

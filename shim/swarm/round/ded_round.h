@@ -166,6 +166,10 @@ typedef struct ded_rounds {
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale;
+  /* A round that took an older result's acceptors reported here with
+   * another member as its founder: this job's state is not the run's
+   * until it reloads, so it offers none. */
+  bool diverged;
   bool reporting; /* reports are being made: nothing may report meanwhile */
 } ded_rounds;
 
@@ -189,6 +193,14 @@ void ded_rounds_fail_queued(ded_node *node, int status);
 
 /* The live round |no|, or NULL. */
 ded_round *ded_round_find(ded_node *node, uint64_t no);
+
+/* The newest round that ended here with the swarm's result, when every
+ * round after it before |r| ended here without one and voted for nothing
+ * (ded_lineage_void_base) and none before |r| is still running here: this
+ * peer vouches for those rounds in |r|'s JOIN (DED_JOIN_F_VOID) and takes
+ * that result's members as |r|'s lineage. NULL otherwise. */
+struct ded_lin_entry;
+const struct ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r);
 
 /* True once the round reported (DRAINING or DEAD). */
 static inline bool ded_round_over(const ded_round *r) {

@@ -167,10 +167,12 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   /* The lineage the joiner's first round needs: round-1 must have ended
    * here with the swarm's result, or this job cannot vouch for the state. */
   ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
-  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0) {
+  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0 || node->rounds.diverged) {
     node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
              (unsigned long long)snap->round,
-             ok ? "this job did not finish the round before with the swarm" : "malformed");
+             !ok                    ? "malformed"
+             : node->rounds.diverged ? "this job's state is not the run's until it reloads"
+                                     : "this job did not finish the round before with the swarm");
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
     for (size_t i = 0; i < st->naskers; i++) {

@@ -401,6 +401,7 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   }
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
+  node->rounds.diverged = false;
   if (w->nlin) /* else a checkpoint: the rounds start anew at its round (a first round) */
     ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                         (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
@@ -712,7 +713,8 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
               !ded_stream_idle(&node->rounds.stream);
   for (unsigned i = 0; i < node->rounds.n && !busy; i++)
     busy = !ded_round_over(node->rounds.v[i]);
-  if (!node->cb.state_done || busy || node->s.no_rounds || min_round <= node->rounds.next)
+  if (!node->cb.state_done || busy || node->s.no_rounds || min_round < node->rounds.next ||
+      (min_round == node->rounds.next && !node->rounds.diverged))
     return DED_ERR_INVALID_ARG;
   node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
            (unsigned long long)(min_round - node->rounds.next), (unsigned long long)min_round);
