@@ -252,6 +252,17 @@ static void step_start(scenario *sc, job *j) {
       j->next >= sc->rounds)
     return;
   if (j->want && j->next > 0) offer_state(sc, j);
+  /* Far behind while in step: reload rather than fetch every round at the
+   * trainer's pace, as the shim does (ded_step.c, reload_wanted). */
+  if (!j->behind && j->late_swarm) {
+    uint64_t gap = j->late_swarm - j->late_round;
+    if (gap >= (uint64_t)SIM_RELOAD_GAP_STEPS * (uint64_t)sc->buckets && gap > 2 * j->reload_gap &&
+        j->late_swarm > (uint64_t)j->next) {
+      j->behind = j->late_swarm;
+      j->reload_gap_pending = true;
+    }
+    j->late_swarm = 0;
+  }
   if (j->behind > (uint64_t)j->next || j->refound) {
     uint64_t min_round = j->behind > (uint64_t)j->next ? j->behind : (uint64_t)j->next;
     j->behind = 0;
@@ -579,6 +590,14 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
       res->behind);
   if (res->behind > j->behind) j->behind = res->behind;
   if (res->diverged) j->refound = true;
+  if (res->late && !res->alone && res->swarm_round > res->round) {
+    j->late_swarm = res->swarm_round;
+    j->late_round = res->round;
+    if (j->reload_gap_pending) j->reload_gap = res->swarm_round - res->round;
+    j->reload_gap_pending = false;
+  } else if (!res->late) {
+    j->late_swarm = 0;
+  }
   j->inflight--;
   arm_faults(sc);
   /* A job that is done finalizes at once, as a real trainer does, while

@@ -26,6 +26,9 @@
  * changes what the seed runs (tests/sim/digests/).
  */
 #ifndef SIM_CHAOS_H
+/* A job late in step by this many steps reloads, as DED_STEP_RELOAD_GAP_STEPS
+ * in shim/mpi/ded_step.h (which the simulator does not include: MPI). */
+#define SIM_RELOAD_GAP_STEPS 8
 #define SIM_CHAOS_H
 
 #include <stdbool.h>
@@ -81,6 +84,12 @@ typedef struct job {
   bool diverged;  /* a round alone since it started or last loaded */
   uint64_t behind; /* the swarm's round, from a result with |behind| */
   bool refound;    /* a result said this job's state is not the run's: reload where it is */
+  /* Late while in step, as the shim counts it (ded_step.c): the swarm's
+   * round and ours in the latest late round (late_swarm 0: not late), and
+   * the gap seen first after the last reload (|reload_gap_pending| until
+   * seen). */
+  uint64_t late_swarm, late_round, reload_gap;
+  bool reload_gap_pending;
   uint64_t frozen_ns; /* total time frozen so far */
   uint64_t start_ns, fetch_ns, loaded_ns;
   int loaded_round; /* the round it joined at (-1: never) */

@@ -171,10 +171,11 @@ void check_round(scenario *sc, int r) {
 }
 
 /* When the strict liveness check starts: every fault healed, every joiner
- * loaded. */
+ * loaded, and every job that reloaded after healing (one the run left far
+ * behind, or out of step) back with the run's state. */
 static uint64_t settled_ns(const scenario *sc) {
   uint64_t t = sc->heal_ns;
-  for (int i = sc->n; i < sc->used; i++)
+  for (int i = 0; i < sc->used; i++)
     if (sc->jobs[i].loaded_ns > t) t = sc->jobs[i].loaded_ns;
   return t;
 }

@@ -104,6 +104,19 @@ static void state_on_found_ask(ded_node *node, ded_peer *p, const uint8_t origin
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
 }
 
+/* Offers our snapshot to |p|, who will then join its round: whoever of
+ * us coordinates that round, or a later one, holds it for |p| (an intent:
+ * ded_intents.h), as long as loading and one step of its trainer may
+ * take, at most a quarter of the round bound. Else the run goes on from
+ * the snapshot's round without it, a step ahead of a trainer that must
+ * compute that step first, and it stays a late member, fetching each
+ * result after the others, as long as it trains. */
+static void state_offer_snap(ded_node *node, ded_peer *p) {
+  state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
+  ded_intents_add(&node->intents, p->id, node->xfer.snap.round,
+                  node->now_ns + ded_timing_cap(&node->timing));
+}
+
 void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
   ded_xfer *st = &node->xfer;
   ded_peer *p = c->peer;
@@ -129,7 +142,7 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
   if (state_snap_fresh(node, m->min_round) ||
       (st->have_snap && st->snap.round >= m->min_round &&
        node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS)) {
-    state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
+    state_offer_snap(node, p);
     return;
   }
   /* Answered once the driver hands us a snapshot. */
@@ -210,7 +223,7 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     } else if (st->askers[i].min_round > st->snap.round) {
       st->askers[keep++] = st->askers[i];
     } else if (p && p->conn) {
-      state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
+      state_offer_snap(node, p);
       offered++;
     }
   }

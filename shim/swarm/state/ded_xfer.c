@@ -120,7 +120,7 @@ static void state_begin_asking(ded_node *node, uint64_t now_ns) {
   st->phase = DED_XFER_ASKING;
   st->tries++;
   st->asked_ns = now_ns;
-  st->first_offer_ns = 0;
+  st->first_answer_ns = st->first_offer_ns = 0;
   st->realigned = false;
   st->deadline_ns = now_ns + node->s.round_timeout_ns;
   state_ask_more(node);
@@ -295,6 +295,7 @@ void ded_xfer_on_offer(ded_node *node, ded_conn *c, const ded_msg_state_offer *m
   d->last_ns = now_ns;
   if ((m->status == DED_STATE_OFFER || m->status == DED_STATE_FOUNDING) && !st->first_offer_ns)
     st->first_offer_ns = now_ns;
+  if (!st->first_answer_ns) st->first_answer_ns = now_ns;
 }
 
 /* Asks the group for every range not asked yet, a few at a time each. */
@@ -484,7 +485,7 @@ static void state_found_none(ded_node *node, uint64_t now_ns) {
   }
   state_forget_donors(node);
   st->asked_ns = now_ns;
-  st->first_offer_ns = 0;
+  st->first_answer_ns = st->first_offer_ns = 0;
   state_ask_more(node);
 }
 
@@ -543,7 +544,7 @@ static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t roun
   if (pending || now_ns < st->asked_ns + node->s.deadline_floor_ns) return;
   state_forget_donors(node);
   st->asked_ns = now_ns;
-  st->first_offer_ns = 0;
+  st->first_answer_ns = st->first_offer_ns = 0;
   st->realigned = false;
   state_ask_more(node);
 }
@@ -616,8 +617,13 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
         return;
       }
       /* Wait a little for the others that will offer: as long again as
-       * the first offer took, at least the deadline floor. */
-      uint64_t grace = DED_MAX(node->s.deadline_floor_ns, st->first_offer_ns - st->asked_ns);
+       * the first answer took (a round trip), at least the deadline
+       * floor. Not as long as the first offer took: that is mostly the
+       * donor's wait for its trainer's next step, which the other donors
+       * in step reach at the same time; the run goes on meanwhile, and a
+       * joiner that loads a snapshot steps old stays late. */
+      uint64_t rtt = st->first_answer_ns > st->asked_ns ? st->first_answer_ns - st->asked_ns : 0;
+      uint64_t grace = DED_MAX(node->s.deadline_floor_ns, rtt);
       if ((pending == 0 && !state_peer_unasked(node)) || now_ns >= st->first_offer_ns + grace ||
           now_ns >= st->deadline_ns)
         state_choose(node, now_ns);

@@ -114,7 +114,7 @@ typedef struct ded_xfer {
   bool run_seen, run_wait_logged;
   ded_xfer_donor donors[DED_XFER_ASK_MAX];
   unsigned ndonors;
-  uint64_t asked_ns, first_offer_ns, deadline_ns;
+  uint64_t asked_ns, first_answer_ns, first_offer_ns, deadline_ns;
   ded_msg_state_offer want; /* the snapshot chosen (want.lin points into |lin|) */
   uint8_t (*lin)[DED_ID_BYTES];
   uint8_t *buf;
