@@ -239,6 +239,7 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   if (res->round + 1 > st->next_round) st->next_round = res->round + 1;
   if (res->behind > st->behind) st->behind = res->behind;
   if (res->diverged) st->diverged = true;
+  if (res->founder) st->diverged = false; /* its state is the run's */
   if (res->late && !res->alone && res->swarm_round > res->round) {
     st->late_swarm = res->swarm_round;
     st->late_round = res->round;

@@ -344,7 +344,8 @@ int64_t ded_node_round_submit(ded_node *node, const ded_round_args *args, uint64
 int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
 
 /*
- * For a job that fell out of step (a round_done with |behind| set):
+ * For a job that fell out of step (a round_done with |behind| set, or
+ * with |diverged|: then |min_round| may be the next round itself):
  * fetches a snapshot of round |min_round| or later as ded_node_state_fetch
  * does and makes the node resume at its round, past every round it
  * missed. Call it at the start of a training step, with every submitted
@@ -353,7 +354,8 @@ int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
  * DED_ERR_TIMEOUT and the node goes on where it was. Until state_done,
  * ded_node_round_submit is refused (DED_ERR_INVALID_ARG). Returns 0, or
  * DED_ERR_INVALID_ARG (rounds in flight, a fetch in progress, min_round
- * not past the next round, no state_done callback), DED_ERR_CLOSING.
+ * not past the next round unless diverged, no state_done callback),
+ * DED_ERR_CLOSING.
  */
 int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
 

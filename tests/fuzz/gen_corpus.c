@@ -285,7 +285,8 @@ static void frame_commit2(gbuf *b, uint64_t round, uint64_t attempt, uint64_t ba
 /* A JOIN reporting attempt |plan| with the shards of |have|. */
 static void frame_join_status(gbuf *b, const ded_msg_join *j, const ded_msg_commit *plan,
                               const uint8_t *have) {
-  size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k);
+  size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan->k) +
+               (j->flags & DED_JOIN_F_VOID ? DED_JOIN_VOID_BYTES : 0);
   uint8_t *f = malloc(cap);
   FUZZ_CHECK(f);
   ded_wr w = ded_wr_init(f, cap);
@@ -730,6 +731,16 @@ static void gen_msg(void) {
   frame_join_status(&f, &j, &plan, have_all);
   write_msg("join_status_done", &f, f.len - DED_FRAME_HDR_BYTES);
   gbuf_reset(&f);
+  /* A failover report that vouches for rounds with no result too: the two
+   * fields between the flags and the report. */
+  j.flags = DED_JOIN_F_VOID;
+  j.void_round = 4;
+  j.void_attempt = 0x20000beefull;
+  j.acc_view = DED_VIEW_NONE;
+  frame_join_status(&f, &j, &plan, have1);
+  write_msg_variants("join_status_void", &f);
+  gbuf_reset(&f);
+  j.void_round = j.void_attempt = 0;
   /* A client's report, of a plan where it is one (member 1). */
   plan_modes(&plan);
   j.flags = DED_JOIN_F_CLIENT;

@@ -590,6 +590,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
       res->behind);
   if (res->behind > j->behind) j->behind = res->behind;
   if (res->diverged) j->refound = true;
+  if (res->founder) j->refound = false;
   if (res->late && !res->alone && res->swarm_round > res->round) {
     j->late_swarm = res->swarm_round;
     j->late_round = res->round;

@@ -370,6 +370,11 @@ static void test_lineage_void_base(void **state) {
   /* A result no longer in the ring is none to vouch from. */
   assert_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING));
   assert_non_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING - 1));
+  /* A round past the one asked in the slot of one between: that one's
+   * entry (and whether it voted) is lost. */
+  lin_set(&l, 8 + DED_LIN_RING, 2, ATT_A);
+  assert_null(ded_lineage_void_base(&l, 9));
+  assert_null(ded_lineage_void_base(&l, 10));
   ded_lineage_lose(&l);
 }
 

@@ -907,6 +907,37 @@ static void test_msg_join_void(void **state) {
     if (ded_msg_join_decode(fr.payload, fr.len, NULL, &out) != DED_ERR_PROTO)
       fail_msg("JOIN with VOID case %zu accepted", i);
   }
+  /* With a failover report: the void fields come first, then the report. */
+  {
+    ded_msg_commit plan;
+    msg_plan_make(&plan, 3, 1000);
+    ded_msg_join js = msg_join_valid();
+    js.round = 1000;
+    js.flags = DED_JOIN_F_VOID;
+    js.void_round = 990;
+    js.void_attempt = 5;
+    js.acc_view = DED_VIEW_NONE;
+    const uint8_t have[1] = {0x05};
+    size_t cap = DED_JOIN_STATUS_FRAME_BYTES(plan.k) + DED_JOIN_VOID_BYTES;
+    uint8_t *sb = malloc(cap);
+    assert_non_null(sb);
+    w = ded_wr_init(sb, cap);
+    ded_msg_join_status_encode(&w, &js, &plan, have);
+    assert_false(w.err);
+    assert_int_equal(w.pos, cap);
+    fr = msg_unframe(sb, cap, DED_MSG_JOIN);
+    assert_int_equal(msg_le(fr.payload + JOIN_BASE_BYTES, 8), 990);
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+    assert_int_equal(out.flags, DED_JOIN_F_VOID | DED_JOIN_F_STATUS);
+    assert_int_equal(out.void_round, 990);
+    assert_int_equal(out.void_attempt, 5);
+    assert_int_equal(out.plan.k, plan.k);
+    assert_int_equal(out.have[0], 0x05);
+    ded_msg_join_free(&out, NULL);
+    msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+    free(sb);
+    free(plan.members);
+  }
   /* The smallest gap: one round between. */
   j = msg_join_valid();
   j.flags = DED_JOIN_F_VOID;

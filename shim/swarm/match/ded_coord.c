@@ -326,11 +326,15 @@ static void coord_try_carry(ded_node *node, ded_coord *cr) {
   if (cr->carried || cr->genesis || cr->round < 2) return;
   ded_lin_entry *prev = ded_lineage_get(&node->lin, cr->round - 1);
   if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt) return;
+  /* Nor where we hold a result or a vote of a round since (the vouchers
+   * are wrong, or we are): our own lineage must say the same. */
+  const ded_lin_entry *mine = ded_lineage_void_base(&node->lin, cr->round);
+  if (!mine) return;
   for (size_t i = 0; i < cr->g.n; i++) {
     const ded_msg_join *j = &cr->g.v[i].join;
-    if (!(j->flags & DED_JOIN_F_VOID) || j->round != cr->round) continue;
-    ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
-    if (!e || e->attempt != j->void_attempt || !e->final || e->final_attempt != e->attempt) continue;
+    if (!(j->flags & DED_JOIN_F_VOID) || j->round != cr->round || j->void_round != mine->round ||
+        j->void_attempt != mine->attempt)
+      continue;
     /* R's members that still count, as acceptors; the VOID joiners among them. */
     cr->carried = true;
     cr->carry_round = j->void_round;
@@ -357,10 +361,32 @@ static void coord_try_carry(ded_node *node, ded_coord *cr) {
                (unsigned long long)cr->round, cr->view, (unsigned long long)j->void_round + 1,
                (unsigned long long)cr->round - 1, (unsigned long long)j->void_round);
       coord_expect_lineage(node, cr);
-      return;
+    } else {
+      cr->carried = false;
     }
-    cr->carried = false;
+    return; /* every voucher that counts names this same result */
   }
+}
+
+/* Flags the member of a carried attempt whose state goes on: the first
+ * (in summation order) that vouched for the rounds carried over (its
+ * state holds the result they were carried from) and is no client (the
+ * other clients could not reach it to reload), else the first that is no
+ * client, else the first contributor. */
+static void coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
+  unsigned pick = cm->k;
+  for (int pass = 0; pass < 3 && pick == cm->k; pass++)
+    for (unsigned m = 0; m < cm->k && pick == cm->k; m++) {
+      uint8_t f = cm->members[m].flags;
+      if (f & DED_MEMBER_F_AUX || (pass < 2 && f & DED_MEMBER_F_CLIENT)) continue;
+      const ded_gather_join *gj = pass == 0 ? ded_gather_find(&cr->g, cm->members[m].id) : NULL;
+      if (pass == 0 && (!gj || !(gj->join.flags & DED_JOIN_F_VOID) ||
+                        gj->join.void_round != cr->carry_round ||
+                        gj->join.void_attempt != cr->carry_attempt))
+        continue;
+      pick = m;
+    }
+  if (pick < cm->k) cm->members[pick].flags |= DED_MEMBER_F_FOUNDER;
 }
 
 /* Marks the acceptors among a new attempt's members. False unless they
@@ -488,12 +514,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     cr->state = COORD_GATHERING;
     return;
   }
-  if (cr->carried) /* the first contributor's state goes on */
-    for (unsigned m = 0; m < cm.k; m++)
-      if (!(cm.members[m].flags & DED_MEMBER_F_AUX)) {
-        cm.members[m].flags |= DED_MEMBER_F_FOUNDER;
-        break;
-      }
+  if (cr->carried) coord_flag_founder(cr, &cm);
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
@@ -841,15 +862,31 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       return;
     }
   } else if (j->round > 0) {
-    /* Only the view's candidate in our lineage coordinates it: for a
-     * joiner that vouches for rounds with no result, the lineage of the
-     * result it names, if that is ours too. */
+    /* Only the view's candidate in our lineage coordinates it; for a
+     * joiner that vouches for rounds with no result, the candidate in the
+     * membership of the result it names will do too, if we hold it. */
     ded_lin_entry *prev = ded_lineage_get(&node->lin, j->round - 1);
-    if (j->flags & DED_JOIN_F_VOID) {
-      ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
-      if (e && e->attempt == j->void_attempt && e->final && e->final_attempt == e->attempt) prev = e;
+    bool ours = !prev ||
+                id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view));
+    bool prev_result = prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt;
+    if (!ours && j->flags & DED_JOIN_F_VOID && prev_result) {
+      /* It vouches that the round before had no result, and we completed
+       * it: it ended that round on its own values and is out of step. It
+       * hears so (STALE), and reloads the run's state. */
+      if (from) {
+        node_log(node, DED_LOG_INFO, "round %llu: %s says round %llu had no result, which this "
+                 "peer completed: it is out of step", (unsigned long long)j->round, from->sid,
+                 (unsigned long long)j->round - 1);
+        ded_coord_send_stale(node, from, j->round);
+      }
+      return;
     }
-    if (prev && !id_is_me(node, ded_lin_coord((const uint8_t *)prev->ids, prev->n, j->round, j->view))) {
+    if (!ours && j->flags & DED_JOIN_F_VOID) {
+      ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
+      ours = e && e->attempt == j->void_attempt && e->final && e->final_attempt == e->attempt &&
+             id_is_me(node, ded_lin_coord((const uint8_t *)e->ids, e->n, j->round, j->view));
+    }
+    if (!ours) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
                (unsigned long long)j->round, j->view);
       return;

@@ -81,6 +81,9 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.recoveries = r->recoveries;
   res.behind = r->behind;
   if (with_result) res.diverged = round_take_founder(node, r, &res.founder);
+  /* Until it reloads, every report says so: a reload that failed is
+   * tried again at the next step. */
+  if (node->rounds.diverged && !res.founder) res.diverged = true;
   if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
@@ -113,6 +116,7 @@ static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder
   ded_peer *p = ded_peer_find(node, plan->members[f].id);
   if (id_is_me(node, plan->members[f].id)) {
     *founder = true;
+    node->rounds.diverged = false; /* whatever it was before, its state is the run's now */
     node_log(node, DED_LOG_INFO, "round %llu: the rounds before had no result anywhere; this "
              "job's state goes on as the run's, and the other %u members reload it",
              (unsigned long long)r->no, plan->k - 1);
@@ -126,6 +130,7 @@ static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder
            "job kept its own values in them; the run goes on with the state of %s: reloading it "
            "at the next step", (unsigned long long)r->no, p ? p->sid : "its founder");
   node->rounds.diverged = true;
+  memcpy(node->rounds.founder, plan->members[f].id, DED_ID_BYTES);
   return true;
 }
 

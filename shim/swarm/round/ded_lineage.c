@@ -107,11 +107,11 @@ const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round)
       base = e;
   }
   if (!base || base->round + 1 >= round || round - base->round >= DED_LIN_RING) return NULL;
-  for (unsigned i = 0; i < DED_LIN_RING; i++) {
-    const ded_lin_entry *e = &l->ring[i];
-    if (e->ids && e->round > base->round && e->round < round &&
-        (!e->final || e->final_attempt != 0 || e->voted))
-      return NULL;
+  for (uint64_t x = base->round + 1; x < round; x++) {
+    const ded_lin_entry *e = &l->ring[x % DED_LIN_RING];
+    if (!e->ids || e->round < x) continue; /* no attempt of x here */
+    /* A later round took x's slot: what x's entry said is lost. */
+    if (e->round > x || !e->final || e->final_attempt != 0 || e->voted) return NULL;
   }
   return base;
 }

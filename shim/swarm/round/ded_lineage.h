@@ -84,7 +84,8 @@ void ded_lineage_take_have(ded_lineage *l, uint64_t round, uint64_t attempt,
  * with no entry had no attempt here, so no vote), and there is at least
  * one such round: this peer can vouch that those rounds completed nowhere
  * it took part (docs/architecture.md, "A round with no result anywhere").
- * NULL otherwise, and when that round is no longer in the ring. */
+ * NULL otherwise, when that round is no longer in the ring, and when a
+ * round after |round| took the slot of one between (its entry is lost). */
 const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round);
 
 /* |plan|'s members as a lineage (ids, then client bits), from |mem|. */

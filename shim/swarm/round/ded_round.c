@@ -212,11 +212,12 @@ void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     return;
   }
   ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
-  const ded_lin_entry *vb = ded_round_void_base(node, r);
+  const ded_lin_entry *vb = prev ? NULL : ded_round_void_base(node, r);
   if (vb) {
-    /* The rounds since our last result ended with none here: their
-     * memberships were never the swarm's, that result's is (every peer
-     * that vouches so picks the same coordinator). */
+    /* No attempt of the round before reached us, and the rounds since
+     * our last result ended with none here: that result's membership is
+     * our best guess (in a failover, every peer that vouches for those
+     * rounds takes it: ded_round_failover). */
     if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])vb->ids, vb->n, vb->attempt)) {
       ded_round_fail(node, r, DED_ERR_NOMEM);
       return;
@@ -305,9 +306,13 @@ void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t 
   }
   /* The membership may have moved on since we joined (the previous
    * round went through another attempt): fail over along the current one. */
-  const ded_lin_entry *prev = ded_round_void_base(node, r);
-  if (!prev) prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  if (prev && prev->attempt != r->lin_attempt &&
+  /* A peer that vouches for rounds with no result fails over along the
+   * membership of its last result, as every such peer does, so that they
+   * converge on one coordinator; view 0 went along the round before's
+   * (where a peer that only missed that round finds the swarm's). */
+  const ded_lin_entry *vb = ded_round_void_base(node, r);
+  const ded_lin_entry *prev = vb ? vb : r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  if (prev && (vb || prev->attempt != r->lin_attempt) &&
       ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
     ded_round_fail(node, r, DED_ERR_NOMEM);
     return;

@@ -170,6 +170,7 @@ typedef struct ded_rounds {
    * another member as its founder: this job's state is not the run's
    * until it reloads, so it offers none. */
   bool diverged;
+  uint8_t founder[DED_ID_BYTES]; /* ... whose state is the run's: a reload asks it first */
   bool reporting; /* reports are being made: nothing may report meanwhile */
 } ded_rounds;
 

@@ -95,6 +95,10 @@ static void state_ask_founders(ded_node *node) {
 static void state_ask_more(ded_node *node) {
   ded_xfer *st = &node->xfer;
   if (st->founding) state_ask_founders(node);
+  if (st->reload && node->rounds.diverged) { /* the founder's state is the run's: it first */
+    ded_peer *f = ded_peer_find(node, node->rounds.founder);
+    if (f && f->conn && !f->left) state_ask_peer(node, f);
+  }
   if (!st->founding && !st->pull) ded_keep_ask_backbones(node);
   if (st->ndonors >= DED_XFER_ASK_MAX || node->peers.n == 0) return;
   /* Start at a place that depends on our id, so that joiners spread. */
