@@ -1494,6 +1494,72 @@ def kill_stop_join():
           (stopped_at, resumed_at, reload.group(2), joined, "; ".join(notes), got, want))
 
 
+@test
+def stopped_donor():
+    """Issue 22's split and reset: three single-rank jobs train; at step 30
+    jobs 1 and 2 are SIGKILLed and job 0, the run's last holder, is
+    SIGSTOPped 0.5 s later, inside a round that waits for them, for 5 s,
+    longer than the round bound (3 s); two
+    replacements start 1 s into the stop. Job 0's rounds in the stop end
+    without a result anywhere (or, if its peers' eviction fires first as it
+    resumes, it decides alone at once), and its crashed peers are evicted:
+    back, job 0 alone vouches for those rounds, decides the next one as
+    their founder ("goes on as the run's"), and offers its state. The
+    replacements load it (never "no run in progress", never their own
+    initial parameters): their checksums equal job 0's at every step they
+    log, and the three end bit-identical. On the engine before the carry,
+    when the bound came first, job 0 decided no round again and offered no
+    snapshot, and the replacements' fetch timed out (1 of 2 runs here)."""
+    steps = ["--steps", "400", "--buckets", "2", "--log-every", "1", "--step-ms", "20"]
+    env = {"DEDMPI_DEADLINE_FLOOR": "200ms", "DEDMPI_ROUND_TIMEOUT": "3s"}
+    sw = Swarm4(steps, env, linger_ms=5000, late=(3, 4), n=5)
+    sw.wait_step(0, 30)
+    sw.signal(1, signal.SIGKILL)
+    sw.signal(2, signal.SIGKILL)
+    # Job 0 is stopped inside a round: one that waits for the crashed two
+    # (evicted only after half the bound) and whose bound passes in the stop.
+    time.sleep(0.5)
+    sw.signal(0, signal.SIGSTOP)
+    stopped_at = sw.step_of(0)
+    time.sleep(1.0)
+    sw.start_late(3)
+    sw.start_late(4)
+    time.sleep(4.0)
+    sw.signal(0, signal.SIGCONT)
+    live = (0, 3, 4)
+    run_jobs([sw.jobs[i] for i in live], 240)
+    for i in (1, 2):
+        sw.jobs[i].wait(10)
+    # Which way job 0 came back depends on which of its timers fires first
+    # once it resumes: its crashed peers' eviction (then it decides alone at
+    # once) or its round's bound (then that round has no result anywhere,
+    # and it goes on as the founder of a carried round).
+    founder = "goes on as the run's" in sw.jobs[0].err
+    ref = sw.checksums(0)
+    notes = []
+    for i in (3, 4):
+        j = sw.jobs[i]
+        check("no run in progress" not in j.err,
+              "job %d found no run in progress (a reset):\n%s" % (i, j.describe()))
+        m = re.search(r"resumed at step (\d+)", j.out)
+        check(m and int(m.group(1)) > stopped_at,
+              "job %d did not resume from the run's step (past %d):\n%s" %
+              (i, stopped_at, j.describe()))
+        mine = sw.checksums(i)
+        common = sorted((s for s in set(mine) & set(ref) if int(s) >= int(m.group(1))), key=int)
+        check(len(common) >= 10, "job %d: too few steps to compare: %s" % (i, common[:5]))
+        differ = [s for s in common if mine[s] != ref[s]]
+        check(not differ, "job %d's parameters differ from job 0's at steps %s" % (i, differ[:10]))
+        notes.append("job %d resumed at step %s, equal to job 0 at %d logged steps" %
+                     (i, m.group(1), len(common)))
+    sw.check_identical(live)
+    print("  jobs 1 and 2 killed, job 0 stopped at step %d for 5 s (bound 3 s); job 0 went "
+          "on %s; %s; all three identical" %
+          (stopped_at,
+           "as the founder of rounds with no result" if founder else "alone, its peers evicted",
+           "; ".join(notes)))
+
+
 def steps_logged(job):
     """Step -> parameter checksum, as hvd_like --log-every printed them."""
     return dict(re.findall(r"step (\d+) checksum (\S+)", job.out))
