@@ -560,11 +560,21 @@ static void gen_record(void) {
   n = make_record(&id, &o, rec);
   FUZZ_CHECK(ded_record_decode(rec, n, &full) == 0);
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
   ded_record_sign(&full, &id);
   int m = ded_record_encode(&full, rec, sizeof rec);
   FUZZ_CHECK(m > 0);
   write_seed("record", "progress", rec, (size_t)m);
+  /* The same as an older peer writes it: 16 bytes, no attempt. */
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  const uint8_t old_progress[] = {DED_RECORD_EXT_PROGRESS, 16, 0xe1, 0x10, 0, 0, 0, 0, 0, 0,
+                                  0x76, 0x11, 0, 0, 4, 0, 0, 0};
+  memcpy(full.ext + full.ext_len, old_progress, sizeof old_progress);
+  full.ext_len = (uint16_t)(full.ext_len + sizeof old_progress);
+  ded_record_sign(&full, &id);
+  m = ded_record_encode(&full, rec, sizeof rec);
+  FUZZ_CHECK(m > 0);
+  write_seed("record", "progress_short", rec, (size_t)m);
   /* Group peers: a job's few on two hosts, and the largest list (every
    * entry on a host of its own, in three entries) beside the others. */
   ded_group_addr g[DED_RECORD_GROUPS_MAX];
@@ -577,7 +587,7 @@ static void gen_record(void) {
     g[i].addr.port = (uint16_t)(7100 + i);
   }
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
   ded_group_addr few[4];
   for (unsigned i = 0; i < 4; i++) {
     few[i] = g[i % 2];
@@ -592,7 +602,7 @@ static void gen_record(void) {
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
   uint8_t isig[DED_SIG_BYTES] = {0x5a};
   ded_record_invite_add(&full, 0, isig);
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
   FUZZ_CHECK(ded_record_groups_add(&full, g, DED_RECORD_GROUPS_MAX) == 0);
   ded_record_sign(&full, &id);
   m = ded_record_encode(&full, rec, sizeof rec);

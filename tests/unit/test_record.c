@@ -520,13 +520,14 @@ static void test_record_progress(void **state) {
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   uint8_t sig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, sig);
-  ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12});
+  ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12, 0x8877665544332211ull});
   ded_record_sign(&rec, &id);
   uint8_t buf[DED_RECORD_BYTES_MAX];
   size_t n = rec_encode(&rec, buf);
   assert_int_equal(ded_record_decode(buf, n, &out), 0);
   assert_int_equal(ded_record_progress(&out, &prog), 1);
   assert_true(prog.round == (1ull << 40) + 5 && prog.round_ms == 4470 && prog.contributors == 12);
+  assert_true(prog.attempt == 0x8877665544332211ull);
   ded_perf perf;
   assert_int_equal(ded_record_perf(&out, &perf), 1);
   assert_int_equal(perf.down_kBps, 2);
@@ -535,7 +536,8 @@ static void test_record_progress(void **state) {
   ded_record_sign(&rec, &id);
   n = rec_encode(&rec, buf);
   assert_int_equal(ded_record_decode(buf, n, &out), DED_ERR_PROTO);
-  /* Shorter than this version reads: malformed; longer: read. */
+  /* Shorter than the least a version reads: malformed; longer: read, the
+   * attempt only when all of it is there (an older peer's 16 bytes: 0). */
   const uint8_t shorter[] = {DED_RECORD_EXT_PROGRESS, 15, 1, 0, 0, 0, 0, 0, 0, 0,
                              2, 0, 0, 0, 3, 0, 0};
   const uint8_t longer[] = {DED_RECORD_EXT_PROGRESS, 17, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -552,6 +554,16 @@ static void test_record_progress(void **state) {
   assert_int_equal(ded_record_decode(buf, n, &out), 0);
   assert_int_equal(ded_record_progress(&out, &prog), 1);
   assert_true(prog.round == 1 && prog.round_ms == 2 && prog.contributors == 3);
+  assert_true(prog.attempt == 0);
+  const uint8_t full[] = {DED_RECORD_EXT_PROGRESS, 25, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0,
+                          0, 5, 0, 0, 0, 0, 0, 0, 0, 7};
+  memcpy(rec.ext, full, sizeof full);
+  rec.ext_len = sizeof full;
+  ded_record_sign(&rec, &id);
+  n = rec_encode(&rec, buf);
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  assert_int_equal(ded_record_progress(&out, &prog), 1);
+  assert_true(prog.round == 1 && prog.contributors == 3 && prog.attempt == 5);
 }
 
 /* ---------------------------------------------------------- GROUPS */
@@ -603,12 +615,12 @@ static void test_record_groups(void **state) {
   assert_int_equal(ded_record_groups(&rec, got), -1);
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   assert_int_equal(ded_record_groups(&rec, got), -1);
-  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2});
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0});
   ded_group_addr g[5];
   groups_make(g, 5, 2);
   assert_int_equal(ded_record_groups_add(&rec, g, 5), 0);
   /* Two hosts, five entries, in one entry of the extension. */
-  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_PROGRESS_BYTES + 2 +
+  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_PROGRESS_FULL_BYTES + 2 +
                                     1 + 2 * 17 + 1 + 5 * 5);
   ded_record_sign(&rec, &id);
   uint8_t buf[DED_RECORD_BYTES_MAX];
@@ -666,7 +678,7 @@ static void test_record_groups_largest(void **state) {
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   uint8_t isig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, isig);
-  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2});
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0});
   size_t head = rec.ext_len;
   ded_group_addr g[DED_RECORD_GROUPS_MAX];
   groups_make(g, DED_RECORD_GROUPS_MAX, DED_RECORD_GROUPS_MAX);

@@ -172,10 +172,11 @@ void ded_disc_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uint64
   if (rv < 0) ded_conn_protocol_error(node, c, rv, "RECORDS");
 }
 
-void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors) {
+void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors,
+                       uint64_t attempt) {
   ded_disc *d = &node->disc;
   if (d->progress_set && round <= d->progress.round) return;
-  d->progress = (ded_progress){round, ms, contributors};
+  d->progress = (ded_progress){round, ms, contributors, attempt};
   d->progress_set = d->progress_new = true;
 }
 

@@ -78,9 +78,11 @@ int ded_disc_take_record(ded_node *node, const uint8_t *bytes, size_t len, struc
 /* A RECORDS frame on |c|. */
 void ded_disc_on_records(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
 
-/* Round |round| completed here after |ms| with |contributors|: our record
- * tells of it at its next renewal. */
-void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors);
+/* Round |round| completed here after |ms| with |contributors|, taking
+ * the result of |attempt| (0: none known): our record tells of it at its
+ * next renewal. */
+void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors,
+                       uint64_t attempt);
 
 /* Replaces the group peers our record lists with the |n| at |g| (ids
  * strictly increasing; n 0: none), re-signs our record and floods it at

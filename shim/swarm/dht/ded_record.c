@@ -16,7 +16,7 @@ _Static_assert(RECORD_FIXED_BYTES + DED_RECORD_EXT_MAX <= DED_RECORD_BYTES_MAX,
                "a record with the largest extension must fit DED_RECORD_BYTES_MAX");
 /* Our own record carries rates, an invitation, progress and a full list
  * of group peers at once. */
-_Static_assert(2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_INVITE_BYTES + 2 + DED_RECORD_PROGRESS_BYTES +
+_Static_assert(2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_INVITE_BYTES + 2 + DED_RECORD_PROGRESS_FULL_BYTES +
                        DED_RECORD_GROUPS_EXT_MAX <=
                    DED_RECORD_EXT_MAX,
                "our own extension must fit DED_RECORD_EXT_MAX");
@@ -129,10 +129,11 @@ int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[D
 void ded_record_progress_add(ded_record *rec, const ded_progress *prog) {
   ded_wr w = ded_wr_init(rec->ext + rec->ext_len, sizeof rec->ext - rec->ext_len);
   ded_wr_u8(&w, DED_RECORD_EXT_PROGRESS);
-  ded_wr_u8(&w, DED_RECORD_PROGRESS_BYTES);
+  ded_wr_u8(&w, DED_RECORD_PROGRESS_FULL_BYTES);
   ded_wr_u64(&w, prog->round);
   ded_wr_u32(&w, prog->round_ms);
   ded_wr_u32(&w, prog->contributors);
+  ded_wr_u64(&w, prog->attempt);
   DED_ASSERT(!w.err);
   rec->ext_len = (uint16_t)(rec->ext_len + w.pos);
 }
@@ -146,6 +147,7 @@ int ded_record_progress(const ded_record *rec, ded_progress *prog) {
   prog->round = ded_rd_u64(&r);
   prog->round_ms = ded_rd_u32(&r);
   prog->contributors = ded_rd_u32(&r);
+  if (n >= DED_RECORD_PROGRESS_FULL_BYTES) prog->attempt = ded_rd_u64(&r);
   return 1;
 }
 

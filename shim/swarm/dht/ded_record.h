@@ -33,9 +33,12 @@
  *     run owner's invitation of this record's key (ded_invite.h), for a
  *     run with access control.
  *     DED_RECORD_EXT_PROGRESS (len >= 16): u64 round | u32 round_ms |
- *     u32 contributors: the last round the owner completed, how long it
- *     took it and how many jobs it averaged (what a backbone's status
- *     page shows; republished every few seconds while rounds go on).
+ *     u32 contributors [| u64 attempt, when len >= 24]: the last round the
+ *     owner completed, how long it took it, how many jobs it averaged and
+ *     the attempt whose result it took (0: unknown), what a backbone's
+ *     status page shows and how two groups of one run tell each other
+ *     apart (ded_rounds_check_groups); republished every few seconds while
+ *     rounds go on.
  *     DED_RECORD_EXT_GROUPS (one entry or several: its value is the
  *     concatenation of the values of every GROUPS entry, in order, each at
  *     most 255 bytes): the addresses of the group peers of the owner's
@@ -82,7 +85,8 @@ enum {
 };
 #define DED_RECORD_PERF_BYTES 12
 #define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
-#define DED_RECORD_PROGRESS_BYTES 16
+#define DED_RECORD_PROGRESS_BYTES 16      /* the least a PROGRESS entry holds */
+#define DED_RECORD_PROGRESS_FULL_BYTES 24 /* ... and with its attempt */
 /* Group peers one record lists at most, and the most bytes their entries
  * take: the value (every entry on its own host), cut in entries of at
  * most 255 bytes, each with its tag and length. */
@@ -103,6 +107,7 @@ typedef struct ded_progress {
   uint64_t round;
   uint32_t round_ms;
   uint32_t contributors;
+  uint64_t attempt; /* whose result the round took; 0: unknown (an older record) */
 } ded_progress;
 
 /* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */

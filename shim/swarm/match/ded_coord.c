@@ -426,8 +426,10 @@ static bool attempt_full(const struct ded_coord_attempt *a) {
 static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   cr->state = COORD_DECIDED; /* (the paths that cannot decide yet go back) */
   ded_intents_spent(&node->intents, cr->round, gather_has, &cr->g);
-  /* (A held round says nothing of the spread.) */
-  if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->last_ns >= cr->first_ns)
+  /* (A held round says nothing of the spread, nor does one of a single
+   * joiner: a partition's rounds alone would teach a patience of nothing.) */
+  if (all_in && cr->view == 0 && !cr->genesis && !cr->held && cr->g.n > 1 &&
+      cr->last_ns >= cr->first_ns)
     ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
   struct ded_coord_attempt *best = NULL;
   bool chosen = false;
@@ -588,6 +590,10 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     if (cr->view == 0 && cr->round > 0 && !coord_prev(node, cr) && now_ns < cr->deadline_ns)
       return;
     coord_expect_lineage(node, cr);
+    /* And a job offered the run's state since this view began (a donor's
+     * intent for it, ded_donor.c): it joins as soon as it has loaded. */
+    coord_expect_ctx ec = {node, cr};
+    ded_intents_each(&node->intents, cr->round, now_ns, coord_expect_one, &ec);
     unsigned alive = 0, in = 0;
     for (unsigned i = 0; i < cr->nexpect; i++) {
       if (!coord_alive(node, cr, cr->expect[i])) continue;
@@ -885,6 +891,13 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
       ded_lin_entry *e = ded_lineage_get(&node->lin, j->void_round);
       ours = e && e->attempt == j->void_attempt && e->final && e->final_attempt == e->attempt &&
              id_is_me(node, ded_lin_coord((const uint8_t *)e->ids, e->n, j->round, j->view));
+    }
+    /* Our own member, when every member of the round before is gone for
+     * good: it goes on alone (ded_round.c, round_pick_view). */
+    if (!ours && !from && prev) {
+      bool dead = true;
+      for (unsigned i = 0; i < prev->n && dead; i++) dead = ded_peer_evicted(node, prev->ids[i]);
+      ours = dead;
     }
     if (!ours) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",

@@ -139,6 +139,14 @@ void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
       p->next_connect_ns = node->now_ns + (uint64_t)p->backoff_ms * 1000000u;
       p->addr_idx++;
       p->backoff_ms = DED_MIN(p->backoff_ms * 2, NODE_BACKOFF_MS_MAX);
+      /* One we never reached (a member of the rounds a joiner loaded that
+       * crashed before it came, its record not expired yet) is as lost as
+       * one whose connection broke: it coordinates nothing, and is evicted
+       * once unreachable for the eviction time. */
+      if (!p->lost && !p->left) {
+        p->lost = true;
+        p->lost_ns = node->now_ns;
+      }
     }
     return;
   }
@@ -187,6 +195,12 @@ unsigned ded_peers_genesis_view(ded_node *node, const uint8_t **min_id) {
   }
   if (min_id) *min_id = best;
   return n;
+}
+
+bool ded_peer_evicted(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
+  if (id_is_me(node, id)) return false;
+  ded_peer *p = ded_peer_find(node, id);
+  return !p || p->left || p->evicted;
 }
 
 /* True if |id| cannot coordinate: it left, or its connection broke. */

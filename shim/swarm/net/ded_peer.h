@@ -52,6 +52,10 @@ typedef struct ded_peer {
   uint32_t backoff_ms;
   unsigned addr_idx;
   bool speed_answered; /* we sent it the bytes its probe asked for */
+  /* A round its record said it completed, past our newest, and the
+   * attempt it took: kept until our rounds get there, to tell whether it
+   * is of our group (ded_rounds_check_groups); round 0: none. */
+  uint64_t seen_round, seen_attempt;
 } ded_peer;
 
 typedef struct ded_peers {
@@ -76,6 +80,10 @@ bool ded_peer_participates(const ded_node *node, const ded_peer *p);
 /* True if |id| cannot coordinate: it left, or its connection broke (us:
  * we are leaving). */
 bool ded_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]);
+
+/* True if |id| is gone for good: unknown here, left, or evicted (never
+ * us). */
+bool ded_peer_evicted(ded_node *node, const uint8_t id[DED_ID_BYTES]);
 
 /* Takes |c| off |p|'s lanes; true if it was one. */
 bool ded_peer_lane_remove(ded_peer *p, const ded_conn *c);

@@ -65,8 +65,9 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
    * attempt, or a group of one left by a partition, is still the run's). */
   if (with_result || (status == 0 && !alone)) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
+    bool known = via_attempt || with_result;
     ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
-                      via_attempt || with_result ? r->att.ncontrib : 0);
+                      known ? r->att.ncontrib : 0, with_result ? r->att.plan.attempt : 0);
   }
   ded_round_result res;
   memset(&res, 0, sizeof res);
@@ -372,7 +373,10 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
   r->chosen_digested = true;
   memcpy(r->chosen_digest, r->digest, DED_RESULT_DIGEST_BYTES);
   memcpy(r->chosen_by, node->ident.id, DED_ID_BYTES);
-  if (r->state == ROUND_RUNNING || r->state == ROUND_FETCHING)
+  /* (An attempt of one member crosses no link: it says nothing of the
+   * swarm's round time, and a partition's rounds alone would otherwise
+   * teach a patience the first round after the healing cannot meet.) */
+  if ((r->state == ROUND_RUNNING || r->state == ROUND_FETCHING) && r->att.plan.k > 1)
     ded_timing_learn_run(&node->timing, now_ns - r->started_ns);
   /* Those who are not acceptors (late members) and asked: it is done. So
    * are clients, which hear no HAVE from one another and may lack a

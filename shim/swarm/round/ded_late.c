@@ -157,27 +157,87 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   }
 }
 
+/* The smallest of the |n| ids at |ids|. */
+static const uint8_t *ids_min(const uint8_t (*ids)[DED_ID_BYTES], unsigned n) {
+  const uint8_t *m = ids[0];
+  for (unsigned k = 1; k < n; k++)
+    if (memcmp(ids[k], m, DED_ID_BYTES) < 0) m = ids[k];
+  return m;
+}
+
+/* Whether our round |round| took another result than |attempt|: the
+ * peer that took that one is of another group than ours. */
+static bool group_differs(ded_node *node, uint64_t round, uint64_t attempt) {
+  const ded_lin_entry *l = ded_lineage_get(&node->lin, round);
+  return attempt != 0 && l && l->ids && l->final && l->final_attempt != 0 &&
+         l->final_attempt != attempt;
+}
+
+/* Whether peer |p|, whose record says |prog|, is of another group than
+ * ours, whose newest round is |e|: it took another result of a round we
+ * completed (a round of its record past our newest is kept until ours
+ * get there), or it is far past our newest round without having been in
+ * it. */
+static bool group_other(ded_node *node, ded_peer *p, const ded_progress *prog,
+                        const ded_lin_entry *e) {
+  for (unsigned k = 0; k < e->n; k++)
+    if (memcmp(e->ids[k], p->id, DED_ID_BYTES) == 0) {
+      p->seen_round = 0; /* in our newest round */
+      return false;
+    }
+  if (prog->round >= e->round + NODE_GROUP_GAP_ROUNDS) return true;
+  if (p->seen_round && p->seen_round <= e->round) {
+    bool other = group_differs(node, p->seen_round, p->seen_attempt);
+    p->seen_round = 0;
+    if (other) return true;
+  }
+  if (prog->round <= e->round) return group_differs(node, prog->round, prog->attempt);
+  if (!p->seen_round && prog->attempt) { /* ahead of us: compared once we get there */
+    p->seen_round = prog->round;
+    p->seen_attempt = prog->attempt;
+  }
+  return false;
+}
+
+/* Whether our group yields to |p|'s: the one further ahead wins when they
+ * are NODE_GROUP_GAP_ROUNDS apart; closer, the one with more contributors
+ * in its newest round, then the one with the smallest id. */
+static bool group_yields(const ded_progress *prog, const uint8_t id[DED_ID_BYTES],
+                         const ded_lin_entry *e) {
+  if (prog->round >= e->round + NODE_GROUP_GAP_ROUNDS) return true;
+  if (prog->round + NODE_GROUP_GAP_ROUNDS <= e->round) return false;
+  if (prog->contributors != e->n) return prog->contributors > e->n;
+  return memcmp(id, ids_min((const uint8_t(*)[DED_ID_BYTES])e->ids, e->n), DED_ID_BYTES) < 0;
+}
+
 void ded_rounds_check_groups(ded_node *node) {
-  if (node->s.no_rounds || node->leaving) return;
+  if (node->s.no_rounds || node->leaving || node->rounds.yielding) return;
   ded_lin_entry *e = ded_lineage_newest_below(&node->lin, node->rounds.next);
-  if (!e || !e->final || !e->ids) return;
+  if (!e || !e->final || !e->ids || e->n == 0) return;
   for (size_t i = 0; i < node->peers.n; i++) {
     ded_peer *p = node->peers.v[i];
     const ded_record *rec = ded_peer_record(node, p);
     ded_progress prog;
     if (!ded_peer_participates(node, p) || !rec || !ded_record_progress(rec, &prog) ||
-        prog.round < e->round + NODE_GROUP_GAP_ROUNDS || prog.round < node->rounds.stale ||
-        prog.contributors < e->n) /* a lone node's fast rounds do not outweigh a group */
+        prog.round < node->rounds.stale || !group_other(node, p, &prog, e) ||
+        !group_yields(&prog, p->id, e))
       continue;
-    bool ours = false;
-    for (unsigned k = 0; k < e->n && !ours; k++) ours = memcmp(e->ids[k], p->id, DED_ID_BYTES) == 0;
-    if (ours) continue;
+    /* Ours ends now: our rounds end out of step, and the shim reloads,
+     * at its next step, a state of a round the other group reaches after
+     * both groups' (ded_xfer_reload), asking |p| first. */
     node_log(node, DED_LOG_WARN,
-             "peer %s, not in this job's rounds, completed round %llu, %llu past this job's "
-             "latest: another group of the run went on without this one (a partition); this job "
-             "is out of step and reloads the run's state",
-             p->sid, (unsigned long long)prog.round, (unsigned long long)(prog.round - e->round));
-    node->rounds.stale = prog.round + 1;
+             "peer %s, of another group of the run (a partition healed), completed round %llu "
+             "with %u contributors; this job's group is at round %llu with %u: %s; this job is "
+             "out of step and reloads that group's state",
+             p->sid, (unsigned long long)prog.round, prog.contributors,
+             (unsigned long long)e->round, e->n,
+             prog.round >= e->round + NODE_GROUP_GAP_ROUNDS ? "that group is far ahead"
+             : prog.contributors != e->n ? "that group is larger"
+                                         : "that group has the smaller id");
+    node->rounds.stale = DED_MAX(node->rounds.stale, prog.round + 1);
+    node->rounds.yielding = node->rounds.diverged = true;
+    memcpy(node->rounds.founder, p->id, DED_ID_BYTES);
+    return;
   }
 }
 

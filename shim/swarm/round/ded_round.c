@@ -51,282 +51,6 @@ static bool plan_lists(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   return false;
 }
 
-/* ------------------------------------------------------------------ */
-/* joining: WAIT_PREV -> JOINING -> JOINED                              */
-/* ------------------------------------------------------------------ */
-
-static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
-  return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
-}
-
-/* Moves |r| to the first view from |v| on whose coordinator is not known
- * to be gone. */
-static void round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
-  for (unsigned i = 0; i + 1 < r->nlin && ded_peer_gone(node, round_cand(r, v)); i++) v++;
-  r->view = v;
-  memcpy(r->coord, round_cand(r, v), DED_ID_BYTES);
-}
-
-int ded_round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES],
-                         unsigned n, uint64_t attempt) {
-  uint8_t(*copy)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(n));
-  if (!copy) return DED_ERR_NOMEM;
-  memcpy(copy, ids, DED_LIN_BYTES(n));
-  ded_mem_free(node->mem, r->lin);
-  r->lin = copy;
-  r->nlin = n;
-  r->lin_attempt = attempt;
-  return 0;
-}
-
-/* How long a member that joined |r| waits for a decision while its
- * coordinator holds the round for an announced member, until |until|: as
- * long as the hold, then the usual wait; the hold is bounded as the
- * coordinator bounds it. */
-uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t until) {
-  until = DED_MIN(until, r->joined_ns + ded_timing_cap(&node->timing));
-  return until + ded_timing_join_wait(&node->timing, r->view);
-}
-
-/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
- * coordinator of the round's view: -> JOINED, or JOINING while its
- * connection is not ready. */
-/* The newest round that ended here with the swarm's result, if every
- * round after it before |r| ended here without one, voting for nothing
- * (ded_lineage_void_base), and no round before |r| is still running here:
- * then this peer vouches for those rounds in its JOIN. NULL otherwise. */
-const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
-  if (r->genesis || r->no < 2) return NULL;
-  for (unsigned i = 0; i < node->rounds.n; i++) {
-    const ded_round *o = node->rounds.v[i];
-    if (o->no < r->no && !ded_round_over(o)) return NULL;
-  }
-  return ded_lineage_void_base(&node->lin, r->no);
-}
-
-static void round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
-  ded_msg_join j;
-  memset(&j, 0, sizeof j);
-  j.round = r->no;
-  j.view = r->view;
-  j.dtype = r->a.dtype;
-  j.count = r->a.count;
-  j.pos = r->pos;
-  j.step = r->a.step;
-  j.weight = r->a.weight;
-  j.n_local = r->a.n_local;
-  j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
-                      (node->s.mode == DED_MODE_CLIENT ? DED_JOIN_F_CLIENT : 0) |
-                      (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));
-  const ded_lin_entry *vb = ded_round_void_base(node, r);
-  if (vb) {
-    j.flags |= DED_JOIN_F_VOID;
-    j.void_round = vb->round;
-    j.void_attempt = vb->attempt;
-  }
-  r->state = ROUND_JOINED;
-  r->joined_ns = now_ns;
-  r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns
-                                    : ded_timing_join_wait(&node->timing, r->view));
-  /* The coordinator waits for members that announced themselves: so do we. */
-  uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
-  if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
-  uint8_t *have = NULL;
-  if (ded_round_holds(r)) {
-    have = ded_attempt_have_bits(&r->att, node->mem);
-    if (!have) {
-      ded_round_fail(node, r, DED_ERR_NOMEM);
-      return;
-    }
-    j.flags |= DED_JOIN_F_STATUS;
-    j.acc_view = r->accepted ? r->acc_view : DED_VIEW_NONE;
-    j.plan = r->att.plan;
-    j.have = have;
-  }
-  bool self = id_is_me(node, r->coord);
-  ded_peer *p = self ? NULL : ded_peer_find(node, r->coord);
-  if (!self && (!p || !p->conn || p->left)) {
-    r->state = ROUND_JOINING;
-    if (p) ded_peer_maybe_connect(node, p, now_ns);
-    ded_mem_free(node->mem, have);
-    return;
-  }
-  size_t cap = (have ? DED_JOIN_STATUS_FRAME_BYTES(r->att.plan.k) : DED_JOIN_FRAME_BYTES) +
-               (vb ? DED_JOIN_VOID_BYTES : 0);
-  uint8_t *frame = ded_mem_malloc(node->mem, cap);
-  int rv = DED_ERR_NOMEM;
-  if (frame) {
-    ded_wr w = ded_wr_init(frame, cap);
-    if (have)
-      ded_msg_join_status_encode(&w, &j, &r->att.plan, have);
-    else
-      ded_msg_join_encode(&w, &j);
-    DED_ASSERT(!w.err && w.pos == cap);
-    node_log(node, DED_LOG_DEBUG, "round %llu: join view %u -> %s", (unsigned long long)r->no,
-             r->view, self ? "this peer" : p->sid);
-    rv = 0;
-    if (self)
-      node_post_self(node, frame, w.pos); /* our own coordinator side, once we return */
-    else
-      rv = ded_conn_send_ctrl(node, p->conn, frame, w.pos);
-  }
-  ded_mem_free(node->mem, frame);
-  ded_mem_free(node->mem, have);
-  if (rv) ded_round_fail(node, r, rv);
-}
-
-/* Chooses the coordinator of |r| once we can (WAIT_PREV), and asks it in
- * once its connection is ready (JOINING). */
-/* Whether another peer's record says it completed a round of the run. */
-static bool round_run_seen(const ded_node *node) {
-  for (size_t i = 0; i < ded_table_count(&node->disc.table); i++) {
-    const ded_table_entry *e = ded_table_at(&node->disc.table, i);
-    ded_progress prog;
-    if (!id_is_me(node, e->id) && ded_record_progress(&e->rec, &prog)) return true;
-  }
-  return false;
-}
-
-void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
-  switch (r->state) {
-  case ROUND_JOINING: {
-    ded_peer *p = ded_peer_find(node, r->coord);
-    if (id_is_me(node, r->coord) || (p && p->conn))
-      round_send_join(node, r, now_ns);
-    else if (p)
-      ded_peer_maybe_connect(node, p, now_ns);
-    return;
-  }
-  case ROUND_WAIT_PREV:
-    break;
-  default:
-    return;
-  }
-  if (r->no < node->rounds.stale) {
-    /* The swarm has moved past this round for good: no one would answer
-     * but with STALE (or, a coordinator we guess, not at all). */
-    node_log(node, DED_LOG_DEBUG, "round %llu: out of step (the swarm is at %llu): own values",
-             (unsigned long long)r->no, (unsigned long long)node->rounds.stale);
-    r->behind = node->rounds.stale;
-    ded_round_report(node, r, 0, true, true);
-    return;
-  }
-  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
-  const ded_lin_entry *vb = prev ? NULL : ded_round_void_base(node, r);
-  if (vb) {
-    /* No attempt of the round before reached us, and the rounds since
-     * our last result ended with none here: that result's membership is
-     * our best guess (in a failover, every peer that vouches for those
-     * rounds takes it: ded_round_failover). */
-    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])vb->ids, vb->n, vb->attempt)) {
-      ded_round_fail(node, r, DED_ERR_NOMEM);
-      return;
-    }
-    r->genesis = false;
-    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
-  } else if (r->no > 0 && prev) {
-    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
-      ded_round_fail(node, r, DED_ERR_NOMEM);
-      return;
-    }
-    r->genesis = false;
-    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
-  } else if (node->lin.have_members) {
-    /* The previous round's commit is still on its way, unless that round
-     * ended here without one: then this job is out of step, and the
-     * newest membership it knows is its best guess. */
-    ded_round *o = ded_round_find(node, r->no - 1);
-    if (o && !ded_round_over(o)) return;
-    ded_lin_entry *best = ded_lineage_newest_below(&node->lin, r->no);
-    if (!best) return;
-    if (ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])best->ids, best->n, best->attempt)) {
-      ded_round_fail(node, r, DED_ERR_NOMEM);
-      return;
-    }
-    r->genesis = false;
-    round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no));
-  } else {
-    /* No lineage: this is the swarm's first round as far as we know. The
-     * rounds before it must be decided first, so only the oldest waits. */
-    for (unsigned i = 0; i < node->rounds.n; i++) {
-      ded_round *o = node->rounds.v[i];
-      if (o->no < r->no && !ded_round_over(o)) return;
-    }
-    const uint8_t *min_id;
-    /* Rendezvous; and a client waits until it sees a peer that is not one.
-     * Once a peer's record says the run is past a round, the rendezvous is
-     * over whoever is missing (one that crashed would hold us to the
-     * rendezvous bound): the coordinator we ask sends us STALE, or the
-     * result we came late for. */
-    if ((ded_peers_genesis_view(node, &min_id) < node->s.min_peers && !round_run_seen(node)) ||
-        !min_id)
-      return;
-    r->genesis = true;
-    memcpy(r->coord, min_id, DED_ID_BYTES);
-  }
-  round_send_join(node, r, now_ns);
-}
-
-/* ------------------------------------------------------------------ */
-/* failover: an attempt is frozen, the next view gets our report        */
-/* ------------------------------------------------------------------ */
-
-/* Stops the attempt |r| runs: nothing more is sent for it, nothing more
- * is added, and it completes only if a coordinator says it stands. */
-static void round_freeze(ded_node *node, ded_round *r) {
-  if (r->att_state != ROUND_ATT_LIVE) return;
-  r->att_state = ROUND_ATT_FROZEN;
-  ded_conns_detach(node, r, false);
-  ded_attempt_drop_fetchers(&r->att, node->mem);
-}
-
-/* Gives up on the current coordinator or attempt: report to the next view. */
-void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns) {
-  if (ded_round_over(r)) return;
-  if (r->genesis && !ded_round_holds(r)) {
-    /* The first round's coordinator went before committing: choose again
-     * among those still here. */
-    node_log(node, DED_LOG_INFO, "round %llu: %s; choosing the first round's coordinator again",
-             (unsigned long long)r->no, why);
-    r->state = ROUND_WAIT_PREV;
-    ded_round_try_join(node, r, now_ns);
-    return;
-  }
-  if (r->genesis || r->nlin == 0) {
-    /* A first round that has an attempt: its members are the lineage. */
-    uint8_t(*ids)[DED_ID_BYTES] = ded_lineage_of_plan(node->mem, &r->att.plan);
-    if (!ids) {
-      ded_round_fail(node, r, DED_ERR_NOMEM);
-      return;
-    }
-    ded_mem_free(node->mem, r->lin);
-    r->lin = ids;
-    r->nlin = r->att.plan.k;
-    r->genesis = false;
-  }
-  /* The membership may have moved on since we joined (the previous
-   * round went through another attempt): fail over along the current one. */
-  /* A peer that vouches for rounds with no result fails over along the
-   * membership of its last result, as every such peer does, so that they
-   * converge on one coordinator; view 0 went along the round before's
-   * (where a peer that only missed that round finds the swarm's). */
-  const ded_lin_entry *vb = ded_round_void_base(node, r);
-  const ded_lin_entry *prev = vb ? vb : r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  if (prev && (vb || prev->attempt != r->lin_attempt) &&
-      ded_round_set_lin(node, r, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n, prev->attempt)) {
-    ded_round_fail(node, r, DED_ERR_NOMEM);
-    return;
-  }
-  round_freeze(node, r);
-  r->recoveries++;
-  round_pick_view(node, r, r->view + 1);
-  ded_peer *p = ded_peer_find(node, r->coord);
-  node_log(node, DED_LOG_INFO, "round %llu: %s; recovering through %s (view %u)",
-           (unsigned long long)r->no, why, id_is_me(node, r->coord) ? "this peer" : p ? p->sid : "?",
-           r->view);
-  round_send_join(node, r, now_ns);
-}
-
 ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m) {
   return ded_peer_find(node, r->att.plan.members[m].id);
 }
@@ -807,12 +531,12 @@ static void round_on_probe(ded_node *node, ded_round *r, ded_peer *from, const d
     ded_round_failover(node, r, "probed", now_ns); /* sets the lineage up */
     if (ded_round_over(r) || r->view >= m->view) return;
   }
-  round_freeze(node, r);
+  ded_round_freeze(node, r);
   r->view = m->view;
   memcpy(r->coord, from ? from->id : node->ident.id, DED_ID_BYTES);
   node_log(node, DED_LOG_DEBUG, "round %llu: probed into view %u", (unsigned long long)r->no,
            m->view);
-  round_send_join(node, r, now_ns);
+  ded_round_send_join(node, r, now_ns);
 }
 
 void ded_round_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uint64_t now_ns) {
@@ -861,7 +585,7 @@ int ded_round_on_redirect(ded_node *node, ded_round *r, const uint8_t from[DED_I
     if (!r->genesis || memcmp(r->coord, from, DED_ID_BYTES) != 0) return 0; /* moot */
     if (memcmp(m->id, from, DED_ID_BYTES) >= 0) return DED_ERR_PROTO; /* names no smaller id */
     memcpy(r->coord, m->id, DED_ID_BYTES);
-    round_send_join(node, r, now_ns);
+    ded_round_send_join(node, r, now_ns);
     return 0;
   case ROUND_WAIT_PREV:
   case ROUND_JOINING:
@@ -978,7 +702,7 @@ static void round_genesis_retarget(ded_node *node, ded_round *r, uint64_t now_ns
   node_log(node, DED_LOG_INFO, "round %llu: peer %s, whose id is smaller, takes part now: joining "
            "its rendezvous", (unsigned long long)r->no, sid);
   memcpy(r->coord, min_id, DED_ID_BYTES);
-  round_send_join(node, r, now_ns);
+  ded_round_send_join(node, r, now_ns);
 }
 
 void ded_rounds_tick(ded_node *node, uint64_t now_ns) {

@@ -36,9 +36,11 @@
  * newer view: it sends and adds nothing more, and completes only if a
  * coordinator says it stands, or someone completed it).
  *
- * The module's code is in four files (sharing ded_round_int.h):
- * ded_round.c, the state machine; ded_submit.c, the all-reduces submitted
- * and the rounds cut from them (ded_stream.h); ded_complete.c,
+ * The module's code is in five files (sharing ded_round_int.h):
+ * ded_round.c, the state machine; ded_join.c, joining (the membership a
+ * round goes by, its view and coordinator, the JOIN) and failing over;
+ * ded_submit.c, the all-reduces submitted and the rounds cut from them
+ * (ded_stream.h); ded_complete.c,
  * completion and the report; ded_late.c, late members both ways (serving
  * them from rounds we finished, and announcing ourselves when we are one).
  *
@@ -171,6 +173,11 @@ typedef struct ded_rounds {
    * until it reloads, so it offers none. */
   bool diverged;
   uint8_t founder[DED_ID_BYTES]; /* ... whose state is the run's: a reload asks it first */
+  /* Our group yields to another group of the run (ded_rounds_check_groups):
+   * every round of ours ends out of step at once, |diverged| is set with
+   * |founder| the peer of the other group, until a reload ends (loaded,
+   * or failed: the groups are compared again). */
+  bool yielding;
   bool reporting; /* reports are being made: nothing may report meanwhile */
 } ded_rounds;
 
@@ -287,14 +294,19 @@ void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, ui
                          uint32_t view, uint8_t flags, const uint8_t digest[DED_RESULT_DIGEST_BYTES]);
 
 /* Two groups of one run (a partition longer than half the bound: each side
- * evicted the other and went on) meet again: if a connected peer that
- * was not in our latest round publishes a round NODE_GROUP_GAP_ROUNDS or
- * more past it, with at least as many contributors as our latest round
- * had (one node cut off alone runs fast rounds, and must not make a
- * group throw its steps away), ours is the group left behind, and our rounds below that
- * end out of step, so that the shim reloads the other group's state. The
- * group further ahead never yields to one behind it, and the two cannot
- * both yield (each would have to be ahead of the other). */
+ * evicted the other and went on) meet again. A connected peer is of
+ * another group when its record's newest round took another result than
+ * ours of the same round (the attempts differ), or when it is
+ * NODE_GROUP_GAP_ROUNDS or more past our newest round without having been
+ * in it. Ours yields to it (our rounds up to both groups' end out of step,
+ * and the shim reloads the other's state once it gets there) when it is
+ * that far ahead; closer than that, when its newest round had more
+ * contributors than ours, or as many and its id is below every id of
+ * ours. Between two groups that both see the other's latest round this is
+ * a total order (contributors, then the smallest id), so exactly one of
+ * them yields; records lag, so near the gap both may wait a while, and
+ * docs/architecture.md ("Two groups meet") says why they cannot both yield
+ * but there. */
 void ded_rounds_check_groups(ded_node *node);
 
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */

@@ -1,7 +1,9 @@
 /*
- * ded_round_int.h: what the round module's three files share (ded_round.c:
- * the state machine; ded_complete.c: completion and the report; ded_late.c:
- * late members, both ways). Not for the rest of the engine: ded_round.h is.
+ * ded_round_int.h: what the round module's files share (ded_round.c: the
+ * state machine; ded_join.c: joining and failing over; ded_submit.c: the
+ * all-reduces submitted; ded_complete.c: completion and the report;
+ * ded_late.c: late members, both ways). Not for the rest of the engine:
+ * ded_round.h is.
  */
 #ifndef DED_ROUND_INT_H
 #define DED_ROUND_INT_H
@@ -20,13 +22,6 @@ void ded_round_maybe_dead(ded_node *node, ded_round *r);
 /* Drops the attempt |r| holds (ATT_NONE). */
 void ded_round_drop_attempt(ded_node *node, ded_round *r);
 
-/* |r|'s lineage becomes a copy of |ids| (|n|, with client bits), from
- * |attempt| of the round before. 0 or DED_ERR_NOMEM. */
-int ded_round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES], unsigned n,
-                      uint64_t attempt);
-
-/* Gives up on the current coordinator or attempt: report to the next view. */
-void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns);
 
 /* The peer of member |m| of |r|'s attempt, or NULL. */
 struct ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m);
@@ -37,9 +32,28 @@ int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 /* Serves shard |s| of the attempt |r| holds to |to| (ded_attempt_serve). */
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
 
+/* ---- ded_join.c ---- */
+
+/* |r|'s lineage becomes a copy of |ids| (|n|, with client bits), from
+ * |attempt| of the round before. 0 or DED_ERR_NOMEM. */
+int ded_round_set_lin(ded_node *node, ded_round *r, const uint8_t (*ids)[DED_ID_BYTES], unsigned n,
+                      uint64_t attempt);
+
+/* Gives up on the current coordinator or attempt: report to the next view. */
+void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t now_ns);
+
 /* Chooses the coordinator of |r| once it can (WAIT_PREV) and asks it in
  * once its connection is ready (JOINING); may report |r| at once. */
 void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns);
+
+/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
+ * coordinator of the round's view: -> JOINED, or JOINING while its
+ * connection is not ready. */
+void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns);
+
+/* Stops the attempt |r| runs: nothing more is sent for it, nothing more
+ * is added, and it completes only if a coordinator says it stands. */
+void ded_round_freeze(ded_node *node, ded_round *r);
 
 /* ---- ded_complete.c ---- */
 

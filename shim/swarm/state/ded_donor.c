@@ -212,13 +212,16 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   st->have_snap = true;
   st->snap_used_ns = now_ns;
   st->snap_served_ns = 0;
-  /* Askers who want a later round wait for the next snapshot, if that
-   * will be late enough; a job that is itself behind the round asked for
-   * says so rather than copy the state every step until it gets there. */
+  /* Askers who want a later round wait for a later snapshot: one step
+   * later for a joiner that asked on the other side of a step's start,
+   * up to NODE_GROUP_GAP_ROUNDS more for a group that yields to ours
+   * while ahead of it (ded_rounds_check_groups); a job further behind the
+   * round asked for says so rather than copy its state every step until
+   * it gets there. */
   size_t keep = 0, offered = 0;
   for (size_t i = 0; i < st->naskers; i++) {
     ded_peer *p = ded_peer_find(node, st->askers[i].id);
-    if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds) {
+    if (st->askers[i].min_round > st->snap.round + st->snap.step_rounds + NODE_GROUP_GAP_ROUNDS) {
       if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     } else if (st->askers[i].min_round > st->snap.round) {
       st->askers[keep++] = st->askers[i];

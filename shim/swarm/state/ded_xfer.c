@@ -38,6 +38,7 @@ static void state_forget_donors(ded_node *node) {
 static void state_done(ded_node *node, int status, ded_snapshot *snap) {
   ded_xfer *st = &node->xfer;
   st->phase = DED_XFER_FINISHED;
+  if (st->reload) node->rounds.yielding = false; /* loaded, or the groups are compared again */
   st->founding = false;
   st->pull = false;
   ded_mem_free(node->mem, st->chunk);

@@ -840,6 +840,51 @@ static void test_node_groups_meet_again(void **state) {
   tnet_free(net);
 }
 
+/*
+ * Two groups closer than NODE_GROUP_GAP_ROUNDS meet again (every node cut
+ * off at once, each a group of one that went on alone at its own pace):
+ * the rounds both completed took different results, which tells each it
+ * met another group, and exactly one yields, by the same order on both
+ * sides: more contributors, then the smallest id. Here the yielding side
+ * is the one further ahead: its next round ends out of step with its
+ * state not the run's (diverged), so that its shim reloads the other
+ * side's once that gets there; the other goes on unmoved.
+ */
+static void test_node_groups_near_meet(void **state) {
+  (void)state;
+  tnet *net = tnet_pair_past_round0();
+  int w = memcmp(ded_node_id(net->n[0].node), ded_node_id(net->n[1].node), DED_ID_BYTES) < 0 ? 0 : 1;
+  int l = 1 - w;
+  net->n[1].side = 1;
+  net->cut = true;
+  for (uint64_t r = 1; r <= 3; r++) tnet_round_alone(net, w, r);
+  for (uint64_t r = 1; r <= 5; r++) tnet_round_alone(net, l, r);
+  TNET_UNTIL(net, 6 * SEC_NS, false); /* the records say the progress */
+  net->cut = false;
+  TNET_UNTIL(net, 15 * SEC_NS, tnet_meshed(net));
+  assert_true(tnet_meshed(net));
+  TNET_UNTIL(net, SEC_NS, false); /* a tick or two: the records are compared */
+  tnet_node *L = &net->n[l], *W = &net->n[w];
+  ded_round_args args = {L->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  int before = L->rounds_done;
+  assert_int_equal(ded_node_round_submit(L->node, &args, net->now), 6);
+  TNET_UNTIL(net, 30 * SEC_NS, L->rounds_done > before);
+  assert_int_equal(L->rounds_done, before + 1);
+  if (!L->last.diverged || L->last.behind < 7)
+    fail_msg("the side with the larger id did not yield (diverged %d, behind %llu)",
+             L->last.diverged, (unsigned long long)L->last.behind);
+  before = W->rounds_done;
+  ded_round_args wargs = {W->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(W->node, &wargs, net->now), 4);
+  TNET_UNTIL(net, 30 * SEC_NS, W->rounds_done > before);
+  assert_int_equal(W->rounds_done, before + 1);
+  assert_int_equal(W->last.status, 0);
+  if (W->last.diverged || W->last.late || W->last.behind)
+    fail_msg("the side with the smaller id yielded too (diverged %d, late %d, behind %llu)",
+             W->last.diverged, W->last.late, (unsigned long long)W->last.behind);
+  tnet_free(net);
+}
+
 /* A peer stopped with its connections open (SIGSTOP, a closed lid) sends
  * nothing, not even its keepalives: the other takes it for lost once its
  * silence reaches a quarter of the bound, evicts it at half, and goes on
@@ -910,6 +955,7 @@ int main(void) {
       cmocka_unit_test(test_node_round_peer_count),
       cmocka_unit_test(test_node_silent_peer_evicted),
       cmocka_unit_test(test_node_groups_meet_again),
+      cmocka_unit_test(test_node_groups_near_meet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

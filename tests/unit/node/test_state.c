@@ -252,6 +252,44 @@ static void test_node_state_mid_run_striped(void **state) {
   tnet_free(net);
 }
 
+/* Every member of the rounds a joiner loaded crashes right after serving
+ * it: no view of its next round can ever decide (their coordinators are
+ * all gone). Once they are evicted (half the bound) it goes on as a group
+ * of one: the round completes with its own values, in step, well before
+ * the bound, and so does the next; before, every round waited for a
+ * coordinator among the dead and ended at the bound, for good. */
+static void test_node_state_members_all_gone(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  net->bound_ns = 10 * SEC_NS;
+  int j = tnet_mid_run(net);
+  for (int i = 0; i < 3; i++) {
+    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
+  }
+  TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
+  expect_snapshot(&net->n[j], 3);
+  for (int i = 0; i < 3; i++) tnet_kill(net, i);
+  tnet_node *jn = &net->n[j];
+  for (uint64_t r = 3; r <= 4; r++) {
+    uint64_t t0 = net->now;
+    int before = jn->rounds_done;
+    ded_round_args a = {jn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+    assert_int_equal(ded_node_round_submit(jn->node, &a, net->now), (int64_t)r);
+    TNET_UNTIL(net, 2 * net->bound_ns, jn->rounds_done > before);
+    assert_int_equal(jn->rounds_done, before + 1);
+    assert_int_equal(jn->last.round, r);
+    assert_int_equal(jn->last.status, 0);
+    assert_int_equal(jn->last.contributors, 1);
+    if (jn->last.late || net->now - t0 >= net->bound_ns)
+      fail_msg("round %llu took %llu ms (bound %llu ms), late %d: the job waited for a "
+               "membership that is gone", (unsigned long long)r,
+               (unsigned long long)((net->now - t0) / 1000000u),
+               (unsigned long long)(net->bound_ns / 1000000u), jn->last.late);
+  }
+  tnet_free(net);
+}
+
 /* One donor offers the snapshot under a digest that its bytes do not
  * have: it offers another snapshot than the others, and the joiner takes
  * the one most peers offer. */
@@ -611,9 +649,19 @@ static void test_node_state_snapshot_needs_lineage(void **state) {
   out = tnode_output(&t, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_STATE_OFFER), 0);
   free(out);
-  /* Round 5 is more than a step past this job's snapshots (it is itself
-   * behind): NONE, rather than a copy of the state every step. */
+  /* Round 5 is more than a step past this job's snapshots, but within
+   * NODE_GROUP_GAP_ROUNDS (16) more (a group that yields to ours while
+   * ahead of it): it waits too. Round 21, past a step and 16 more rounds
+   * (this job is itself behind): NONE, rather than a copy of the state
+   * every step. */
   send_state_ask(&t, 0, 5);
+  expect_offer(&t, 0, DED_STATE_PENDING, 1);
+  s = small_snap(&fm.mem, 1, 1000);
+  assert_int_equal(ded_node_snapshot_set(t.node, &s, NOW_NS), 0);
+  out = tnode_output(&t, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_STATE_OFFER), 0);
+  free(out);
+  send_state_ask(&t, 0, 1 + 3 + 16 + 1);
   expect_offer(&t, 0, DED_STATE_PENDING, 1);
   s = small_snap(&fm.mem, 1, 1000);
   assert_int_equal(ded_node_snapshot_set(t.node, &s, NOW_NS), 0);
@@ -1419,6 +1467,7 @@ int main(void) {
       cmocka_unit_test(test_node_state_left_run_not_shown),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
+      cmocka_unit_test(test_node_state_members_all_gone),
       cmocka_unit_test(test_node_state_wrong_digest_outvoted),
       cmocka_unit_test(test_node_state_corrupt_donor),
       cmocka_unit_test(test_node_state_all_digests_wrong),
