@@ -894,11 +894,8 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     }
     /* Our own member, when every member of the round before is gone for
      * good: it goes on alone (ded_round.c, round_pick_view). */
-    if (!ours && !from && prev) {
-      bool dead = true;
-      for (unsigned i = 0; i < prev->n && dead; i++) dead = ded_peer_evicted(node, prev->ids[i]);
-      ours = dead;
-    }
+    if (!ours && !from && prev)
+      ours = ded_peers_all_evicted(node, (const uint8_t(*)[DED_ID_BYTES])prev->ids, prev->n);
     if (!ours) {
       node_log(node, DED_LOG_DEBUG, "round %llu: view %u is not ours to coordinate",
                (unsigned long long)j->round, j->view);

@@ -203,6 +203,12 @@ bool ded_peer_evicted(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
   return !p || p->left || p->evicted;
 }
 
+bool ded_peers_all_evicted(ded_node *node, const uint8_t (*ids)[DED_ID_BYTES], unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (!ded_peer_evicted(node, ids[i])) return false;
+  return n > 0;
+}
+
 /* True if |id| cannot coordinate: it left, or its connection broke. */
 bool ded_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]) {
   if (id_is_me(node, id)) return node->leaving;

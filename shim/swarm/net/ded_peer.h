@@ -85,6 +85,10 @@ bool ded_peer_gone(ded_node *node, const uint8_t id[DED_ID_BYTES]);
  * us). */
 bool ded_peer_evicted(ded_node *node, const uint8_t id[DED_ID_BYTES]);
 
+/* True if there is at least one of the |n| ids at |ids| and every one is
+ * gone for good (ded_peer_evicted): a membership that died. */
+bool ded_peers_all_evicted(ded_node *node, const uint8_t (*ids)[DED_ID_BYTES], unsigned n);
+
 /* Takes |c| off |p|'s lanes; true if it was one. */
 bool ded_peer_lane_remove(ded_peer *p, const ded_conn *c);
 

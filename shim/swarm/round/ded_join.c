@@ -51,9 +51,8 @@ static bool round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
   /* (A round that holds an attempt of the dead membership waits for the
    * bound instead: our own coordinator would decide that attempt again,
    * whose shards no one alive holds.) */
-  bool dead = r->nlin > 0 && !ded_round_holds(r);
-  for (unsigned i = 0; i < r->nlin && dead; i++)
-    dead = ded_peer_evicted(node, r->lin[i]);
+  bool dead = !ded_round_holds(r) &&
+              ded_peers_all_evicted(node, (const uint8_t(*)[DED_ID_BYTES])r->lin, r->nlin);
   const ded_peer *who = NULL;
   uint64_t ahead = dead ? round_run_ahead(node, &who) : 0;
   if (dead && who && ahead >= r->no) {
