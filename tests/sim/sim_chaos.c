@@ -583,6 +583,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
   o->res = *res;
   o->res.members = NULL;
   o->done_ns = sim_now(sc->s);
+  o->diverged = j->diverged;
   if (res->members && res->contributors <= MAX_JOBS)
     memcpy(o->members, res->members, (size_t)res->contributors * DED_ID_BYTES);
   say(sc, "DONE n%d round %d: status %d, %u contributors%s%s, behind %" PRIu64, node, r,

@@ -54,6 +54,12 @@ typedef struct round_out {
   ded_round_result res;
   uint8_t members[MAX_JOBS][DED_ID_BYTES];
   uint64_t submit_ns, done_ns;
+  /* The job's state was not the run's when the round completed (it
+   * loaded a diverged offer, or ran a round alone since it last loaded):
+   * its round may be a refounded group's, which reruns a round the run's
+   * lost members completed (every peer that knew is gone), so agreement
+   * with the run's result is not asked of it; validity is. */
+  bool diverged;
 } round_out;
 
 enum { K_FIRST, K_JOINER, K_RESTART };

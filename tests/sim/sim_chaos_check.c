@@ -116,7 +116,8 @@ static bool same_mean(const scenario *sc, int r, const job *a, const job *b) {
   return true;
 }
 
-/* Agreement and validity of round |r| on every node that ran it. In a
+/* Agreement and validity of round |r| on every node that ran it (on a
+ * node whose state was diverged then, validity only: round_out). In a
  * round that a reducer equivocated in (sim_equivocate), validity is what
  * the digest can give: every node that completed it holds the same bytes.
  * Those need not be the mean (the reducer's altered shard is the round's
@@ -134,10 +135,11 @@ void check_round(scenario *sc, int r) {
         fail(sc, "round %d node %d: alone but buffer changed", r, i);
       continue;
     }
-    if (!group) group = o;
     unsigned k = o->res.contributors;
-    if (k != group->res.contributors || memcmp(o->members, group->members, k * DED_ID_BYTES) != 0 ||
-        o->res.total_weight != group->res.total_weight) {
+    if (!o->diverged && !group) group = o;
+    if (!o->diverged &&
+        (k != group->res.contributors || memcmp(o->members, group->members, k * DED_ID_BYTES) != 0 ||
+         o->res.total_weight != group->res.total_weight)) {
       fail(sc, "round %d: node %d disagrees on the contributors (%u vs %u)", r, i, k,
            group->res.contributors);
       return;

@@ -27,7 +27,7 @@ static bool intents_in(void *ctx, const uint8_t id[DED_ID_BYTES]) {
 static void intents_add(ded_intents *in, unsigned who, uint64_t round, uint64_t until_ns) {
   uint8_t id[DED_ID_BYTES];
   unit_id(id, who);
-  ded_intents_add(in, id, round, until_ns);
+  ded_intents_add(in, id, round, until_ns, true);
 }
 
 static void intents_done(ded_intents *in, unsigned who, uint64_t round) {
@@ -62,7 +62,7 @@ static const ded_intent *intents_find(const ded_intents *in, unsigned who) {
 /* ded_intents_until with every peer still waited for. */
 static uint64_t intents_until_all(const ded_intents *in, uint64_t round, uint64_t now_ns) {
   uint64_t all = UINT64_MAX;
-  return ded_intents_until(in, round, now_ns, intents_in, &all);
+  return ded_intents_until(in, round, now_ns, true, intents_in, &all);
 }
 
 /* Collects the peers ded_intents_each names, as a mask. */
@@ -207,9 +207,9 @@ static void test_intents_until(void **state) {
   assert_int_equal(intents_until_all(&in, 4, 0), 500);
   assert_int_equal(intents_until_all(&in, 3, 0), 0);
   uint64_t waited = 1ull << 1 | 1ull << 4; /* peer 2 came already */
-  assert_int_equal(ded_intents_until(&in, 5, 0, intents_in, &waited), 1000);
-  assert_int_equal(ded_intents_until(&in, 5, 999, intents_in, &waited), 1000);
-  assert_int_equal(ded_intents_until(&in, 5, 1000, intents_in, &waited), 0); /* ran out */
+  assert_int_equal(ded_intents_until(&in, 5, 0, true, intents_in, &waited), 1000);
+  assert_int_equal(ded_intents_until(&in, 5, 999, true, intents_in, &waited), 1000);
+  assert_int_equal(ded_intents_until(&in, 5, 1000, true, intents_in, &waited), 0); /* ran out */
   assert_int_equal(intents_until_all(&in, 5, 1000), 3000);
   assert_int_equal(intents_until_all(&in, 5, 3000), 0);
 }
@@ -236,8 +236,33 @@ static void test_intents_each(void **state) {
   assert_int_equal(seen, 0);
 }
 
+/* A donor's own intent, which the swarm did not hear, counts only where
+ * the caller asks for every intent. A later announcement of the same peer
+ * makes it heard. */
+static void test_intents_unheard(void **state) {
+  (void)state;
+  ded_intents in;
+  memset(&in, 0, sizeof in);
+  uint8_t id[DED_ID_BYTES];
+  unit_id(id, 7);
+  ded_intents_add(&in, id, 5, 4000, false);
+  uint64_t seen = 0;
+  ded_intents_each(&in, 5, 0, intents_collect, &seen);
+  assert_int_equal(seen, 1u << 7);
+  assert_int_equal(intents_until_all(&in, 5, 0), 0);
+  uint64_t all = UINT64_MAX;
+  assert_int_equal(ded_intents_until(&in, 5, 0, false, intents_in, &all), 4000);
+  intents_add(&in, 1, 5, 1000);
+  assert_int_equal(ded_intents_until(&in, 5, 0, false, intents_in, &all), 4000);
+  assert_int_equal(intents_until_all(&in, 5, 0), 1000); /* the heard one alone */
+  ded_intents_add(&in, id, 6, 5000, true);
+  assert_int_equal(intents_until_all(&in, 6, 0), 5000);
+  assert_non_null(intents_find(&in, 7));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_intents_unheard),
       cmocka_unit_test(test_intents_hold),
       cmocka_unit_test(test_intents_one_per_peer),
       cmocka_unit_test(test_intents_full_evicts_first_expiring),

@@ -616,10 +616,21 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
    * of the round before that is still finishing it is waited for a member's
    * wait for a decision (ded_timing_join_wait) from the first JOIN: long enough
    * for its last chunks, short enough that one stopped in the middle
-   * (SIGSTOP, a closed lid) costs the swarm little. */
+   * (SIGSTOP, a closed lid) costs the swarm little. A joiner our node
+   * offered the run's state to (an intent only we know of: ded_donor.c)
+   * is waited for as long as the round's other members wait for a
+   * decision anyway, less a deadline floor for the decision to reach them:
+   * they do not know of it, and past that they would fail over without it
+   * (a lost view, the joiner late all the same); with no other member in,
+   * as long as an announced one. */
+  uint64_t cap_ns = cr->first_ns + ded_timing_cap(&node->timing);
+  bool alone = cr->g.n == 1 && ded_gather_find(&cr->g, node->ident.id);
+  uint64_t patient_ns = alone ? cap_ns
+                              : cr->first_ns + ded_timing_join_wait(&node->timing, 0) -
+                                    node->timing.floor_ns;
   if (!all && !cr->genesis && cr->view == 0 &&
-      ((now_ns < cr->first_ns + ded_timing_cap(&node->timing) &&
-        ded_coord_intent_until(node, cr->round, cr, now_ns) > now_ns) ||
+      ((now_ns < cap_ns && ded_coord_intent_until(node, cr->round, cr, now_ns, true) > now_ns) ||
+       (now_ns < patient_ns && ded_coord_intent_until(node, cr->round, cr, now_ns, false) > now_ns) ||
        (now_ns < cr->first_ns + ded_timing_join_wait(&node->timing, 0) &&
         ded_coord_lin_finishing(node, cr->round, cr, now_ns)))) {
     cr->held = true;
@@ -763,9 +774,9 @@ static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
 }
 
 uint64_t ded_coord_intent_until(ded_node *node, uint64_t round, const ded_coord *cr,
-                                  uint64_t now_ns) {
+                                  uint64_t now_ns, bool heard_only) {
   intent_wait w = {node, cr};
-  return ded_intents_until(&node->intents, round, now_ns, intent_waited, &w);
+  return ded_intents_until(&node->intents, round, now_ns, heard_only, intent_waited, &w);
 }
 
 bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, uint64_t now_ns) {
@@ -816,14 +827,14 @@ static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j
     return;
   }
   uint64_t until = now_ns + hold;
-  ded_intents_add(&node->intents, from->id, j->round, until);
+  ded_intents_add(&node->intents, from->id, j->round, until, true);
   node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
            from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
   for (unsigned i = 0; i < node->rounds.n; i++) {
     r = node->rounds.v[i];
     if (r->no >= j->round && r->view == 0 && !r->genesis &&
         (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
-        ded_coord_intent_until(node, r->no, NULL, now_ns) == until)
+        ded_coord_intent_until(node, r->no, NULL, now_ns, false) == until)
       r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, until));
   }
   for (size_t i = 0; i < node->coords.n; i++) coord_on_intent(node, node->coords.v[i], from, j);

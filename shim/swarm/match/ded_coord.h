@@ -132,9 +132,10 @@ void ded_coord_send_stale(ded_node *node, struct ded_peer *to, uint64_t round);
 void ded_coord_send_stale_or_ahead(ded_node *node, struct ded_peer *to, uint64_t round, bool ahead);
 
 /* Until when an announced member is still waited for in |round| (0: none
- * is): one that is here and has not joined |cr| (if given) yet. */
+ * is): one that is here and has not joined |cr| (if given) yet; only one
+ * that announced itself to the swarm if |heard_only| (ded_intents.h). */
 uint64_t ded_coord_intent_until(ded_node *node, uint64_t round, const ded_coord *cr,
-                                uint64_t now_ns);
+                                uint64_t now_ns, bool heard_only);
 
 /*
  * True while a member of round |no| - 1, still here and not in |cr|'s

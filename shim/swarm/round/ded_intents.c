@@ -13,7 +13,7 @@ uint64_t ded_intents_hold_ns(const ded_timing *t, double down_Bps, uint64_t coun
 }
 
 void ded_intents_add(ded_intents *in, const uint8_t id[DED_ID_BYTES], uint64_t round,
-                     uint64_t until_ns) {
+                     uint64_t until_ns, bool heard) {
   ded_intent *slot = &in->v[0];
   for (unsigned i = 0; i < DED_INTENTS; i++) {
     ded_intent *it = &in->v[i];
@@ -28,6 +28,7 @@ void ded_intents_add(ded_intents *in, const uint8_t id[DED_ID_BYTES], uint64_t r
   slot->used = true;
   slot->round = round;
   slot->until_ns = until_ns;
+  slot->heard = heard;
   memcpy(slot->id, id, DED_ID_BYTES);
 }
 
@@ -52,11 +53,13 @@ void ded_intents_done(ded_intents *in, const uint8_t id[DED_ID_BYTES], uint64_t 
 }
 
 uint64_t ded_intents_until(const ded_intents *in, uint64_t round, uint64_t now_ns,
-                           ded_intents_pred waited, void *ctx) {
+                           bool heard_only, ded_intents_pred waited, void *ctx) {
   uint64_t until = 0;
   for (unsigned i = 0; i < DED_INTENTS; i++) {
     const ded_intent *it = &in->v[i];
-    if (!it->used || it->round > round || it->until_ns <= now_ns || it->until_ns <= until) continue;
+    if (!it->used || (heard_only && !it->heard) || it->round > round || it->until_ns <= now_ns ||
+        it->until_ns <= until)
+      continue;
     if (!waited(ctx, it->id)) continue;
     until = it->until_ns;
   }

@@ -35,6 +35,9 @@ typedef struct ded_intent {
   uint64_t until_ns; /* waited for until then; 0: not waited for */
   uint64_t spent;    /* a round below this was decided without it: its older
                         announcements hold nothing */
+  bool heard;        /* it announced itself to the swarm (every member waits
+                        for it too); else only this peer knows (a donor's
+                        offer) */
   bool used;
   uint8_t id[DED_ID_BYTES];
 } ded_intent;
@@ -55,10 +58,14 @@ typedef bool (*ded_intents_pred)(void *ctx, const uint8_t id[DED_ID_BYTES]);
 uint64_t ded_intents_hold_ns(const ded_timing *t, double down_Bps, uint64_t count, size_t es);
 
 /* |id| will join |round| (or the first one after it still undecided) and
- * is waited for until |until_ns|. Ignored if |id| was held for that
- * round, or a later one, in vain already. */
+ * is waited for until |until_ns|. |heard|: |id| announced it to every peer
+ * (a JOIN with DED_JOIN_F_INTENT), so every member of the round waits for
+ * it as long as its coordinator does; else only this peer knows (it
+ * offered |id| the run's state), and the other members of a round held
+ * for |id| wait only as long as they always do. Ignored if |id| was held
+ * for that round, or a later one, in vain already. */
 void ded_intents_add(ded_intents *in, const uint8_t id[DED_ID_BYTES], uint64_t round,
-                     uint64_t until_ns);
+                     uint64_t until_ns, bool heard);
 
 /* Round |no| was decided (or adopted) without the peers |member| denies:
  * their announcements of |no| or earlier held it in vain, and hold
@@ -70,13 +77,15 @@ void ded_intents_spent(ded_intents *in, uint64_t no, ded_intents_pred member, vo
 void ded_intents_done(ded_intents *in, const uint8_t id[DED_ID_BYTES], uint64_t round);
 
 /* Until when an announced member is still waited for in |round| (0: none
- * is): one that announced this round or an earlier one, whose hold has
- * not run out at |now_ns|, and that |waited| says may still come. */
+ * is): one that announced this round or an earlier one (to the swarm, if
+ * |heard_only|), whose hold has not run out at |now_ns|, and that
+ * |waited| says may still come. */
 uint64_t ded_intents_until(const ded_intents *in, uint64_t round, uint64_t now_ns,
-                           ded_intents_pred waited, void *ctx);
+                           bool heard_only, ded_intents_pred waited, void *ctx);
 
 /* Calls |f| with every announcer of |round| or an earlier one whose hold
- * runs past |now_ns|: those a new coordinator of |round| waits for. */
+ * runs past |now_ns|, heard or not: those a coordinator of |round|
+ * expects. */
 void ded_intents_each(const ded_intents *in, uint64_t round, uint64_t now_ns,
                       void (*f)(void *ctx, const uint8_t id[DED_ID_BYTES]), void *ctx);
 

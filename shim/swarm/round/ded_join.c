@@ -150,7 +150,7 @@ void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->wait_ns = now_ns + (r->genesis ? node->s.rendezvous_timeout_ns
                                     : ded_timing_join_wait(&node->timing, r->view));
   /* The coordinator waits for members that announced themselves: so do we. */
-  uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns);
+  uint64_t held = r->genesis || r->view ? 0 : ded_coord_intent_until(node, r->no, NULL, now_ns, false);
   if (held) r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, held));
   uint8_t *have = NULL;
   if (ded_round_holds(r)) {

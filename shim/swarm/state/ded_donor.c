@@ -105,16 +105,19 @@ static void state_on_found_ask(ded_node *node, ded_peer *p, const uint8_t origin
 }
 
 /* Offers our snapshot to |p|, who will then join its round: whoever of
- * us coordinates that round, or a later one, holds it for |p| (an intent:
- * ded_intents.h), as long as loading and one step of its trainer may
- * take, at most a quarter of the round bound. Else the run goes on from
- * the snapshot's round without it, a step ahead of a trainer that must
- * compute that step first, and it stays a late member, fetching each
- * result after the others, as long as it trains. */
+ * us coordinates that round, or a later one, holds it for |p| (an intent
+ * that only we know of: ded_intents.h) as long as loading and one step of
+ * its trainer may take, at most a quarter of the round bound, if no other
+ * member is in the round; else as long as those members wait for a
+ * decision anyway (ded_coord.c: they do not know of |p|, and a longer
+ * hold would only make them fail over). Else the run goes on from the
+ * snapshot's round without it, a step ahead of a trainer that must
+ * compute that step first; it comes late, and its announcement holds the
+ * next rounds for it (ded_round_announce). */
 static void state_offer_snap(ded_node *node, ded_peer *p) {
   state_send_offer(node, p, DED_STATE_OFFER, 0, 0);
   ded_intents_add(&node->intents, p->id, node->xfer.snap.round,
-                  node->now_ns + ded_timing_cap(&node->timing));
+                  node->now_ns + ded_timing_cap(&node->timing), false);
 }
 
 void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {

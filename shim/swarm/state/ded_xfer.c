@@ -16,6 +16,9 @@
 #include "ded_keep.h"
 
 #define DED_XFER_TRIES 3 /* asks before a fetch gives up */
+/* Bounds a joiner waits, at most, for a run in progress that offers no
+ * state but moves on meanwhile (state_wait_for_run). */
+#define DED_XFER_RUN_BOUNDS 4
 #define STATE_CHUNK_BYTES (DED_STATE_GET_BYTES_MAX / 2)
 #define STATE_WINDOW 16 /* ranges asked of one donor at once: 4 MiB in flight */
 
@@ -525,6 +528,23 @@ static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t roun
   ded_xfer *st = &node->xfer;
   char sid[9] = "";
   if (who) ded_id_short(who, sid);
+  /* The run moved on since we began to wait (a peer's record shows a
+   * newer round completed): it is alive, and its members will offer once
+   * a round ends with the swarm's result again (after a round that ended
+   * nowhere, each kept its own values and can vouch for no state). The
+   * bound runs again from here, DED_XFER_RUN_BOUNDS bounds in all at most:
+   * a run that is stuck gets one. */
+  if (who && round > st->run_round) {
+    if (st->run_wait_logged && st->run_bounds + 1 < DED_XFER_RUN_BOUNDS &&
+        st->deadline_ns < now_ns + node->s.round_timeout_ns) {
+      st->run_bounds++;
+      st->deadline_ns = now_ns + node->s.round_timeout_ns;
+      node_log(node, DED_LOG_INFO, "the run moved on to round %llu (peer %s) without offering "
+               "its state yet: waiting for it %llu ms more", (unsigned long long)round, sid,
+               (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+    }
+    st->run_round = round;
+  }
   unsigned reachable = 0;
   for (size_t i = 0; i < node->peers.n; i++) reachable += ded_peer_participates(node, node->peers.v[i]);
   if (!st->run_wait_logged) {
@@ -542,7 +562,7 @@ static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t roun
              "a run is in progress%s%s%s but %s within %llu ms: not starting a model of this "
              "job's own in it", who ? " (peer " : "", sid, who ? " completed a round)" : "",
              reachable ? "no peer offered its state" : "none of its peers is reachable",
-             (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+             (unsigned long long)((1 + st->run_bounds) * node->s.round_timeout_ns / 1000000u));
     state_done(node, DED_ERR_TIMEOUT, NULL);
     return;
   }
@@ -657,7 +677,8 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
      * floor, until the bound; never start a model of our own in it. */
     uint64_t round = 0;
     const uint8_t *who = NULL;
-    if (st->run_seen || (who = state_run_known(node, &round)) != NULL) {
+    who = state_run_known(node, &round);
+    if (st->run_seen || who) {
       state_wait_for_run(node, who, round, pending, now_ns);
       return;
     }
@@ -712,6 +733,8 @@ int ded_xfer_fetch(ded_node *node, uint64_t now_ns) {
   node->xfer.min_round = 0;
   node->xfer.tries = 0;
   node->xfer.run_seen = node->xfer.run_wait_logged = false;
+  node->xfer.run_round = 0;
+  node->xfer.run_bounds = 0;
   state_begin_asking(node, now_ns);
   ded_xfer_tick(node, now_ns);
   return 0;

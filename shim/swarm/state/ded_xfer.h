@@ -112,6 +112,11 @@ typedef struct ded_xfer {
   /* A fetch: a peer said PENDING or offered (a run is in progress, even
    * if no snapshot came of it), and we said we wait for it. */
   bool run_seen, run_wait_logged;
+  /* While a run is in progress but offers nothing: the newest round a
+   * peer's record showed completed, and how many more bounds the wait got
+   * because that round moved on (DED_XFER_RUN_BOUNDS at most). */
+  uint64_t run_round;
+  unsigned run_bounds;
   ded_xfer_donor donors[DED_XFER_ASK_MAX];
   unsigned ndonors;
   uint64_t asked_ns, first_answer_ns, first_offer_ns, deadline_ns;
