@@ -7,6 +7,7 @@
 #include "../core/ded_err.h"
 #include "../core/ded_limits.h"
 #include "../ded_node_int.h"
+#include "ded_coord_int.h"
 
 /* Whether gather |ctx| holds |id|'s join (ded_intents_pred). */
 static bool gather_has(void *ctx, const uint8_t id[DED_ID_BYTES]) {
@@ -47,50 +48,15 @@ static void coord_free(ded_node *node, ded_coord *cr) {
   ded_mem_free(node->mem, cr);
 }
 
-static void coord_expect_add(ded_node *node, ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
-  for (unsigned i = 0; i < cr->nexpect; i++)
-    if (memcmp(cr->expect[i], id, DED_ID_BYTES) == 0) return;
-  if (cr->nexpect == cr->expect_cap) {
-    unsigned cap = cr->expect_cap ? cr->expect_cap * 2 : 16;
-    if (cap > 4 * DED_ROUND_MEMBERS_MAX) return;
-    uint8_t(*v)[DED_ID_BYTES] = ded_mem_realloc(node->mem, cr->expect, (size_t)cap * DED_ID_BYTES);
-    if (!v) return;
-    cr->expect = v;
-    cr->expect_cap = cap;
-  }
-  memcpy(cr->expect[cr->nexpect++], id, DED_ID_BYTES);
-}
-
-/* The lineage is waited for: round-1's members, and round-2's (a member
- * that missed one round is waited for again in the next). */
 /* The round whose result's members are |cr|'s acceptors: the round
  * before, or the one carried over rounds with no result (coord_try_carry).
  * NULL when not held here. */
-static ded_lin_entry *coord_prev(ded_node *node, const ded_coord *cr) {
+ded_lin_entry *ded_coord_prev(ded_node *node, const ded_coord *cr) {
   if (cr->carried) {
     ded_lin_entry *e = ded_lineage_get(&node->lin, cr->carry_round);
     return e && e->attempt == cr->carry_attempt ? e : NULL;
   }
   return cr->round > 0 ? ded_lineage_get(&node->lin, cr->round - 1) : NULL;
-}
-
-static void coord_expect_lineage(ded_node *node, ded_coord *cr) {
-  ded_lin_entry *c = cr->carried ? coord_prev(node, cr) : NULL;
-  for (unsigned i = 0; c && i < c->n; i++) coord_expect_add(node, cr, c->ids[i]);
-  for (uint64_t back = 1; back <= 2 && back <= cr->round; back++) {
-    ded_lin_entry *e = ded_lineage_get(&node->lin, cr->round - back);
-    for (unsigned i = 0; e && i < e->n; i++) coord_expect_add(node, cr, e->ids[i]);
-  }
-}
-
-typedef struct coord_expect_ctx {
-  ded_node *node;
-  ded_coord *cr;
-} coord_expect_ctx;
-
-static void coord_expect_one(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  coord_expect_ctx *e = ctx;
-  coord_expect_add(e->node, e->cr, id);
 }
 
 static ded_coord *coord_new(ded_node *node, uint64_t no, uint32_t view, bool genesis) {
@@ -107,9 +73,7 @@ static ded_coord *coord_new(ded_node *node, uint64_t no, uint32_t view, bool gen
   cr->view = view;
   cr->genesis = genesis;
   ded_gather_init(&cr->g, no, genesis);
-  coord_expect_lineage(node, cr);
-  coord_expect_ctx ec = {node, cr};
-  ded_intents_each(&node->intents, no, node->now_ns, coord_expect_one, &ec); /* announced late members */
+  ded_coord_expect_waited(node, cr, node->now_ns);
   node->coords.v[node->coords.n++] = cr;
   return cr;
 }
@@ -127,17 +91,6 @@ void ded_coords_prune(ded_node *node) {
     node->coords.v[out++] = cr;
   }
   node->coords.n = out;
-}
-
-/* True if |id| may still report to a round we coordinate, so we wait for it. */
-static bool coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
-  if (id_is_me(node, id)) {
-    if (node->leaving || node->s.no_rounds) return false;
-    /* In a failover, our own trainer is waited for only if it is in the round. */
-    return cr->view == 0 || ded_round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
-  }
-  ded_peer *p = ded_peer_find(node, id);
-  return p && ded_peer_participates(node, p);
 }
 
 /* STALE (or, |ahead|, AHEAD) for |round|: where we are. */
@@ -183,7 +136,7 @@ static void coord_take_status(ded_node *node, ded_coord *cr, const uint8_t id[DE
   } else if (a->plan.k != plan->k || a->plan.count != plan->count) {
     return; /* the same attempt told differently: believe the first */
   }
-  for (unsigned i = 0; i < plan->k; i++) coord_expect_add(node, cr, plan->members[i].id);
+  for (unsigned i = 0; i < plan->k; i++) ded_coord_expect_add(node, cr, plan->members[i].id);
   if (j->flags & DED_JOIN_F_DONE) a->done = true;
   if (j->acc_view != DED_VIEW_NONE && (a->acc_view == DED_VIEW_NONE || j->acc_view > a->acc_view))
     a->acc_view = j->acc_view;
@@ -264,7 +217,7 @@ static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[D
  */
 static int coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
   memset(a, 0, sizeof *a);
-  ded_lin_entry *prev = coord_prev(node, cr);
+  ded_lin_entry *prev = ded_coord_prev(node, cr);
   const struct ded_coord_attempt *att = NULL;
   for (unsigned i = 0; !prev && i < cr->natt; i++)
     if (!att || cr->att[i].plan.attempt > att->plan.attempt) att = &cr->att[i];
@@ -360,7 +313,7 @@ static void coord_try_carry(ded_node *node, ded_coord *cr) {
                "anywhere (a quorum of round %llu's members says so): its members decide this one",
                (unsigned long long)cr->round, cr->view, (unsigned long long)j->void_round + 1,
                (unsigned long long)cr->round - 1, (unsigned long long)j->void_round);
-      coord_expect_lineage(node, cr);
+      ded_coord_expect_lineage(node, cr);
     } else {
       cr->carried = false;
     }
@@ -434,7 +387,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   struct ded_coord_attempt *best = NULL;
   bool chosen = false;
   coord_try_carry(node, cr);
-  ded_lin_entry *prev_lin = coord_prev(node, cr);
+  ded_lin_entry *prev_lin = ded_coord_prev(node, cr);
   for (unsigned i = 0; i < cr->natt && !best; i++)
     if (cr->att[i].done) best = &cr->att[i];
   if (best && best->plan.base != 0 && prev_lin && prev_lin->final &&
@@ -502,7 +455,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   /* Joiners that went away before the decision are not members. */
   size_t out = 0;
   for (size_t i = 0; i < cr->g.n; i++)
-    if (coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
+    if (ded_coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
   cr->g.n = out;
   ded_msg_commit cm;
   if (cr->g.n == 0 || ded_plan_make(node, &cr->g, cr->round, &cm) != 0) {
@@ -520,7 +473,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
-  ded_lin_entry *prev = coord_prev(node, cr);
+  ded_lin_entry *prev = ded_coord_prev(node, cr);
   cm.base = prev ? prev->attempt : 0;
   size_t cap = DED_COMMIT_FRAME_BYTES(cm.k);
   uint16_t *ident = ded_mem_malloc(node->mem, (size_t)cm.k * sizeof *ident);
@@ -587,16 +540,14 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     /* Without the previous round's membership we cannot tell whom to
      * wait for (our own commit of it is on its way). */
     coord_try_carry(node, cr);
-    if (cr->view == 0 && cr->round > 0 && !coord_prev(node, cr) && now_ns < cr->deadline_ns)
+    if (cr->view == 0 && cr->round > 0 && !ded_coord_prev(node, cr) && now_ns < cr->deadline_ns)
       return;
-    coord_expect_lineage(node, cr);
-    /* And a job offered the run's state since this view began (a donor's
-     * intent for it, ded_donor.c): it joins as soon as it has loaded. */
-    coord_expect_ctx ec = {node, cr};
-    ded_intents_each(&node->intents, cr->round, now_ns, coord_expect_one, &ec);
+    /* Again: a job offered the run's state since this view began (a
+     * donor's intent for it, ded_donor.c) joins as soon as it has loaded. */
+    ded_coord_expect_waited(node, cr, now_ns);
     unsigned alive = 0, in = 0;
     for (unsigned i = 0; i < cr->nexpect; i++) {
-      if (!coord_alive(node, cr, cr->expect[i])) continue;
+      if (!ded_coord_alive(node, cr, cr->expect[i])) continue;
       alive++;
       in += ded_gather_find(&cr->g, cr->expect[i]) != NULL;
     }
@@ -610,29 +561,7 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     }
   }
   if (!all && now_ns < cr->deadline_ns) return;
-  /* A member that announced itself is on its way (it is fetching the round
-   * before): waited for as long as that should take it, but, however often
-   * it announces itself again, never past a quarter of the bound. A member
-   * of the round before that is still finishing it is waited for a member's
-   * wait for a decision (ded_timing_join_wait) from the first JOIN: long enough
-   * for its last chunks, short enough that one stopped in the middle
-   * (SIGSTOP, a closed lid) costs the swarm little. A joiner our node
-   * offered the run's state to (an intent only we know of: ded_donor.c)
-   * is waited for as long as the round's other members wait for a
-   * decision anyway, less a deadline floor for the decision to reach them:
-   * they do not know of it, and past that they would fail over without it
-   * (a lost view, the joiner late all the same); with no other member in,
-   * as long as an announced one. */
-  uint64_t cap_ns = cr->first_ns + ded_timing_cap(&node->timing);
-  bool alone = cr->g.n == 1 && ded_gather_find(&cr->g, node->ident.id);
-  uint64_t patient_ns = alone ? cap_ns
-                              : cr->first_ns + ded_timing_join_wait(&node->timing, 0) -
-                                    node->timing.floor_ns;
-  if (!all && !cr->genesis && cr->view == 0 &&
-      ((now_ns < cap_ns && ded_coord_intent_until(node, cr->round, cr, now_ns, true) > now_ns) ||
-       (now_ns < patient_ns && ded_coord_intent_until(node, cr->round, cr, now_ns, false) > now_ns) ||
-       (now_ns < cr->first_ns + ded_timing_join_wait(&node->timing, 0) &&
-        ded_coord_lin_finishing(node, cr->round, cr, now_ns)))) {
+  if (!all && ded_coord_holds(node, cr, now_ns)) {
     cr->held = true;
     return;
   }
@@ -756,90 +685,6 @@ static bool coord_answer_finished(ded_node *node, ded_peer *to, uint64_t round, 
   return f != NULL;
 }
 
-/* ---- announced late members ---- */
-
-
-/* Until when an announced member is still waited for in |round| (0: none
- * is): one that announced this round or an earlier one, is here, and has
- * not joined |cr| (if given) yet. */
-typedef struct intent_wait {
-  ded_node *node;
-  const ded_coord *cr;
-} intent_wait;
-
-static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
-  const intent_wait *w = ctx;
-  ded_peer *p = ded_peer_find(w->node, id);
-  return p && ded_peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
-}
-
-uint64_t ded_coord_intent_until(ded_node *node, uint64_t round, const ded_coord *cr,
-                                  uint64_t now_ns, bool heard_only) {
-  intent_wait w = {node, cr};
-  return ded_intents_until(&node->intents, round, now_ns, heard_only, intent_waited, &w);
-}
-
-bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, uint64_t now_ns) {
-  ded_lin_entry *prev = no > 0 ? ded_lineage_get(&node->lin, no - 1) : NULL;
-  bool member = false;
-  for (unsigned i = 0; prev && i < prev->n && !member; i++) member = id_is_me(node, prev->ids[i]);
-  if (!member) return false;
-  bool recent = now_ns < prev->have_ns + ded_timing_coord_wait(&node->timing, 0);
-  for (unsigned i = 0; i < prev->n; i++) {
-    const uint8_t *id = prev->ids[i];
-    if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
-    if (prev->have && ded_bit_get(prev->have, i) && !recent) continue;
-    ded_peer *p = ded_peer_find(node, id);
-    if (p && ded_peer_participates(node, p)) return true;
-  }
-  return false;
-}
-
-/* intent: a view still gathering of round |j->round| or a later one waits
- * for |from| too. */
-static void coord_on_intent(ded_node *node, ded_coord *cr, const ded_peer *from,
-                            const ded_msg_join *j) {
-  switch (cr->state) {
-  case COORD_GATHERING:
-    if (cr->round >= j->round) coord_expect_add(node, cr, from->id);
-    break;
-  case COORD_DECIDED:
-  case COORD_GAVE_UP:
-    break;
-  }
-}
-
-/* |from| will join round |j->round| (DED_JOIN_F_INTENT), or a later one:
- * it came late for an earlier round and is fetching its result. Whoever
- * coordinates one of those rounds in view 0 waits for it (coord_evaluate),
- * and so does our own JOIN of such a round: the coordinator is not lost
- * for waiting. If we finished the round, AHEAD also says where we are. */
-static void node_on_intent(ded_node *node, ded_peer *from, const ded_msg_join *j,
-                           uint64_t now_ns) {
-  ded_round *r = ded_round_find(node, j->round);
-  if (j->round < node->rounds.next && (!r || ded_round_over(r)))
-    ded_coord_send_stale_or_ahead(node, from, j->round, true);
-  uint64_t hold = ded_intents_hold_ns(&node->timing, ded_plan_lp_peer(node, from->id).down_Bps,
-                                      j->count, ded_dtype_size(j->dtype));
-  if (hold == UINT64_MAX) {
-    node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on, but fetches too slowly to "
-             "be waited for", from->sid, (unsigned long long)j->round);
-    return;
-  }
-  uint64_t until = now_ns + hold;
-  ded_intents_add(&node->intents, from->id, j->round, until, true);
-  node_log(node, DED_LOG_DEBUG, "%s will join from round %llu on; waited for up to %llu ms",
-           from->sid, (unsigned long long)j->round, (unsigned long long)(hold / 1000000u));
-  for (unsigned i = 0; i < node->rounds.n; i++) {
-    r = node->rounds.v[i];
-    if (r->no >= j->round && r->view == 0 && !r->genesis &&
-        (r->state == ROUND_JOINED || r->state == ROUND_JOINING) &&
-        ded_coord_intent_until(node, r->no, NULL, now_ns, false) == until)
-      r->wait_ns = DED_MAX(r->wait_ns, ded_round_held_wait(node, r, until));
-  }
-  for (size_t i = 0; i < node->coords.n; i++) coord_on_intent(node, node->coords.v[i], from, j);
-}
-
 /* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
 void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_msg_join *j,
                           uint64_t now_ns) {
@@ -854,7 +699,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     return;
   }
   if (j->flags & DED_JOIN_F_INTENT) {
-    if (from) node_on_intent(node, from, j, now_ns);
+    if (from) ded_coord_on_intent(node, from, j, now_ns);
     return;
   }
   /* A round finished here is settled, whatever view the joiner is in: it

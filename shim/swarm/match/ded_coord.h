@@ -25,6 +25,11 @@
  * JOIN or a failover report), check (time, or someone came or went),
  * peer up, intent (an announced late member), leave.
  *
+ * Files: ded_coord.c holds the views, their decisions and the JOIN
+ * intake; ded_coord_wait.c whom a view waits for and how long (the
+ * expected peers, announced late members, the holds); ded_coord_int.h
+ * what the two share.
+ *
  * Invariants: one struct ded_coord per round, in its newest view (a JOIN
  * of a higher view resets it); a view that left GATHERING never decides
  * again; its late_frame, once set, is what every later reporter of that
