@@ -514,8 +514,13 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   if (now_ns >= cr->first_ns + node->s.round_timeout_ns) {
     /* No decision possible within the bound (no quorum, or no lineage of
      * ours): every member's call has returned by now. Later reports get
-     * STALE. */
-    node_log(node, DED_LOG_INFO, "round %llu: view %u: no decision within the bound; giving up",
+     * STALE. A view that gathered only our own JOIN says so in a debug
+     * line: our member side went elsewhere (a first round that joined a
+     * smaller id's rendezvous, round_genesis_retarget) or logs its own
+     * bound. */
+    bool others = cr->g.n > 1 || !ded_gather_find(&cr->g, node->ident.id);
+    node_log(node, others ? DED_LOG_INFO : DED_LOG_DEBUG,
+             "round %llu: view %u: no decision within the bound; giving up",
              (unsigned long long)cr->round, cr->view);
     cr->state = COORD_GAVE_UP;
     return;
