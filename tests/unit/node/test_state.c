@@ -96,6 +96,18 @@ static void test_node_state_fresh_swarm(void **state) {
   tnet_free(net);
 }
 
+/* Three jobs of |net| run rounds 0..2; a fourth comes up and begins to
+ * fetch the run's state. Returns the fourth's index. */
+static int state_run_then_fetch(tnet *net) {
+  for (int i = 0; i < 3; i++) tnet_add(net, 3);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
+  int j = tnet_add(net, 3);
+  tnet_mesh(net);
+  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  return j;
+}
+
 /* A run whose peers said PENDING is in progress even when none of them can
  * offer its state this time (each snapshot refused, so each then says
  * NONE): the joiner asks again and loads the next snapshot, instead of
@@ -104,12 +116,7 @@ static void test_node_state_fresh_swarm(void **state) {
 static void test_node_state_run_pending_then_none(void **state) {
   (void)state;
   tnet *net = tnet_new();
-  for (int i = 0; i < 3; i++) tnet_add(net, 3);
-  tnet_mesh(net);
-  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
-  int j = tnet_add(net, 3);
-  tnet_mesh(net);
-  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  int j = state_run_then_fetch(net);
   TNET_UNTIL(net, SEC_NS,
              net->n[0].want_snapshots && net->n[1].want_snapshots && net->n[2].want_snapshots);
   for (int i = 0; i < 3; i++) {
@@ -141,12 +148,7 @@ static void test_node_state_run_moves_on(void **state) {
   (void)state;
   tnet *net = tnet_new();
   net->bound_ns = 10 * SEC_NS;
-  for (int i = 0; i < 3; i++) tnet_add(net, 3);
-  tnet_mesh(net);
-  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
-  int j = tnet_add(net, 3);
-  tnet_mesh(net);
-  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  int j = state_run_then_fetch(net);
   uint64_t r = 3;
   for (uint64_t t0 = net->now; net->now < t0 + net->bound_ns + 2 * SEC_NS; r++) {
     tnet_round(net, 0x7, -1, r);
