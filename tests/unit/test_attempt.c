@@ -458,7 +458,7 @@ static void test_attempt_digest(void **state) {
   memcpy(want_res, other, sizeof other);
   uint64_t lo = ded_attempt_shard_lo(&w.a, 1), len = ded_attempt_shard_len(&w.a, 1);
   memcpy(&want_res[lo], &w.res[lo], len * ES); /* our shard stays */
-  ded_attempt_refetch(&w.a, &w.fm.mem);
+  ded_attempt_refetch(&w.a, &w.fm.mem, false);
   w.a.holders = ded_mem_malloc(&w.fm.mem, 3 * sizeof *w.a.holders);
   assert_non_null(w.a.holders);
   for (unsigned s = 0; s < 3; s++) w.a.holders[s] = 2;

@@ -252,8 +252,8 @@ void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
   }
 }
 
-void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem) {
-  bool own = a->me < a->plan.k;
+void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem, bool own_too) {
+  bool own = a->me < a->plan.k && !own_too;
   memset(a->res_bits, 0, (a->res_base[a->plan.k] + 7) / 8);
   a->res_got = 0;
   if (own)

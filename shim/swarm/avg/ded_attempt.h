@@ -146,8 +146,11 @@ void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
 
 /* Our result's bytes are not the round's: forget every shard but our own
  * (the holders, set by the caller, serve them again), and take results
- * from the holders only from now on. */
-void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem);
+ * from the holders only from now on. With |own|, forget our own shard too:
+ * the other shards came from a holder of the round's bytes and ours still
+ * differ, so ours is the shard that differs (we reduced it while a fault
+ * altered what we sent, or while we lied): the holder serves it. */
+void ded_attempt_refetch(ded_attempt *a, const ded_mem *mem, bool own);
 
 /* Forgets the peers waiting for our shard (a frozen attempt sends nothing). */
 void ded_attempt_drop_fetchers(ded_attempt *a, const ded_mem *mem);

@@ -209,6 +209,16 @@ static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[D
   return p && !p->left && !p->evicted;
 }
 
+typedef struct coord_cb {
+  ded_node *node;
+  const ded_coord *cr;
+} coord_cb;
+
+static bool coord_alive_cb(void *ctx, const uint8_t *id) {
+  const coord_cb *c = ctx;
+  return coord_counts(c->node, c->cr, id);
+}
+
 /*
  * The previous round's members that still count; without that round here
  * (the first round), the acceptors of the newest attempt reported; failing
@@ -430,8 +440,18 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
             prev_lin->final_attempt != a->plan.base)
           continue;
         /* So is one whose members are too few acceptors to complete it:
-         * it cannot have completed anywhere, and never will. */
-        if (!attempt_full(a) || !ded_quorum_can_complete(&a->plan)) continue;
+         * it cannot have completed anywhere, and never will. And one whose
+         * acceptors still counted are too few for a quorum of its votes
+         * (one of two died, the primary not among those left): it never
+         * completes either; if it did before they died, only peers gone
+         * for good saw it, as a view that decides on the reports of the
+         * acceptors still counted accepts (coord_acceptors). Every later
+         * view would keep it, and the run would stop at this round. */
+        if (!attempt_full(a) || !ded_quorum_can_complete(&a->plan) ||
+            !ded_quorum_can_complete_alive(
+                &a->plan, prev_lin ? (const uint8_t(*)[DED_ID_BYTES])prev_lin->ids : NULL,
+                prev_lin ? prev_lin->n : 0, coord_alive_cb, &(coord_cb){node, cr}))
+          continue;
         if (pass == 0 ? a->acc_view != DED_VIEW_NONE &&
                             (!best || best->acc_view == DED_VIEW_NONE || a->acc_view > best->acc_view)
                       : !best || a->plan.attempt > best->plan.attempt)
@@ -572,6 +592,18 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   }
   if (cr->genesis && cr->g.n < node->s.min_peers) return; /* members fail the rendezvous */
   coord_decide(node, cr, all);
+}
+
+bool ded_coord_undecided(ded_node *node, uint64_t round, uint32_t view, uint64_t now_ns) {
+  const ded_coord *cr = ded_coord_find(node, round);
+  if (!cr || cr->view != view || cr->state != COORD_GATHERING || cr->genesis ||
+      cr->deadline_ns == 0 || now_ns < cr->deadline_ns || ded_coord_holds(node, cr, now_ns))
+    return false;
+  bool alone = cr->g.n == 1 && ded_gather_find(&cr->g, node->ident.id);
+  ded_lin_entry *prev = ded_coord_prev(node, cr);
+  bool blind = cr->round > 0 && !cr->carried &&
+               !(prev && prev->final && prev->final_attempt == prev->attempt);
+  return alone || blind;
 }
 
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {
@@ -841,6 +873,11 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     cr->deadline_ns = now_ns + (genesis ? node->s.rendezvous_timeout_ns : ded_timing_cap(&node->timing));
   }
   cr->last_ns = now_ns;
+  if (!from && !genesis && cr->view == 0 && cr->clock && now_ns >= cr->deadline_ns) {
+    /* Our own member joins after the deadline (our trainer was the
+     * slowest): the others' JOINs sent as ours was are on their way. */
+    cr->deadline_ns = now_ns + ded_timing_late_own_grace(&node->timing);
+  }
   if (new_view && cr->view > 0) {
     /* A failover: everyone waited for reports to this view. */
     node_log(node, DED_LOG_INFO, "round %llu: coordinating view %u (asked by %s)",

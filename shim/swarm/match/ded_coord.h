@@ -114,6 +114,19 @@ void ded_coords_evaluate(ded_node *node, uint64_t now_ns);
 /* leave: the views still gathering decide now, without us. */
 void ded_coords_on_leave(ded_node *node);
 
+/* Whether our view |view| of round |round| had its time (past its
+ * deadline, holding for no one) and still cannot decide, for want of
+ * others or of what it needs to know: it gathered only our own JOIN (the
+ * others went to another coordinator, members that know different peers
+ * gone picking different candidates, whose view may have completed the
+ * round), or we never completed the round before and no quorum vouched
+ * that it had no result (we cannot know the acceptors, ever). Our own
+ * member side then fails over as from any silent coordinator rather than
+ * wait for the bound. A view that others reported to, and that knows the
+ * acceptors, waits (for a quorum, or for the evictions that make the
+ * acceptors still counted one). */
+bool ded_coord_undecided(ded_node *node, uint64_t round, uint32_t view, uint64_t now_ns);
+
 /* True while a view with joins is still gathering (the node ticks fast). */
 bool ded_coords_pending(const ded_node *node);
 

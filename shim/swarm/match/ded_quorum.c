@@ -118,6 +118,37 @@ static bool votes_quorum(const ded_votes *vs, const ded_msg_commit *p,
   return false;
 }
 
+bool ded_quorum_can_complete_alive(const ded_msg_commit *p, const uint8_t (*acc)[DED_ID_BYTES],
+                                   unsigned n, bool (*alive)(void *ctx, const uint8_t *id),
+                                   void *ctx) {
+  if (p->nacc == 0) return true;
+  bool whole = acc && n == p->nacc;
+  for (unsigned m = 0; whole && m < p->k; m++) {
+    if (!(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
+    bool in = false;
+    for (unsigned i = 0; i < n && !in; i++) in = memcmp(acc[i], p->members[m].id, DED_ID_BYTES) == 0;
+    whole = in; /* else the plan started its members afresh (every acceptor gone) */
+  }
+  if (!whole) {
+    acc = NULL;
+    n = 0;
+  }
+  unsigned primary = 0;
+  for (unsigned k = 1; k < n; k++)
+    if (memcmp(acc[k], acc[primary], DED_ID_BYTES) < 0) primary = k;
+  unsigned in = 0;
+  bool primary_in = false;
+  unsigned total = acc ? n : p->k;
+  for (unsigned i = 0; i < total; i++) {
+    const uint8_t *id = acc ? acc[i] : p->members[i].id;
+    bool is_primary = false;
+    if (!votes_counts(p, acc, n, primary, id, &is_primary) || !alive(ctx, id)) continue;
+    in++;
+    primary_in |= is_primary;
+  }
+  return ded_quorum_of(in, p->nacc, primary_in);
+}
+
 bool ded_votes_quorum(const ded_votes *vs, const ded_msg_commit *p, const uint8_t **digest) {
   return votes_quorum(vs, p, NULL, 0, digest);
 }

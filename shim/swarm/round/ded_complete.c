@@ -227,6 +227,52 @@ static bool round_takes_done(ded_node *node, const ded_round *r, const uint8_t (
   return (f & (DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_CLIENT)) != DED_MEMBER_F_ACCEPTOR;
 }
 
+/* The round's acceptors, where we know them all: the members of the
+ * previous round's result, if we ended that round with the attempt's base,
+ * they are as many as the COMMIT counts (|*n| of them), and every member
+ * it flags an acceptor is one of them (a coordinator that found every one
+ * of them gone for good starts the members afresh, as a first round's own
+ * acceptors: a group of one, ded_join.c); else NULL. */
+static const uint8_t (*round_known_acceptors(ded_node *node, const ded_round *r,
+                                             unsigned *n))[DED_ID_BYTES] {
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  const ded_msg_commit *p = &r->att.plan;
+  bool known = prev && prev->ids && prev->final && prev->final_attempt != 0 &&
+               prev->final_attempt == p->base && prev->n == p->nacc;
+  for (unsigned m = 0; known && m < p->k; m++) {
+    if (!(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
+    bool in = false;
+    for (unsigned i = 0; i < prev->n && !in; i++)
+      in = memcmp(prev->ids[i], p->members[m].id, DED_ID_BYTES) == 0;
+    known = in;
+  }
+  *n = known ? prev->n : 0;
+  return known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL;
+}
+
+/* Our vote (HAVE, not done) for the attempt we hold whole, to its
+ * members; and, if we are an acceptor the attempt does not list (we only
+ * fetch its result), to the other unlisted acceptors too: each counts the
+ * others' votes (ded_votes_quorum_among), and no member passes them on,
+ * so without this two of them, with one completer's done word, can be a
+ * quorum that never learns it is one (a member that completed crashed,
+ * the others fetch: every later view re-decides the attempt). */
+static void round_vote(ded_node *node, ded_round *r) {
+  const ded_attempt *a = &r->att;
+  for (unsigned m = 0; m < a->plan.k; m++)
+    if (m != a->me)
+      ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, a->plan.attempt,
+                          r->acc_view, 0, r->digest);
+  unsigned n;
+  const uint8_t(*acc)[DED_ID_BYTES] = a->me < a->plan.k ? NULL : round_known_acceptors(node, r, &n);
+  bool listed = false;
+  for (unsigned i = 0; acc && i < n; i++) listed |= id_is_me(node, acc[i]);
+  for (unsigned i = 0; listed && i < n; i++)
+    if (!id_is_me(node, acc[i]) && ded_plan_index(&a->plan, acc[i]) == a->plan.k)
+      ded_round_send_have(node, ded_peer_find(node, acc[i]), r->no, a->plan.attempt, r->acc_view,
+                          0, r->digest);
+}
+
 /* The digest of the bytes the round completes with, once the current
  * attempt is known to be its result: a quorum of its acceptors voted for
  * it in one view with one digest, or, where round_takes_done, someone
@@ -240,11 +286,8 @@ static const uint8_t *round_result_digest(ded_node *node, const ded_round *r) {
    * acceptors are the members of the previous round's result: where we
    * ended that round with the attempt's base, we know them all. */
   const uint8_t *d;
-  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  bool known = prev && prev->ids && prev->final && prev->final_attempt != 0 &&
-               prev->final_attempt == r->att.plan.base && prev->n == r->att.plan.nacc;
-  const uint8_t(*acc)[DED_ID_BYTES] = known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL;
-  unsigned nacc = known ? prev->n : 0;
+  unsigned nacc;
+  const uint8_t(*acc)[DED_ID_BYTES] = round_known_acceptors(node, r, &nacc);
   if (ded_votes_quorum_among(&r->votes, &r->att.plan, acc, nacc, &d)) return d;
   return r->chosen && r->chosen_digested && round_takes_done(node, r, acc, nacc) ? r->chosen_digest
                                                                                 : NULL;
@@ -269,7 +312,7 @@ static unsigned round_next_holder(const ded_round *r, const uint8_t want[DED_RES
 }
 
 /* Whether a shard other than our own has bytes: if none has, ours is the
- * one that differs, and fetching cannot mend it. */
+ * one that differs. */
 static bool round_others_hold_bytes(const ded_attempt *a) {
   for (unsigned s = 0; s < a->plan.k; s++)
     if (s != a->me && ded_attempt_shard_len(a, s) > 0) return true;
@@ -281,8 +324,13 @@ static bool round_others_hold_bytes(const ded_attempt *a) {
  * the members that make the quorum): fetch the round's bytes again from a
  * member that holds them (round_next_holder), and fail over once none is
  * left to ask; after that failover the round waits for a new holder (a
- * HAVE asks again), or for its deadline, and ends at its bound. A round
- * never completes here with bytes other than the ones its quorum holds.
+ * HAVE asks again), or for its deadline, and ends at its bound. The first
+ * time, every shard but our own; if the bytes still differ (or no other
+ * shard has any), ours is the one that differs: the reducer it was sent
+ * altered (a fault, or this peer lied), and the holder serves it too.
+ * Keeping it would leave this peer at the round until its bound, and late
+ * for the rounds after. A round never completes here with bytes other
+ * than the ones its quorum holds.
  */
 static void round_disagree(ded_node *node, ded_round *r, const uint8_t want[DED_RESULT_DIGEST_BYTES],
                            uint64_t now_ns) {
@@ -294,7 +342,8 @@ static void round_disagree(ded_node *node, ded_round *r, const uint8_t want[DED_
     ded_round_fail(node, r, DED_ERR_NOMEM);
     return;
   }
-  unsigned m = round_others_hold_bytes(a) ? round_next_holder(r, want) : k;
+  bool own = a->refetch || !round_others_hold_bytes(a);
+  unsigned m = round_next_holder(r, want);
   ded_peer *p = m < k ? ded_round_member_peer(node, r, m) : NULL;
   if (!p || !p->conn) {
     if (r->mend_failed) return;
@@ -305,10 +354,10 @@ static void round_disagree(ded_node *node, ded_round *r, const uint8_t want[DED_
   }
   ded_bit_set(r->asked, m);
   node_log(node, DED_LOG_WARN, "round %llu: this peer's result differs from the one the round's "
-           "quorum holds (a reducer sent it other bytes); fetching the round's from %s",
-           (unsigned long long)r->no, p->sid);
+           "quorum holds (%s); fetching the round's from %s", (unsigned long long)r->no,
+           own ? "its own shard differs" : "a reducer sent it other bytes", p->sid);
   for (unsigned s = 0; s < k; s++) a->holders[s] = (uint16_t)m;
-  ded_attempt_refetch(a, node->mem);
+  ded_attempt_refetch(a, node->mem, own);
   r->digested = false;
   r->got_ns = 0;
   r->wait_ns = now_ns + ded_timing_progress_wait(&node->timing, r->view, r->est_ns);
@@ -354,10 +403,7 @@ static bool round_check_complete(ded_node *node, ded_round *r, uint64_t now_ns) 
     own->voted = true;
     ded_votes_add(&r->votes, node->mem, node->ident.id, r->att.plan.attempt, r->acc_view,
                   r->digest);
-    for (unsigned m = 0; m < r->att.plan.k; m++)
-      if (m != r->att.me)
-        ded_round_send_have(node, ded_round_member_peer(node, r, m), r->no, r->att.plan.attempt,
-                            r->acc_view, 0, r->digest);
+    round_vote(node, r);
   }
   const uint8_t *want = round_result_digest(node, r);
   if (!want) return false;

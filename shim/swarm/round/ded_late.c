@@ -109,6 +109,14 @@ void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f)
     }
     return;
   }
+  /* An attempt whose commit is still on its way here (the fetcher, not a
+   * member, heard it first): served once it is in. */
+  if (r && ded_round_keep_early_fetch(node, r, to->id, f)) {
+    node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched shard %u of attempt %llx, which has not "
+             "reached this peer yet: kept for it", (unsigned long long)f->round, to->sid,
+             (unsigned)f->shard, (unsigned long long)f->attempt);
+    return;
+  }
   node_log(node, DED_LOG_DEBUG, "round %llu: %s fetched a shard this peer does not hold",
            (unsigned long long)f->round, to->sid);
   if (f->round < node->rounds.next && !r) ded_coord_send_stale(node, to, f->round);

@@ -93,8 +93,43 @@ static int round_adopt(ded_node *node, ded_round *r, const ded_msg_commit *plan,
 static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via,
                              uint8_t type, const uint8_t *payload, size_t len, uint64_t now_ns);
 
-/* Replays the frames of |r|'s current attempt that overtook its commit and
- * drops those of attempts that are now moot. */
+/* Keeps a frame of an attempt whose commit has not reached us yet (it
+ * overtook it), within the round's early budget; false if over it. */
+static bool round_keep_early(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                             uint8_t type, const uint8_t *payload, size_t len) {
+  size_t limit = DED_EARLY_BYTES_MAX(ded_round_bytes(r));
+  early_frame *e = NULL;
+  if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
+  if (!e) return false;
+  e->next = NULL;
+  e->type = type;
+  memcpy(e->from, from, DED_ID_BYTES);
+  e->len = len;
+  memcpy(e->payload, payload, len);
+  if (r->early_tail)
+    r->early_tail->next = e;
+  else
+    r->early_head = e;
+  r->early_tail = e;
+  r->early_bytes += len;
+  return true;
+}
+
+bool ded_round_keep_early_fetch(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                                const ded_msg_fetch *f) {
+  if (ded_round_over(r) || (ded_round_holds(r) && f->attempt <= r->att.plan.attempt)) return false;
+  uint8_t payload[DED_FETCH_FRAME_BYTES - DED_FRAME_HDR_BYTES];
+  ded_wr w = ded_wr_init(payload, sizeof payload);
+  ded_wr_u64(&w, f->round);
+  ded_wr_u64(&w, f->attempt);
+  ded_wr_u16(&w, f->shard);
+  DED_ASSERT(!w.err && w.pos == sizeof payload);
+  return round_keep_early(node, r, from, DED_MSG_FETCH, payload, sizeof payload);
+}
+
+/* Replays the frames of |r|'s current attempt that overtook its commit
+ * (data, results, and fetches of shards we reduce or hold) and drops those
+ * of attempts that are now moot. */
 static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
   early_frame *e = r->early_head;
   r->early_head = r->early_tail = NULL;
@@ -113,8 +148,15 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->early_tail = e;
       r->early_bytes += e->len;
     } else {
-      if (from && !ded_round_over(r) && attempt == r->att.plan.attempt)
+      ded_msg_fetch f;
+      if (!from || ded_round_over(r) || attempt != r->att.plan.attempt) {
+        /* moot */
+      } else if (e->type != DED_MSG_FETCH) {
         round_take_frame(node, r, from, NULL, e->type, e->payload, e->len, now_ns);
+      } else if (ded_msg_fetch_decode(e->payload, e->len, &f) == 0 && f.shard < r->att.plan.k &&
+                 from->conn) {
+        ded_round_serve_attempt(node, r, f.shard, from->id);
+      }
       ded_mem_free(node->mem, e);
     }
     e = next;
@@ -234,9 +276,28 @@ static bool round_wrong_signature(ded_node *node, ded_round *r, const ded_msg_co
 }
 
 /* A COMMIT (new attempt) for |r|. DED_ERR_PROTO if it lies about us. */
+/* A member learns the spread of a round's JOINs too (the coordinator
+ * learns it from the rounds it decides with everyone in, ded_coord.c;
+ * each peer coordinates one round in n, so in a swarm of dozens it would
+ * hardly ever learn, and its wait for a member still computing stays at
+ * the floor): from our JOIN to the COMMIT of view 0, when the attempt has
+ * the previous round's members, no more and no fewer (everyone in, none
+ * held for). Early joiners see most of the spread, late ones little;
+ * what a coordinator waits for is a multiple of the mean. */
+static void round_learn_spread(ded_node *node, const ded_round *r, const ded_msg_commit *cm,
+                               uint64_t now_ns) {
+  if (r->genesis || r->view != 0 || r->no == 0 || !r->joined_ns || now_ns < r->joined_ns) return;
+  ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  if (!prev || !prev->ids || prev->n != cm->k) return;
+  for (unsigned i = 0; i < prev->n; i++)
+    if (ded_plan_index(cm, prev->ids[i]) == cm->k) return;
+  ded_timing_learn_spread(&node->timing, now_ns - r->joined_ns);
+}
+
 static int round_take_commit(ded_node *node, ded_round *r, const ded_msg_commit *cm,
                              uint64_t now_ns) {
   if (round_wrong_signature(node, r, cm)) return 0;
+  round_learn_spread(node, r, cm, now_ns);
   int rv = round_adopt(node, r, cm, (uint32_t)(cm->attempt >> 32), now_ns);
   if (rv) return rv;
   if (r->att.me < cm->k && cm->members[r->att.me].n_local != r->a.n_local) return DED_ERR_PROTO;
@@ -408,24 +469,8 @@ static void round_take_frame(ded_node *node, ded_round *r, ded_peer *from, ded_c
   }
   if (ded_round_holds(r) && d.attempt <= r->att.plan.attempt) return; /* moot */
   /* A later attempt whose commit is still on its way: keep it. */
-  size_t limit = DED_EARLY_BYTES_MAX(ded_round_bytes(r));
-  early_frame *e = NULL;
-  if (r->early_bytes + len <= limit) e = ded_mem_malloc(node->mem, sizeof *e + len);
-  if (!e) {
-    if (via) ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
-    return;
-  }
-  e->next = NULL;
-  e->type = type;
-  memcpy(e->from, from->id, DED_ID_BYTES);
-  e->len = len;
-  memcpy(e->payload, payload, len);
-  if (r->early_tail)
-    r->early_tail->next = e;
-  else
-    r->early_head = e;
-  r->early_tail = e;
-  r->early_bytes += len;
+  if (!round_keep_early(node, r, from->id, type, payload, len) && via)
+    ded_conn_protocol_error(node, via, DED_ERR_LIMIT, "early data");
 }
 
 void ded_round_on_data(ded_node *node, ded_round *r, ded_peer *from, ded_conn *via, uint8_t type,
@@ -633,17 +678,21 @@ static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
 }
 
 /* deadline: the soft wait ran out. Waiting for a decision, fail over
- * (unless our own coordinator side decides, or a member of the round
- * before is still finishing it); waiting for progress, fail over, saying
- * whom we waited for. */
+ * (unless our own coordinator side may still decide, or a member of the
+ * round before is still finishing it); waiting for progress, fail over,
+ * saying whom we waited for. */
 static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
   switch (r->state) {
   case ROUND_JOINING:
   case ROUND_JOINED: {
-    /* Our own coordinator side decides when it can (it may lack a
-     * majority: then the bound ends the round). */
-    ded_coord *own = id_is_me(node, r->coord) ? ded_coord_find(node, r->no) : NULL;
-    if (own && own->view == r->view) return;
+    /* Our own coordinator side decides when it can; past its deadline
+     * with no one but us in it, the others went to another coordinator,
+     * whose view may have completed the round: on to the next view, as
+     * from any silent coordinator, not waiting for the bound
+     * (ded_coord_undecided). */
+    bool self = id_is_me(node, r->coord);
+    ded_coord *own = self ? ded_coord_find(node, r->no) : NULL;
+    if (own && own->view == r->view && !ded_coord_undecided(node, r->no, r->view, now_ns)) return;
     /* The coordinator waits for a member still finishing the round
      * before: so do we, a wait longer. */
     uint64_t finish_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
@@ -654,7 +703,8 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->wait_ns = finish_ns;
       return;
     }
-    ded_round_failover(node, r, "no decision from the coordinator in time", now_ns);
+    ded_round_failover(node, r, self ? "no one but this peer joined its own view"
+                                     : "no decision from the coordinator in time", now_ns);
     return;
   }
   case ROUND_RUNNING:

@@ -29,6 +29,12 @@ struct ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsig
 /* Asks the holders for every shard we lack: -> FETCHING. */
 int ded_round_fetch_missing(ded_node *node, ded_round *r, uint64_t now_ns);
 
+/* A FETCH of |f->attempt|, later than any attempt |r| holds (its commit
+ * has not reached us yet): kept with the round's early frames, and served
+ * once the attempt is ours (false: moot, or over the early budget). */
+bool ded_round_keep_early_fetch(ded_node *node, ded_round *r, const uint8_t from[DED_ID_BYTES],
+                                const ded_msg_fetch *f);
+
 /* Serves shard |s| of the attempt |r| holds to |to| (ded_attempt_serve). */
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
 

@@ -39,6 +39,10 @@ uint64_t ded_timing_coord_wait(const ded_timing *t, uint32_t view) {
                  DED_MAX(cap, t->floor_ns));
 }
 
+uint64_t ded_timing_late_own_grace(const ded_timing *t) {
+  return clamp_ns(2 * t->spread_ewma, t->floor_ns / 4, ded_timing_coord_wait(t, 0));
+}
+
 /* Longer than any coordinator's wait with room to spare. */
 uint64_t ded_timing_join_wait(const ded_timing *t, uint32_t view) {
   return view_backoff(t, view,

@@ -55,6 +55,13 @@ uint64_t ded_timing_silence(const ded_timing *t);
  * a quarter of the silence, at most a second. */
 uint64_t ded_timing_keepalive(const ded_timing *t);
 
+/* How long a coordinator whose own member joined after its deadline (its
+ * trainer was the slowest) still waits for the JOINs sent as its own was:
+ * twice the learned spread of the joins, within a quarter of the
+ * deadline floor and the coordinator's wait. */
+uint64_t ded_timing_late_own_grace(const ded_timing *t);
+
+
 /* A coordinator's wait for missing members in |view|. */
 uint64_t ded_timing_coord_wait(const ded_timing *t, uint32_t view);
 

@@ -222,8 +222,10 @@ static void test_node_equivocation_refetch(void **state) {
  * over once none is left, never completing with other bytes. lo1 < lo2 <
  * node; lo2 (member 1) sends the node X for its shard and votes Y, lo1
  * votes Y after it: a quorum (two of three) for Y. The node asks lo2 first
- * (shards 0 and 1), which sends X again:
- *   0  it asks lo1 next, which sends Y: the node completes with Y;
+ * (shards 0 and 1), which sends X again; it cannot tell which shard
+ * differs (its own may: round_disagree), so it asks lo1 next for every
+ * shard, its own too:
+ *   0  lo1 sends Y: the node completes with Y;
  *   1  lo1 sends X too: none is left, and the node fails over (JOIN with
  *      status to lo2, view 1's coordinator);
  *   2  lo1 is gone: the same.
@@ -246,13 +248,12 @@ static void test_node_equivocation_holders_in_turn(void **state) {
     eq_send_shard(&e, e.lo2, 0, e.sw.g);
     eq_send_shard(&e, e.lo2, 1, e.other);
     expect_not_done(&e);
-    expect_fetches_only(&e, e.lo1, 0x3u);
+    expect_fetches_only(&e, e.lo1, 0x7u);
     if (tc == 2) {
       ded_node_conn_closed(e.t.node, e.t.conn[e.lo1], DED_ERR_PEER_LOST, e.t.now);
     } else {
       const float *from_lo1 = tc == 0 ? e.sw.g : e.other;
-      eq_send_shard(&e, e.lo1, 0, from_lo1);
-      eq_send_shard(&e, e.lo1, 1, from_lo1);
+      for (unsigned m = 0; m < 3; m++) eq_send_shard(&e, e.lo1, m, from_lo1);
     }
     if (tc == 0) {
       expect_done_with(&e, e.sw.g);
@@ -271,6 +272,40 @@ static void test_node_equivocation_holders_in_turn(void **state) {
     assert_false(e.t.closed[e.lo2]);
     ded_node_free(e.t.node);
   }
+}
+
+/*
+ * The shard that differs is the node's own (it reduced it while a fault
+ * altered what it sent, or it lied): the quorum (lo2, hi, lo1, in that
+ * order) holds X, the mean with the node's shard (member 2) changed. The
+ * node asks lo2 for every shard but its own first; with lo2's (X, the
+ * same bytes as Y there) its result still differs, so it asks hi, the
+ * next voter, for every shard, its own too, and completes with X once
+ * hi's are in. Keeping its own shard, it would ask every voter in turn
+ * and fail over, and stay at the round until its bound.
+ */
+static void test_node_equivocation_own_shard(void **state) {
+  (void)state;
+  eq_round e;
+  eq_start(&e, 3, 2);
+  const unsigned hi = e.sw.conn[3];
+  swarm_feed_with(&e.t, &e.sw, e.sw.g, false);
+  size_t len;
+  for (unsigned c = 0; c < e.t.nconn; c++) free(tnode_output_on(&e.t, c, &len, e.t.now));
+  expect_not_done(&e);
+  send_have(&e.t, e.lo2, 0, e.A, 0, 0, e.other_digest);
+  send_have(&e.t, hi, 0, e.A, 0, 0, e.other_digest);
+  send_have(&e.t, e.lo1, 0, e.A, 0, 0, e.other_digest);
+  expect_not_done(&e);
+  expect_fetches_only(&e, e.lo2, 0x1u | 0x2u | 0x8u);
+  for (unsigned m = 0; m < 4; m++)
+    if (m != e.sw.me) eq_send_shard(&e, e.lo2, m, e.other);
+  expect_not_done(&e);
+  expect_fetches_only(&e, hi, 0xfu);
+  for (unsigned m = 0; m < 4; m++) eq_send_shard(&e, hi, m, e.other);
+  expect_done_with(&e, e.other);
+  expect_none_dropped(&e);
+  ded_node_free(e.t.node);
 }
 
 /*
@@ -556,7 +591,7 @@ static int haves_done(const uint8_t *out, size_t len) {
  * A round that ends at its bound is not the round's result here, and is
  * never served as one. lo1 < lo2 < node; lo2 sends the node X for its
  * shard, lo2 and lo1 vote Y: the node asks lo2, which sends X again, then
- * lo1, which
+ * lo1 (for every shard, its own too), which
  *   0  is gone;
  *   1  sends X too.
  * No holder is left: the node fails over once, then waits. Just before
@@ -581,12 +616,11 @@ static void test_node_equivocation_bound_not_served(void **state) {
     eq_send_shard(&e, e.lo2, 0, e.other);
     eq_send_shard(&e, e.lo2, 1, e.other);
     expect_not_done(&e);
-    expect_fetches_only(&e, e.lo1, 0x3u);
+    expect_fetches_only(&e, e.lo1, 0x7u); /* its own shard too, now */
     if (tc == 0) {
       ded_node_conn_closed(e.t.node, e.t.conn[e.lo1], DED_ERR_PEER_LOST, e.t.now);
     } else {
-      eq_send_shard(&e, e.lo1, 0, e.other);
-      eq_send_shard(&e, e.lo1, 1, e.other);
+      for (unsigned m = 0; m < 3; m++) eq_send_shard(&e, e.lo1, m, e.other);
     }
     expect_not_done(&e);
     uint32_t view = 0;
@@ -701,6 +735,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_equivocation_refetch),
       cmocka_unit_test(test_node_equivocation_holders_in_turn),
+      cmocka_unit_test(test_node_equivocation_own_shard),
       cmocka_unit_test(test_node_equivocation_split_votes),
       cmocka_unit_test(test_node_equivocation_done_digest),
       cmocka_unit_test(test_node_equivocation_done_contradiction),

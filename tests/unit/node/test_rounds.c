@@ -775,6 +775,59 @@ static void test_node_serves_fetch_in_progress(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A FETCH that overtakes the attempt's COMMIT (a late member heard the
+ * decision first, and the reducer's COMMIT is still on its way) is kept,
+ * not dropped: nothing is sent for it then (no RESULT, no STALE), and once
+ * the COMMIT is in, the shard goes to the fetcher chunk by chunk as it is
+ * finished, as for a FETCH in progress. Dropped, the fetcher would wait a
+ * whole progress wait for nothing and fail over.
+ */
+static void test_node_serves_fetch_before_commit(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  unsigned ch = tnode_accept(&t);
+  send_hello(&t, ch, &hi, RUN);
+  ded_msg_member m[2];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
+  const uint64_t A = attempt_of(0, lo.id);
+  size_t len;
+  free(tnode_output_on(&t, 0, &len, NOW_NS));
+  free(tnode_output_on(&t, ch, &len, NOW_NS));
+  send_fetch(&t, ch, 0, A, 1);
+  uint8_t *out = tnode_output_on(&t, ch, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
+  assert_int_equal(frame_count(out, len, DED_MSG_STALE), 0);
+  free(out);
+  ded_msg_commit c = commit_of(0, A, 0, m, 2);
+  send_commit(&t, 0, &c);
+  free(tnode_output_on(&t, 0, &len, NOW_NS));
+  float x[COUNT], g[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    x[i] = 9.0f - (float)i;
+    g[i] = (x[i] + buf[i]) / 2.0f;
+  }
+  for (int k = 0; k < 2; k++)
+    send_data(&t, 0, DED_MSG_DATA, 0, A, COUNT / 2 + CHUNK * k, x + COUNT / 2 + CHUNK * k, CHUNK);
+  out = tnode_output_on(&t, ch, &len, NOW_NS);
+  if (frame_count(out, len, DED_MSG_RESULT) != 2)
+    fail_msg("%d RESULT frames for the FETCH that came before the COMMIT, not 2",
+             frame_count(out, len, DED_MSG_RESULT));
+  for (int k = 0; k < 2; k++)
+    expect_data(out, len, DED_MSG_RESULT, k, 0, A, COUNT / 2 + CHUNK * k, g + COUNT / 2 + CHUNK * k,
+                CHUNK);
+  free(out);
+  assert_false(t.closed[0] || t.closed[ch]);
+  ded_node_free(t.node);
+}
+
 /* ------------------------------------------ rounds of real peers (tnet) */
 
 /* ded_node_int.h's NODE_GROUP_GAP_ROUNDS. */
@@ -952,6 +1005,7 @@ int main(void) {
       cmocka_unit_test(test_node_not_listed_fetches_result),
       cmocka_unit_test(test_node_serves_finished_round),
       cmocka_unit_test(test_node_serves_fetch_in_progress),
+      cmocka_unit_test(test_node_serves_fetch_before_commit),
       cmocka_unit_test(test_node_round_peer_count),
       cmocka_unit_test(test_node_silent_peer_evicted),
       cmocka_unit_test(test_node_groups_meet_again),
