@@ -145,6 +145,10 @@ typedef struct snode {
   uint64_t uplink_free_ns;
   uint64_t downlink_free_ns; /* with a downlink rate: when it is idle again */
   bool pump_scheduled;
+  /* Called into (or its pointer handed out) since its timer was last
+   * synced: only such a node's expiry can have changed (the engine has
+   * no clock of its own), so only such nodes are synced after an event. */
+  bool dirty;
   uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
   unsigned rr;      /* round-robin cursor over links */
   int *lks;         /* the links it is an end of, in increasing order */
@@ -182,6 +186,8 @@ struct sim {
   /* sim_equivocate: liar -> victim until equiv_until; frames altered. */
   int equiv_liar, equiv_victim;
   uint64_t equiv_until, equivocated;
+  /* sim_network_heals_at (0: never). */
+  uint64_t net_heal_ns;
   uint64_t equiv_rounds; /* bit r: a frame of round r altered (r >= 63: bit 63) */
 };
 
@@ -562,7 +568,9 @@ static void node_pump(sim *s, const event *e) {
     sn->uplink_free_ns = s->now + tx;
     sn->rr = (unsigned)lk + 1;
     /* Cut meanwhile (a hook), or broken by this very segment: lost. */
-    if (l->dead || (s->lp.reset_prob > 0 && sim_rng_chance(&s->rng, s->lp.reset_prob))) {
+    bool faulty = s->net_heal_ns == 0 || s->now < s->net_heal_ns;
+    bool reset = s->lp.reset_prob > 0 && sim_rng_chance(&s->rng, s->lp.reset_prob) && faulty;
+    if (l->dead || reset) {
       free(seg);
       if (!l->dead) link_reset(s, lk);
       node_pump_soon(s, i);
@@ -570,7 +578,8 @@ static void node_pump(sim *s, const event *e) {
     }
     half *h = &l->dir[side];
     uint64_t at = sn->uplink_free_ns + s->lp.latency_ns + sim_rng_range(&s->rng, 0, s->lp.jitter_ns);
-    if (s->lp.spike_prob > 0 && sim_rng_chance(&s->rng, s->lp.spike_prob)) at += s->lp.spike_ns;
+    if (s->lp.spike_prob > 0 && sim_rng_chance(&s->rng, s->lp.spike_prob) && faulty)
+      at += s->lp.spike_ns;
     snode *dst = &s->nodes[l->node[1 - side]];
     if (dst->p.downlink_bytes_per_s > 0) { /* through the receiver's link, one at a time */
       at = DED_MAX(at, dst->downlink_free_ns) +
@@ -626,6 +635,8 @@ void sim_equivocate(sim *s, int liar, int victim, uint64_t until_ns) {
 }
 
 uint64_t sim_equivocated(const sim *s) { return s->equivocated; }
+
+void sim_network_heals_at(sim *s, uint64_t at_ns) { s->net_heal_ns = at_ns; }
 
 bool sim_equivocated_round(const sim *s, uint64_t round) {
   return s->equiv_rounds >> DED_MIN(round, 63) & 1;
@@ -778,7 +789,19 @@ static void defer_push(sim *s, int i, const event *e) {
 
 static void ev_thaw(sim *s, const event *e);
 
+/* Node |i| may have been called into. */
+static void touch(sim *s, int i) {
+  if (i >= 0 && i < s->n) s->nodes[i].dirty = true;
+}
+
 static void sim_dispatch(sim *s, const event *e) {
+  /* Every call into the engine an event makes is on its node or on its
+   * link's ends; hooks reach other nodes through sim_node. */
+  touch(s, e->node);
+  if (e->link >= 0) {
+    touch(s, s->links[e->link].node[0]);
+    touch(s, s->links[e->link].node[1]);
+  }
   int b = ev_blocker(s, e);
   if (b >= 0) {
     defer_push(s, b, e);
@@ -836,8 +859,13 @@ static void sim_handle(sim *s, const event *e) {
   sim_dispatch(s, e);
   s->in_event = false;
   if (s->reap) sim_reap(s);
-  /* Any event may have changed any node's timers or output. */
-  for (int i = 0; i < s->n; i++) node_sync_timer(s, i);
+  /* An event may have changed the timers of the nodes it called into
+   * (touch), in the order a sync of every node would visit them. */
+  for (int i = 0; i < s->n; i++)
+    if (s->nodes[i].dirty) {
+      s->nodes[i].dirty = false;
+      node_sync_timer(s, i);
+    }
 }
 
 /* ---------------------------------------------------------------- API */
@@ -882,7 +910,10 @@ void sim_node_setup(sim *s, int i, const sim_node_params *p) {
   sim_push(s, DED_MAX(p->start_ns, s->now), EV_START, i, -1, 0, 0); /* now is 0 before sim_run */
 }
 
-ded_node *sim_node(sim *s, int i) { return s->nodes[i].up ? s->nodes[i].node : NULL; }
+ded_node *sim_node(sim *s, int i) {
+  touch(s, i); /* the caller may call into it */
+  return s->nodes[i].up ? s->nodes[i].node : NULL;
+}
 
 int sim_nodes(const sim *s) { return s->n; }
 

@@ -226,6 +226,12 @@ void sim_isolate(sim *s, int a, uint64_t until_ns);
  */
 void sim_equivocate(sim *s, int liar, int victim, uint64_t until_ns);
 uint64_t sim_equivocated(const sim *s);
+
+/* The link parameters' random faults (reset_prob, spike_prob) end at
+ * |at_ns|: segments sent from then on are neither lost nor held (the
+ * draws go on all the same, so what a seed does before is unchanged).
+ * Without a call they last the whole run. */
+void sim_network_heals_at(sim *s, uint64_t at_ns);
 bool sim_equivocated_round(const sim *s, uint64_t round);
 
 /* The settings the benchmarks give every node of a swarm of |n|: run

@@ -118,7 +118,8 @@
 
 #include "sim_chaos.h"
 
-bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace;
+bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace,
+    opt_lasting_net;
 int opt_named = SCEN_NONE;
 /* Over every seed run, for the last lines. */
 chaos_totals totals;
@@ -371,7 +372,7 @@ static void start_joiner(scenario *sc, int kind, int of) {
  * state_tick), a round that never comes. Always a failure where a named
  * scenario says the joiners must load the run's state (must_join). */
 static void join_failed(scenario *sc, job *j, const char *what, int status) {
-  bool faults = sc->reset_prob > 0 || j->start_ns < sc->heal_ns;
+  bool faults = (sc->reset_prob > 0 && opt_lasting_net) || j->start_ns < sc->heal_ns;
   bool end = sc->over_ns && j->fetching && sc->over_ns < j->fetch_ns + 5 * SEC;
   say(sc, "GIVE UP n%d: %s: %s%s", j->node, what, ded_strerror(status),
       faults ? " (faults explain it)" : end ? " (the run was ending)" : "");
@@ -819,6 +820,8 @@ int main(int argc, char **argv) {
       opt_weak_liveness = true;
     else if (!strcmp(argv[i], "--no-spikes"))
       opt_no_spikes = true;
+    else if (!strcmp(argv[i], "--lasting-network-faults"))
+      opt_lasting_net = true;
     else if (!strcmp(argv[i], "--crash-only"))
       opt_crash_only = true;
     else if (!strcmp(argv[i], "--summary"))
@@ -833,7 +836,7 @@ int main(int argc, char **argv) {
       fprintf(stderr,
               "usage: %s [--seeds N] [--first S] [--seed S] [--weak-liveness] [--no-spikes] "
               "[--crash-only] [--summary] [--digest] [--trace] [-v]\n"
-              "       [--scenario long-freeze|total-break|stopped-donor|churn]\n",
+              "       [--lasting-network-faults] [--scenario long-freeze|total-break|stopped-donor|churn]\n",
               argv[0]);
       return 2;
     }
@@ -854,7 +857,8 @@ int main(int argc, char **argv) {
          totals.joined_end, totals.no_run, totals.gave_up, totals.gave_up_faults,
          totals.gave_up_end, totals.reloads, totals.reload_failed, totals.diverged_loads,
          totals.snap_refused);
-  printf("sim_chaos: seeds with an equivocating reducer %d (RESULT frames altered %" PRIu64 ")\n",
-         totals.liar_seeds, totals.equivocated);
+  printf("sim_chaos: seeds with an equivocating reducer %d (RESULT frames altered %" PRIu64 "; "
+         "a round it lied in left without a result anywhere, strict liveness not asked after "
+         "it: %d)\n", totals.liar_seeds, totals.equivocated, totals.liar_stalls);
   return failed ? 1 : 0;
 }

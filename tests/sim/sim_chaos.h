@@ -192,7 +192,7 @@ enum { TAG_SUBMIT = 0, TAG_FETCH = 1, TAG_OFFER = 2, TAG_GIVE_UP = 3 };
 
 /* Totals over the seeds run, for the last line. */
 typedef struct chaos_totals {
-  int joiner_seeds, restart_seeds, reload_seeds, liar_seeds;
+  int joiner_seeds, restart_seeds, reload_seeds, liar_seeds, liar_stalls;
   uint64_t equivocated;
   int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
   int reloads, reload_failed, diverged_loads, snap_refused;
@@ -203,7 +203,8 @@ static inline size_t es_of(uint8_t dtype) { return dtype == DED_DTYPE_F32 ? 4 : 
 static inline size_t state_bytes(const scenario *sc) { return sc->count * es_of(sc->dtype); }
 
 /* Options of the run (main). */
-extern bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace;
+extern bool opt_weak_liveness, opt_no_spikes, opt_crash_only, opt_summary, opt_digest, opt_trace,
+    opt_lasting_net;
 extern int opt_named; /* --scenario: SCEN_* */
 
 /* sim_chaos.c */

@@ -136,6 +136,10 @@ void arm_faults(scenario *sc) {
   uint64_t now = sim_now(sc->s);
   sc->swarm_ns = now;
   sc->heal_ns += now;
+  /* The network heals with the rest: its random resets and delay spikes
+   * are faults of the safety phase (unless they last, --lasting-network-
+   * faults: then the strict liveness check cannot hold, docs/testing.md). */
+  if (!opt_lasting_net) sim_network_heals_at(sc->s, sc->heal_ns);
   for (int f = 0; f < sc->nfaults; f++) {
     sc->faults[f].at_ns += now;
     sim_at(sc->s, -1, sc->faults[f].at_ns, TAG_FAULT + (uint64_t)f); /* -1: never frozen */
