@@ -44,9 +44,11 @@
  *                (plus the time the node itself was frozen), without error;
  *   liveness     every live node runs to the last round (a joiner from the
  *                round it loaded; a reload skips rounds); with the strict
- *                check, rounds that start after the last fault healed (the
- *                eviction time of the crashed passed, every joiner loaded)
- *                are averaged by every live node;
+ *                check, once the last fault healed (the eviction time of
+ *                the crashed passed, every joiner loaded), every live node
+ *                is back in the swarm's rounds within a round timeout and
+ *                then averages every round (sim_chaos_check.c), unless a
+ *                lying reducer left a round without a result anywhere;
  *   state        at every step's start (and at the end), every job in step
  *                (no round alone since it started or last loaded) holds
  *                the same P, bit for bit;
@@ -63,13 +65,15 @@
  *
  * Usage: sim_chaos [--seeds N] [--first S] [--seed S] [--weak-liveness]
  *                  [--no-spikes] [--crash-only] [--summary] [--digest] [--trace] [-v]
+ *                  [--lasting-network-faults]
  *                  [--scenario long-freeze|total-break|stopped-donor|churn]
  * --no-spikes turns the delay spikes off and --crash-only skips every
  * fault but crashes (the seeds draw the same otherwise): they narrow a
- * failing seed down. --weak-liveness leaves out the strict liveness check
- * (every live node back in every round after healing): the suite runs
- * with it, since a node that fell behind may stay late for the rest of a
- * run this short. A failure prints its seed; --seed S -v replays it with
+ * failing seed down. The network's delay spikes and random resets end
+ * with the fault schedule; --lasting-network-faults keeps them for the
+ * whole run, where only --weak-liveness can hold. --weak-liveness leaves
+ * out the strict liveness check (every live node back in every round
+ * after healing); the suite runs the strict one. A failure prints its seed; --seed S -v replays it with
  * the nodes' logs and the scenario's events (faults, joins, offers, loads,
  * reloads, round results); --summary prints every seed's line (its swarm,
  * faults, joiners and restarts with the round each loaded at), and the
