@@ -722,6 +722,34 @@ static void test_node_serves_finished_round(void **state) {
   ded_node_free(t.node);
 }
 
+/* The set-up of the two fetch tests: the node (buffer 1, 2, ..., one
+ * rank) between lo (connection 0, the coordinator) and hi (the connection
+ * returned, a late member that fetches), attempt |*A| of the two members
+ * lo and the node (|m|, the node reducing the second half), the output so
+ * far drained; with |commit|, lo's COMMIT of it is in too. */
+static unsigned fetch_setup(tnode *t, float *buf, ded_msg_member m[2], uint64_t *A, bool commit) {
+  static float *bufs[1];
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  bufs[0] = buf;
+  tnode_start(t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(t, &lo, &hi);
+  send_hello(t, 0, &lo, RUN);
+  unsigned ch = tnode_accept(t);
+  send_hello(t, ch, &hi, RUN);
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  member_set(&m[1], t->ident.id, 1.0, 1, COUNT / 2);
+  *A = attempt_of(0, lo.id);
+  if (commit) {
+    ded_msg_commit c = commit_of(0, *A, 0, m, 2);
+    send_commit(t, 0, &c);
+  }
+  size_t len;
+  free(tnode_output_on(t, 0, &len, NOW_NS));
+  free(tnode_output_on(t, ch, &len, NOW_NS));
+  return ch;
+}
+
 /*
  * A FETCH of the node's own shard while it is still being reduced (a late
  * member told by a DECIDE that the node is its holder) is answered chunk
@@ -729,24 +757,12 @@ static void test_node_serves_finished_round(void **state) {
  */
 static void test_node_serves_fetch_in_progress(void **state) {
   (void)state;
-  float buf[COUNT], *bufs[1] = {buf};
-  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  float buf[COUNT];
   tnode t;
-  tnode_start(&t, bufs, 1, 1.0, 1);
-  ded_ident lo, hi;
-  peers_around(&t, &lo, &hi);
-  send_hello(&t, 0, &lo, RUN);
-  unsigned ch = tnode_accept(&t);
-  send_hello(&t, ch, &hi, RUN);
   ded_msg_member m[2];
-  member_set(&m[0], lo.id, 1.0, 1, 0);
-  member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
-  const uint64_t A = attempt_of(0, lo.id);
-  ded_msg_commit c = commit_of(0, A, 0, m, 2);
-  send_commit(&t, 0, &c);
+  uint64_t A;
+  unsigned ch = fetch_setup(&t, buf, m, &A, true);
   size_t len;
-  free(tnode_output_on(&t, 0, &len, NOW_NS));
-  free(tnode_output_on(&t, ch, &len, NOW_NS));
   send_fetch(&t, ch, 0, A, 1);
   uint8_t *out = tnode_output_on(&t, ch, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
@@ -785,22 +801,12 @@ static void test_node_serves_fetch_in_progress(void **state) {
  */
 static void test_node_serves_fetch_before_commit(void **state) {
   (void)state;
-  float buf[COUNT], *bufs[1] = {buf};
-  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  float buf[COUNT];
   tnode t;
-  tnode_start(&t, bufs, 1, 1.0, 1);
-  ded_ident lo, hi;
-  peers_around(&t, &lo, &hi);
-  send_hello(&t, 0, &lo, RUN);
-  unsigned ch = tnode_accept(&t);
-  send_hello(&t, ch, &hi, RUN);
   ded_msg_member m[2];
-  member_set(&m[0], lo.id, 1.0, 1, 0);
-  member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
-  const uint64_t A = attempt_of(0, lo.id);
+  uint64_t A;
+  unsigned ch = fetch_setup(&t, buf, m, &A, false);
   size_t len;
-  free(tnode_output_on(&t, 0, &len, NOW_NS));
-  free(tnode_output_on(&t, ch, &len, NOW_NS));
   send_fetch(&t, ch, 0, A, 1);
   uint8_t *out = tnode_output_on(&t, ch, &len, NOW_NS);
   assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
