@@ -22,9 +22,11 @@
  * FIFO order, closes included. A reset link drops what its halves hold;
  * the delivery events still queued for them find nothing and do nothing.
  * Random draws for faults are made only when a fault is asked for, so a
- * run without faults draws exactly what it drew before they existed.
+ * run without faults draws exactly what it drew before they existed. The
+ * fault calls themselves are in sim_faults.c; sim_int.h holds what the
+ * two files share.
  */
-#include "sim.h"
+#include "sim_int.h"
 
 #include "core/ded_assert.h"
 #include "core/ded_msg.h"
@@ -34,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SIM_NODES_MAX 256
 #define SIM_IOV_MAX 64
 
 /* ---------------------------------------------------------------- rng */
@@ -72,124 +73,6 @@ uint64_t sim_rng_range(sim_rng *r, uint64_t lo, uint64_t hi) {
 double sim_rng_unit(sim_rng *r) { return (double)(sim_rng_next(r) >> 11) * 0x1.0p-53; }
 
 bool sim_rng_chance(sim_rng *r, double p) { return sim_rng_unit(r) < p; }
-
-/* ---------------------------------------------------------------- types */
-
-typedef struct segment {
-  struct segment *next;
-  uint64_t arrive_ns;
-  size_t len;
-  uint8_t data[];
-} segment;
-
-/* One direction of a connection. */
-typedef struct half {
-  segment *head, *tail;
-  uint64_t last_arrive_ns;
-  /* Where the sender's byte stream is in its frames (for sim_equivocate):
-   * the header bytes of the frame begun, then the payload bytes seen of
-   * it and the frame's type and payload length. */
-  uint8_t hdr[DED_FRAME_HDR_BYTES];
-  unsigned hlen;
-  uint64_t seen, plen;
-  uint64_t round; /* a DATA or RESULT payload's round, once its 8 bytes are seen */
-} half;
-
-typedef struct link {
-  int node[2];        /* [0] = caller, [1] = listener */
-  uint32_t conn[2];   /* each side's conn id */
-  bool open[2];       /* side i still has the connection */
-  bool fin[2];        /* side i closed: the other side sees EOF after its data */
-  bool dead;          /* reset, or an end crashed: no new data, a pending connect fails */
-  half dir[2];        /* dir[i]: bytes from side i to side 1-i */
-} link;
-
-/*
- * EV_CONNECT's tag: CONN_SYN when the attempt reaches the listener (the
- * listener accepts, or the caller is refused, and the caller learns it in
- * the same event unless it is frozen); CONN_DONE and CONN_REFUSED tell a
- * caller that was frozen at that moment, once it runs again.
- */
-enum { CONN_SYN = 0, CONN_DONE = 1, CONN_REFUSED = 2 };
-
-enum ev_type { EV_START, EV_TICK, EV_PUMP, EV_CONNECT, EV_DELIVER, EV_TIMER, EV_THAW };
-
-typedef struct event {
-  uint64_t at;
-  uint64_t seq;
-  int type;
-  int node;
-  int link;
-  int side;
-  uint64_t tag;
-  uint32_t gen; /* the node's generation when pushed (EV_PUMP, EV_TICK) */
-} event;
-
-typedef struct cb_ctx {
-  sim *s;
-  int node;
-} cb_ctx;
-
-typedef struct snode {
-  sim_node_params p;
-  ded_node *node;
-  ded_node *zombie; /* crashed during the current event: freed after it */
-  cb_ctx ctx;       /* the callbacks' |user| */
-  bool up;          /* started and not crashed */
-  bool crashed;     /* callbacks from its engine are ignored */
-  bool restarting;  /* crashed, a restart is scheduled */
-  uint32_t gen;     /* crashes so far: events of an older life are stale */
-  uint64_t frozen_until; /* 0 = running; else the pending EV_THAW's tag */
-  event *deferred;  /* events that reached it while frozen, in pop order */
-  size_t ndeferred, deferred_cap;
-  uint64_t uplink_free_ns;
-  uint64_t downlink_free_ns; /* with a downlink rate: when it is idle again */
-  bool pump_scheduled;
-  /* Called into (or its pointer handed out) since its timer was last
-   * synced: only such a node's expiry can have changed (the engine has
-   * no clock of its own), so only such nodes are synced after an event. */
-  bool dirty;
-  uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
-  unsigned rr;      /* round-robin cursor over links */
-  int *lks;         /* the links it is an end of, in increasing order */
-  int nlks, lks_cap;
-  uint8_t seed[DED_SEED_BYTES];
-} snode;
-
-/* A partition: |a| and |b| (b < 0: everyone else) cannot talk until |until|. */
-typedef struct cut {
-  int a, b;
-  uint64_t until;
-} cut;
-
-struct sim {
-  sim_rng rng;
-  sim_link_params lp;
-  sim_hooks hooks;
-  ded_node_callbacks cb; /* every node's, from |hooks| */
-  int n;
-  snode nodes[SIM_NODES_MAX];
-  link *links;
-  int nlinks, links_cap;
-  cut *cuts;
-  size_t ncuts, cuts_cap;
-  event *heap;
-  size_t nheap, heap_cap;
-  uint64_t seq;
-  uint64_t now;
-  uint64_t events;
-  bool stop;
-  bool in_event; /* inside sim_handle: a crash defers the engine's free */
-  bool reap;     /* some node has a zombie */
-  uint64_t digest; /* sim_digest */
-  FILE *trace;     /* sim_trace */
-  /* sim_equivocate: liar -> victim until equiv_until; frames altered. */
-  int equiv_liar, equiv_victim;
-  uint64_t equiv_until, equivocated;
-  /* sim_network_heals_at (0: never). */
-  uint64_t net_heal_ns;
-  uint64_t equiv_rounds; /* bit r: a frame of round r altered (r >= 63: bit 63) */
-};
 
 /* ---------------------------------------------------------------- digest */
 
@@ -241,7 +124,7 @@ static bool ev_less(const event *a, const event *b) {
   return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-static void heap_push(sim *s, event e) {
+void sim_heap_push(sim *s, event e) {
   if (s->nheap == s->heap_cap) {
     s->heap_cap = s->heap_cap ? s->heap_cap * 2 : 1024;
     s->heap = realloc(s->heap, s->heap_cap * sizeof *s->heap);
@@ -277,10 +160,10 @@ static event heap_pop(sim *s) {
   return top;
 }
 
-static void sim_push(sim *s, uint64_t at, int type, int node, int lk, int side, uint64_t tag) {
+void sim_push(sim *s, uint64_t at, int type, int node, int lk, int side, uint64_t tag) {
   uint32_t gen = node >= 0 && node < s->n ? s->nodes[node].gen : 0;
   event e = {at, 0, type, node, lk, side, tag, gen};
-  heap_push(s, e);
+  sim_heap_push(s, e);
 }
 
 /* ---------------------------------------------------------------- links */
@@ -329,7 +212,7 @@ static int addr_node(const sim *s, const ded_addr *a) {
   return -1;
 }
 
-static void half_drop(half *h) {
+void sim_half_drop(half *h) {
   segment *seg = h->head;
   while (seg) {
     segment *next = seg->next;
@@ -341,7 +224,7 @@ static void half_drop(half *h) {
 
 /* Side |side| is gone: the other side sees EOF once what is already in
  * flight from |side| arrived. */
-static void link_fin(sim *s, int lk, int side) {
+void sim_link_fin(sim *s, int lk, int side) {
   link *l = &s->links[lk];
   half *h = &l->dir[side];
   uint64_t at = DED_MAX(h->last_arrive_ns, s->now + s->lp.latency_ns);
@@ -351,10 +234,10 @@ static void link_fin(sim *s, int lk, int side) {
 
 /* The connection breaks: what is in flight is lost, and each side that
  * has it open sees it closed one latency from now. */
-static void link_reset(sim *s, int lk) {
+void sim_link_reset(sim *s, int lk) {
   link *l = &s->links[lk];
   l->dead = true;
-  for (int k = 0; k < 2; k++) half_drop(&l->dir[k]);
+  for (int k = 0; k < 2; k++) sim_half_drop(&l->dir[k]);
   for (int k = 0; k < 2; k++)
     if (l->open[k]) sim_push(s, s->now + s->lp.latency_ns, EV_DELIVER, l->node[k], lk, 1 - k, 1);
 }
@@ -371,14 +254,13 @@ static bool cut_between(const sim *s, int a, int b) {
   return false;
 }
 
-static bool node_frozen(const sim *s, int i) {
+bool sim_node_frozen(const sim *s, int i) {
   return i >= 0 && i < s->n && s->nodes[i].frozen_until != 0;
 }
 
 /* ---------------------------------------------------------------- callbacks */
 
 static void node_pump_soon(sim *s, int i);
-static void half_walk(sim *s, half *h, int from, int to, uint8_t *p, size_t len);
 
 /* Links are numbered in creation order, so appending keeps |lks| sorted. */
 static void node_add_link(sim *s, int i, int lk) {
@@ -432,7 +314,7 @@ static void cb_close(void *user, uint32_t conn_id) {
   if (!l) return;
   l->open[side] = false;
   l->fin[side] = true;
-  link_fin(c->s, (int)(l - c->s->links), side);
+  sim_link_fin(c->s, (int)(l - c->s->links), side);
 }
 
 static void cb_want_write(void *user, uint32_t conn_id) {
@@ -553,7 +435,7 @@ static void node_pump(sim *s, const event *e) {
     }
     seg->len = len;
     seg->next = NULL;
-    half_walk(s, &l->dir[side], i, l->node[1 - side], seg->data, len);
+    sim_half_walk(s, &l->dir[side], i, l->node[1 - side], seg->data, len);
     uint64_t v[4] = {(uint64_t)i, (uint64_t)lk, (uint64_t)side, len};
     dg_rec(s, "segment", 4, v);
     dg_bytes(s, seg->data, len);
@@ -572,7 +454,7 @@ static void node_pump(sim *s, const event *e) {
     bool reset = s->lp.reset_prob > 0 && sim_rng_chance(&s->rng, s->lp.reset_prob) && faulty;
     if (l->dead || reset) {
       free(seg);
-      if (!l->dead) link_reset(s, lk);
+      if (!l->dead) sim_link_reset(s, lk);
       node_pump_soon(s, i);
       return;
     }
@@ -598,48 +480,6 @@ static void node_pump(sim *s, const event *e) {
     node_pump_soon(s, i); /* more may be waiting, on this or other links */
     return;
   }
-}
-
-/* Follows the frames of the bytes |p| that node |from| sends |to| on one
- * half-link, and alters the RESULT frames of an equivocating reducer
- * (sim_equivocate): the first byte of the first element. */
-static void half_walk(sim *s, half *h, int from, int to, uint8_t *p, size_t len) {
-  bool alter = s->equiv_until > s->now && from == s->equiv_liar && to == s->equiv_victim;
-  for (size_t i = 0; i < len; i++) {
-    if (h->hlen < DED_FRAME_HDR_BYTES) { /* the 4-byte length (with the type), then the type */
-      h->hdr[h->hlen++] = p[i];
-      if (h->hlen == DED_FRAME_HDR_BYTES) {
-        uint32_t n = (uint32_t)h->hdr[0] | (uint32_t)h->hdr[1] << 8 | (uint32_t)h->hdr[2] << 16 |
-                     (uint32_t)h->hdr[3] << 24;
-        h->plen = n ? n - 1 : 0;
-        h->seen = 0;
-        if (h->plen == 0) h->hlen = 0;
-      }
-      continue;
-    }
-    /* A DATA or RESULT payload: u64 round | u64 attempt | u64 offset | elements. */
-    if (h->seen < 8) h->round = (h->seen ? h->round : 0) | (uint64_t)p[i] << (8 * h->seen);
-    if (alter && h->hdr[DED_FRAME_HDR_BYTES - 1] == DED_MSG_RESULT && h->seen == 24) {
-      p[i] ^= 0x01;
-      s->equivocated++;
-      s->equiv_rounds |= 1ull << DED_MIN(h->round, 63);
-    }
-    if (++h->seen == h->plen) h->hlen = 0;
-  }
-}
-
-void sim_equivocate(sim *s, int liar, int victim, uint64_t until_ns) {
-  s->equiv_liar = liar;
-  s->equiv_victim = victim;
-  s->equiv_until = until_ns;
-}
-
-uint64_t sim_equivocated(const sim *s) { return s->equivocated; }
-
-void sim_network_heals_at(sim *s, uint64_t at_ns) { s->net_heal_ns = at_ns; }
-
-bool sim_equivocated_round(const sim *s, uint64_t round) {
-  return s->equiv_rounds >> DED_MIN(round, 63) & 1;
 }
 
 static void node_start(sim *s, int i) {
@@ -675,7 +515,7 @@ static void connect_refuse(sim *s, int lk) {
   link *l = &s->links[lk];
   int caller = l->node[0];
   if (!l->open[0]) return;
-  if (node_frozen(s, caller)) {
+  if (sim_node_frozen(s, caller)) {
     sim_push(s, s->now, EV_CONNECT, caller, lk, 0, CONN_REFUSED);
     return;
   }
@@ -720,7 +560,7 @@ static void ev_connect(sim *s, const event *e) {
     sim_push(s, s->now + s->lp.latency_ns, EV_DELIVER, target, e->link, 0, 1);
     return;
   }
-  if (node_frozen(s, caller)) { /* it learns once it runs again */
+  if (sim_node_frozen(s, caller)) { /* it learns once it runs again */
     sim_push(s, s->now, EV_CONNECT, caller, e->link, 0, CONN_DONE);
     node_pump_soon(s, target);
     return;
@@ -761,17 +601,17 @@ static void ev_tick(sim *s, const event *e) {
 static int ev_blocker(const sim *s, const event *e) {
   switch (e->type) {
   case EV_START:
-  case EV_TIMER: return node_frozen(s, e->node) ? e->node : -1;
+  case EV_TIMER: return sim_node_frozen(s, e->node) ? e->node : -1;
   case EV_DELIVER: {
     int to = s->links[e->link].node[1 - e->side];
-    return node_frozen(s, to) ? to : -1;
+    return sim_node_frozen(s, to) ? to : -1;
   }
   case EV_CONNECT: {
     const link *l = &s->links[e->link];
     if (!l->open[0]) return -1;
-    if (e->tag != CONN_SYN) return node_frozen(s, l->node[0]) ? l->node[0] : -1;
+    if (e->tag != CONN_SYN) return sim_node_frozen(s, l->node[0]) ? l->node[0] : -1;
     /* A frozen listener's kernel keeps the attempt in its backlog. */
-    return node_frozen(s, l->node[1]) && connect_ok(s, l) ? l->node[1] : -1;
+    return sim_node_frozen(s, l->node[1]) && connect_ok(s, l) ? l->node[1] : -1;
   }
   default: return -1; /* EV_TICK and EV_PUMP see the freeze themselves */
   }
@@ -897,7 +737,7 @@ void sim_free(sim *s) {
     free(s->nodes[i].lks);
   }
   for (int i = 0; i < s->nlinks; i++)
-    for (int d = 0; d < 2; d++) half_drop(&s->links[i].dir[d]);
+    for (int d = 0; d < 2; d++) sim_half_drop(&s->links[i].dir[d]);
   free(s->links);
   free(s->cuts);
   free(s->heap);
@@ -941,107 +781,3 @@ void sim_run(sim *s, uint64_t until_ns) {
 void sim_stop(sim *s) { s->stop = true; }
 
 uint64_t sim_events(const sim *s) { return s->events; }
-
-/* ---------------------------------------------------------------- faults */
-
-void sim_crash(sim *s, int i) {
-  DED_ASSERT(i >= 0 && i < s->n);
-  snode *sn = &s->nodes[i];
-  DED_ASSERT(sn->up && !sn->zombie);
-  sn->up = false;
-  sn->crashed = true;
-  sn->gen++; /* its pump and tick events still queued are void */
-  sn->zombie = sn->node;
-  sn->node = NULL;
-  sn->tick_at = 0;
-  sn->pump_scheduled = false;
-  for (int lk = 0; lk < s->nlinks; lk++)
-    for (int k = 0; k < 2; k++) {
-      link *l = &s->links[lk];
-      if (l->node[k] != i) continue;
-      l->dead = true;             /* a connect to it pending is refused */
-      half_drop(&l->dir[1 - k]);  /* what was on its way to it is lost */
-      if (!l->open[k]) continue;
-      l->open[k] = false;
-      /* The peer gets what it sent, then sees the connection closed
-       * (also a listener whose accept is still to come: it sees it
-       * closed right after). */
-      if (l->node[1 - k] != i) link_fin(s, lk, k);
-    }
-  if (sn->frozen_until) {
-    /* A killed process is not stopped any more: what waited for it is
-     * handled now, in order (mostly refused or dropped). */
-    sn->frozen_until = 0;
-    for (size_t k = 0; k < sn->ndeferred; k++) {
-      event e = sn->deferred[k];
-      e.at = s->now;
-      heap_push(s, e);
-    }
-    free(sn->deferred);
-    sn->deferred = NULL;
-    sn->ndeferred = sn->deferred_cap = 0;
-  }
-  if (s->in_event) {
-    s->reap = true; /* its engine may be on the stack */
-  } else {
-    ded_node_free(sn->zombie);
-    sn->zombie = NULL;
-  }
-}
-
-void sim_restart(sim *s, int i, uint64_t at_ns, const sim_node_params *p) {
-  DED_ASSERT(i >= 0 && i < s->n);
-  snode *sn = &s->nodes[i];
-  DED_ASSERT(sn->crashed && !sn->restarting);
-  sn->restarting = true;
-  sn->p = *p;
-  if (sn->p.uplink_bytes_per_s <= 0) sn->p.uplink_bytes_per_s = 1e9;
-  for (int b = 0; b < DED_SEED_BYTES; b++) sn->seed[b] = (uint8_t)sim_rng_next(&s->rng);
-  sim_push(s, DED_MAX(at_ns, s->now), EV_START, i, -1, 0, 0);
-}
-
-void sim_freeze(sim *s, int i, uint64_t until_ns) {
-  DED_ASSERT(i >= 0 && i < s->n);
-  snode *sn = &s->nodes[i];
-  if (until_ns <= s->now || until_ns <= sn->frozen_until) return;
-  sn->frozen_until = until_ns;
-  sim_push(s, until_ns, EV_THAW, i, -1, 0, until_ns);
-}
-
-bool sim_frozen(const sim *s, int i) { return node_frozen(s, i); }
-
-static void cut_add(sim *s, int a, int b, uint64_t until_ns) {
-  if (until_ns <= s->now) return;
-  size_t w = 0; /* forget the partitions that are over */
-  for (size_t k = 0; k < s->ncuts; k++)
-    if (s->cuts[k].until > s->now) s->cuts[w++] = s->cuts[k];
-  s->ncuts = w;
-  if (s->ncuts == s->cuts_cap) {
-    s->cuts_cap = s->cuts_cap ? s->cuts_cap * 2 : 16;
-    s->cuts = realloc(s->cuts, s->cuts_cap * sizeof *s->cuts);
-    if (!s->cuts) abort();
-  }
-  s->cuts[s->ncuts++] = (cut){a, b, until_ns};
-}
-
-void sim_partition(sim *s, int a, int b, uint64_t until_ns) {
-  DED_ASSERT(a >= 0 && a < s->n && b >= 0 && b < s->n);
-  if (a == b) return;
-  cut_add(s, a, b, until_ns);
-  for (int lk = 0; lk < s->nlinks; lk++) {
-    const link *l = &s->links[lk];
-    if ((l->node[0] == a && l->node[1] == b) || (l->node[0] == b && l->node[1] == a))
-      link_reset(s, lk);
-  }
-}
-
-void sim_isolate(sim *s, int a, uint64_t until_ns) {
-  DED_ASSERT(a >= 0 && a < s->n);
-  cut_add(s, a, -1, until_ns);
-  for (int lk = 0; lk < s->nlinks; lk++) {
-    const link *l = &s->links[lk];
-    if (l->node[0] != l->node[1] && l->node[0] >= 0 && l->node[1] >= 0 &&
-        (l->node[0] == a || l->node[1] == a))
-      link_reset(s, lk);
-  }
-}
