@@ -726,7 +726,9 @@ static void test_node_serves_finished_round(void **state) {
  * rank) between lo (connection 0, the coordinator) and hi (the connection
  * returned, a late member that fetches), attempt |*A| of the two members
  * lo and the node (|m|, the node reducing the second half), the output so
- * far drained; with |commit|, lo's COMMIT of it is in too. */
+ * far drained; with |commit|, lo's COMMIT of it is in too. Then hi asks
+ * for the node's shard (FETCH), and nothing is answered yet: no RESULT
+ * (nothing of the shard is finished), no STALE. */
 static unsigned fetch_setup(tnode *t, float *buf, ded_msg_member m[2], uint64_t *A, bool commit) {
   static float *bufs[1];
   for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
@@ -747,6 +749,11 @@ static unsigned fetch_setup(tnode *t, float *buf, ded_msg_member m[2], uint64_t 
   size_t len;
   free(tnode_output_on(t, 0, &len, NOW_NS));
   free(tnode_output_on(t, ch, &len, NOW_NS));
+  send_fetch(t, ch, 0, *A, 1);
+  uint8_t *out = tnode_output_on(t, ch, &len, NOW_NS);
+  assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
+  assert_int_equal(frame_count(out, len, DED_MSG_STALE), 0);
+  free(out);
   return ch;
 }
 
@@ -763,11 +770,7 @@ static void test_node_serves_fetch_in_progress(void **state) {
   uint64_t A;
   unsigned ch = fetch_setup(&t, buf, m, &A, true);
   size_t len;
-  send_fetch(&t, ch, 0, A, 1);
-  uint8_t *out = tnode_output_on(&t, ch, &len, NOW_NS);
-  assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
-  assert_int_equal(frame_count(out, len, DED_MSG_STALE), 0);
-  free(out);
+  uint8_t *out;
   float x[COUNT], g[COUNT];
   for (int i = 0; i < COUNT; i++) {
     x[i] = 9.0f - (float)i;
@@ -807,11 +810,7 @@ static void test_node_serves_fetch_before_commit(void **state) {
   uint64_t A;
   unsigned ch = fetch_setup(&t, buf, m, &A, false);
   size_t len;
-  send_fetch(&t, ch, 0, A, 1);
-  uint8_t *out = tnode_output_on(&t, ch, &len, NOW_NS);
-  assert_int_equal(frame_count(out, len, DED_MSG_RESULT), 0);
-  assert_int_equal(frame_count(out, len, DED_MSG_STALE), 0);
-  free(out);
+  uint8_t *out;
   ded_msg_commit c = commit_of(0, A, 0, m, 2);
   send_commit(&t, 0, &c);
   free(tnode_output_on(&t, 0, &len, NOW_NS));
