@@ -209,6 +209,12 @@ static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[D
   return p && !p->left && !p->evicted;
 }
 
+/* Whether we know the acceptors of |cr|'s round: it is the first, or we
+ * completed the round before (|prev|, ded_coord_prev) with its result. */
+static bool coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev) {
+  return cr->round == 0 || (prev && prev->final && prev->final_attempt == prev->attempt);
+}
+
 typedef struct coord_cb {
   ded_node *node;
   const ded_coord *cr;
@@ -420,8 +426,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     /* Anything else needs the round's acceptors, the members of the
      * previous round's result: only a coordinator that completed that
      * round knows them for sure. */
-    if (!cr->genesis && cr->round > 0 &&
-        !(prev_lin && prev_lin->final && prev_lin->final_attempt == prev_lin->attempt)) {
+    if (!cr->genesis && !coord_knows_acceptors(cr, prev_lin)) {
       cr->state = COORD_GATHERING;
       return;
     }
@@ -601,9 +606,7 @@ bool ded_coord_undecided(ded_node *node, uint64_t round, uint32_t view, uint64_t
     return false;
   bool alone = cr->g.n == 1 && ded_gather_find(&cr->g, node->ident.id);
   ded_lin_entry *prev = ded_coord_prev(node, cr);
-  bool blind = cr->round > 0 && !cr->carried &&
-               !(prev && prev->final && prev->final_attempt == prev->attempt);
-  return alone || blind;
+  return alone || (!cr->carried && !coord_knows_acceptors(cr, prev));
 }
 
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {

@@ -90,11 +90,17 @@ static bool votes_counts(const ded_msg_commit *p, const uint8_t (*acc)[DED_ID_BY
   return true;
 }
 
-static bool votes_quorum(const ded_votes *vs, const ded_msg_commit *p,
-                         const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
+/* The index of the smallest of the |n| ids at |acc| (the primary); 0. */
+static unsigned acc_primary(const uint8_t (*acc)[DED_ID_BYTES], unsigned n) {
   unsigned primary = 0;
   for (unsigned k = 1; acc && k < n; k++)
     if (memcmp(acc[k], acc[primary], DED_ID_BYTES) < 0) primary = k;
+  return primary;
+}
+
+static bool votes_quorum(const ded_votes *vs, const ded_msg_commit *p,
+                         const uint8_t (*acc)[DED_ID_BYTES], unsigned n, const uint8_t **digest) {
+  unsigned primary = acc_primary(acc, n);
   for (unsigned i = 0; i < vs->n; i++) {
     const ded_vote *v = &vs->v[i];
     if (v->attempt != p->attempt) continue;
@@ -118,24 +124,27 @@ static bool votes_quorum(const ded_votes *vs, const ded_msg_commit *p,
   return false;
 }
 
+bool ded_quorum_acceptors_match(const ded_msg_commit *p, const uint8_t (*acc)[DED_ID_BYTES],
+                                unsigned n) {
+  if (!acc || n != p->nacc) return false;
+  for (unsigned m = 0; m < p->k; m++) {
+    if (!(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
+    unsigned i = 0;
+    while (i < n && memcmp(acc[i], p->members[m].id, DED_ID_BYTES) != 0) i++;
+    if (i == n) return false;
+  }
+  return true;
+}
+
 bool ded_quorum_can_complete_alive(const ded_msg_commit *p, const uint8_t (*acc)[DED_ID_BYTES],
                                    unsigned n, bool (*alive)(void *ctx, const uint8_t *id),
                                    void *ctx) {
   if (p->nacc == 0) return true;
-  bool whole = acc && n == p->nacc;
-  for (unsigned m = 0; whole && m < p->k; m++) {
-    if (!(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
-    bool in = false;
-    for (unsigned i = 0; i < n && !in; i++) in = memcmp(acc[i], p->members[m].id, DED_ID_BYTES) == 0;
-    whole = in; /* else the plan started its members afresh (every acceptor gone) */
-  }
-  if (!whole) {
+  if (!ded_quorum_acceptors_match(p, acc, n)) {
     acc = NULL;
     n = 0;
   }
-  unsigned primary = 0;
-  for (unsigned k = 1; k < n; k++)
-    if (memcmp(acc[k], acc[primary], DED_ID_BYTES) < 0) primary = k;
+  unsigned primary = acc_primary(acc, n);
   unsigned in = 0;
   bool primary_in = false;
   unsigned total = acc ? n : p->k;

@@ -54,11 +54,19 @@ unsigned ded_plan_index(const ded_msg_commit *plan, const uint8_t id[DED_ID_BYTE
  * can their HAVEs ever complete it. */
 bool ded_quorum_can_complete(const ded_msg_commit *plan);
 
+/* Whether the |n| ids at |acc| (the members of the previous round's
+ * result) are |plan|'s acceptors, every one of them: as many as it
+ * counts, and every member it flags an acceptor among them (a coordinator
+ * that found every one of them gone for good starts the members afresh,
+ * as a first round's own acceptors). */
+bool ded_quorum_acceptors_match(const ded_msg_commit *plan, const uint8_t (*acc)[DED_ID_BYTES],
+                                unsigned n);
+
 /* Whether the acceptors of |plan| that |alive| says still count (not gone
  * for good) can still make a quorum of the votes it needs: those of |acc|
- * (the |n| members of the previous round's result, when as many as the
- * plan counts and every member it flags an acceptor among them, as a
- * member counts them: round/ded_complete.c), else its listed acceptors. */
+ * (the |n| members of the previous round's result, where they match,
+ * ded_quorum_acceptors_match, as a member counts them:
+ * round/ded_complete.c), else its listed acceptors. */
 bool ded_quorum_can_complete_alive(const ded_msg_commit *plan, const uint8_t (*acc)[DED_ID_BYTES],
                                    unsigned n, bool (*alive)(void *ctx, const uint8_t *id),
                                    void *ctx);

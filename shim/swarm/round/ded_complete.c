@@ -228,26 +228,19 @@ static bool round_takes_done(ded_node *node, const ded_round *r, const uint8_t (
 }
 
 /* The round's acceptors, where we know them all: the members of the
- * previous round's result, if we ended that round with the attempt's base,
- * they are as many as the COMMIT counts (|*n| of them), and every member
- * it flags an acceptor is one of them (a coordinator that found every one
- * of them gone for good starts the members afresh, as a first round's own
- * acceptors: a group of one, ded_join.c); else NULL. */
+ * previous round's result, if we ended that round with the attempt's base
+ * and they are the COMMIT's acceptors (ded_quorum_acceptors_match: not
+ * where it started its members afresh, a group of one, ded_join.c), |*n|
+ * of them; else NULL. */
 static const uint8_t (*round_known_acceptors(ded_node *node, const ded_round *r,
                                              unsigned *n))[DED_ID_BYTES] {
   ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
-  const ded_msg_commit *p = &r->att.plan;
-  bool known = prev && prev->ids && prev->final && prev->final_attempt != 0 &&
-               prev->final_attempt == p->base && prev->n == p->nacc;
-  for (unsigned m = 0; known && m < p->k; m++) {
-    if (!(p->members[m].flags & DED_MEMBER_F_ACCEPTOR)) continue;
-    bool in = false;
-    for (unsigned i = 0; i < prev->n && !in; i++)
-      in = memcmp(prev->ids[i], p->members[m].id, DED_ID_BYTES) == 0;
-    known = in;
-  }
+  const uint8_t(*ids)[DED_ID_BYTES] = prev ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL;
+  bool known = ids && prev->final && prev->final_attempt != 0 &&
+               prev->final_attempt == r->att.plan.base &&
+               ded_quorum_acceptors_match(&r->att.plan, ids, prev->n);
   *n = known ? prev->n : 0;
-  return known ? (const uint8_t(*)[DED_ID_BYTES])prev->ids : NULL;
+  return known ? ids : NULL;
 }
 
 /* Our vote (HAVE, not done) for the attempt we hold whole, to its
