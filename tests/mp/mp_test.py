@@ -86,7 +86,9 @@ class Job:
         return open(self.err_path).read()
 
     def describe(self):
-        dump = os.environ.get("MP_DUMP")   # a folder: the job's whole output, to read
+        # MP_DUMP: a folder for the job's whole output, to read (MP_LOG=debug
+        # gives the fault tests' jobs the engine's debug lines)
+        dump = os.environ.get("MP_DUMP")
         if dump:
             os.makedirs(dump, exist_ok=True)
             for kind, text in (("out", self.out), ("err", self.err)):
@@ -113,7 +115,7 @@ def run_jobs(jobs, timeout, expect_rc=0):
 
 def swarm_env(port, first, min_peers, **extra):
     env = {"DEDMPI_RUN": "mp-%d" % port, "DEDMPI_JOIN": "127.0.0.1:%d" % port,
-           "DEDMPI_MIN_PEERS": str(min_peers), "DEDMPI_LOG": "info"}
+           "DEDMPI_MIN_PEERS": str(min_peers), "DEDMPI_LOG": os.environ.get("MP_LOG", "info")}
     if first:
         env["DEDMPI_LISTEN"] = "127.0.0.1:%d" % port
     else:

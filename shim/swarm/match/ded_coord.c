@@ -38,7 +38,7 @@ static void coord_clear(ded_node *node, ded_coord *cr) {
   cr->commit_frame = cr->late_frame = NULL;
   cr->commit_len = cr->late_len = 0;
   cr->state = COORD_GATHERING;
-  cr->clock = cr->held = false;
+  cr->clock = cr->held = cr->asked = false;
   cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
 }
 
@@ -78,13 +78,24 @@ static ded_coord *coord_new(ded_node *node, uint64_t no, uint32_t view, bool gen
   return cr;
 }
 
+/* The round this peer is at: its next round, or past the newest
+ * membership it knows (a lineage a snapshot brought). */
+static uint64_t coord_now_round(const ded_node *node) {
+  return DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round + 1 : 0);
+}
+
+/* True if |round| is too old to matter for late members: no view of it
+ * is kept (ded_coords_prune). */
+static bool coord_forgotten(const ded_node *node, uint64_t round) {
+  return round + DED_ROUNDS_AHEAD_MAX < coord_now_round(node);
+}
+
 /* Forgets rounds too old to matter for late members. */
 void ded_coords_prune(ded_node *node) {
-  uint64_t now_round = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round + 1 : 0);
   size_t out = 0;
   for (size_t i = 0; i < node->coords.n; i++) {
     ded_coord *cr = node->coords.v[i];
-    if (cr->round + DED_ROUNDS_AHEAD_MAX < now_round) {
+    if (coord_forgotten(node, cr->round)) {
       coord_free(node, cr);
       continue;
     }
@@ -98,7 +109,7 @@ void ded_coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t round,
   if (!to->conn) return;
   uint8_t frame[DED_STALE_FRAME_BYTES];
   ded_wr w = ded_wr_init(frame, sizeof frame);
-  uint64_t next = DED_MAX(node->rounds.next, node->lin.have_members ? node->lin.members_round + 1 : 0);
+  uint64_t next = coord_now_round(node);
   ded_msg_stale m = {round, next > round ? next : round + 1};
   if (ahead)
     ded_msg_ahead_encode(&w, &m);
@@ -109,6 +120,24 @@ void ded_coord_send_stale_or_ahead(ded_node *node, ded_peer *to, uint64_t round,
 
 void ded_coord_send_stale(ded_node *node, ded_peer *to, uint64_t round) {
   ded_coord_send_stale_or_ahead(node, to, round, false);
+}
+
+static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
+  if (!to->conn) return;
+  uint8_t frame[DED_PROBE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_probe m = {round, view};
+  ded_msg_probe_encode(&w, &m);
+  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
+}
+
+/* PROBE to each peer |cr| waits for that has not reported to it. */
+static void coord_probe_absent(ded_node *node, const ded_coord *cr) {
+  for (unsigned i = 0; i < cr->nexpect; i++) {
+    if (id_is_me(node, cr->expect[i]) || ded_gather_find(&cr->g, cr->expect[i])) continue;
+    ded_peer *p = ded_peer_find(node, cr->expect[i]);
+    if (p) coord_send_probe(node, p, cr->round, cr->view);
+  }
 }
 
 /* What a reporter holds of an attempt: its plan, and the shards it has. */
@@ -535,7 +564,20 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   case COORD_GAVE_UP:
     return;
   }
-  if (cr->g.n == 0 || now_ns < node->quiet_until_ns) return;
+  if (cr->g.n == 0) return;
+  if (now_ns < node->quiet_until_ns) {
+    /* Back from a stall (node_enter): no decision yet, but those we wait
+     * for hear where we are, even in view 0, where no one else asks them.
+     * One that went on without us answers STALE (ded_round_probed_finished:
+     * we give up and reload), one that completed the round reports its
+     * result; the rest ignore the probe. */
+    if (!cr->genesis && !cr->asked) {
+      ded_coord_expect_waited(node, cr, now_ns);
+      coord_probe_absent(node, cr);
+      cr->asked = true;
+    }
+    return;
+  }
   if (now_ns >= cr->first_ns + node->s.round_timeout_ns) {
     /* No decision possible within the bound (no quorum, or no lineage of
      * ours): every member's call has returned by now. Later reports get
@@ -647,27 +689,20 @@ static void coord_send_redirect(ded_node *node, ded_peer *to, uint64_t round, ui
   ded_conn_send_ctrl(node, to->conn, frame, w.pos);
 }
 
-static void coord_send_probe(ded_node *node, ded_peer *to, uint64_t round, uint32_t view) {
-  if (!to->conn) return;
-  uint8_t frame[DED_PROBE_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
-  ded_msg_probe m = {round, view};
-  ded_msg_probe_encode(&w, &m);
-  ded_conn_send_ctrl(node, to->conn, frame, w.pos);
-}
-
-/* A peer came up: views we coordinate that still wait for it probe it
- * again (a probe may have died with its old connection). */
 /* peer up: a failover's view that waits for |p|, or went on without it,
  * probes it (again): its probe may have died with its old connection, or
  * it may be waiting on an older view that can no longer decide (its own,
- * as the coordinator cut off when the others failed over). */
+ * as the coordinator cut off when the others failed over). So does any
+ * view while we are back from a stall (coord_on_check): we were likely
+ * cut off from |p| for it. */
 static void coord_on_peer_up(ded_node *node, ded_coord *cr, ded_peer *p) {
   switch (cr->state) {
   case COORD_GATHERING:
   case COORD_DECIDED:
   case COORD_GAVE_UP:
-    if (cr->view == 0 || ded_gather_find(&cr->g, p->id)) return;
+    if ((cr->view == 0 && !(cr->asked && node->now_ns < node->quiet_until_ns)) ||
+        ded_gather_find(&cr->g, p->id))
+      return;
     for (unsigned e = 0; e < cr->nexpect; e++)
       if (memcmp(cr->expect[e], p->id, DED_ID_BYTES) == 0) coord_send_probe(node, p, cr->round, cr->view);
     break;
@@ -746,6 +781,14 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
    * fetches the result (from us: we hold all of it). */
   if (from && coord_answer_finished(node, from, j->round, j->view))
     return;
+  if (from && !genesis && coord_forgotten(node, j->round)) {
+    /* So long past that no view of it is kept (nor its result): a member
+     * that slept while the run went on, its failover reports too, hears
+     * where the run is (STALE) and reloads, rather than report to a view
+     * that would be forgotten at once and wait for the bound. */
+    ded_coord_send_stale(node, from, j->round);
+    return;
+  }
   ded_coord *cr = ded_coord_find(node, j->round);
   if (genesis) {
     if (node->lin.have_members || (cr && !cr->genesis)) { /* we are past the first round */
@@ -799,19 +842,9 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     }
     bool past = j->round < node->rounds.next && !ded_round_find(node, j->round);
     if (!prev && !cr && past && !(j->flags & DED_JOIN_F_STATUS)) {
-      /* A round long past: its result, if we still have it, else STALE. */
-      ded_hist_entry *h = ded_history_find(&node->hist, j->round);
-      uint16_t *ident = h ? ded_mem_malloc(node->mem, (size_t)h->plan.k * sizeof *ident) : NULL;
-      if (ident && from) {
-        for (unsigned s = 0; s < h->plan.k; s++) ident[s] = (uint16_t)s;
-        size_t len;
-        uint8_t *f = encode_decide(node, j->view, DED_DECIDE_F_CHOSEN, &h->plan, ident, &len);
-        if (f) ded_conn_send_ctrl(node, from->conn, f, len);
-        ded_mem_free(node->mem, f);
-      } else if (from) {
-        ded_coord_send_stale(node, from, j->round);
-      }
-      ded_mem_free(node->mem, ident);
+      /* A round long past whose result we no longer hold (we would have
+       * answered with it, coord_answer_finished): STALE. */
+      if (from) ded_coord_send_stale(node, from, j->round);
       return;
     }
   }
@@ -885,11 +918,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     /* A failover: everyone waited for reports to this view. */
     node_log(node, DED_LOG_INFO, "round %llu: coordinating view %u (asked by %s)",
              (unsigned long long)cr->round, cr->view, from ? from->sid : "this peer");
-    for (unsigned i = 0; i < cr->nexpect; i++) {
-      if (id_is_me(node, cr->expect[i]) || ded_gather_find(&cr->g, cr->expect[i])) continue;
-      ded_peer *p = ded_peer_find(node, cr->expect[i]);
-      if (p) coord_send_probe(node, p, cr->round, cr->view);
-    }
+    coord_probe_absent(node, cr);
     if (from) {
       coord_probe_self(node, cr->round, cr->view);
     }

@@ -82,6 +82,7 @@ typedef struct ded_coord {
   bool clock; /* the learned deadline runs */
   uint64_t quorum_ns; /* genesis: when DEDMPI_MIN_PEERS were in (0: not yet) */
   bool held;  /* waited for an announced member, or one still finishing the last round */
+  bool asked; /* back from a stall, probed those waited for (coord_on_check) */
   /* The rounds since round |carry_round| (attempt |carry_attempt|) had no
    * result anywhere, as a quorum of its members vouched (DED_JOIN_F_VOID):
    * its members are this round's acceptors, in place of the round

@@ -418,6 +418,9 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
     ded_mem_free(node->mem, st->lin);
   st->lin = NULL;
   node->rounds.next = w->round;
+  /* Back from a stall, our views waited to hear whether the run went on
+   * without us (node_enter); it did, and we are where it is now. */
+  node->quiet_until_ns = 0;
   ded_stream_resume(&node->rounds.stream, w->pos);
   ded_snapshot snap;
   memset(&snap, 0, sizeof snap);

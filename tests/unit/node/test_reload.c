@@ -389,6 +389,168 @@ static void test_node_state_reload_times_out(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A node out of step (tnode_out_of_step) that did not run for |gap_ns|
+ * (SIGSTOP, a closed lid), then reloads: hi offers the run's state at
+ * |round| on lineage |lin| (two ids), and the node fetches it. Back in
+ * step, its next round is |round|; the output so far is consumed.
+ */
+static void tnode_reloaded(tnode *t, float *bufs[], ded_ident *lo, ded_ident *hi, uint64_t gap_ns,
+                           uint64_t round, const uint8_t lin[DED_LIN_BYTES(2)]) {
+  tnode_out_of_step(t, bufs, 1, lo, hi);
+  t->now += gap_ns;
+  assert_int_equal(ded_node_state_reload(t->node, 5, t->now), 0);
+  uint64_t len = SNAP_RANGE / 2;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
+  ded_msg_state_offer offer = scripted_offer(bytes, len, lin);
+  offer.round = round;
+  send_state_offer(t, 1, &offer);
+  size_t n;
+  for (int k = 0; k < 20 && t->state_calls == 0; k++) {
+    tnode_advance(t, 100 * MS_NS);
+    uint8_t *out = tnode_output_on(t, 1, &n, t->now);
+    if (frame_count(out, n, DED_MSG_STATE_GET) > 0)
+      send_state_data(t, 1, round, offer.digest, 0, bytes, len);
+    free(out);
+  }
+  assert_int_equal(t->state_calls, 1);
+  assert_int_equal(t->state_status, 0);
+  assert_true(t->state_has_snap);
+  assert_int_equal(t->state_snap.round, round);
+  free(t->state_snap.bytes);
+  free(bytes);
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &n, t->now));
+}
+
+/*
+ * A failover report (a JOIN with its status) for a round so long past
+ * that no view of it is kept, from a peer that slept while the run went
+ * on, is answered with STALE and where the run is: it reloads at once,
+ * rather than report to a view the node would forget at its next tick
+ * and wait for its bound (mp.long_stop, a call of 3.8 s).
+ */
+static void test_node_stale_for_forgotten_round(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  uint8_t lin[DED_LIN_BYTES(2)] = {0};
+  tnode_start(&t, bufs, 1, 1.0, 1); /* (for the ids: tnode_reloaded starts it anew) */
+  peers_around(&t, &lo, &hi);
+  ded_node_free(t.node);
+  memcpy(lin, lo.id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
+  const uint64_t at = 5 + DED_ROUNDS_AHEAD_MAX + 100;
+  tnode_reloaded(&t, bufs, &lo, &hi, 0, at, lin);
+  ded_msg_member m[2];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
+  ded_msg_commit c = commit_of(3, attempt_of(2, lo.id), 0, m, 2);
+  uint8_t have = 1;
+  ded_msg_join j = join_of(3, 3, 0, DED_VIEW_NONE);
+  send_join_status(&t, 0, &j, &c, &have);
+  assert_false(t.closed[0]);
+  size_t n;
+  uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
+  ded_frame fr;
+  if (!frame_find(out, n, DED_MSG_STALE, 0, &fr))
+    fail_msg("a failover report for round 3, %llu rounds past, got no STALE",
+             (unsigned long long)(at - 3));
+  ded_msg_stale st;
+  assert_int_equal(ded_msg_stale_decode(fr.payload, fr.len, &st), 0);
+  assert_int_equal(st.round, 3);
+  assert_int_equal(st.next_round, at);
+  free(out);
+  ded_node_free(t.node);
+}
+
+/*
+ * tnode_reloaded onto a lineage of lo and the node itself, at a round the
+ * node coordinates in view 0 (returned), after a stall of |gap_ns|.
+ */
+static uint64_t tnode_reloaded_coord(tnode *t, float *bufs[], ded_ident *lo, ded_ident *hi,
+                                     uint64_t gap_ns) {
+  uint8_t lin[DED_LIN_BYTES(2)] = {0};
+  tnode_start(t, bufs, 1, 1.0, 1); /* (for the ids: tnode_reloaded starts it anew) */
+  peers_around(t, lo, hi);
+  memcpy(lin, lo->id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, t->ident.id, DED_ID_BYTES);
+  ded_node_free(t->node);
+  uint64_t at = 40;
+  while (memcmp(ded_lin_coord(lin, 2, at, 0), t->ident.id, DED_ID_BYTES) != 0) at++;
+  tnode_reloaded(t, bufs, lo, hi, gap_ns, at, lin);
+  return at;
+}
+
+/*
+ * Back from a stall, a node's views wait the silence time before they
+ * decide (the run may have gone on without it). Once it has reloaded the
+ * run's state, it is where the run is: a view it coordinates decides as
+ * soon as everyone is in, not a silence time after the stall
+ * (mp.long_stop: two rounds of 0.7 s each after the resumption).
+ */
+static void test_node_reload_ends_stall_wait(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  uint64_t at = tnode_reloaded_coord(&t, bufs, &lo, &hi, 3 * SEC_NS); /* past half the silence */
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), (int64_t)at);
+  ded_msg_join j = join_of(at, 0, 0, DED_VIEW_NONE);
+  send_join(&t, 0, &j);
+  size_t n;
+  uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
+  if (frame_count(out, n, DED_MSG_COMMIT) != 1)
+    fail_msg("round %llu, both of its lineage in, was not decided at once after a reload",
+             (unsigned long long)at);
+  free(out);
+  ded_node_free(t.node);
+}
+
+/*
+ * Back from a stall, a view the node coordinates, view 0 too, asks the
+ * members it waits for where they are (PROBE): no one else would ask
+ * them. lo went on without the node and answers STALE: the node's round
+ * ends at once, out of step, with where lo says the run is, rather than
+ * a silence time later on a quorum that no longer counts lo
+ * (mp.long_stop: a call of 1.5 s after the resumption).
+ */
+static void test_node_stall_probes_view0(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  uint64_t at = tnode_reloaded_coord(&t, bufs, &lo, &hi, 0);
+  unsigned done = t.rounds_done;
+  t.now += 3 * SEC_NS; /* the stall */
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), (int64_t)at);
+  size_t n;
+  uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
+  ded_frame fr;
+  if (!frame_find(out, n, DED_MSG_PROBE, 0, &fr))
+    fail_msg("back from a stall, view 0 of round %llu did not probe lo", (unsigned long long)at);
+  ded_msg_probe p;
+  assert_int_equal(ded_msg_probe_decode(fr.payload, fr.len, &p), 0);
+  assert_int_equal(p.round, at);
+  assert_int_equal(p.view, 0);
+  free(out);
+  assert_int_equal(t.rounds_done, done);
+  send_stale(&t, 0, at, at + 500);
+  assert_false(t.closed[0]);
+  assert_int_equal(t.rounds_done, done + 1);
+  assert_int_equal(t.last.round, at);
+  assert_true(t.last.late);
+  assert_int_equal(t.last.behind, at + 500);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -396,6 +558,9 @@ int main(void) {
       cmocka_unit_test(test_node_state_reload_refused),
       cmocka_unit_test(test_node_state_reload_fetches),
       cmocka_unit_test(test_node_state_reload_times_out),
+      cmocka_unit_test(test_node_stale_for_forgotten_round),
+      cmocka_unit_test(test_node_reload_ends_stall_wait),
+      cmocka_unit_test(test_node_stall_probes_view0),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
