@@ -180,6 +180,14 @@ void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t con
   d->progress_set = d->progress_new = true;
 }
 
+void ded_disc_progress_loaded(ded_node *node, uint64_t round, uint32_t contributors,
+                              uint64_t attempt) {
+  ded_disc *d = &node->disc;
+  d->progress = (ded_progress){round, 0, contributors, attempt};
+  d->progress_set = d->progress_new = true;
+  d->progress_said = false; /* told at once, not after the republish pause */
+}
+
 int ded_disc_groups_set(ded_node *node, const ded_group_addr *g, unsigned n, uint64_t now_ns) {
   if (node->leaving) return DED_ERR_CLOSING;
   ded_record probe; /* what ded_disc_build_record will add must fit */

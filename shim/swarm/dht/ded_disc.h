@@ -84,6 +84,15 @@ void ded_disc_on_records(ded_node *node, struct ded_conn *c, const ded_frame *f,
 void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors,
                        uint64_t attempt);
 
+/* This job loaded the run's state after round |round| (a join or a
+ * reload), whose result came from |attempt| with |contributors|: that is
+ * now the newest round it holds, and its record says so at its next
+ * renewal, replacing what it said before (a reload lost our own rounds).
+ * Peers take a record's round as how far the run got: a joiner's loaded
+ * state is as much the run's as a completed round. */
+void ded_disc_progress_loaded(ded_node *node, uint64_t round, uint32_t contributors,
+                              uint64_t attempt);
+
 /* Replaces the group peers our record lists with the |n| at |g| (ids
  * strictly increasing; n 0: none), re-signs our record and floods it at
  * once. 0, DED_ERR_INVALID_ARG (a list a record cannot carry: more than

@@ -411,11 +411,16 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
   node->rounds.diverged = false;
-  if (w->nlin) /* else a checkpoint: the rounds start anew at its round (a first round) */
+  if (w->nlin) { /* else a checkpoint: the rounds start anew at its round (a first round) */
     ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                         (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
-  else
+    /* Our record says how far the run got as soon as we hold it: a peer
+     * whose round's members are all gone asks records whether the run
+     * went on (round_run_ahead), and must not take us for behind it. */
+    if (w->round > 1) ded_disc_progress_loaded(node, w->round - 1, w->nlin, w->lin_attempt);
+  } else {
     ded_mem_free(node->mem, st->lin);
+  }
   st->lin = NULL;
   node->rounds.next = w->round;
   /* Back from a stall, our views waited to hear whether the run went on

@@ -551,6 +551,65 @@ static void test_node_stall_probes_view0(void **state) {
   ded_node_free(t.node);
 }
 
+/* The progress our own record carries in the RECORDS of |out|; false if
+ * none of them is ours or ours tells of none. */
+static bool own_progress(const tnode *t, const uint8_t *out, size_t n, ded_progress *prog) {
+  bool found = false;
+  ded_frame fr;
+  for (int k = 0; frame_find(out, n, DED_MSG_RECORDS, k, &fr); k++) {
+    ded_msg_records_rd it;
+    assert_int_equal(ded_msg_records_begin_rd(&it, fr.payload, fr.len), 0);
+    const uint8_t *rb;
+    size_t rl;
+    while (ded_msg_records_next(&it, &rb, &rl) > 0) {
+      ded_record rec;
+      assert_int_equal(ded_record_decode(rb, rl, &rec), 0);
+      if (memcmp(rec.pk, t->ident.pk, DED_PK_BYTES) == 0 && ded_record_progress(&rec, prog))
+        found = true;
+    }
+  }
+  return found;
+}
+
+/*
+ * A state loaded is the newest round this job holds, and its record says
+ * so at once, as if it had completed that round: a peer whose round's
+ * members are all gone asks records whether the run went on, and a
+ * record that still said round 1 (or nothing, a joiner's) let such a peer
+ * take itself for the run's newest and go on alone on an older state
+ * (sim_chaos --scenario churn, seeds 31 and 67).
+ */
+static void test_node_loaded_state_in_record(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  uint8_t lin[DED_LIN_BYTES(2)] = {0};
+  tnode_start(&t, bufs, 1, 1.0, 1); /* (for the ids: tnode_reloaded starts it anew) */
+  peers_around(&t, &lo, &hi);
+  ded_node_free(t.node);
+  memcpy(lin, lo.id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
+  tnode_reloaded(&t, bufs, &lo, &hi, 0, 40, lin);
+  size_t n;
+  ded_progress prog = {0};
+  bool told = false;
+  for (int k = 0; k < 10 && !told; k++) {
+    tnode_advance(&t, 100 * MS_NS);
+    uint8_t *out = tnode_output_on(&t, 1, &n, t.now);
+    told = own_progress(&t, out, n, &prog);
+    free(out);
+  }
+  if (!told) fail_msg("after loading the state of round 39, the node's record told of no round");
+  if (prog.round != 39)
+    fail_msg("after loading the state of round 39, the node's record says round %llu",
+             (unsigned long long)prog.round);
+  assert_int_equal(prog.attempt, 77);
+  assert_int_equal(prog.contributors, 2);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -561,6 +620,7 @@ int main(void) {
       cmocka_unit_test(test_node_stale_for_forgotten_round),
       cmocka_unit_test(test_node_reload_ends_stall_wait),
       cmocka_unit_test(test_node_stall_probes_view0),
+      cmocka_unit_test(test_node_loaded_state_in_record),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
