@@ -431,7 +431,7 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
 /* The fast tick while anything is pending; see node_tick for the rest. */
 static void node_wake(ded_node *node) {
   bool busy = node->wake_soon || node->rounds.n > 0 || node->boot.state == DED_BOOT_RUNNING || node->leaving ||
-              ded_xfer_busy(node);
+              ded_xfer_busy(node) || ded_rounds_announcing(node, node->now_ns);
   if (!busy) busy = ded_coords_pending(node); /* no joins: nothing to decide on yet */
   node->wake_soon = false;
   if (busy && node->tick_ns > node->now_ns + NODE_TICK_NS) node->tick_ns = node->now_ns + NODE_TICK_NS;

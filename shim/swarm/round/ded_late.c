@@ -138,15 +138,24 @@ void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f)
  * steps goes at the swarm's pace and would never catch up on its own,
  * nor would one whose link fetches a result more slowly than the swarm
  * completes a round. */
+static void announce_send(ded_node *node) {
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    if (p->conn && ded_peer_participates(node, p))
+      ded_conn_send_ctrl(node, p->conn, node->rounds.intent_frame, DED_JOIN_FRAME_BYTES);
+  }
+}
+
 void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
+  ded_rounds *rs = &node->rounds;
   uint64_t target = r->no + 1;
-  if (target == node->rounds.intent_round &&
-      now_ns < node->rounds.intent_ns + node->s.deadline_floor_ns)
+  if (target == rs->intent_round && now_ns < rs->intent_ns + node->s.deadline_floor_ns)
     return; /* announced just now */
   ded_round *nx = ded_round_find(node, target);
   if (nx && nx->state != ROUND_WAIT_PREV) return; /* already joined */
-  node->rounds.intent_round = target;
-  node->rounds.intent_ns = now_ns;
+  if (target != rs->intent_round || !rs->intent_sent) rs->intent_first_ns = now_ns;
+  rs->intent_round = target;
+  rs->intent_ns = now_ns;
   ded_msg_join j;
   memset(&j, 0, sizeof j);
   j.round = target;
@@ -156,13 +165,36 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
   j.flags = DED_JOIN_F_INTENT;
-  uint8_t frame[DED_JOIN_FRAME_BYTES];
-  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_wr w = ded_wr_init(rs->intent_frame, sizeof rs->intent_frame);
   ded_msg_join_encode(&w, &j);
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    if (p->conn && ded_peer_participates(node, p)) ded_conn_send_ctrl(node, p->conn, frame, w.pos);
-  }
+  DED_ASSERT(!w.err && w.pos == DED_JOIN_FRAME_BYTES);
+  rs->intent_sent = true;
+  announce_send(node);
+}
+
+/* The result of the round we came late for is in our trainer's hands, and
+ * the swarm would hold the round we announced only for as long as our
+ * fetch should take (ded_intents_hold_ns): a trainer that takes longer to
+ * compute its next step than that would come late again, round after
+ * round, never catching up. So while the trainer computes it, we go on
+ * announcing it; the coordinator holds the round for a quarter of the
+ * bound at most from its first JOIN (ded_coord_holds), and once (a round
+ * decided without us spends our announcements of it). A trainer that
+ * stops (SIGSTOP, a crash) stops announcing, and is waited for no more
+ * than a fetch's time after its last announcement. */
+bool ded_rounds_announcing(ded_node *node, uint64_t now_ns) {
+  const ded_rounds *rs = &node->rounds;
+  return rs->intent_sent && rs->intent_round == rs->next && !node->leaving && !node->s.no_rounds &&
+         now_ns < rs->intent_first_ns + ded_timing_cap(&node->timing) &&
+         !ded_round_find(node, rs->intent_round);
+}
+
+void ded_rounds_announce_again(ded_node *node, uint64_t now_ns) {
+  ded_rounds *rs = &node->rounds;
+  if (!ded_rounds_announcing(node, now_ns) || now_ns < rs->intent_ns + node->s.deadline_floor_ns)
+    return;
+  rs->intent_ns = now_ns;
+  announce_send(node);
 }
 
 /* The smallest of the |n| ids at |ids|. */

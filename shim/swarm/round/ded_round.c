@@ -769,6 +769,7 @@ void ded_rounds_tick(ded_node *node, uint64_t now_ns) {
       ded_round_announce(node, r, now_ns);
     if (r->wait_ns != 0 && now_ns >= r->wait_ns) round_on_deadline(node, r, now_ns);
   }
+  ded_rounds_announce_again(node, now_ns);
 }
 
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]) {

@@ -163,8 +163,13 @@ typedef struct ded_rounds {
   uint64_t next; /* the number the next round gets */
   ded_stream stream; /* the submitted all-reduces, cut into rounds */
   /* Catching up, late: the round we last announced we will join, when,
-   * and where the swarm said it was when that round had passed there. */
+   * and where the swarm said it was when that round had passed there;
+   * when we first announced it, and the announcement itself (sent again
+   * while our trainer computes that round, ded_rounds_announce_again). */
   uint64_t intent_round, intent_ns, catch_up;
+  uint64_t intent_first_ns;
+  uint8_t intent_frame[DED_JOIN_FRAME_BYTES];
+  bool intent_sent;
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale;
@@ -194,6 +199,14 @@ void ded_rounds_pump(ded_node *node, uint64_t now_ns);
 
 /* Whether ded_rounds_pump would cut a round now. */
 bool ded_rounds_can_cut(const ded_node *node);
+
+/* Late for the round before the next one, which we announced (a JOIN
+ * with DED_JOIN_F_INTENT): while our trainer computes that round, we go
+ * on announcing it, every deadline floor, for a quarter of the bound at
+ * most from the first announcement (docs/architecture.md, "Catching up").
+ * From the node's tick; ded_rounds_announcing says whether it has work. */
+void ded_rounds_announce_again(ded_node *node, uint64_t now_ns);
+bool ded_rounds_announcing(ded_node *node, uint64_t now_ns);
 
 /* Leaving: every submitted element no round covers yet is reported, with
  * |status|, as rounds of their own (numbered as the next round). */

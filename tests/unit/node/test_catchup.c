@@ -220,8 +220,11 @@ static void test_node_ahead_moves_intent(void **state) {
  * longer than the hold its first announcement bought. The node, late for
  * round 0 (lo and hi hold its result), gets lo's half of the result after
  * 600 ms and hi's after 1.2 s: none within the first 400 ms, then one more
- * announcement of round 1 to each every 500 ms or so; once the result is
- * in, none.
+ * announcement of round 1 to each every 500 ms or so. Once the result is
+ * in, its trainer computes round 1 (a whole step, maybe), and the hold a
+ * fetch buys would be over long before: it goes on announcing until the
+ * trainer submits round 1 (0.4 s later), and then announces no more
+ * (round 1's JOIN is its own).
  */
 static void test_node_intent_renewed_while_fetching(void **state) {
   (void)state;
@@ -257,12 +260,63 @@ static void test_node_intent_renewed_while_fetching(void **state) {
   answer_have_done(&t, 0, 0, A0, d);
   assert_int_equal(t.rounds_done, 1);
   assert_true(t.last.late);
+  tnode_advance(&t, 400 * MS_NS);
+  for (unsigned i = 0; i < 2; i++) {
+    round = 0;
+    if (output_intents(&t, i, &round) != 1 || round != 1)
+      fail_msg("no announcement of round 1 to %s while the trainer computes it", i ? "hi" : "lo");
+  }
+  float b1[COUNT];
+  for (int i = 0; i < COUNT; i++) b1[i] = 1.0f;
+  ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
   tnode_advance(&t, 1200 * MS_NS);
   for (unsigned i = 0; i < 2; i++)
     if (output_intents(&t, i, &round) != 0)
-      fail_msg("announced again after the late round's result was in");
+      fail_msg("announced again after the trainer submitted the round it announced");
   assert_false(t.closed[0]);
   assert_false(t.closed[1]);
+  ded_node_free(t.node);
+}
+
+/*
+ * A trainer that does not submit the round it announced (it stopped, or
+ * its step is that long) is announced for a quarter of the bound (2.5 s)
+ * from the first announcement, the most any coordinator holds a round for
+ * it: the node, late for round 0, gets its result at once and then
+ * announces round 1 about every 500 ms until 2.5 s after the first,
+ * never after.
+ */
+static void test_node_intent_renewed_until_cap(void **state) {
+  (void)state;
+  float b0[COUNT];
+  for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  ded_msg_member m[2];
+  uint64_t A0;
+  tnode_late_round0(&t, b0, &lo, &hi, m, &A0);
+  uint64_t round = 0;
+  for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(&t, i, &round), 1);
+  float g[COUNT];
+  for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+  send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
+  send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  answer_have_done(&t, 0, 0, A0, d);
+  assert_int_equal(t.rounds_done, 1);
+  int before = 0, after = 0;
+  for (int k = 0; k < 40; k++) { /* 4 s, 100 ms at a time */
+    tnode_advance(&t, 100 * MS_NS);
+    int n = output_intents(&t, 0, &round);
+    free(tnode_output_on(&t, 1, &(size_t){0}, t.now));
+    if (k < 24) before += n;
+    else after += n;
+  }
+  if (before < 4 || before > 5 || after != 0)
+    fail_msg("announcements of round 1: %d within 2.5 s of the first (4 or 5 wanted), %d after "
+             "(none wanted)", before, after);
   ded_node_free(t.node);
 }
 
@@ -696,6 +750,7 @@ int main(void) {
       cmocka_unit_test(test_node_intent_past_round_gets_ahead),
       cmocka_unit_test(test_node_ahead_moves_intent),
       cmocka_unit_test(test_node_intent_renewed_while_fetching),
+      cmocka_unit_test(test_node_intent_renewed_until_cap),
       cmocka_unit_test(test_node_intent_spent),
       cmocka_unit_test(test_node_intent_holds_round),
       cmocka_unit_test(test_node_intent_extends_member_wait),
