@@ -205,7 +205,8 @@ static void offer_state(scenario *sc, job *j) {
   sc->offers = realloc(sc->offers, (size_t)(sc->noffers + 1) * sizeof *sc->offers);
   if (!sc->offers) abort();
   sc->offers[sc->noffers++] =
-      (offer){j->node, j->next, snap.digest, j->diverged, dup_bytes(j->P, state_bytes(sc))};
+      (offer){j->node, j->next, snap.digest, j->diverged, j->branch,
+              dup_bytes(j->P, state_bytes(sc))};
   say(sc, "STATE n%d offers round %d%s", j->node, j->next, j->diverged ? " (diverged)" : "");
 }
 
@@ -596,7 +597,10 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
       res->behind);
   if (res->behind > j->behind) j->behind = res->behind;
   if (res->diverged) j->refound = true;
-  if (res->founder) j->refound = false;
+  if (res->founder) {
+    j->refound = false;
+    found_branch(sc, j, r);
+  }
   if (res->late && !res->alone && res->swarm_round > res->round) {
     j->late_swarm = res->swarm_round;
     j->late_round = res->round;
@@ -673,6 +677,7 @@ static void count_totals(const scenario *sc) {
   totals.reloads += reloads;
   totals.reload_failed += sc->reload_failed;
   totals.snap_refused += sc->snap_refused;
+  totals.rollback_seeds += sc->rolled_back;
 }
 
 static void free_scenario(scenario *sc) {
@@ -856,11 +861,12 @@ int main(int argc, char **argv) {
   printf("sim_chaos: seeds with joiners %d, with restarts %d, with reloads %d; joiners and "
          "restarts: loaded %d (%d at the run's end), found no run in progress %d (and left), "
          "gave up %d (explained: by faults %d, by the run's end %d); reloads %d (%d failed); "
-         "loaded a diverged state %d; snapshots refused %d\n",
+         "loaded a diverged state %d; snapshots refused %d; rolled back (a branch died with "
+         "every holder, the run went on from an older state) %d\n",
          totals.joiner_seeds, totals.restart_seeds, totals.reload_seeds, totals.joined,
          totals.joined_end, totals.no_run, totals.gave_up, totals.gave_up_faults,
          totals.gave_up_end, totals.reloads, totals.reload_failed, totals.diverged_loads,
-         totals.snap_refused);
+         totals.snap_refused, totals.rollback_seeds);
   printf("sim_chaos: seeds with an equivocating reducer %d (RESULT frames altered %" PRIu64 "; "
          "a round it lied in left without a result anywhere, strict liveness not asked after "
          "it: %d)\n", totals.liar_seeds, totals.equivocated, totals.liar_stalls);

@@ -40,6 +40,7 @@
 #define MAX_JOINERS 3
 #define DRAWN_MAX_ROUNDS 24 /* a seed's rounds: 6..16, and up to 8 more where jobs join */
 #define MAX_ROUNDS 160      /* a named scenario's run is longer (named_schedule) */
+#define MAX_BRANCHES 64     /* foundings a seed's state check tells apart */
 #define MAX_FAULTS 6        /* drawn per seed */
 #define FAULT_SLOTS 64      /* a named scenario's schedule may hold more (churn) */
 /* Restarts: one per drawn crash at most; a named scenario's swarm (6 at
@@ -90,6 +91,7 @@ typedef struct job {
   bool diverged;  /* a round alone since it started or last loaded */
   uint64_t behind; /* the swarm's round, from a result with |behind| */
   bool refound;    /* a result said this job's state is not the run's: reload where it is */
+  int branch;      /* the founding its state descends from (0: the run's start; sim_chaos_check.c) */
   /* Late while in step, as the shim counts it (ded_step.c): the swarm's
    * round and ours in the latest late round (late_swarm 0: not late), and
    * the gap seen first after the last reload (|reload_gap_pending| until
@@ -113,6 +115,7 @@ typedef struct offer {
   int job, round;
   uint64_t digest;
   bool diverged;
+  int branch; /* the offering job's */
   void *bytes;
 } offer;
 
@@ -154,6 +157,18 @@ typedef struct scenario {
   void *P0;      /* the state every job of the start begins with */
   void *ref[MAX_ROUNDS + 1]; /* P of the first job in step at each step start */
   int ref_node[MAX_ROUNDS + 1];
+  int ref_branch[MAX_ROUNDS + 1];
+  uint64_t ref_ns[MAX_ROUNDS + 1]; /* when the ref was taken */
+  /* Branches: a result of round F that makes its job the run's founder
+   * (the rounds before had no result that still counts) starts one. For
+   * each, when it started, and the older branches that no live job in
+   * step held a state of past F then (bit b: branch b): their later
+   * rounds died with their holders. A branch past MAX_BRANCHES has none
+   * (the check is then the plain one). */
+  int nbranches;
+  uint64_t branch_over[MAX_BRANCHES];
+  uint64_t branch_ns[MAX_BRANCHES];
+  bool rolled_back; /* a state check passed over a branch that died with its holders */
   offer *offers;
   int noffers;
   int snap_refused, reload_failed;
@@ -196,6 +211,7 @@ typedef struct chaos_totals {
   uint64_t equivocated;
   int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
   int reloads, reload_failed, diverged_loads, snap_refused;
+  int rollback_seeds; /* a branch re-founded after every holder of a later one crashed */
 } chaos_totals;
 extern chaos_totals totals;
 
@@ -218,6 +234,9 @@ void *dup_bytes(const void *p, size_t n);
 /* sim_chaos_check.c */
 void check_state(scenario *sc, job *j, int R);
 void check_loaded(scenario *sc, job *j, int round, uint64_t digest);
+/* Job |j|'s round |round| made it the run's founder: its state starts a
+ * branch of its own. */
+void found_branch(scenario *sc, job *j, int round);
 void check_round(scenario *sc, int r);
 void check_jobs(scenario *sc, uint64_t limit_ns);
 

@@ -24,16 +24,74 @@ static double elem(const scenario *sc, const void *p, uint64_t e) {
   return sc->dtype == DED_DTYPE_F32 ? ((const float *)p)[e] : ((const double *)p)[e];
 }
 
+/* Whether the state of round |R| that the ref holds, of an older branch
+ * than job |j|'s, died with its holders: no live job in step of the ref's
+ * branch held a state past the founding round of |j|'s when it was
+ * founded, and the ref was taken before (a job of the ref's branch that
+ * got to |R| after that founding is a split). A rollback: the run went on
+ * from an older state. */
+static bool ref_died(const scenario *sc, const job *j, int R) {
+  int b = sc->ref_branch[R];
+  return j->branch > b && j->branch < MAX_BRANCHES && ((sc->branch_over[j->branch] >> b) & 1u) &&
+         sc->ref_ns[R] <= sc->branch_ns[j->branch];
+}
+
+/* The step start whose state job |j|'s P is: the rounds before it are in
+ * P (the current step's are not, until it finishes). */
+static int state_round(const job *j) {
+  return j->in_step ? j->step_first : j->next;
+}
+
+void found_branch(scenario *sc, job *j, int round) {
+  if (sc->nbranches + 1 >= MAX_BRANCHES) { /* none told apart: the plain check */
+    j->branch = MAX_BRANCHES;
+    return;
+  }
+  int nb = ++sc->nbranches;
+  uint64_t over = 0;
+  for (int b = 0; b < nb; b++) {
+    int held = -1;
+    for (int k = 0; k < sc->used && held < 0; k++) {
+      const job *x = &sc->jobs[k];
+      if (x != j && x->scheduled && !x->crashed && !x->gave_up && !x->loading && !x->diverged &&
+          x->branch == b && state_round(x) > round)
+        held = k;
+    }
+    if (held < 0)
+      over |= 1ull << b;
+    else
+      say(sc, "BRANCH %d: n%d still holds branch %d at round %d", nb, sc->jobs[held].node, b,
+          state_round(&sc->jobs[held]));
+  }
+  sc->branch_over[nb] = over;
+  sc->branch_ns[nb] = sim_now(sc->s);
+  j->branch = nb;
+  say(sc, "BRANCH %d: n%d founds the run at round %d", nb, j->node, round);
+}
+
 /* The state invariant at step start |R|: every job in step holds the P the
- * first one there held. */
+ * first one there held, unless that one's state died with its holders
+ * (ref_died): then |j|'s newer branch's P is the one asked from then on. */
 void check_state(scenario *sc, job *j, int R) {
   if (j->diverged || sc->failures) return;
   if (!sc->ref[R]) {
     sc->ref[R] = dup_bytes(j->P, state_bytes(sc));
     sc->ref_node[R] = j->node;
+    sc->ref_branch[R] = j->branch;
+    sc->ref_ns[R] = sim_now(sc->s);
     return;
   }
   uint64_t e = first_diff(sc, sc->ref[R], j->P);
+  if (e < sc->count && ref_died(sc, j, R)) {
+    say(sc, "ROLLBACK at round %d: n%d (branch %d) differs from n%d (branch %d), whose state "
+        "died with its holders", R, j->node, j->branch, sc->ref_node[R], sc->ref_branch[R]);
+    sc->rolled_back = true;
+    memcpy(sc->ref[R], j->P, state_bytes(sc));
+    sc->ref_node[R] = j->node;
+    sc->ref_branch[R] = j->branch;
+    sc->ref_ns[R] = sim_now(sc->s);
+    return;
+  }
   if (e < sc->count)
     fail(sc, "state at round %d: node %d (in step) differs from node %d at elem %" PRIu64
          ": %.17g vs %.17g", R, j->node, sc->ref_node[R], e, elem(sc, j->P, e),
@@ -55,6 +113,7 @@ void check_loaded(scenario *sc, job *j, int round, uint64_t digest) {
     fail(sc, "node %d loaded round %d: P differs from node %d's at elem %" PRIu64
          ": %.17g vs %.17g", j->node, round, o->job, e, elem(sc, j->P, e), elem(sc, o->bytes, e));
   j->diverged = o->diverged;
+  j->branch = o->branch;
   totals.diverged_loads += o->diverged;
 }
 

@@ -330,6 +330,27 @@ static void lin_end(ded_lineage *l, uint64_t no, bool with_result) {
   e->final_attempt = with_result ? e->attempt : 0;
 }
 
+/* ded_lineage_void_base without a judge of votes: every vote counts. */
+static const ded_lin_entry *ded_lineage_void_base_(const ded_lineage *l, uint64_t round) {
+  return ded_lineage_void_base(l, round, NULL, NULL);
+}
+
+/* A judge of votes that calls them moot when |ctx| says so, and notes
+ * what it was asked. */
+typedef struct moot_judge {
+  bool moot;
+  unsigned asked;
+  uint64_t base_round, voted_round;
+} moot_judge;
+
+static bool judge_vote(void *ctx, const ded_lin_entry *base, const ded_lin_entry *voted) {
+  moot_judge *m = ctx;
+  m->asked++;
+  m->base_round = base->round;
+  m->voted_round = voted->round;
+  return m->moot;
+}
+
 /* ded_lineage_void_base: the newest result, when every round after it
  * below the round asked ended here without one and voted for nothing,
  * and at least one round lies between; rounds with no entry had no
@@ -338,43 +359,56 @@ static void test_lineage_void_base(void **state) {
   (void)state;
   ded_lineage l;
   ded_lineage_init(&l, NULL);
-  assert_null(ded_lineage_void_base(&l, 5)); /* no result at all */
+  assert_null(ded_lineage_void_base_(&l, 5)); /* no result at all */
   lin_set(&l, 3, 3, ATT_A);
   lin_end(&l, 3, true);
-  assert_null(ded_lineage_void_base(&l, 3)); /* not below */
-  assert_null(ded_lineage_void_base(&l, 4)); /* nothing between */
+  assert_null(ded_lineage_void_base_(&l, 3)); /* not below */
+  assert_null(ded_lineage_void_base_(&l, 4)); /* nothing between */
   /* Round 4 had no attempt here, round 5 one that ended without result. */
   lin_set(&l, 5, 2, ATT_B);
-  assert_null(ded_lineage_void_base(&l, 6)); /* 5 still running */
+  assert_null(ded_lineage_void_base_(&l, 6)); /* 5 still running */
   lin_end(&l, 5, false);
-  const ded_lin_entry *b = ded_lineage_void_base(&l, 6);
+  const ded_lin_entry *b = ded_lineage_void_base_(&l, 6);
   assert_non_null(b);
   assert_int_equal(b->round, 3);
   assert_int_equal(b->attempt, ATT_A);
-  assert_ptr_equal(ded_lineage_void_base(&l, 5), b); /* round 4 alone */
-  assert_ptr_equal(ded_lineage_void_base(&l, 100), b);
+  assert_ptr_equal(ded_lineage_void_base_(&l, 5), b); /* round 4 alone */
+  assert_ptr_equal(ded_lineage_void_base_(&l, 100), b);
   /* A vote in round 5 (kept when its attempt changes): no longer. */
   ded_lineage_get(&l, 5)->voted = true;
   lin_set(&l, 5, 3, ATT_A);
   assert_true(ded_lineage_get(&l, 5)->voted);
   assert_true(ded_lineage_get(&l, 5)->final);
-  assert_null(ded_lineage_void_base(&l, 6));
-  assert_ptr_equal(ded_lineage_void_base(&l, 5), b); /* below the vote */
+  assert_null(ded_lineage_void_base_(&l, 6));
+  assert_ptr_equal(ded_lineage_void_base_(&l, 5), b); /* below the vote */
+  /* Unless the vote is moot (no one who still counts could have
+   * completed with it): the judge is asked about round 5's vote, on
+   * round 3's result, and decides. */
+  moot_judge judge = {false, 0, 0, 0};
+  assert_null(ded_lineage_void_base(&l, 6, judge_vote, &judge));
+  assert_int_equal(judge.asked, 1);
+  assert_int_equal(judge.base_round, 3);
+  assert_int_equal(judge.voted_round, 5);
+  judge.moot = true;
+  assert_ptr_equal(ded_lineage_void_base(&l, 6, judge_vote, &judge), b);
+  judge.asked = 0;
+  assert_ptr_equal(ded_lineage_void_base(&l, 5, judge_vote, &judge), b);
+  assert_int_equal(judge.asked, 0); /* round 4 voted for nothing */
   /* A newer result: the base moves to it. */
   lin_set(&l, 7, 2, ATT_B);
   lin_end(&l, 7, true);
-  b = ded_lineage_void_base(&l, 9);
+  b = ded_lineage_void_base_(&l, 9);
   assert_non_null(b);
   assert_int_equal(b->round, 7);
-  assert_null(ded_lineage_void_base(&l, 8));
+  assert_null(ded_lineage_void_base_(&l, 8));
   /* A result no longer in the ring is none to vouch from. */
-  assert_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING));
-  assert_non_null(ded_lineage_void_base(&l, 7 + DED_LIN_RING - 1));
+  assert_null(ded_lineage_void_base_(&l, 7 + DED_LIN_RING));
+  assert_non_null(ded_lineage_void_base_(&l, 7 + DED_LIN_RING - 1));
   /* A round past the one asked in the slot of one between: that one's
    * entry (and whether it voted) is lost. */
   lin_set(&l, 8 + DED_LIN_RING, 2, ATT_A);
-  assert_null(ded_lineage_void_base(&l, 9));
-  assert_null(ded_lineage_void_base(&l, 10));
+  assert_null(ded_lineage_void_base_(&l, 9));
+  assert_null(ded_lineage_void_base_(&l, 10));
   ded_lineage_lose(&l);
 }
 

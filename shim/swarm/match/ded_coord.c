@@ -326,7 +326,7 @@ static void coord_try_carry(ded_node *node, ded_coord *cr) {
   if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt) return;
   /* Nor where we hold a result or a vote of a round since (the vouchers
    * are wrong, or we are): our own lineage must say the same. */
-  const ded_lin_entry *mine = ded_lineage_void_base(&node->lin, cr->round);
+  const ded_lin_entry *mine = ded_rounds_void_base(node, cr->round);
   if (!mine) return;
   for (size_t i = 0; i < cr->g.n; i++) {
     const ded_msg_join *j = &cr->g.v[i].join;
@@ -350,7 +350,13 @@ static void coord_try_carry(ded_node *node, ded_coord *cr) {
         in++;
         primary_in |= k == a.primary;
       }
-      ok = a.total > 0 && ded_quorum_of(in, a.total, primary_in);
+      /* With every one of them gone for good (crashed, evicted), none
+       * can vouch, and none is needed: a completion of R+1 took a quorum
+       * of their votes, and where it happened is gone too, unless a peer
+       * we can talk to says it completed R+1 or later (then the run went
+       * on there: we are the ones behind). So our vouchers carry on. */
+      ok = a.total > 0 ? ded_quorum_of(in, a.total, primary_in)
+                       : ded_rounds_run_ahead(node) <= j->void_round;
       ded_mem_free(node->mem, a.ids);
     }
     if (ok) {

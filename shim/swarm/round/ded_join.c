@@ -20,14 +20,7 @@ static const uint8_t *round_cand(const ded_round *r, uint32_t v) {
   return ded_lin_coord((const uint8_t *)r->lin, r->nlin, r->no, v);
 }
 
-/* Moves |r| to the first view from |v| on whose coordinator is not known
- * to be gone. When every member of the membership it goes by is gone for
- * good (evicted, left or unknown: a joiner that loaded a state whose
- * members all crashed before it got to them), no view can ever decide:
- * this job goes on as a group of one, its state its own, until it meets
- * another group of the run (ded_rounds_check_groups), as every job cut
- * off alone does. */
-/* The newest round a peer we can talk to says it completed (0: none). */
+/* ded_rounds_run_ahead, and in |*who| the peer that says so. */
 static uint64_t round_run_ahead(ded_node *node, const ded_peer **who) {
   uint64_t best = 0;
   for (size_t i = 0; i < node->peers.n; i++) {
@@ -43,7 +36,14 @@ static uint64_t round_run_ahead(ded_node *node, const ded_peer **who) {
   return best;
 }
 
-/* Returns false if |r| is out of step: every member of the membership it
+/* Moves |r| to the first view from |v| on whose coordinator is not known
+ * to be gone. When every member of the membership it goes by is gone for
+ * good (evicted, left or unknown: a joiner that loaded a state whose
+ * members all crashed before it got to them), no view can ever decide:
+ * this job goes on as a group of one, its state its own, until it meets
+ * another group of the run (ded_rounds_check_groups), as every job cut
+ * off alone does.
+ * Returns false if |r| is out of step: every member of the membership it
  * goes by is gone for good while a peer we can talk to completed this
  * round or a later one (the run went on elsewhere: this job reloads its
  * state, node->rounds.stale). */
@@ -122,7 +122,29 @@ const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
     const ded_round *o = node->rounds.v[i];
     if (o->no < r->no && !ded_round_over(o)) return NULL;
   }
-  return ded_lineage_void_base(&node->lin, r->no);
+  return ded_rounds_void_base(node, r->no);
+}
+
+/* True if every id of |e| but ours is gone for good (ded_peer_evicted). */
+static bool others_gone(ded_node *node, const ded_lin_entry *e) {
+  for (unsigned i = 0; i < e->n; i++)
+    if (!id_is_me(node, e->ids[i]) && !ded_peer_evicted(node, e->ids[i])) return false;
+  return true;
+}
+
+static bool round_vote_moot(void *ctx, const ded_lin_entry *base, const ded_lin_entry *voted) {
+  ded_node *node = ctx;
+  return others_gone(node, base) && others_gone(node, voted) &&
+         ded_rounds_run_ahead(node) < voted->round;
+}
+
+uint64_t ded_rounds_run_ahead(ded_node *node) {
+  const ded_peer *who = NULL;
+  return round_run_ahead(node, &who);
+}
+
+const ded_lin_entry *ded_rounds_void_base(ded_node *node, uint64_t round) {
+  return ded_lineage_void_base(&node->lin, round, round_vote_moot, node);
 }
 
 void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {

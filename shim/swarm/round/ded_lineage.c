@@ -98,7 +98,8 @@ void ded_lineage_take_have(ded_lineage *l, uint64_t round, uint64_t attempt,
   }
 }
 
-const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round) {
+const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round,
+                                           ded_lin_vote_moot moot, void *ctx) {
   const ded_lin_entry *base = NULL;
   for (unsigned i = 0; i < DED_LIN_RING; i++) {
     const ded_lin_entry *e = &l->ring[i];
@@ -111,7 +112,8 @@ const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round)
     const ded_lin_entry *e = &l->ring[x % DED_LIN_RING];
     if (!e->ids || e->round < x) continue; /* no attempt of x here */
     /* A later round took x's slot: what x's entry said is lost. */
-    if (e->round > x || !e->final || e->final_attempt != 0 || e->voted) return NULL;
+    if (e->round > x || !e->final || e->final_attempt != 0) return NULL;
+    if (e->voted && !(moot && moot(ctx, base, e))) return NULL;
   }
   return base;
 }

@@ -78,15 +78,22 @@ void ded_lineage_install(ded_lineage *l, uint64_t no, uint64_t attempt, uint8_t 
 void ded_lineage_take_have(ded_lineage *l, uint64_t round, uint64_t attempt,
                            const uint8_t id[DED_ID_BYTES], uint64_t now_ns);
 
+/* Whether this peer's vote in round |voted|->round (the rounds since
+ * |base| had no result here) is moot: no peer that still counts can have
+ * completed that round with it. The caller knows who is gone for good. */
+typedef bool (*ded_lin_vote_moot)(void *ctx, const ded_lin_entry *base, const ded_lin_entry *voted);
+
 /* The entry of the newest round below |round| that ended here with the
  * swarm's result, when every round after it below |round| has an entry
- * that ended here without one and voted for none of its attempts (a round
- * with no entry had no attempt here, so no vote), and there is at least
- * one such round: this peer can vouch that those rounds completed nowhere
- * it took part (docs/architecture.md, "A round with no result anywhere").
+ * that ended here without one and voted for none of its attempts, or only
+ * moot votes (|moot|, if given, says so; a round with no entry had no
+ * attempt here, so no vote), and there is at least one such round: this
+ * peer can vouch that those rounds completed nowhere it took part that
+ * still counts (docs/architecture.md, "A round with no result anywhere").
  * NULL otherwise, when that round is no longer in the ring, and when a
  * round after |round| took the slot of one between (its entry is lost). */
-const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round);
+const ded_lin_entry *ded_lineage_void_base(const ded_lineage *l, uint64_t round,
+                                           ded_lin_vote_moot moot, void *ctx);
 
 /* |plan|'s members as a lineage (ids, then client bits), from |mem|. */
 uint8_t (*ded_lineage_of_plan(const ded_mem *mem, const ded_msg_commit *plan))[DED_ID_BYTES];

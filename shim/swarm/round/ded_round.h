@@ -217,11 +217,27 @@ ded_round *ded_round_find(ded_node *node, uint64_t no);
 
 /* The newest round that ended here with the swarm's result, when every
  * round after it before |r| ended here without one and voted for nothing
- * (ded_lineage_void_base) and none before |r| is still running here: this
- * peer vouches for those rounds in |r|'s JOIN (DED_JOIN_F_VOID) and takes
- * that result's members as |r|'s lineage. NULL otherwise. */
+ * that can still count (ded_rounds_void_base) and none before |r| is
+ * still running here: this peer vouches for those rounds in |r|'s JOIN
+ * (DED_JOIN_F_VOID) and takes that result's members as |r|'s lineage.
+ * NULL otherwise. */
 struct ded_lin_entry;
 const struct ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r);
+
+/* ded_lineage_void_base of our lineage below |round|, a vote of ours in a
+ * round between counting as none when every other member of the result
+ * before it and of the attempt we took in it is gone for good (evicted,
+ * left or unknown) and no peer we can talk to says it completed that
+ * round or a later one: no completion with our vote can remain anywhere
+ * (a lone survivor that voted, its fellows crashed: without this it
+ * could never complete a round again). */
+const struct ded_lin_entry *ded_rounds_void_base(ded_node *node, uint64_t round);
+
+/* The newest round a peer we can talk to says, in its record, it
+ * completed or holds the state of (0: none). What a peer now gone said
+ * does not count: a round whose every holder crashed is lost, and the
+ * run goes on from an older state rather than stop (a rollback). */
+uint64_t ded_rounds_run_ahead(ded_node *node);
 
 /* True once the round reported (DRAINING or DEAD). */
 static inline bool ded_round_over(const ded_round *r) {
