@@ -214,6 +214,17 @@ static void test_node_ahead_moves_intent(void **state) {
   }
 }
 
+/* tnode_late_round0 with b0 = 1, 2, ...: the node announced round 1 to
+ * lo and hi, once each; |g| is the result round 0 will have. */
+static void tnode_late_announced(tnode *t, float *b0, ded_ident *lo, ded_ident *hi,
+                                 ded_msg_member m[2], uint64_t *A0, float *g) {
+  for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
+  tnode_late_round0(t, b0, lo, hi, m, A0);
+  uint64_t round = 0;
+  for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(t, i, &round), 1);
+  for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+}
+
 /*
  * A late member announces itself again every deadline floor (500 ms) while
  * it fetches: the round it fetches may still be running, and take far
@@ -228,17 +239,12 @@ static void test_node_ahead_moves_intent(void **state) {
  */
 static void test_node_intent_renewed_while_fetching(void **state) {
   (void)state;
-  float b0[COUNT];
-  for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
+  float b0[COUNT], g[COUNT];
   tnode t;
   ded_ident lo, hi;
   ded_msg_member m[2];
-  uint64_t A0;
-  tnode_late_round0(&t, b0, &lo, &hi, m, &A0);
-  uint64_t round = 0;
-  for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(&t, i, &round), 1);
-  float g[COUNT];
-  for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+  uint64_t A0, round = 0;
+  tnode_late_announced(&t, b0, &lo, &hi, m, &A0, g);
   static const uint64_t step_ms[3] = {400, 200, 600};
   static const int want[3] = {0, 1, 1};
   for (int k = 0; k < 3; k++) {
@@ -289,17 +295,12 @@ static void test_node_intent_renewed_while_fetching(void **state) {
  */
 static void test_node_intent_renewed_until_cap(void **state) {
   (void)state;
-  float b0[COUNT];
-  for (int i = 0; i < COUNT; i++) b0[i] = (float)(i + 1);
+  float b0[COUNT], g[COUNT];
   tnode t;
   ded_ident lo, hi;
   ded_msg_member m[2];
-  uint64_t A0;
-  tnode_late_round0(&t, b0, &lo, &hi, m, &A0);
-  uint64_t round = 0;
-  for (unsigned i = 0; i < 2; i++) assert_int_equal(output_intents(&t, i, &round), 1);
-  float g[COUNT];
-  for (int i = 0; i < COUNT; i++) g[i] = 0.5f * (float)i;
+  uint64_t A0, round = 0;
+  tnode_late_announced(&t, b0, &lo, &hi, m, &A0, g);
   send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
   send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
   uint8_t d[DED_RESULT_DIGEST_BYTES];

@@ -424,6 +424,19 @@ static void tnode_reloaded(tnode *t, float *bufs[], ded_ident *lo, ded_ident *hi
   for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &n, t->now));
 }
 
+/* tnode_reloaded at |round| on the lineage of lo and hi (the peers it
+ * gives, found by a first start: tnode_reloaded starts the node anew). */
+static void tnode_reloaded_lohi(tnode *t, float *bufs[], ded_ident *lo, ded_ident *hi,
+                                uint64_t round) {
+  uint8_t lin[DED_LIN_BYTES(2)] = {0};
+  tnode_start(t, bufs, 1, 1.0, 1);
+  peers_around(t, lo, hi);
+  ded_node_free(t->node);
+  memcpy(lin, lo->id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, hi->id, DED_ID_BYTES);
+  tnode_reloaded(t, bufs, lo, hi, 0, round, lin);
+}
+
 /*
  * A failover report (a JOIN with its status) for a round so long past
  * that no view of it is kept, from a peer that slept while the run went
@@ -437,14 +450,8 @@ static void test_node_stale_for_forgotten_round(void **state) {
   for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
   tnode t;
   ded_ident lo, hi;
-  uint8_t lin[DED_LIN_BYTES(2)] = {0};
-  tnode_start(&t, bufs, 1, 1.0, 1); /* (for the ids: tnode_reloaded starts it anew) */
-  peers_around(&t, &lo, &hi);
-  ded_node_free(t.node);
-  memcpy(lin, lo.id, DED_ID_BYTES);
-  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
   const uint64_t at = 5 + DED_ROUNDS_AHEAD_MAX + 100;
-  tnode_reloaded(&t, bufs, &lo, &hi, 0, at, lin);
+  tnode_reloaded_lohi(&t, bufs, &lo, &hi, at);
   ded_msg_member m[2];
   member_set(&m[0], lo.id, 1.0, 1, 0);
   member_set(&m[1], t.ident.id, 1.0, 1, COUNT / 2);
@@ -585,13 +592,7 @@ static void test_node_loaded_state_in_record(void **state) {
   for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
   tnode t;
   ded_ident lo, hi;
-  uint8_t lin[DED_LIN_BYTES(2)] = {0};
-  tnode_start(&t, bufs, 1, 1.0, 1); /* (for the ids: tnode_reloaded starts it anew) */
-  peers_around(&t, &lo, &hi);
-  ded_node_free(t.node);
-  memcpy(lin, lo.id, DED_ID_BYTES);
-  memcpy(lin + DED_ID_BYTES, hi.id, DED_ID_BYTES);
-  tnode_reloaded(&t, bufs, &lo, &hi, 0, 40, lin);
+  tnode_reloaded_lohi(&t, bufs, &lo, &hi, 40);
   size_t n;
   ded_progress prog = {0};
   bool told = false;
