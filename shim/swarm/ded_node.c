@@ -519,6 +519,10 @@ static void node_enter(ded_node *node, uint64_t now_ns) {
     node->quiet_until_ns = now_ns + (long_gap ? silence : node->s.deadline_floor_ns);
     node->wake_soon = true;
     if (long_gap) ded_peers_forgive_silence(node, now_ns - node->now_ns);
+    /* Our calls' bounds count the time we ran: past when we were due
+     * (our tick, or our last call), the rest is the stop's. */
+    uint64_t due = DED_MAX(node->tick_ns, node->now_ns);
+    if (now_ns > due) ded_rounds_postpone(node, now_ns - due);
   }
   node->now_ns = now_ns;
 }

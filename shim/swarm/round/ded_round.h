@@ -208,6 +208,14 @@ bool ded_rounds_can_cut(const ded_node *node);
 void ded_rounds_announce_again(ded_node *node, uint64_t now_ns);
 bool ded_rounds_announcing(ded_node *node, uint64_t now_ns);
 
+/* The process did not run for |gap_ns| past when it was due (SIGSTOP, a
+ * closed lid): the bound of every open round and queued call moves that
+ * much later, so that a call's bound counts the time its job ran, as the
+ * silence of others does (ded_peers_forgive_silence). A job stopped for
+ * most of a bound would otherwise give up its round at once when it
+ * resumes, before it could hear the result. */
+void ded_rounds_postpone(ded_node *node, uint64_t gap_ns);
+
 /* Leaving: every submitted element no round covers yet is reported, with
  * |status|, as rounds of their own (numbered as the next round). */
 void ded_rounds_fail_queued(ded_node *node, int status);

@@ -30,6 +30,10 @@ void ded_stream_resume(ded_stream *st, uint64_t pos) {
   st->pos = pos;
 }
 
+void ded_stream_postpone(ded_stream *st, uint64_t gap_ns) {
+  for (unsigned i = 0; i < st->n; i++) stream_at(st, i)->bound_ns += gap_ns;
+}
+
 int ded_stream_push(ded_stream *st, const ded_round_args *a, uint64_t bound_ns) {
   if (st->n == DED_ROUNDS_ACTIVE_MAX) return DED_ERR_LIMIT;
   ded_call *c = stream_at(st, st->n);

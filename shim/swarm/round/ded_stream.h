@@ -90,4 +90,8 @@ bool ded_stream_ready(const ded_stream *st);
 /* True when no call is queued. */
 bool ded_stream_idle(const ded_stream *st);
 
+/* The process did not run for |gap_ns| (stopped): every queued call's
+ * bound moves that much later. */
+void ded_stream_postpone(ded_stream *st, uint64_t gap_ns);
+
 #endif /* DED_STREAM_H */

@@ -63,6 +63,14 @@ void ded_rounds_pump(ded_node *node, uint64_t now_ns) {
   }
 }
 
+void ded_rounds_postpone(ded_node *node, uint64_t gap_ns) {
+  for (size_t i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
+    if (!ded_round_over(r)) r->bound_ns += gap_ns;
+  }
+  ded_stream_postpone(&node->rounds.stream, gap_ns);
+}
+
 void ded_rounds_fail_queued(ded_node *node, int status) {
   ded_cut c;
   while (ded_stream_cut(&node->rounds.stream, &c)) round_fail_cut(node, &c, status);

@@ -611,6 +611,46 @@ static void test_node_loaded_state_in_record(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A call's bound counts the time its job ran. A node joins round 0 with
+ * lo and hi (the bound is 10 s), waits 4 s for a decision that does not
+ * come, and is stopped for 5 s: back, its round is not over at once but
+ * at 15 s, the 10 s it ran; no earlier (soak: a job stopped twice for 7 s
+ * of its call's 10 s gave the round up on resuming, before it could hear
+ * the result it was fetching).
+ */
+static void test_node_stall_postpones_bound(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  assert_int_equal(tnode_accept(&t), 1);
+  send_hello(&t, 1, &hi, RUN);
+  size_t n;
+  uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
+  assert_true(output_has_join(out, n, 0, NULL));
+  free(out);
+  const uint64_t t0 = NOW_NS;
+  tnode_advance(&t, 4 * SEC_NS);
+  t.now += 5 * SEC_NS; /* the stop: nothing runs */
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &n, t.now));
+  while (t.rounds_done == 0 && t.now < t0 + 20 * SEC_NS) {
+    tnode_advance(&t, 100 * MS_NS);
+    for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &n, t.now));
+  }
+  assert_int_equal(t.rounds_done, 1);
+  uint64_t at = t.now - t0;
+  if (at < 15 * SEC_NS || at > 15 * SEC_NS + 300 * MS_NS)
+    fail_msg("round 0, stopped for 5 s of its 10 s bound, reported %llu ms after its call: "
+             "15 s wanted (the 10 s it ran)", (unsigned long long)(at / MS_NS));
+  assert_true(t.last.alone);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -622,6 +662,7 @@ int main(void) {
       cmocka_unit_test(test_node_reload_ends_stall_wait),
       cmocka_unit_test(test_node_stall_probes_view0),
       cmocka_unit_test(test_node_loaded_state_in_record),
+      cmocka_unit_test(test_node_stall_postpones_bound),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
