@@ -84,7 +84,9 @@ static int output_asks(tnode *t, unsigned i, uint64_t *min_round) {
  * round 5. Round 0 is reported alone and late, |behind| 5; the output so
  * far is consumed.
  */
-static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_ident *lo,
+/* The node, |rounds| submitted, connected to lo and hi: it asked lo into
+ * round 0; the output so far is consumed. */
+static void tnode_joined_lohi(tnode *t, float *bufs[], unsigned rounds, ded_ident *lo,
                               ded_ident *hi) {
   tnode_start(t, bufs, rounds, 1.0, 1);
   peers_around(t, lo, hi);
@@ -96,6 +98,12 @@ static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_iden
   assert_true(output_has_join(out, len, 0, NULL)); /* it asked lo in */
   free(out);
   free(tnode_output_on(t, 1, &len, t->now));
+}
+
+static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_ident *lo,
+                              ded_ident *hi) {
+  tnode_joined_lohi(t, bufs, rounds, lo, hi);
+  size_t len;
   send_stale(t, 0, 0, 5);
   assert_false(t->closed[0]);
   /* Every round below 5 is out of step too: the next one, cut from the
@@ -625,15 +633,8 @@ static void test_node_stall_postpones_bound(void **state) {
   for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
   tnode t;
   ded_ident lo, hi;
-  tnode_start(&t, bufs, 1, 1.0, 1);
-  peers_around(&t, &lo, &hi);
-  send_hello(&t, 0, &lo, RUN);
-  assert_int_equal(tnode_accept(&t), 1);
-  send_hello(&t, 1, &hi, RUN);
+  tnode_joined_lohi(&t, bufs, 1, &lo, &hi);
   size_t n;
-  uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
-  assert_true(output_has_join(out, n, 0, NULL));
-  free(out);
   const uint64_t t0 = NOW_NS;
   tnode_advance(&t, 4 * SEC_NS);
   t.now += 5 * SEC_NS; /* the stop: nothing runs */
