@@ -124,13 +124,13 @@ static bool ev_less(const event *a, const event *b) {
   return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-void sim_heap_push(sim *s, event e) {
+/* Puts |e| in the heap as it is, its seq already given. */
+static void heap_insert(sim *s, event e) {
   if (s->nheap == s->heap_cap) {
     s->heap_cap = s->heap_cap ? s->heap_cap * 2 : 1024;
     s->heap = realloc(s->heap, s->heap_cap * sizeof *s->heap);
     if (!s->heap) abort();
   }
-  e.seq = s->seq++;
   size_t i = s->nheap++;
   while (i > 0) {
     size_t parent = (i - 1) / 2;
@@ -139,6 +139,12 @@ void sim_heap_push(sim *s, event e) {
     i = parent;
   }
   s->heap[i] = e;
+}
+
+void sim_heap_push(sim *s, event e) {
+  e.seq = s->seq++;
+  e.chained = 0;
+  heap_insert(s, e);
 }
 
 static event heap_pop(sim *s) {
@@ -162,8 +168,62 @@ static event heap_pop(sim *s) {
 
 void sim_push(sim *s, uint64_t at, int type, int node, int lk, int side, uint64_t tag) {
   uint32_t gen = node >= 0 && node < s->n ? s->nodes[node].gen : 0;
-  event e = {at, 0, type, node, lk, side, tag, gen};
+  event e = {at, 0, type, node, lk, side, tag, gen, 0};
   sim_heap_push(s, e);
+}
+
+/*
+ * A delivery on half |side| of link |lk|. A half's deliveries mostly come
+ * in time order (each arrives after the one before it), and millions may
+ * be in flight towards a slow receiver: only the first of such a run is
+ * in the heap, the rest wait in the half's queue and the pop of one puts
+ * the next in (heap_pop_next). Each keeps the seq it was given here, so
+ * the order events are handled in is exactly that of one heap of them
+ * all; one out of order (a reset's EOF) goes in the heap itself.
+ */
+static void sim_push_deliver(sim *s, uint64_t at, int node, int lk, int side, uint64_t tag) {
+  half *h = &s->links[lk].dir[side];
+  uint32_t gen = node >= 0 && node < s->n ? s->nodes[node].gen : 0;
+  event e = {at, s->seq++, EV_DELIVER, node, lk, side, tag, gen, 1};
+  if (!h->ev_in_heap) {
+    h->ev_in_heap = true;
+  } else if (at >= h->ev_last_at) { /* (its seq is the latest) */
+    if (h->evq_head + h->evq_n == h->evq_cap) {
+      if (h->evq_head > 0 && h->evq_head >= h->evq_n) { /* slide down: it costs no more than was popped */
+        memmove(h->evq, h->evq + h->evq_head, h->evq_n * sizeof *h->evq);
+        h->evq_head = 0;
+      } else {
+        h->evq_cap = h->evq_cap ? 2 * h->evq_cap : 16;
+        h->evq = realloc(h->evq, h->evq_cap * sizeof *h->evq);
+        if (!h->evq) abort();
+      }
+    }
+    h->evq[h->evq_head + h->evq_n++] = e;
+    h->ev_last_at = at;
+    return;
+  } else {
+    e.chained = 0; /* before the queue's last: on its own */
+    heap_insert(s, e);
+    return;
+  }
+  h->ev_last_at = at;
+  heap_insert(s, e);
+}
+
+/* The heap's first event, the next of its half's queue taking its place. */
+static event heap_pop_next(sim *s) {
+  event e = heap_pop(s);
+  if (e.chained) {
+    half *h = &s->links[e.link].dir[e.side];
+    if (h->evq_n) {
+      heap_insert(s, h->evq[h->evq_head++]);
+      if (--h->evq_n == 0) h->evq_head = 0;
+    } else {
+      h->ev_in_heap = false;
+    }
+    e.chained = 0;
+  }
+  return e;
 }
 
 /* ---------------------------------------------------------------- links */
@@ -229,7 +289,7 @@ void sim_link_fin(sim *s, int lk, int side) {
   half *h = &l->dir[side];
   uint64_t at = DED_MAX(h->last_arrive_ns, s->now + s->lp.latency_ns);
   h->last_arrive_ns = at;
-  sim_push(s, at, EV_DELIVER, l->node[1 - side], lk, side, 1);
+  sim_push_deliver(s, at, l->node[1 - side], lk, side, 1);
 }
 
 /* The connection breaks: what is in flight is lost, and each side that
@@ -239,7 +299,7 @@ void sim_link_reset(sim *s, int lk) {
   l->dead = true;
   for (int k = 0; k < 2; k++) sim_half_drop(&l->dir[k]);
   for (int k = 0; k < 2; k++)
-    if (l->open[k]) sim_push(s, s->now + s->lp.latency_ns, EV_DELIVER, l->node[k], lk, 1 - k, 1);
+    if (l->open[k]) sim_push_deliver(s, s->now + s->lp.latency_ns, l->node[k], lk, 1 - k, 1);
 }
 
 /* True while a partition keeps nodes |a| and |b| apart. */
@@ -317,10 +377,27 @@ static void cb_close(void *user, uint32_t conn_id) {
   sim_link_fin(c->s, (int)(l - c->s->links), side);
 }
 
+static void node_want(snode *sn, uint32_t conn_id) {
+  uint32_t slot = conn_id & 0xffff;
+  if (slot >= sn->nwants) {
+    uint32_t n = DED_MAX(16u, 2 * slot);
+    sn->wants = realloc(sn->wants, n * sizeof *sn->wants);
+    if (!sn->wants) abort();
+    memset(sn->wants + sn->nwants, 0, (n - sn->nwants) * sizeof *sn->wants);
+    sn->nwants = n;
+  }
+  sn->wants[slot] = (uint64_t)conn_id + 1;
+}
+
+static bool node_wants(const snode *sn, uint32_t conn_id) {
+  uint32_t slot = conn_id & 0xffff;
+  return slot < sn->nwants && sn->wants[slot] == (uint64_t)conn_id + 1;
+}
+
 static void cb_want_write(void *user, uint32_t conn_id) {
   cb_ctx *c = user;
-  (void)conn_id;
   if (cb_dead(c)) return;
+  node_want(&c->s->nodes[c->node], conn_id);
   node_pump_soon(c->s, c->node);
 }
 
@@ -420,9 +497,13 @@ static void node_pump(sim *s, const event *e) {
     link *l = &s->links[lk];
     int side = l->node[0] == i && l->open[0] ? 0 : l->node[1] == i && l->open[1] ? 1 : -1;
     if (side < 0 || l->dead || !l->open[1 - side] || (side == 0 && !l->open[1])) continue;
+    if (!node_wants(sn, l->conn[side])) continue;
     ded_iov iov[SIM_IOV_MAX];
     int n = ded_node_conn_pending(sn->node, l->conn[side], iov, SIM_IOV_MAX);
-    if (n == 0) continue;
+    if (n == 0) {
+      sn->wants[l->conn[side] & 0xffff] = 0;
+      continue;
+    }
     size_t want = sim_rng_range(&s->rng, 1, s->lp.segment_max), len = 0;
     for (int k = 0; k < n && len < want; k++) len += DED_MIN(iov[k].len, want - len);
     segment *seg = malloc(sizeof *seg + len);
@@ -476,7 +557,7 @@ static void node_pump(sim *s, const event *e) {
     else
       h->head = seg;
     h->tail = seg;
-    sim_push(s, at, EV_DELIVER, l->node[1 - side], lk, side, 0);
+    sim_push_deliver(s, at, l->node[1 - side], lk, side, 0);
     node_pump_soon(s, i); /* more may be waiting, on this or other links */
     return;
   }
@@ -488,6 +569,7 @@ static void node_start(sim *s, int i) {
   sn->restarting = false;
   sn->ctx.s = s;
   sn->ctx.node = i;
+  if (sn->nwants) memset(sn->wants, 0, sn->nwants * sizeof *sn->wants); /* a new life's ids */
   ded_node_settings st = sn->p.settings;
   st.identity_seed = sn->seed;
   st.announce[0] = sim_node_addr(i);
@@ -523,6 +605,12 @@ static void connect_refuse(sim *s, int lk) {
   ded_node_conn_closed(s->nodes[caller].node, l->conn[0], DED_ERR_PEER_LOST, s->now);
 }
 
+/* What the engine queued while connecting may go now. */
+static void node_connected(sim *s, int i, uint32_t conn_id) {
+  ded_node_conn_connected(s->nodes[i].node, conn_id, s->now);
+  if (s->nodes[i].up) node_want(&s->nodes[i], conn_id);
+}
+
 static void ev_connect(sim *s, const event *e) {
   link *l = &s->links[e->link];
   int caller = l->node[0], target = l->node[1];
@@ -534,7 +622,7 @@ static void ev_connect(sim *s, const event *e) {
   }
   if (e->tag == CONN_DONE) {
     if (l->dead || !l->open[1]) return; /* broken meanwhile: its close is on the way */
-    ded_node_conn_connected(s->nodes[caller].node, l->conn[0], s->now);
+    node_connected(s, caller, l->conn[0]);
     node_pump_soon(s, caller);
     node_pump_soon(s, target);
     return;
@@ -565,7 +653,7 @@ static void ev_connect(sim *s, const event *e) {
     node_pump_soon(s, target);
     return;
   }
-  ded_node_conn_connected(s->nodes[caller].node, l->conn[0], s->now);
+  node_connected(s, caller, l->conn[0]);
   node_pump_soon(s, caller);
   node_pump_soon(s, target);
 }
@@ -631,7 +719,15 @@ static void ev_thaw(sim *s, const event *e);
 
 /* Node |i| may have been called into. */
 static void touch(sim *s, int i) {
-  if (i >= 0 && i < s->n) s->nodes[i].dirty = true;
+  if (i >= 0 && i < s->n && !s->nodes[i].dirty) {
+    s->nodes[i].dirty = true;
+    s->dirty[s->ndirty++] = i;
+  }
+}
+
+static int int_cmp(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
 }
 
 static void sim_dispatch(sim *s, const event *e) {
@@ -701,11 +797,12 @@ static void sim_handle(sim *s, const event *e) {
   if (s->reap) sim_reap(s);
   /* An event may have changed the timers of the nodes it called into
    * (touch), in the order a sync of every node would visit them. */
-  for (int i = 0; i < s->n; i++)
-    if (s->nodes[i].dirty) {
-      s->nodes[i].dirty = false;
-      node_sync_timer(s, i);
-    }
+  if (s->ndirty > 1) qsort(s->dirty, (size_t)s->ndirty, sizeof *s->dirty, int_cmp);
+  for (int k = 0; k < s->ndirty; k++) {
+    s->nodes[s->dirty[k]].dirty = false;
+    node_sync_timer(s, s->dirty[k]);
+  }
+  s->ndirty = 0;
 }
 
 /* ---------------------------------------------------------------- API */
@@ -735,9 +832,13 @@ void sim_free(sim *s) {
   for (int i = 0; i < s->n; i++) {
     free(s->nodes[i].deferred);
     free(s->nodes[i].lks);
+    free(s->nodes[i].wants);
   }
   for (int i = 0; i < s->nlinks; i++)
-    for (int d = 0; d < 2; d++) sim_half_drop(&s->links[i].dir[d]);
+    for (int d = 0; d < 2; d++) {
+      sim_half_drop(&s->links[i].dir[d]);
+      free(s->links[i].dir[d].evq);
+    }
   free(s->links);
   free(s->cuts);
   free(s->heap);
@@ -771,7 +872,7 @@ void sim_run(sim *s, uint64_t until_ns) {
   s->stop = false;
   while (s->nheap && !s->stop) {
     if (s->heap[0].at > until_ns) break;
-    event e = heap_pop(s);
+    event e = heap_pop_next(s);
     s->now = e.at;
     s->events++;
     sim_handle(s, &e);

@@ -28,6 +28,12 @@ typedef struct segment {
 typedef struct half {
   segment *head, *tail;
   uint64_t last_arrive_ns;
+  /* Its deliveries in (at, seq) order, the first of them in the heap (see
+   * sim_push_deliver): evq[evq_head .. evq_head + evq_n) waits behind it. */
+  struct event *evq;
+  size_t evq_head, evq_n, evq_cap;
+  bool ev_in_heap;
+  uint64_t ev_last_at; /* the last delivery queued arrives then */
   /* Where the sender's byte stream is in its frames (for sim_equivocate):
    * the header bytes of the frame begun, then the payload bytes seen of
    * it and the frame's type and payload length. */
@@ -65,6 +71,7 @@ typedef struct event {
   int side;
   uint64_t tag;
   uint32_t gen; /* the node's generation when pushed (EV_PUMP, EV_TICK) */
+  uint32_t chained; /* the first of its half's queued deliveries (sim_push_deliver) */
 } event;
 
 typedef struct cb_ctx {
@@ -93,6 +100,12 @@ typedef struct snode {
   bool dirty;
   uint64_t tick_at; /* the tick event we have scheduled, 0 = none */
   unsigned rr;      /* round-robin cursor over links */
+  /* Its connections that may have output, by slot (id & 0xffff): id + 1,
+   * or 0. Set when the engine asks to write or a connect completes,
+   * cleared when the pump finds nothing: a superset of those with output,
+   * so the pump asks the engine of these only. */
+  uint64_t *wants;
+  uint32_t nwants;
   int *lks;         /* the links it is an end of, in increasing order */
   int nlks, lks_cap;
   uint8_t seed[DED_SEED_BYTES];
@@ -111,6 +124,8 @@ struct sim {
   ded_node_callbacks cb; /* every node's, from |hooks| */
   int n;
   snode nodes[SIM_NODES_MAX];
+  int dirty[SIM_NODES_MAX]; /* the nodes with |dirty| set, in the order touched */
+  int ndirty;
   link *links;
   int nlinks, links_cap;
   cut *cuts;
