@@ -253,16 +253,20 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
 
 /* If the job is to reload the run's state now (it is out of step, or far
  * behind, and a step begins here with nothing else in flight), the round
- * the snapshot must be of or after; else 0. Once it says so, it says so
- * again only if the swarm does. */
-static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle) {
+ * the snapshot must be of or after, |*late_only| if it is only far
+ * behind; else 0. Once it says so, it says so again only if the swarm
+ * does. */
+static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle, bool *late_only) {
   pthread_mutex_lock(&st->mu);
   uint64_t behind = st->behind;
   if (st->diverged && behind < st->next_round) behind = st->next_round;
+  *late_only = false;
   if (!behind && st->late_swarm && st->step_rounds) {
     uint64_t gap = st->late_swarm - st->late_round;
-    if (gap >= (uint64_t)DED_STEP_RELOAD_GAP_STEPS * st->step_rounds && gap > 2 * st->reload_gap)
+    if (gap >= (uint64_t)DED_STEP_RELOAD_GAP_STEPS * st->step_rounds && gap > 2 * st->reload_gap) {
       behind = st->late_swarm;
+      *late_only = true;
+    }
   }
   bool go = behind && step_begins && st->npieces > 0 && idle;
   if (go) {
@@ -275,13 +279,19 @@ static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle) {
 }
 
 /* Loads a snapshot of round |min_round| or later that fits this job's
- * pieces; the stream resumes at its round, at the start of a step. */
-static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round) {
+ * pieces; the stream resumes at its round, at the start of a step.
+ * |late_only|: the job is in step, only far behind (the engine waits
+ * less for an offer then, and the job goes on catching up without one). */
+static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round, bool late_only) {
   ded_snapshot snap;
   int rv = ded_driver_state_reload(driver, min_round, &snap);
   if (rv != 0) {
-    st->log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
-            "and keeps its own values", ded_strerror(rv));
+    if (late_only)
+      st->log(DED_LOG_INFO, "cannot reload the run's state (%s): this job, in step but late, "
+              "goes on fetching the results of the rounds it came late to", ded_strerror(rv));
+    else
+      st->log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
+              "and keeps its own values", ded_strerror(rv));
     return;
   }
   const char *why;
@@ -315,8 +325,9 @@ bool ded_step_call_begin(ded_step *st, ded_driver *driver, const void *buf, int 
   *ends_reload = false;
   bool begins = step_begins_at(st, st->pos);
   if (st->reload != DED_STEP_RELOAD_LOADED) {
-    uint64_t min_round = reload_wanted(st, begins, idle);
-    if (min_round) reload_run(st, driver, min_round);
+    bool late_only;
+    uint64_t min_round = reload_wanted(st, begins, idle, &late_only);
+    if (min_round) reload_run(st, driver, min_round, late_only);
   }
   if (begins && idle) {
     pthread_mutex_lock(&st->mu);

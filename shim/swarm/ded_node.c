@@ -115,7 +115,8 @@ void node_post_peer_down(ded_node *node, const ded_peer *p) {
 }
 
 /* A frame from ourselves: our member side's JOIN to our coordinator side,
- * or our coordinator side's COMMIT, DECIDE or PROBE to our member side. */
+ * or our coordinator side's COMMIT, DECIDE, PROBE or STALE to our member
+ * side. */
 static void node_self_frame(ded_node *node, const uint8_t *frame, size_t len, uint64_t now_ns) {
   uint8_t type = frame[DED_FRAME_HDR_BYTES - 1];
   const uint8_t *payload = frame + DED_FRAME_HDR_BYTES;
@@ -152,6 +153,13 @@ static void node_self_frame(ded_node *node, const uint8_t *frame, size_t len, ui
     ded_msg_probe m;
     rv = ded_msg_probe_decode(payload, plen, &m);
     if (rv == 0) ded_round_probe(node, NULL, &m, now_ns);
+    break;
+  }
+  case DED_MSG_STALE: {
+    ded_msg_stale m;
+    rv = ded_msg_stale_decode(payload, plen, &m);
+    ded_round *r = rv ? NULL : ded_round_find(node, m.round);
+    if (r) ded_round_on_stale(node, r, node->ident.id, &m);
     break;
   }
   default:

@@ -415,6 +415,30 @@ static bool coord_flag_acceptors(ded_node *node, const ded_coord *cr, ded_msg_co
   return ok;
 }
 
+/* Whether a member of the previous round's result, one of |cr|'s
+ * acceptors, no longer counts (evicted, or left): a completion among
+ * such members is the one the reports may not show. */
+static bool coord_acceptor_gone(ded_node *node, const ded_coord *cr) {
+  const ded_lin_entry *prev = ded_coord_prev(node, cr);
+  for (unsigned i = 0; prev && prev->ids && i < prev->n; i++)
+    if (!coord_counts(node, cr, prev->ids[i])) return true;
+  return false;
+}
+
+/* |cr|'s round went on elsewhere, to |next_round|: every joiner, and our
+ * own member, ends it out of step (STALE) and reloads; so do our later
+ * rounds. */
+static void coord_out_of_step(ded_node *node, ded_coord *cr, uint64_t next_round) {
+  cr->state = COORD_GAVE_UP;
+  node->rounds.stale = DED_MAX(node->rounds.stale, next_round);
+  uint8_t frame[DED_STALE_FRAME_BYTES];
+  ded_wr w = ded_wr_init(frame, sizeof frame);
+  ded_msg_stale m = {cr->round, next_round};
+  ded_msg_stale_encode(&w, &m);
+  coord_send_to_joiners(node, cr, frame, w.pos);
+  coord_deliver_self(node, frame, w.pos);
+}
+
 static bool attempt_full(const struct ded_coord_attempt *a) {
   for (unsigned s = 0; s < a->plan.k; s++)
     if (!ded_bit_get(a->have, s) || a->holder[s] == UINT16_MAX) return false;
@@ -510,6 +534,25 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
              chosen ? " (completed)" : "", best->plan.k, cr->g.n);
     coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
     coord_deliver_self(node, cr->late_frame, cr->late_len);
+    return;
+  }
+  /* The eviction rule's hole: the acceptors still counted saw no
+   * completion, but one among acceptors evicted since may have happened,
+   * and a peer we can talk to says it holds this round's result. A new
+   * attempt would be a second result: we are the ones behind. (With
+   * every acceptor still counted, the reports would show a completion;
+   * such a record is of another history, a group of the run that went
+   * on apart, and ded_rounds_check_groups settles which group yields.) */
+  ded_progress prog;
+  ded_peer *holder = cr->genesis || !coord_acceptor_gone(node, cr)
+                         ? NULL
+                         : ded_rounds_holder_of(node, cr->round, &prog);
+  if (holder) {
+    node_log(node, DED_LOG_WARN, "round %llu: view %u: peer %s completed round %llu, which no "
+             "report here shows (its acceptors were evicted): no new attempt; this job is out of "
+             "step and reloads the run's state", (unsigned long long)cr->round, cr->view,
+             holder->sid, (unsigned long long)prog.round);
+    coord_out_of_step(node, cr, prog.round + 1);
     return;
   }
   /* Joiners that went away before the decision are not members. */

@@ -69,6 +69,7 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
     ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
                       known ? r->att.ncontrib : 0, with_result ? r->att.plan.attempt : 0);
   }
+  if (with_result && late) node->rounds.late_done = DED_MAX(node->rounds.late_done, r->no + 1);
   ded_round_result res;
   memset(&res, 0, sizeof res);
   res.status = status;

@@ -48,17 +48,20 @@ static uint64_t round_run_ahead(ded_node *node, const ded_peer **who) {
  * round or a later one (the run went on elsewhere: this job reloads its
  * state, node->rounds.stale). */
 static bool round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
-  /* (A round that holds an attempt of the dead membership waits for the
-   * bound instead: our own coordinator would decide that attempt again,
-   * whose shards no one alive holds.) */
-  bool dead = !ded_round_holds(r) &&
+  /* A round that holds an attempt whose members are all gone can be out
+   * of step too (its result, if any, died with them); without a peer
+   * ahead it waits for the bound: our own coordinator would decide that
+   * attempt again, whose shards no one alive holds. */
+  bool holds = ded_round_holds(r);
+  bool dead = !holds &&
               ded_peers_all_evicted(node, (const uint8_t(*)[DED_ID_BYTES])r->lin, r->nlin);
   const ded_peer *who = NULL;
-  uint64_t ahead = dead ? round_run_ahead(node, &who) : 0;
-  if (dead && who && ahead >= r->no) {
-    node_log(node, DED_LOG_WARN, "round %llu: every member of the round before is gone, and "
-             "peer %s completed round %llu: this job is out of step and reloads the run's state",
-             (unsigned long long)r->no, who->sid, (unsigned long long)ahead);
+  uint64_t ahead = dead || ded_round_attempt_gone(node, r) ? round_run_ahead(node, &who) : 0;
+  if (who && ahead >= r->no) { /* (who: the members are gone) */
+    node_log(node, DED_LOG_WARN, "round %llu: every member of %s is gone, and peer %s completed "
+             "round %llu: this job is out of step and reloads the run's state",
+             (unsigned long long)r->no, holds ? "its attempt" : "the round before", who->sid,
+             (unsigned long long)ahead);
     node->rounds.stale = DED_MAX(node->rounds.stale, ahead + 1);
     return false;
   }

@@ -213,19 +213,24 @@ static bool group_differs(ded_node *node, uint64_t round, uint64_t attempt) {
          l->final_attempt != attempt;
 }
 
+static bool ids_has(const ded_lin_entry *e, const uint8_t id[DED_ID_BYTES]) {
+  for (unsigned k = 0; k < e->n; k++)
+    if (memcmp(e->ids[k], id, DED_ID_BYTES) == 0) return true;
+  return false;
+}
+
 /* Whether peer |p|, whose record says |prog|, is of another group than
  * ours, whose newest round is |e|: it took another result of a round we
  * completed (a round of its record past our newest is kept until ours
  * get there), or it is far past our newest round without having been in
  * it. */
 static bool group_other(ded_node *node, ded_peer *p, const ded_progress *prog,
-                        const ded_lin_entry *e) {
-  for (unsigned k = 0; k < e->n; k++)
-    if (memcmp(e->ids[k], p->id, DED_ID_BYTES) == 0) {
-      p->seen_round = 0; /* in our newest round */
-      return false;
-    }
-  if (prog->round >= e->round + NODE_GROUP_GAP_ROUNDS) return true;
+                        const ded_lin_entry *e, bool far_counts) {
+  if (ids_has(e, p->id)) {
+    p->seen_round = 0; /* in our newest round */
+    return false;
+  }
+  if (far_counts && prog->round >= e->round + NODE_GROUP_GAP_ROUNDS) return true;
   if (p->seen_round && p->seen_round <= e->round) {
     bool other = group_differs(node, p->seen_round, p->seen_attempt);
     p->seen_round = 0;
@@ -254,12 +259,22 @@ void ded_rounds_check_groups(ded_node *node) {
   if (node->s.no_rounds || node->leaving || node->rounds.yielding) return;
   ded_lin_entry *e = ded_lineage_newest_below(&node->lin, node->rounds.next);
   if (!e || !e->final || !e->ids || e->n == 0) return;
+  /* Far behind is no sign of another group while this job catches up: it
+   * just resumed from a stop (the run went on without it, and it hears
+   * so within the silence time: a STALE, or the results it fetches), or
+   * its newest round completed late, on the result of the members who
+   * made it (it is in their lineage). Evidence counts still: a result
+   * of a round we both took that differs. (Taking such a job for
+   * another group's ended its rounds out of step at once, and a job
+   * with a step or two left finished off the run's parameters: churn
+   * soak 1364265857.) */
+  bool far_counts = node->now_ns >= node->quiet_until_ns && node->rounds.late_done != e->round + 1;
   for (size_t i = 0; i < node->peers.n; i++) {
     ded_peer *p = node->peers.v[i];
     const ded_record *rec = ded_peer_record(node, p);
     ded_progress prog;
     if (!ded_peer_participates(node, p) || !rec || !ded_record_progress(rec, &prog) ||
-        prog.round < node->rounds.stale || !group_other(node, p, &prog, e) ||
+        prog.round < node->rounds.stale || !group_other(node, p, &prog, e, far_counts) ||
         !group_yields(&prog, p->id, e))
       continue;
     /* Ours ends now: our rounds end out of step, and the shim reloads,
@@ -279,6 +294,25 @@ void ded_rounds_check_groups(ded_node *node) {
     memcpy(node->rounds.founder, p->id, DED_ID_BYTES);
     return;
   }
+}
+
+ded_peer *ded_rounds_holder_of(ded_node *node, uint64_t round, ded_progress *prog) {
+  ded_lin_entry *e = ded_lineage_newest_below(&node->lin, round);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    ded_peer *p = node->peers.v[i];
+    const ded_record *rec = ded_peer_record(node, p);
+    if (!ded_peer_participates(node, p) || !rec || !ded_record_progress(rec, prog) ||
+        prog->round < round)
+      continue;
+    /* Of another group only on evidence (group_other's, leaving what it
+     * notes alone): a result of a round we both took that differs. One
+     * far ahead we would yield to anyway (ded_rounds_check_groups). */
+    if (e && e->final && e->ids && e->n > 0 && !ids_has(e, p->id) && p->seen_round &&
+        p->seen_round <= e->round && group_differs(node, p->seen_round, p->seen_attempt))
+      continue;
+    return p;
+  }
+  return NULL;
 }
 
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m) {

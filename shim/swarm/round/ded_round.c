@@ -677,6 +677,34 @@ static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
   return true;
 }
 
+bool ded_round_attempt_gone(ded_node *node, const ded_round *r) {
+  if (!ded_round_holds(r)) return false;
+  for (unsigned m = 0; m < r->att.plan.k; m++)
+    if (m != r->att.me && !ded_peer_evicted(node, r->att.plan.members[m].id)) return false;
+  return true;
+}
+
+/* Fetching |r|'s result, which only the attempt's members hold: when
+ * every one of them is gone for good it can never come, and when a peer
+ * we can talk to completed this round or a later one the run went on
+ * without us: out of step now, not at the bound (a late joiner waited
+ * its whole bound for the result of two members that had crashed, in the
+ * churn soak; round_pick_view does the same on a failover). True if |r|
+ * reported. */
+static bool round_result_gone(ded_node *node, ded_round *r) {
+  if (!ded_round_attempt_gone(node, r)) return false;
+  ded_progress prog;
+  ded_peer *p = ded_rounds_holder_of(node, r->no, &prog);
+  if (!p) return false;
+  node_log(node, DED_LOG_WARN, "round %llu: every member that holds its result is gone, and peer "
+           "%s completed round %llu: this job is out of step and reloads the run's state",
+           (unsigned long long)r->no, p->sid, (unsigned long long)prog.round);
+  node->rounds.stale = DED_MAX(node->rounds.stale, prog.round + 1);
+  r->behind = DED_MAX(node->rounds.stale, r->no + 1);
+  ded_round_report(node, r, 0, true, true);
+  return true;
+}
+
 /* deadline: the soft wait ran out. Waiting for a decision, fail over
  * (unless our own coordinator side may still decide, or a member of the
  * round before is still finishing it); waiting for progress, fail over,
@@ -710,6 +738,7 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
   case ROUND_RUNNING:
   case ROUND_FETCHING: {
     if (r->att_state != ROUND_ATT_LIVE) return;
+    if (r->state == ROUND_FETCHING && round_result_gone(node, r)) return;
     /* Say whom we were waiting for: the log is where a stall is read
      * (nothing: only for the others' HAVEs). */
     char why[128] = "no progress in time (waiting for";

@@ -170,6 +170,10 @@ typedef struct ded_rounds {
   uint64_t intent_first_ns;
   uint8_t intent_frame[DED_JOIN_FRAME_BYTES];
   bool intent_sent;
+  /* The newest round that completed here late (its result fetched from
+   * the members that made it), plus one; 0: none. Such a round extends
+   * our previous one in their lineage: we are catching up in our group. */
+  uint64_t late_done;
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */
   uint64_t stale;
@@ -345,6 +349,15 @@ void ded_round_send_have(ded_node *node, struct ded_peer *to, uint64_t round, ui
  * docs/architecture.md ("Two groups meet") says why they cannot both yield
  * but there. */
 void ded_rounds_check_groups(ded_node *node);
+
+/* A peer we can talk to, not known to be of another group (a result of
+ * a round we both took differs, as ded_rounds_check_groups tells), whose
+ * record says it completed round |round| or a later one, or holds such a
+ * state; its progress in |*prog|. NULL if none. The eviction rule's hole
+ * (docs/architecture.md, "Eviction"): a coordinator that counts only
+ * the acceptors not evicted may find no completion of |round| among
+ * their reports while such a peer holds one. */
+struct ded_peer *ded_rounds_holder_of(ded_node *node, uint64_t round, ded_progress *prog);
 
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);

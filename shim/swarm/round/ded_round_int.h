@@ -23,6 +23,10 @@ void ded_round_maybe_dead(ded_node *node, ded_round *r);
 void ded_round_drop_attempt(ded_node *node, ded_round *r);
 
 
+/* Whether |r| holds an attempt whose every member but us is gone for
+ * good (evicted, or left): its result, if it has one, can never come. */
+bool ded_round_attempt_gone(ded_node *node, const ded_round *r);
+
 /* The peer of member |m| of |r|'s attempt, or NULL. */
 struct ded_peer *ded_round_member_peer(ded_node *node, const ded_round *r, unsigned m);
 

@@ -141,10 +141,18 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
     return;
   }
   /* A snapshot being fetched right now is offered too, even if the trainer
-   * moved on: replacing it would cut off the joiners fetching it. */
-  if (state_snap_fresh(node, m->min_round) ||
-      (st->have_snap && st->snap.round >= m->min_round &&
-       node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS)) {
+   * moved on: replacing it would cut off the joiners fetching it. None
+   * while this job is out of step (a STALE, a group it yields to, a
+   * founder's state it must load): what it holds is no longer the run's,
+   * and a joiner that took it would start steps behind (churn soak
+   * 2447971660: two joiners loaded a snapshot 49 steps old from a job
+   * that had just learnt it was out of step). It offers again once it
+   * reloaded and took a snapshot; the asker waits meanwhile. */
+  bool behind = node->rounds.diverged || node->rounds.yielding ||
+                node->rounds.stale > node->rounds.next;
+  if (!behind && (state_snap_fresh(node, m->min_round) ||
+                  (st->have_snap && st->snap.round >= m->min_round &&
+                   node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS))) {
     state_offer_snap(node, p);
     return;
   }

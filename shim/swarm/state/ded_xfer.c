@@ -674,8 +674,10 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
     if (st->reload) { /* a run is in progress: wait for an offer, within the bound */
       if (now_ns >= st->deadline_ns || (settled && st->ndonors == 0)) {
         node_log(node, DED_LOG_WARN, "no peer offered the run's state of round %llu or later "
-                 "within %llu ms: this job stays out of step", (unsigned long long)st->min_round,
-                 (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+                 "within %llu ms: %s", (unsigned long long)st->min_round,
+                 (unsigned long long)((now_ns - st->asked_ns) / 1000000u),
+                 st->reload_in_step ? "this job catches up by fetching the rounds' results"
+                                    : "this job stays out of step");
         state_done(node, DED_ERR_TIMEOUT, NULL);
       }
       return;
@@ -761,6 +763,8 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
            (unsigned long long)(min_round - node->rounds.next), (unsigned long long)min_round);
   st->reload = true;
+  st->reload_in_step = !node->rounds.diverged && !node->rounds.yielding &&
+                       node->rounds.stale <= node->rounds.next;
   st->min_round = min_round;
   st->tries = 0;
   state_begin_asking(node, now_ns);

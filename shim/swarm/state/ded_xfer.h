@@ -106,6 +106,13 @@ typedef struct ded_xfer {
   uint64_t found_gone_ns; /* since when the candidate has seemed gone (0: it is there) */
   uint64_t found_deadline_ns;
   bool reload;        /* a job out of step, not a new one */
+  /* A reload of a job still in step, only far behind (it fetches the
+   * results of the rounds it came late to): without an offer it goes on
+   * catching up that way, as the log says. (It waits the whole bound all
+   * the same: a donor offers at its trainer's next step, and a job that
+   * gave up sooner stayed as far behind, catching up a round a step, in
+   * sim_chaos --scenario long-freeze.) */
+  bool reload_in_step;
   uint64_t min_round; /* offers of older snapshots are no use */
   unsigned tries;
   bool realigned; /* asked the offering peers again for one round */

@@ -44,6 +44,8 @@ static void tn_log(void *user, int level, const char *line) {
   tnode *t = user;
   (void)level;
   if (t->log_want && strstr(line, t->log_want)) t->log_hits++;
+  /* TN_LOG=1 prints the node's log, to debug a test. */
+  if (getenv("TN_LOG")) fprintf(stderr, "log: %s\n", line);
 }
 
 static void tn_want_snapshot(void *user) {
@@ -226,6 +228,23 @@ void send_hello(tnode *t, unsigned i, const ded_ident *peer, const char *run) {
   uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   size_t n = unit_hello_frame(f, sizeof f, peer, run, NOW_MS);
   send_raw(t, i, f, n);
+}
+
+/* A HELLO from |ident| whose record says it completed round |round|
+ * (its result attempt |attempt|, |contributors| of them). */
+void send_hello_progress(tnode *t, unsigned i, const ded_ident *ident, uint64_t round,
+                                uint64_t attempt, uint32_t contributors) {
+  ded_record rec;
+  unit_bare_record(&rec, RUN, NOW_MS);
+  ded_record_progress_add(&rec, &(ded_progress){round, 100, contributors, attempt});
+  ded_record_sign(&rec, ident);
+  uint8_t rb[DED_RECORD_BYTES_MAX], f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
+  int rl = ded_record_encode(&rec, rb, sizeof rb);
+  assert_true(rl > 0);
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_hello_encode(&w, rec.run_id, rb, (size_t)rl);
+  assert_false(w.err);
+  send_raw(t, i, f, w.pos);
 }
 
 void send_commit(tnode *t, unsigned i, const ded_msg_commit *c) {
@@ -770,4 +789,27 @@ ded_node *node_without_state_done(tnode *t) {
   assert_int_equal(ded_node_new(&s, &cb, t, NOW_NS, &node), 0);
   assert_int_equal(ded_node_start(node, NOW_NS), 0);
   return node;
+}
+
+/* The |nth| STATE_OFFER in |out| (its lineage points into |out|). */
+bool output_offer(const uint8_t *out, size_t len, int nth, ded_msg_state_offer *m) {
+  ded_frame fr;
+  if (!frame_find(out, len, DED_MSG_STATE_OFFER, nth, &fr)) return false;
+  assert_int_equal(ded_msg_state_offer_decode(fr.payload, fr.len, m), 0);
+  return true;
+}
+
+/* Checks that connection |i|'s output is exactly one STATE_OFFER with
+ * |status| (and for OFFER, nothing but what |want| says); returns it. */
+ded_msg_state_offer expect_offer(tnode *t, unsigned i, uint8_t status, uint64_t round) {
+  size_t len;
+  uint8_t *out = tnode_output_on(t, i, &len, t->now);
+  assert_int_equal(frame_count(out, len, DED_MSG_STATE_OFFER), 1);
+  ded_msg_state_offer m;
+  assert_true(output_offer(out, len, 0, &m));
+  assert_int_equal(m.status, status);
+  assert_int_equal(m.round, round);
+  m.lin = NULL; /* |out| goes */
+  free(out);
+  return m;
 }

@@ -68,7 +68,7 @@
 #define COUNT (4 * CHUNK)
 #define TICK_NS (20ull * 1000 * 1000) /* ded_node.c's timer period */
 /* Scripted peers, each on its own inbound connection. */
-#define TN_PEERS 3
+#define TN_PEERS 4
 
 /* The identity seed of every tnode. */
 extern const uint8_t node_seed[DED_SEED_BYTES];
@@ -157,6 +157,10 @@ void send_raw(tnode *t, unsigned i, const uint8_t *p, size_t n);
 void tnode_advance(tnode *t, uint64_t ns);
 
 void send_hello(tnode *t, unsigned i, const ded_ident *peer, const char *run);
+/* A HELLO from |ident| whose record says it completed round |round|
+ * (its result attempt |attempt|, |contributors| of them). */
+void send_hello_progress(tnode *t, unsigned i, const ded_ident *ident, uint64_t round,
+                         uint64_t attempt, uint32_t contributors);
 void send_commit(tnode *t, unsigned i, const ded_msg_commit *c);
 void send_join(tnode *t, unsigned i, const ded_msg_join *j);
 void send_decide(tnode *t, unsigned i, uint32_t view, uint8_t flags,
@@ -447,5 +451,12 @@ ded_msg_state_offer scripted_offer(const uint8_t *bytes, uint64_t len,
 
 /* A started node with no state_done callback (and no want_snapshot). */
 ded_node *node_without_state_done(tnode *t);
+
+/* The |nth| STATE_OFFER in |out| (its lineage points into |out|). */
+bool output_offer(const uint8_t *out, size_t len, int nth, ded_msg_state_offer *m);
+
+/* Checks that connection |i|'s output is exactly one STATE_OFFER with
+ * |status| and |round|; returns it (its lineage not kept). */
+ded_msg_state_offer expect_offer(tnode *t, unsigned i, uint8_t status, uint64_t round);
 
 #endif /* DED_UNIT_NODE_HARNESS_H */

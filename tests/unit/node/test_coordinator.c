@@ -306,6 +306,15 @@ static void tlin_view1(tnode *t, tswarm *sw, float *bufs[2], ded_ident peers[3])
   }
 }
 
+/* tlin_view1, round 0's buffer bufs[0][i] = i % 7, round 1's 2i + 1. */
+static void tlin_view1_lost(tnode *t, tswarm *sw, float *bufs[2], ded_ident peers[3]) {
+  for (int i = 0; i < COUNT; i++) {
+    bufs[0][i] = (float)(i % 7);
+    bufs[1][i] = (float)(2 * i + 1);
+  }
+  tlin_view1(t, sw, bufs, peers);
+}
+
 /*
  * Regression (sim_chaos seeds 27, 61, 292, 702): a coordinator must not
  * commit an attempt whose members are too few acceptors to complete it,
@@ -325,14 +334,10 @@ static void tlin_view1(tnode *t, tswarm *sw, float *bufs[2], ded_ident peers[3])
 static void test_node_coord_commit_needs_live_acceptor_quorum(void **state) {
   (void)state;
   float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
-  for (int i = 0; i < COUNT; i++) {
-    b0[i] = (float)(i % 7);
-    b1[i] = (float)(2 * i + 1);
-  }
   tnode t;
   tswarm sw;
   ded_ident peers[3];
-  tlin_view1(&t, &sw, bufs, peers);
+  tlin_view1_lost(&t, &sw, bufs, peers);
   const unsigned lo1 = sw.conn[0], hi = sw.conn[3];
   ded_msg_join j = join_of(1, 1, 0, DED_VIEW_NONE);
   send_join(&t, lo1, &j);
@@ -398,6 +403,69 @@ static void test_node_coord_commit_needs_live_acceptor_quorum(void **state) {
   expect_have(out, len, 1, N, 1, 0, d);
   free(out);
   assert_false(t.closed[hi]);
+  ded_node_free(t.node);
+}
+
+/*
+ * The eviction rule's hole (sim_chaos --scenario churn --seed 156): the
+ * acceptors still counted saw no completion of a round that a peer we
+ * can talk to holds. As test_node_coord_commit_needs_live_acceptor_quorum,
+ * but a fourth peer, late (no acceptor of round 1), says in its record
+ * that it completed round 1: the attempt it holds completed among
+ * acceptors evicted since, whose votes none of the reports carries. Once
+ * lo1 and lo2 are evicted the node must not commit a second result of
+ * round 1: it tells hi, its joiner, that the run is at round 2 (STALE),
+ * and its own round 1 ends out of step (behind 2), for the shim to reload.
+ * Without that peer's record the same node commits {node, hi} (the test
+ * above).
+ */
+static void test_node_coord_no_attempt_past_holder(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
+  tnode t;
+  tswarm sw;
+  ded_ident peers[3];
+  tlin_view1_lost(&t, &sw, bufs, peers);
+  const unsigned lo1 = sw.conn[0], hi = sw.conn[3];
+  ded_ident late;
+  unit_ident(&late, 201);
+  for (unsigned k = 0; k < 3; k++) assert_memory_not_equal(late.id, peers[k].id, DED_ID_BYTES);
+  assert_memory_not_equal(late.id, t.ident.id, DED_ID_BYTES);
+  const unsigned lc = tnode_accept(&t);
+  send_hello_progress(&t, lc, &late, 1, 0x77, 3);
+  assert_false(t.closed[lc]);
+  ded_msg_join j = join_of(1, 1, 0, DED_VIEW_NONE);
+  send_join(&t, lo1, &j);
+  ded_node_conn_closed(t.node, t.conn[lo1], DED_ERR_PEER_LOST, t.now);
+  send_join(&t, hi, &j);
+  assert_false(t.closed[hi]);
+  const uint64_t lost = t.now, evict = 5ull * 1000 * 1000 * 1000;
+  bool stale = false;
+  while (!stale && t.now < lost + evict + 1000ull * 1000 * 1000) {
+    tnode_advance(&t, 100ull * 1000 * 1000);
+    size_t len;
+    uint8_t *out = tnode_output_on(&t, hi, &len, t.now);
+    ded_frame fr;
+    if (frame_find(out, len, DED_MSG_COMMIT, 0, &fr)) {
+      free(out);
+      fail_msg("view 1 committed a new attempt of round 1 while a peer it can talk to holds "
+               "round 1's result");
+    }
+    for (int k = 0; !stale && frame_find(out, len, DED_MSG_STALE, k, &fr); k++) {
+      ded_msg_stale m;
+      assert_int_equal(ded_msg_stale_decode(fr.payload, fr.len, &m), 0);
+      if (m.round == 1) {
+        assert_int_equal(m.next_round, 2);
+        stale = true;
+      }
+    }
+    free(out);
+  }
+  if (!stale) fail_msg("hi, the coordinator's joiner, was never told that round 1 went on elsewhere");
+  assert_true(t.now >= lost + evict); /* not before the evictions: a quorum counted still decides */
+  assert_int_equal(t.rounds_done, 2);
+  assert_int_equal(t.last.round, 1);
+  assert_int_equal(t.last.behind, 2);
   ded_node_free(t.node);
 }
 
@@ -505,6 +573,7 @@ int main(void) {
       cmocka_unit_test(test_node_coord_accepted_attempt_stands),
       cmocka_unit_test(test_node_coord_new_attempt_needs_quorum),
       cmocka_unit_test(test_node_coord_commit_needs_live_acceptor_quorum),
+      cmocka_unit_test(test_node_coord_no_attempt_past_holder),
       cmocka_unit_test(test_node_coord_short_attempt_never_stands),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -652,6 +652,51 @@ static void test_node_stall_postpones_bound(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A late job fetching a round's result that only the attempt's members
+ * hold: once every one of them is gone for good (evicted) while a peer it
+ * can talk to says it completed that round or a later one, the result can
+ * never come and the run went on without it: the round ends out of step
+ * then, not at the bound (churn soak 2447971660: a joiner waited its whole
+ * 10 s bound for the result of two members that had crashed). The node is
+ * told by a DECIDE that round 0 is lo's attempt, held by lo alone; lo is
+ * lost; hi says it completed round 3.
+ */
+static void test_node_fetch_from_gone_ends_early(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  ded_ident lo, hi;
+  peers_around(&t, &lo, &hi);
+  send_hello(&t, 0, &lo, RUN);
+  const unsigned h = tnode_accept(&t);
+  send_hello_progress(&t, h, &hi, 3, 0x99, 2);
+  ded_msg_member m[1];
+  member_set(&m[0], lo.id, 1.0, 1, 0);
+  const uint64_t A = attempt_of(0, lo.id);
+  ded_msg_commit c = commit_of(0, A, 0, m, 1);
+  const uint16_t holders[1] = {0};
+  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c, holders);
+  size_t n;
+  free(tnode_output_on(&t, 0, &n, t.now));
+  const uint64_t t0 = t.now;
+  ded_node_conn_closed(t.node, t.conn[0], DED_ERR_PEER_LOST, t.now);
+  while (t.rounds_done == 0 && t.now < t0 + 12 * SEC_NS) {
+    tnode_advance(&t, 100 * MS_NS);
+    free(tnode_output_on(&t, h, &n, t.now));
+  }
+  assert_int_equal(t.rounds_done, 1);
+  uint64_t at = t.now - t0;
+  if (at >= 9 * SEC_NS)
+    fail_msg("round 0, whose only holder was lost, reported %llu ms later: at the bound, not once "
+             "the holder was evicted (5 s)", (unsigned long long)(at / MS_NS));
+  assert_true(at >= 5 * SEC_NS); /* not before the eviction */
+  assert_int_equal(t.last.behind, 4);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -664,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_node_stall_probes_view0),
       cmocka_unit_test(test_node_loaded_state_in_record),
       cmocka_unit_test(test_node_stall_postpones_bound),
+      cmocka_unit_test(test_node_fetch_from_gone_ends_early),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
