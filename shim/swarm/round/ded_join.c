@@ -85,8 +85,7 @@ static bool round_pick_view(ded_node *node, ded_round *r, uint32_t v) {
   return true;
 }
 
-/* |r| is out of step (round_pick_view): over at once, on its own values. */
-static void round_out_of_step(ded_node *node, ded_round *r) {
+void ded_round_out_of_step(ded_node *node, ded_round *r) {
   r->behind = DED_MAX(node->rounds.stale, r->no + 1);
   ded_round_report(node, r, 0, true, true);
 }
@@ -242,7 +241,7 @@ static bool round_go_by(ded_node *node, ded_round *r, const ded_lin_entry *e) {
   }
   r->genesis = false;
   if (!round_pick_view(node, r, ded_lineage_view_hint(&node->lin, r->no))) {
-    round_out_of_step(node, r);
+    ded_round_out_of_step(node, r);
     return false;
   }
   return true;
@@ -367,7 +366,7 @@ void ded_round_failover(ded_node *node, ded_round *r, const char *why, uint64_t 
   ded_round_freeze(node, r);
   r->recoveries++;
   if (!round_pick_view(node, r, r->view + 1)) {
-    round_out_of_step(node, r);
+    ded_round_out_of_step(node, r);
     return;
   }
   ded_peer *p = ded_peer_find(node, r->coord);

@@ -700,8 +700,7 @@ static bool round_result_gone(ded_node *node, ded_round *r) {
            "%s completed round %llu: this job is out of step and reloads the run's state",
            (unsigned long long)r->no, p->sid, (unsigned long long)prog.round);
   node->rounds.stale = DED_MAX(node->rounds.stale, prog.round + 1);
-  r->behind = DED_MAX(node->rounds.stale, r->no + 1);
-  ded_round_report(node, r, 0, true, true);
+  ded_round_out_of_step(node, r);
   return true;
 }
 

@@ -22,7 +22,6 @@ void ded_round_maybe_dead(ded_node *node, ded_round *r);
 /* Drops the attempt |r| holds (ATT_NONE). */
 void ded_round_drop_attempt(ded_node *node, ded_round *r);
 
-
 /* Whether |r| holds an attempt whose every member but us is gone for
  * good (evicted, or left): its result, if it has one, can never come. */
 bool ded_round_attempt_gone(ded_node *node, const ded_round *r);
@@ -43,6 +42,10 @@ bool ded_round_keep_early_fetch(ded_node *node, ded_round *r, const uint8_t from
 void ded_round_serve_attempt(ded_node *node, ded_round *r, unsigned s, const uint8_t to[DED_ID_BYTES]);
 
 /* ---- ded_join.c ---- */
+
+/* |r| is out of step (node->rounds.stale says how far the swarm is): over
+ * at once, on its own values, |behind| that far. */
+void ded_round_out_of_step(ded_node *node, ded_round *r);
 
 /* |r|'s lineage becomes a copy of |ids| (|n|, with client bits), from
  * |attempt| of the round before. 0 or DED_ERR_NOMEM. */
