@@ -697,6 +697,48 @@ static void test_node_fetch_from_gone_ends_early(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A job catching up is not another group: back from a stop, a peer whose
+ * record is 16 rounds (NODE_GROUP_GAP_ROUNDS) or more past this job's
+ * newest round is the run that went on without it, not a group it must
+ * yield to, for the silence time (a quarter of the 10 s bound) after it
+ * resumed (churn soak 1364265857: a resumed job yielded at once, its next
+ * round ended out of step, and it finished off the run's parameters).
+ * Round 0 completes with lo; the node is stopped 5 s; hi, round 40 in its
+ * record, connects as it resumes: no yield within 2 s; once the silence
+ * time is over (hi still far ahead) the rule applies again.
+ */
+static void test_node_catching_up_not_other_group(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  tnode_start(&t, bufs, 1, 1.0, 2);
+  peer_round pr;
+  peer_coord_round(&t, buf, 2, &pr);
+  assert_int_equal(t.rounds_done, 1);
+  t.log_want = "of another group";
+  size_t n;
+  t.now += 5 * SEC_NS; /* the stop: nothing runs */
+  free(tnode_output_on(&t, 0, &n, t.now));
+  const uint64_t t0 = t.now;
+  const unsigned h = tnode_accept(&t);
+  send_hello_progress(&t, h, &pr.hi, 40, 0x99, 2);
+  assert_false(t.closed[h]);
+  while (t.now < t0 + 2 * SEC_NS) {
+    tnode_advance(&t, 100 * MS_NS);
+    for (unsigned i = 0; i <= h; i++) free(tnode_output_on(&t, i, &n, t.now));
+  }
+  if (t.log_hits != 0)
+    fail_msg("back from a 5 s stop, the node took a peer far ahead for another group within 2 s");
+  while (t.log_hits == 0 && t.now < t0 + 6 * SEC_NS) {
+    tnode_advance(&t, 100 * MS_NS);
+    for (unsigned i = 0; i <= h; i++) free(tnode_output_on(&t, i, &n, t.now));
+  }
+  assert_int_equal(t.log_hits, 1); /* the rule itself still holds after the silence time */
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -710,6 +752,7 @@ int main(void) {
       cmocka_unit_test(test_node_loaded_state_in_record),
       cmocka_unit_test(test_node_stall_postpones_bound),
       cmocka_unit_test(test_node_fetch_from_gone_ends_early),
+      cmocka_unit_test(test_node_catching_up_not_other_group),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
