@@ -402,6 +402,15 @@ static void conn_on_frame(ded_node *node, ded_conn *c, const ded_frame *f, uint6
       ded_peer_on_speed(node, c, &m);
     break;
   }
+  case DED_MSG_ABSTAIN: {
+    ded_msg_abstain m;
+    int rv = ded_msg_abstain_decode(f->payload, f->len, &m);
+    if (rv)
+      ded_conn_protocol_error(node, c, rv, "ABSTAIN");
+    else
+      ded_abstain_on_msg(node, c->peer, &m);
+    break;
+  }
   case DED_MSG_FETCH: {
     ded_msg_fetch m;
     int rv = ded_msg_fetch_decode(f->payload, f->len, &m);
@@ -495,6 +504,7 @@ static void node_tick(ded_node *node, uint64_t now_ns) {
   ded_peers_tick(node, now_ns);
   ded_rounds_tick(node, now_ns);
   ded_rounds_check_groups(node);
+  ded_abstain_on_tick(node, now_ns);
   ded_coords_evaluate(node, now_ns);
   ded_coords_prune(node);
   ded_rounds_advance(node, now_ns);

@@ -31,6 +31,7 @@
 #include "net/ded_conn.h"
 #include "net/ded_peer.h"
 #include "core/ded_bits.h"
+#include "round/ded_abstain.h"
 #include "round/ded_history.h"
 #include "round/ded_intents.h"
 #include "round/ded_lineage.h"
@@ -90,6 +91,8 @@ struct ded_node {
   ded_rounds rounds;
   /* Others' announcements (one per peer, the latest). */
   ded_intents intents;
+  /* Our step-down from a round our trainer did not come to (ded_abstain.h). */
+  ded_abstain abstain;
   /* The lineage: per recent round, the members of the latest attempt we
    * adopted (a round's coordinators come from the previous round's), and
    * the attempt each of our reported rounds ended with. */

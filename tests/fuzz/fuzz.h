@@ -66,9 +66,9 @@ enum {
         DED_MSG_DATA, DED_MSG_RESULT, DED_MSG_LEAVE, DED_MSG_STALE, DED_MSG_DECIDE,      \
         DED_MSG_FETCH, DED_MSG_PROBE, DED_MSG_HAVE, DED_MSG_STATE_ASK,                   \
         DED_MSG_STATE_OFFER, DED_MSG_STATE_GET, DED_MSG_STATE_DATA, DED_MSG_AHEAD,       \
-        DED_MSG_SPEED                                                                    \
+        DED_MSG_SPEED, DED_MSG_ABSTAIN                                                   \
   }
-#define FUZZ_MSG_NTYPES 19
+#define FUZZ_MSG_NTYPES 20
 
 /*
  * fuzz_noise input: u8 selector | bytes. The selector (mod 4) picks what

@@ -364,6 +364,15 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
     if (rv == 0) ded_msg_probe_encode(&w, &m);
     break;
   }
+  case DED_MSG_ABSTAIN: {
+    ded_msg_abstain m;
+    rv = ded_msg_abstain_decode(p, len, &m);
+    if (rv == 0) {
+      FUZZ_CHECK(m.round > 0);
+      ded_msg_abstain_encode(&w, &m);
+    }
+    break;
+  }
   case DED_MSG_STATE_ASK: {
     ded_msg_state_ask m;
     rv = ded_msg_state_ask_decode(p, len, &m);

@@ -330,6 +330,14 @@ static void frame_have(gbuf *b, uint64_t round, uint64_t attempt, uint32_t view,
   gbuf_put(b, f, w.pos);
 }
 
+static void frame_abstain(gbuf *b, uint64_t round) {
+  ded_msg_abstain m = {round};
+  uint8_t f[DED_ABSTAIN_FRAME_BYTES];
+  ded_wr w = ded_wr_init(f, sizeof f);
+  ded_msg_abstain_encode(&w, &m);
+  gbuf_put(b, f, w.pos);
+}
+
 static void frame_probe(gbuf *b, uint64_t round, uint32_t view) {
   ded_msg_probe m = {round, view};
   uint8_t f[DED_PROBE_FRAME_BYTES];
@@ -879,6 +887,9 @@ static void gen_msg(void) {
   frame_probe(&f, 7, 3);
   write_msg_variants("probe", &f);
   gbuf_reset(&f);
+  frame_abstain(&f, 7);
+  write_msg_variants("abstain", &f);
+  gbuf_reset(&f);
   frame_redirect(&f, 7, 1, ids[0]);
   write_msg_variants("redirect", &f);
   gbuf_reset(&f);
@@ -1341,6 +1352,20 @@ static void gen_node(void) {
   frame_probe(&b, 0, 1);
   frame_fetch(&b, 9, A_lo, 0);
   write_node("fetch_probe_after_round", FUZZ_NODE_F_ROUND0, 28, &b);
+
+  /* After the round: the peer steps down from round 1, twice, then from
+   * round 0 (older: ignored), then joins round 1 anyway. */
+  gbuf_reset(&b);
+  frame_hello(&b, &lo, NULL);
+  frame_commit2(&b, 0, A_lo, 0, DED_DTYPE_F32, N, 16, ids_lo, w1, one);
+  frames_data(&b, DED_MSG_DATA, 0, A_lo, DED_DTYPE_F32, half, N, 16, 100.0);
+  frames_data(&b, DED_MSG_RESULT, 0, A_lo, DED_DTYPE_F32, 0, half, 16, 50.0);
+  frame_have(&b, 0, A_lo, 0, 0, d_pc[0]);
+  frame_abstain(&b, 1);
+  frame_abstain(&b, 1);
+  frame_abstain(&b, 2);
+  frame_probe(&b, 1, 1);
+  write_node("abstain_after_round", FUZZ_NODE_F_ROUND0, 41, &b);
 
   /* A FETCH of the node's shard while it is being reduced, then a PROBE
    * mid-round into view 2 (lo's again), and lo's new attempt there. */

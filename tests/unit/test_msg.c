@@ -139,6 +139,10 @@ static int msg_decode_any(uint8_t type, const uint8_t *p, size_t len) {
     ded_msg_probe m;
     return ded_msg_probe_decode(p, len, &m);
   }
+  case DED_MSG_ABSTAIN: {
+    ded_msg_abstain m;
+    return ded_msg_abstain_decode(p, len, &m);
+  }
   case DED_MSG_REDIRECT: {
     ded_msg_redirect m;
     return ded_msg_redirect_decode(p, len, &m);
@@ -1891,6 +1895,31 @@ static void test_msg_probe_round_trip(void **state) {
   }
 }
 
+/* ABSTAIN: a round of 1 or more, 8 bytes; round 0 (it has no acceptors
+ * before it to step down from) refused. */
+static void test_msg_abstain_round_trip(void **state) {
+  (void)state;
+  const ded_msg_abstain cases[] = {{1}, {0x1122334455667788ull}, {UINT64_MAX}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t buf[DED_ABSTAIN_FRAME_BYTES];
+    ded_wr w = ded_wr_init(buf, sizeof buf);
+    ded_msg_abstain_encode(&w, &cases[i]);
+    assert_false(w.err);
+    assert_int_equal(w.pos, sizeof buf);
+    ded_frame fr = msg_unframe(buf, w.pos, DED_MSG_ABSTAIN);
+    assert_int_equal(fr.len, 8);
+    assert_int_equal(msg_le(fr.payload, 8), cases[i].round);
+    ded_msg_abstain out;
+    assert_int_equal(ded_msg_abstain_decode(fr.payload, fr.len, &out), 0);
+    assert_int_equal(out.round, cases[i].round);
+    msg_check_bounds(DED_MSG_ABSTAIN, fr.payload, fr.len, 0);
+  }
+  uint8_t zero[8] = {0};
+  ded_msg_abstain out;
+  assert_int_equal(ded_msg_abstain_decode(zero, sizeof zero, &out), DED_ERR_PROTO);
+  assert_string_equal(ded_msg_name(DED_MSG_ABSTAIN), "ABSTAIN");
+}
+
 /* ---------------------------------------------- REDIRECT, LEAVE, STALE */
 
 static void test_msg_redirect_round_trip(void **state) {
@@ -3404,13 +3433,15 @@ static void test_msg_names(void **state) {
                {DED_MSG_HAVE, "HAVE"},     {DED_MSG_STATE_ASK, "STATE_ASK"},
                {DED_MSG_STATE_OFFER, "STATE_OFFER"}, {DED_MSG_STATE_GET, "STATE_GET"},
                {DED_MSG_STATE_DATA, "STATE_DATA"},   {DED_MSG_AHEAD, "AHEAD"},
-               {DED_MSG_SPEED, "SPEED"},   {0, "unknown"},               {20, "unknown"},
+               {DED_MSG_SPEED, "SPEED"},   {DED_MSG_ABSTAIN, "ABSTAIN"}, {0, "unknown"},
+               {21, "unknown"},
                {255, "unknown"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_string_equal(ded_msg_name(names[i].type), names[i].name);
   /* The numbers are the wire's: they must not move. */
   assert_int_equal(DED_MSG_DECIDE, 5);
   assert_int_equal(DED_MSG_FETCH, 11);
+  assert_int_equal(DED_MSG_ABSTAIN, 20);
   assert_int_equal(DED_MSG_PROBE, 12);
   assert_int_equal(DED_MSG_HAVE, 13);
   assert_int_equal(DED_MSG_STATE_ASK, 14);
@@ -3449,7 +3480,10 @@ static void test_msg_names(void **state) {
   /* Version 13 added JOIN's DED_JOIN_F_VOID (two more fields) and the
    * member flag DED_MEMBER_F_FOUNDER, which a version 12 peer's decoder
    * rejects. */
-  assert_int_equal(DED_PROTO_VERSION, 13);
+  /* Version 14 added ABSTAIN (a member that steps down from a round its
+   * trainer did not come to), which a version 13 peer drops as an
+   * unknown frame. */
+  assert_int_equal(DED_PROTO_VERSION, 14);
   assert_int_equal(DED_LEAVE_MISMATCH_STEP, 3);
   assert_int_equal(DED_LEAVE_MISMATCH_STATE, 4);
   assert_int_equal(DED_LEAVE_ERROR, 5);
@@ -3507,6 +3541,7 @@ int main(void) {
       cmocka_unit_test(test_msg_have_digest_bytes),
       cmocka_unit_test(test_msg_have_invalid),
       cmocka_unit_test(test_msg_probe_round_trip),
+      cmocka_unit_test(test_msg_abstain_round_trip),
       cmocka_unit_test(test_msg_redirect_round_trip),
       cmocka_unit_test(test_msg_leave_round_trip),
       cmocka_unit_test(test_msg_stale_round_trip),

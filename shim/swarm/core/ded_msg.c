@@ -27,6 +27,7 @@ const char *ded_msg_name(uint8_t type) {
   case DED_MSG_STATE_DATA: return "STATE_DATA";
   case DED_MSG_AHEAD: return "AHEAD";
   case DED_MSG_SPEED: return "SPEED";
+  case DED_MSG_ABSTAIN: return "ABSTAIN";
   default: return "unknown";
   }
 }
@@ -158,6 +159,12 @@ void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m) {
   size_t s = msg_begin(w, DED_MSG_PROBE);
   ded_wr_u64(w, m->round);
   ded_wr_u32(w, m->view);
+  msg_end(w, s);
+}
+
+void ded_msg_abstain_encode(ded_wr *w, const ded_msg_abstain *m) {
+  size_t s = msg_begin(w, DED_MSG_ABSTAIN);
+  ded_wr_u64(w, m->round);
   msg_end(w, s);
 }
 
@@ -486,6 +493,12 @@ int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m) {
   m->round = ded_rd_u64(&r);
   m->view = ded_rd_u32(&r);
   return ded_rd_done(&r) ? 0 : DED_ERR_PROTO;
+}
+
+int ded_msg_abstain_decode(const uint8_t *p, size_t len, ded_msg_abstain *m) {
+  ded_rd r = ded_rd_init(p, len);
+  m->round = ded_rd_u64(&r);
+  return ded_rd_done(&r) && m->round > 0 ? 0 : DED_ERR_PROTO;
 }
 
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m) {

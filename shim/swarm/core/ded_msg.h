@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 13
+#define DED_PROTO_VERSION 14
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -49,6 +49,7 @@ enum ded_msg_type {
   DED_MSG_STATE_DATA = 17,
   DED_MSG_AHEAD = 18,
   DED_MSG_SPEED = 19,
+  DED_MSG_ABSTAIN = 20,
 };
 
 /* Name of |type| for logs. */
@@ -270,6 +271,14 @@ typedef struct ded_msg_probe {
   uint32_t view;
 } ded_msg_probe;
 
+/* ABSTAIN (a member whose trainer has not come to |round| while peers
+ * wait for it -> every peer): u64 round, at least 1. "I take no part in
+ * any view of |round|, and never vote in it: do not count me among its
+ * acceptors, nor wait for me until I join a later round." */
+typedef struct ded_msg_abstain {
+  uint64_t round;
+} ded_msg_abstain;
+
 /* REDIRECT (would-be coordinator -> member): u64 round | u32 view | id[32].
  * Genesis: join |id| instead (smaller than the sender's). Later rounds:
  * the round has moved on to |view|, coordinated by |id|. */
@@ -469,6 +478,7 @@ typedef struct ded_msg_state_data {
 #define DED_HAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 4 + 1 + DED_RESULT_DIGEST_BYTES)
 #define DED_FETCH_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 2)
 #define DED_PROBE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4)
+#define DED_ABSTAIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8)
 #define DED_REDIRECT_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + DED_ID_BYTES)
 #define DED_LEAVE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 1)
 #define DED_STALE_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8) /* and AHEAD's */
@@ -492,6 +502,7 @@ void ded_msg_decide_encode(ded_wr *w, uint32_t view, uint8_t flags, const ded_ms
 void ded_msg_have_encode(ded_wr *w, const ded_msg_have *m);
 void ded_msg_fetch_encode(ded_wr *w, const ded_msg_fetch *m);
 void ded_msg_probe_encode(ded_wr *w, const ded_msg_probe *m);
+void ded_msg_abstain_encode(ded_wr *w, const ded_msg_abstain *m);
 void ded_msg_redirect_encode(ded_wr *w, const ded_msg_redirect *m);
 void ded_msg_leave_encode(ded_wr *w, uint8_t reason);
 void ded_msg_stale_encode(ded_wr *w, const ded_msg_stale *m);
@@ -541,6 +552,7 @@ void ded_msg_decide_free(ded_msg_decide *m, const ded_mem *mem);
 int ded_msg_fetch_decode(const uint8_t *p, size_t len, ded_msg_fetch *m);
 int ded_msg_have_decode(const uint8_t *p, size_t len, ded_msg_have *m);
 int ded_msg_probe_decode(const uint8_t *p, size_t len, ded_msg_probe *m);
+int ded_msg_abstain_decode(const uint8_t *p, size_t len, ded_msg_abstain *m);
 int ded_msg_redirect_decode(const uint8_t *p, size_t len, ded_msg_redirect *m);
 int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m);
 int ded_msg_speed_decode(const uint8_t *p, size_t len, ded_msg_speed *m);

@@ -230,12 +230,14 @@ typedef struct acc_set {
 } acc_set;
 
 /* True if |id| still counts among the acceptors: it reported to |cr|, or
- * it is not known to be gone for good (left, or evicted). */
+ * it is not known to be gone for good (left, or evicted) nor to have
+ * stepped down from the round (ded_abstain.h). */
 static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (ded_gather_find(&cr->g, id)) return true;
-  if (id_is_me(node, id)) return !node->leaving && !node->s.no_rounds;
+  if (id_is_me(node, id))
+    return !node->leaving && !node->s.no_rounds && ded_abstain_counts(node, id, cr->round);
   ded_peer *p = ded_peer_find(node, id);
-  return p && !p->left && !p->evicted;
+  return p && !p->left && !p->evicted && ded_abstain_counts(node, id, cr->round);
 }
 
 /* Whether we know the acceptors of |cr|'s round: it is the first, or we
@@ -825,6 +827,10 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
   if (j->flags & DED_JOIN_F_INTENT) {
     if (from) ded_coord_on_intent(node, from, j, now_ns);
     return;
+  }
+  if (from) {
+    ded_abstain_on_join(from, j->round);
+    ded_abstain_on_waited(node, j->round, now_ns);
   }
   /* A round finished here is settled, whatever view the joiner is in: it
    * fetches the result (from us: we hold all of it). */

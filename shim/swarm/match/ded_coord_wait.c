@@ -54,12 +54,12 @@ void ded_coord_expect_waited(ded_node *node, ded_coord *cr, uint64_t now_ns) {
 /* True if |id| may still report to a round we coordinate, so we wait for it. */
 bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (id_is_me(node, id)) {
-    if (node->leaving || node->s.no_rounds) return false;
+    if (node->leaving || node->s.no_rounds || ded_abstain_from(node, cr->round)) return false;
     /* In a failover, our own trainer is waited for only if it is in the round. */
     return cr->view == 0 || ded_round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
   }
   ded_peer *p = ded_peer_find(node, id);
-  return p && ded_peer_participates(node, p);
+  return p && ded_peer_participates(node, p) && ded_abstain_peer_may_come(p, cr->round);
 }
 
 /* ---- announced late members ---- */

@@ -56,6 +56,11 @@ typedef struct ded_peer {
    * attempt it took: kept until our rounds get there, to tell whether it
    * is of our group (ded_rounds_check_groups); round 0: none. */
   uint64_t seen_round, seen_attempt;
+  /* The newest round it stepped down from (ABSTAIN, ded_abstain.h): not
+   * one of that round's acceptors; 0: none. While |idle| (until it joins
+   * a later round) it is not waited for. */
+  uint64_t abstain_round;
+  bool idle;
 } ded_peer;
 
 typedef struct ded_peers {

@@ -262,6 +262,15 @@ void ded_round_try_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   default:
     return;
   }
+  if (ded_abstain_from(node, r->no)) {
+    /* We stepped down from it: the round went on without our vote, and
+     * our member takes no part in it (ded_abstain.h). */
+    node_log(node, DED_LOG_INFO, "round %llu: this job stepped down from it while its trainer "
+             "was away: out of step, it reloads the run's state", (unsigned long long)r->no);
+    r->behind = DED_MAX(node->rounds.stale, r->no + 1);
+    ded_round_report(node, r, 0, true, true);
+    return;
+  }
   if (r->no < node->rounds.stale || node->rounds.yielding) {
     /* The swarm has moved past this round for good: no one would answer
      * but with STALE (or, a coordinator we guess, not at all). Or our

@@ -532,7 +532,7 @@ static const uint8_t *state_run_known(ded_node *node, uint64_t *round) {
  * be stopped or cut off. Asked again a deadline floor after the answers
  * are in; at the bound, an error that says why, never our own state. */
 static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t round,
-                               unsigned pending, uint64_t now_ns) {
+                               unsigned pending, unsigned inrun, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
   char sid[9] = "";
   if (who) ded_id_short(who, sid);
@@ -564,6 +564,18 @@ static void state_wait_for_run(ded_node *node, const uint8_t *who, uint64_t roun
     else
       node_log(node, DED_LOG_INFO, "a run is in progress but no peer offered its state yet: "
                "asking again until the bound");
+  }
+  /* Peers of the run that said PENDING, still here, will offer at their
+   * trainers' next step: a run stalled a while (every job in step stopped
+   * at once) steps again, and its joiners should still be there (two
+   * joins failed at the bound, the donors' offers came 0.5 s later, in
+   * the churn soak). The same DED_XFER_RUN_BOUNDS in all. */
+  if (now_ns >= st->deadline_ns && inrun && st->run_bounds + 1 < DED_XFER_RUN_BOUNDS) {
+    st->run_bounds++;
+    st->deadline_ns = now_ns + node->s.round_timeout_ns;
+    node_log(node, DED_LOG_INFO, "%u peer%s of the run will offer its state at their trainers' "
+             "next step, not come yet: waiting for them %llu ms more", inrun, inrun == 1 ? "" : "s",
+             (unsigned long long)(node->s.round_timeout_ns / 1000000u));
   }
   if (now_ns >= st->deadline_ns) {
     node_log(node, DED_LOG_ERROR,
@@ -601,8 +613,11 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
         pending++;
       else if (d->offer.status == DED_STATE_OFFER || d->offer.status == DED_STATE_FOUNDING)
         offers++;
-      else if (d->offer.status == DED_STATE_PENDING)
-        pending++, inrun++;
+      else if (d->offer.status == DED_STATE_PENDING) {
+        ded_peer *q = ded_peer_find(node, d->id);
+        pending++;
+        inrun += q && q->conn && !q->left; /* still here to offer */
+      }
       else if (d->offer.status == DED_STATE_FRESH)
         fresh++;
     }
@@ -689,7 +704,7 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
     const uint8_t *who = NULL;
     who = state_run_known(node, &round);
     if (st->run_seen || who) {
-      state_wait_for_run(node, who, round, pending, now_ns);
+      state_wait_for_run(node, who, round, pending, inrun, now_ns);
       return;
     }
     /* No run in progress: everyone we know has not started, or we know no

@@ -429,6 +429,20 @@ bool tnet_rounds_past(const tnet *net, unsigned mask, const int *before);
  * joined, and a newcomer later than that is left out, by design. */
 void tnet_round(tnet *net, unsigned mask, int lead, uint64_t r);
 
+/* The snapshot of the trainer's state at |round| every honest donor
+ * gives, allocated with the nodes' allocator. */
+ded_snapshot tnet_snap_make(const ded_mem *mem, uint64_t round);
+
+/* What a joiner loaded is tnet_snap_make(round)'s, whole. */
+void tnet_expect_snapshot(const tnet_node *j, uint64_t round);
+
+/* Three jobs of |net| run rounds 0..2; a fourth comes up and begins to
+ * fetch the run's state. Returns the fourth's index. */
+int tnet_run_then_fetch(tnet *net);
+
+/* Two nodes of one run, meshed, past round 0 together. */
+tnet *tnet_pair_past_round0(void);
+
 void tnet_free(tnet *net);
 
 /* -------------------------------- state transfer against scripted peers */

@@ -838,16 +838,6 @@ static void test_node_serves_fetch_before_commit(void **state) {
 /* ded_node_int.h's NODE_GROUP_GAP_ROUNDS. */
 #define NODE_GROUP_GAP_ROUNDS_TEST 16u
 
-/* Two nodes of one run, meshed, past round 0 together. */
-static tnet *tnet_pair_past_round0(void) {
-  tnet *net = tnet_new();
-  tnet_add(net, 2);
-  tnet_add(net, 2);
-  tnet_mesh(net);
-  tnet_round(net, 0x3, -1, 0);
-  return net;
-}
-
 /* Round |r| on node |i| alone: it completes with its own values. */
 static void tnet_round_alone(tnet *net, int i, uint64_t r) {
   tnet_node *tn = &net->n[i];

@@ -10,35 +10,6 @@
 
 /* ------------------------------------------------------- state transfer */
 
-/* The snapshot of the trainer's state at |round| every honest donor
- * gives, allocated with the nodes' allocator. */
-static ded_snapshot snap_make(const ded_mem *mem, uint64_t round) {
-  ded_snapshot s;
-  memset(&s, 0, sizeof s);
-  s.round = round;
-  s.step_rounds = 1;
-  s.len = SNAP_LEN;
-  s.bytes = ded_mem_malloc(mem, SNAP_LEN);
-  assert_non_null(s.bytes);
-  for (uint64_t i = 0; i < SNAP_LEN; i++) s.bytes[i] = snap_byte(i);
-  s.digest = ded_digest64(s.bytes, SNAP_LEN);
-  return s;
-}
-
-/* What a joiner loaded is snap_make(round)'s, whole. */
-static void expect_snapshot(const tnet_node *j, uint64_t round) {
-  assert_int_equal(j->state_calls, 1);
-  assert_int_equal(j->state_status, 0);
-  assert_true(j->state_has_snap);
-  const ded_snapshot *s = &j->snap;
-  assert_int_equal(s->round, round);
-  assert_int_equal(s->step_rounds, 1);
-  assert_int_equal(s->len, SNAP_LEN);
-  assert_non_null(s->bytes);
-  for (uint64_t i = 0; i < SNAP_LEN; i++)
-    if (s->bytes[i] != snap_byte(i)) fail_msg("snapshot byte %llu differs", (unsigned long long)i);
-  assert_int_equal(s->digest, ded_digest64(s->bytes, SNAP_LEN));
-}
 
 /* Three donors that ran rounds 0..2 together and a fourth node, meshed
  * with them, that has called ded_node_state_fetch; every donor's trainer
@@ -96,144 +67,6 @@ static void test_node_state_fresh_swarm(void **state) {
   tnet_free(net);
 }
 
-/* Three jobs of |net| run rounds 0..2; a fourth comes up and begins to
- * fetch the run's state. Returns the fourth's index. */
-static int state_run_then_fetch(tnet *net) {
-  for (int i = 0; i < 3; i++) tnet_add(net, 3);
-  tnet_mesh(net);
-  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
-  int j = tnet_add(net, 3);
-  tnet_mesh(net);
-  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
-  return j;
-}
-
-/* A run whose peers said PENDING is in progress even when none of them can
- * offer its state this time (each snapshot refused, so each then says
- * NONE): the joiner asks again and loads the next snapshot, instead of
- * starting its own model in the run (issue 22: mp.join_mid_run's rare "no
- * run in progress (3 peers asked)" at round 164, two joiners at once). */
-static void test_node_state_run_pending_then_none(void **state) {
-  (void)state;
-  tnet *net = tnet_new();
-  int j = state_run_then_fetch(net);
-  TNET_UNTIL(net, SEC_NS,
-             net->n[0].want_snapshots && net->n[1].want_snapshots && net->n[2].want_snapshots);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot bad = snap_make(&net->fm.mem, 0); /* round 0: malformed, refused */
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &bad, net->now), DED_ERR_INVALID_ARG);
-  }
-  /* Every donor said NONE; the joiner asks again rather than decide. */
-  TNET_UNTIL(net, 5 * SEC_NS,
-             net->n[0].want_snapshots == 2 && net->n[1].want_snapshots == 2 &&
-             net->n[2].want_snapshots == 2);
-  assert_int_equal(net->n[j].state_calls, 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(net->n[i].want_snapshots, 2);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
-  tnet_free(net);
-}
-
-/* A run that goes on completing rounds without offering its state (its
- * trainers take no snapshot: after a round that ended nowhere none of them
- * could vouch for one) is alive: the joiner's wait runs again from each
- * newer round a peer's record shows, instead of ending at the first bound
- * (sim_chaos seed 1440: a joiner left at 30 s, the run offered at 33 s);
- * it loads once they offer. */
-static void test_node_state_run_moves_on(void **state) {
-  (void)state;
-  tnet *net = tnet_new();
-  net->bound_ns = 10 * SEC_NS;
-  int j = state_run_then_fetch(net);
-  uint64_t r = 3;
-  for (uint64_t t0 = net->now; net->now < t0 + net->bound_ns + 2 * SEC_NS; r++) {
-    tnet_round(net, 0x7, -1, r);
-    TNET_UNTIL(net, SEC_NS, false);
-    if (net->n[j].state_calls)
-      fail_msg("the joiner gave up (status %d) at round %llu while the run moved on",
-               net->n[j].state_status, (unsigned long long)r);
-  }
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, r);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], r);
-  tnet_free(net);
-}
-
-/* The only peers that hold the run are stopped (their output held) when a
- * joiner comes in through a backbone: no one can answer, but their records,
- * published as they completed their first round, say the run is past it.
- * The joiner waits for them rather than start its own model in the run,
- * and loads their state once they are back; without a sign of them by the
- * bound it fails, saying why. */
-static void test_node_state_run_seen_in_records(void **state) {
-  (void)state;
-  for (int back = 0; back < 2; back++) {
-    tnet *net = tnet_new();
-    tnet_add_as(net, 1, true); /* 0: a backbone, no checkpoint */
-    tnet_add(net, 2);
-    tnet_add(net, 2);
-    tnet_mesh(net);
-    for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x6, -1, r);
-    TNET_UNTIL(net, SEC_NS, false); /* their records, with their first round, reach the backbone */
-    net->n[1].hold = net->n[2].hold = true;
-    int j = tnet_add(net, 3);
-    TNET_UNTIL(net, 2 * SEC_NS, false);
-    assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
-    TNET_UNTIL(net, 6 * SEC_NS, net->n[j].state_calls > 0);
-    if (net->n[j].state_calls)
-      fail_msg("the joiner decided (status %d) while the run's only peers were stopped",
-               net->n[j].state_status);
-    if (back) {
-      net->n[1].hold = net->n[2].hold = false;
-      TNET_UNTIL(net, 3 * SEC_NS, net->n[1].want_snapshots && net->n[2].want_snapshots);
-      for (int i = 1; i <= 2; i++) {
-        ded_snapshot s = snap_make(&net->fm.mem, 3);
-        assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-      }
-      TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-      expect_snapshot(&net->n[j], 3);
-    } else {
-      TNET_UNTIL(net, 20 * SEC_NS, net->n[j].state_calls > 0);
-      assert_int_equal(net->n[j].state_calls, 1);
-      assert_int_equal(net->n[j].state_status, DED_ERR_TIMEOUT);
-      assert_false(net->n[j].state_has_snap);
-    }
-    tnet_free(net);
-  }
-}
-
-/* A run whose trainers all left (LEAVE) is over: the backbone they were
- * connected to does not hand their records to a newcomer, so a job that
- * starts a new run under the same name through it finds no run in
- * progress at once, instead of waiting the bound for a run its records
- * show and failing (the review of issue 22's joiner rule). */
-static void test_node_state_left_run_not_shown(void **state) {
-  (void)state;
-  tnet *net = tnet_new();
-  tnet_add_as(net, 1, true); /* 0: a backbone */
-  tnet_add(net, 2);
-  tnet_add(net, 2);
-  tnet_mesh(net);
-  for (uint64_t r = 0; r < 2; r++) tnet_round(net, 0x6, -1, r);
-  TNET_UNTIL(net, SEC_NS, false);
-  for (int i = 1; i <= 2; i++) ded_node_leave(net->n[i].node, net->now);
-  TNET_UNTIL(net, 2 * SEC_NS, false);
-  int j = tnet_add(net, 1);
-  TNET_UNTIL(net, SEC_NS, net->n[j].booted);
-  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
-  TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
-  assert_int_equal(net->n[j].state_calls, 1);
-  assert_int_equal(net->n[j].state_status, 0); /* no run: its own state */
-  assert_false(net->n[j].state_has_snap);
-  tnet_free(net);
-}
 
 /* A peer that dies before it answers will not answer: the joiner decides
  * on the others' answers at once, not at the bound. */
@@ -266,12 +99,12 @@ static void test_node_state_mid_run_striped(void **state) {
   tnet *net = tnet_new();
   int j = tnet_mid_run(net);
   for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
     assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
     assert_null(s.bytes); /* the node took it */
   }
   TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
+  tnet_expect_snapshot(&net->n[j], 3);
   /* Striped: every range asked once, and more than one donor served. */
   assert_int_equal(net->sent[j][DED_MSG_STATE_GET], SNAP_RANGES);
   assert_int_equal(state_data_total(net), SNAP_RANGES);
@@ -299,11 +132,11 @@ static void test_node_state_members_all_gone(void **state) {
   net->bound_ns = 10 * SEC_NS;
   int j = tnet_mid_run(net);
   for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
     assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
   }
   TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
+  tnet_expect_snapshot(&net->n[j], 3);
   for (int i = 0; i < 3; i++) tnet_kill(net, i);
   tnet_node *jn = &net->n[j];
   for (uint64_t r = 3; r <= 4; r++) {
@@ -334,12 +167,12 @@ static void test_node_state_wrong_digest_outvoted(void **state) {
     tnet *net = tnet_new();
     int j = tnet_mid_run(net);
     for (int i = 0; i < 3; i++) {
-      ded_snapshot s = snap_make(&net->fm.mem, 3);
+      ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
       if (i == bad) s.digest ^= 0x100;
       assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
     }
     TNET_UNTIL(net, 5 * SEC_NS, net->n[j].state_calls > 0);
-    expect_snapshot(&net->n[j], 3);
+    tnet_expect_snapshot(&net->n[j], 3);
     assert_int_equal(net->sent[bad][DED_MSG_STATE_DATA], 0);
     assert_int_equal(state_data_total(net), SNAP_RANGES);
     tnet_round(net, 0xf, j, 3);
@@ -356,7 +189,7 @@ static void test_node_state_corrupt_donor(void **state) {
   tnet *net = tnet_new();
   int j = tnet_mid_run(net);
   for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
     if (i == 2)
       for (uint64_t b = 0; b < SNAP_LEN; b += 4096) s.bytes[b] ^= 0x5a;
     assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
@@ -364,7 +197,7 @@ static void test_node_state_corrupt_donor(void **state) {
   TNET_UNTIL(net, 60 * SEC_NS, net->n[j].state_calls > 0);
   assert_int_equal(net->n[j].state_calls, 1);
   if (net->n[j].state_status == 0) {
-    expect_snapshot(&net->n[j], 3);
+    tnet_expect_snapshot(&net->n[j], 3);
   } else {
     assert_true(net->n[j].state_status < 0);
     assert_false(net->n[j].state_has_snap);
@@ -384,7 +217,7 @@ static void test_node_state_all_digests_wrong(void **state) {
   tnet *net = tnet_new();
   int j = tnet_mid_run(net);
   for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
     s.digest += 1;
     assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
   }
@@ -403,7 +236,7 @@ static void test_node_state_all_digests_wrong(void **state) {
 static int tnet_fetch_with_stall(tnet *net, int stall) {
   int j = tnet_mid_run(net);
   for (int i = 0; i < 3; i++) {
-    ded_snapshot s = snap_make(&net->fm.mem, 3);
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
     assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
   }
   tnet_pump(net); /* the offers are in; the joiner chooses at its next tick */
@@ -424,7 +257,7 @@ static void test_node_state_donor_dies(void **state) {
   uint64_t t_kill = net->now;
   tnet_kill(net, 1);
   TNET_UNTIL(net, 30 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
+  tnet_expect_snapshot(&net->n[j], 3);
   assert_true(net->n[j].state_done_ns - t_kill < SEC_NS); /* not after a stall timeout */
   assert_int_equal(net->sent[1][DED_MSG_STATE_DATA], 0);
   assert_true(net->sent[0][DED_MSG_STATE_DATA] > 0 && net->sent[2][DED_MSG_STATE_DATA] > 0);
@@ -443,7 +276,7 @@ static void test_node_state_donor_stalls(void **state) {
   net->bound_ns = 30 * SEC_NS;
   int j = tnet_fetch_with_stall(net, 0);
   TNET_UNTIL(net, 30 * SEC_NS, net->n[j].state_calls > 0);
-  expect_snapshot(&net->n[j], 3);
+  tnet_expect_snapshot(&net->n[j], 3);
   assert_int_equal(net->sent[0][DED_MSG_STATE_DATA], 0);
   unsigned total = state_data_total(net);
   net->n[0].hold = false;
@@ -481,11 +314,11 @@ static void test_node_state_snapshot_out_of_step(void **state) {
   }
   assert_true(net->n[2].last.alone);
   long live = net->fm.live;
-  ded_snapshot s = snap_make(&net->fm.mem, 2);
+  ded_snapshot s = tnet_snap_make(&net->fm.mem, 2);
   assert_int_equal(ded_node_snapshot_set(net->n[2].node, &s, net->now), DED_ERR_INVALID_ARG);
   assert_null(s.bytes);
   assert_int_equal(net->fm.live, live);
-  s = snap_make(&net->fm.mem, 2);
+  s = tnet_snap_make(&net->fm.mem, 2);
   assert_int_equal(ded_node_snapshot_set(net->n[0].node, &s, net->now), 0);
   assert_null(s.bytes);
   net->n[2].hold = false;
@@ -968,10 +801,6 @@ static void test_node_state_duplicate_range_stalls(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_state_fresh_swarm),
-      cmocka_unit_test(test_node_state_run_pending_then_none),
-      cmocka_unit_test(test_node_state_run_seen_in_records),
-      cmocka_unit_test(test_node_state_run_moves_on),
-      cmocka_unit_test(test_node_state_left_run_not_shown),
       cmocka_unit_test(test_node_state_asked_peer_dies),
       cmocka_unit_test(test_node_state_mid_run_striped),
       cmocka_unit_test(test_node_state_members_all_gone),

@@ -295,6 +295,52 @@ void tnet_round(tnet *net, unsigned mask, int lead, uint64_t r) {
   }
 }
 
+tnet *tnet_pair_past_round0(void) {
+  tnet *net = tnet_new();
+  tnet_add(net, 2);
+  tnet_add(net, 2);
+  tnet_mesh(net);
+  tnet_round(net, 0x3, -1, 0);
+  return net;
+}
+
+ded_snapshot tnet_snap_make(const ded_mem *mem, uint64_t round) {
+  ded_snapshot s;
+  memset(&s, 0, sizeof s);
+  s.round = round;
+  s.step_rounds = 1;
+  s.len = SNAP_LEN;
+  s.bytes = ded_mem_malloc(mem, SNAP_LEN);
+  assert_non_null(s.bytes);
+  for (uint64_t i = 0; i < SNAP_LEN; i++) s.bytes[i] = snap_byte(i);
+  s.digest = ded_digest64(s.bytes, SNAP_LEN);
+  return s;
+}
+
+void tnet_expect_snapshot(const tnet_node *j, uint64_t round) {
+  assert_int_equal(j->state_calls, 1);
+  assert_int_equal(j->state_status, 0);
+  assert_true(j->state_has_snap);
+  const ded_snapshot *s = &j->snap;
+  assert_int_equal(s->round, round);
+  assert_int_equal(s->step_rounds, 1);
+  assert_int_equal(s->len, SNAP_LEN);
+  assert_non_null(s->bytes);
+  for (uint64_t i = 0; i < SNAP_LEN; i++)
+    if (s->bytes[i] != snap_byte(i)) fail_msg("snapshot byte %llu differs", (unsigned long long)i);
+  assert_int_equal(s->digest, ded_digest64(s->bytes, SNAP_LEN));
+}
+
+int tnet_run_then_fetch(tnet *net) {
+  for (int i = 0; i < 3; i++) tnet_add(net, 3);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
+  int j = tnet_add(net, 3);
+  tnet_mesh(net);
+  assert_int_equal(ded_node_state_fetch(net->n[j].node, net->now), 0);
+  return j;
+}
+
 void tnet_free(tnet *net) {
   for (unsigned i = 0; i < net->nn; i++) {
     tnet_node *tn = &net->n[i];

@@ -1,0 +1,80 @@
+/*
+ * ded_abstain.h: stepping down from a round our trainer does not come to.
+ *
+ * A member whose trainer submits no next round (done training and
+ * lingering before MPI_Finalize, or paused) is still an acceptor of that
+ * round: up and answering, it is never evicted, and where its vote is
+ * needed for a quorum (the primary of two) the others' round can decide
+ * nothing until it leaves, and ends at the bound. Once a peer has waited
+ * for it in that round (a JOIN to our coordinator side, a PROBE) for half
+ * the bound (the patience a silent peer gets before its eviction) while
+ * our trainer still has not come to it, this
+ * peer steps down from the round: it tells every peer (ABSTAIN), never
+ * takes part in any view of it, and never votes in it. A quorum of the
+ * acceptors that still count is then one without it, safely: an acceptor
+ * that never votes is in no HAVE quorum, so dropping it from the count is
+ * what a LEAVE does, for one round (docs/architecture.md, "Stepping
+ * down"). Our trainer's call of that round, if it ever comes, is out of
+ * step (the result it needs was made without it): the job reloads.
+ *
+ * Owns: our own step-down (ded_abstain, in the node) and what peers told
+ * us of theirs (ded_peer.abstain_round, .idle).
+ *
+ * Invariants: we step down only from the round after one whose result
+ * we hold as a member (we are its acceptor), only while no round of ours
+ * has reached it, and never after our member took part in it; a round we
+ * stepped down from is never joined (ded_join.c ends it out of step). A
+ * peer's step-down counts for its round alone; it is not waited for in
+ * that round or later ones until it joins a later round.
+ */
+#ifndef DED_ABSTAIN_H
+#define DED_ABSTAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/ded_msg.h"
+#include "../core/ded_types.h"
+
+struct ded_node;
+struct ded_peer;
+
+typedef enum ded_abstain_state {
+  ABSTAIN_IN,     /* nobody waits for us, or our trainer came */
+  ABSTAIN_WAITED, /* a peer waits for us in |waited_round| since |waited_ns| */
+} ded_abstain_state;
+
+typedef struct ded_abstain {
+  ded_abstain_state state;
+  uint64_t waited_round;
+  uint64_t waited_ns;
+  uint64_t down; /* the round we stepped down from; 0: none */
+} ded_abstain;
+
+/* Event: a peer waits for our member in |round| (its JOIN to a view we
+ * coordinate, or a PROBE of it). */
+void ded_abstain_on_waited(struct ded_node *node, uint64_t round, uint64_t now_ns);
+
+/* Event: time passed. Steps down once a peer has waited half the bound
+ * and our trainer still has not come. */
+void ded_abstain_on_tick(struct ded_node *node, uint64_t now_ns);
+
+/* Event: |from| says it steps down from |m->round|. */
+void ded_abstain_on_msg(struct ded_node *node, struct ded_peer *from, const ded_msg_abstain *m);
+
+/* Event: |from| joined |round| (a report, not an announcement): it is
+ * waited for again from there on. */
+void ded_abstain_on_join(struct ded_peer *from, uint64_t round);
+
+/* True if we stepped down from |round|. */
+bool ded_abstain_from(const struct ded_node *node, uint64_t round);
+
+/* Whether |id| (us, or a peer) still counts among |round|'s acceptors as
+ * far as stepping down goes: false if it stepped down from |round|. */
+bool ded_abstain_counts(const struct ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round);
+
+/* Whether |p| may still come to |round|: false if it stepped down from
+ * it or an earlier round and has joined none since. */
+bool ded_abstain_peer_may_come(const struct ded_peer *p, uint64_t round);
+
+#endif
