@@ -830,7 +830,7 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
   }
   if (from) {
     ded_abstain_on_join(from, j->round);
-    ded_abstain_on_waited(node, j->round, now_ns);
+    ded_abstain_on_waited(node, j->round, false, now_ns);
   }
   /* A round finished here is settled, whatever view the joiner is in: it
    * fetches the result (from us: we hold all of it). */

@@ -104,6 +104,10 @@ typedef struct ded_coords {
 /* The round |no| we coordinate, or NULL. */
 ded_coord *ded_coord_find(ded_node *node, uint64_t no);
 
+/* True if a view of |round| we coordinate is still gathering and holds a
+ * report from a peer: someone waits for a decision we could make. */
+bool ded_coord_peer_waits(ded_node *node, uint64_t round);
+
 /* A JOIN (or failover report) from |from| on |via| (both NULL: ourselves). */
 void ded_coord_on_join(ded_node *node, struct ded_peer *from, struct ded_conn *via,
                        const ded_msg_join *j, uint64_t now_ns);

@@ -51,6 +51,14 @@ void ded_coord_expect_waited(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   ded_intents_each(&node->intents, cr->round, now_ns, expect_one, &ec);
 }
 
+bool ded_coord_peer_waits(ded_node *node, uint64_t round) {
+  const ded_coord *cr = ded_coord_find(node, round);
+  if (!cr || cr->state != COORD_GATHERING) return false;
+  for (size_t i = 0; i < cr->g.n; i++)
+    if (!id_is_me(node, cr->g.v[i].id)) return true;
+  return false;
+}
+
 /* True if |id| may still report to a round we coordinate, so we wait for it. */
 bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (id_is_me(node, id)) {

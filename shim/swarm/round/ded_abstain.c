@@ -28,12 +28,15 @@ static bool abstain_acceptor_of(ded_node *node, uint64_t round) {
   return false;
 }
 
-void ded_abstain_on_waited(ded_node *node, uint64_t round, uint64_t now_ns) {
+void ded_abstain_on_waited(ded_node *node, uint64_t round, bool probe, uint64_t now_ns) {
   ded_abstain *a = &node->abstain;
   if (round != node->rounds.next || abstain_trainer_came(node, round)) return;
   switch (a->state) {
   case ABSTAIN_WAITED:
-    if (a->waited_round == round) return; /* the first wait counts */
+    if (a->waited_round == round) { /* the first wait counts */
+      a->probed |= probe;
+      return;
+    }
     break;
   case ABSTAIN_IN:
     break;
@@ -41,6 +44,15 @@ void ded_abstain_on_waited(ded_node *node, uint64_t round, uint64_t now_ns) {
   a->state = ABSTAIN_WAITED;
   a->waited_round = round;
   a->waited_ns = now_ns;
+  a->probed = probe;
+}
+
+/* Whether a peer still waits for us in |round|: a view we coordinate,
+ * still gathering, holds a peer's report; or a peer probed us, and no
+ * record says the round completed without us since. */
+static bool abstain_still_waited(ded_node *node, uint64_t round) {
+  return ded_coord_peer_waits(node, round) ||
+         (node->abstain.probed && ded_rounds_run_ahead(node) < round);
 }
 
 static void abstain_step_down(ded_node *node, uint64_t round, uint64_t now_ns) {
@@ -70,7 +82,7 @@ void ded_abstain_on_tick(ded_node *node, uint64_t now_ns) {
   }
   uint64_t round = a->waited_round;
   if (round != node->rounds.next || abstain_trainer_came(node, round) || a->down == round ||
-      node->leaving || node->s.no_rounds) {
+      node->leaving || node->s.no_rounds || !abstain_still_waited(node, round)) {
     a->state = ABSTAIN_IN;
     return;
   }
@@ -97,6 +109,10 @@ void ded_abstain_on_join(ded_peer *from, uint64_t round) {
 
 bool ded_abstain_from(const ded_node *node, uint64_t round) {
   return round > 0 && node->abstain.down == round;
+}
+
+bool ded_abstain_between(const ded_node *node, uint64_t after, uint64_t before) {
+  return node->abstain.down > after && node->abstain.down < before;
 }
 
 bool ded_abstain_counts(const ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round) {

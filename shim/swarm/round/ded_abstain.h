@@ -23,7 +23,10 @@
  * Invariants: we step down only from the round after one whose result
  * we hold as a member (we are its acceptor), only while no round of ours
  * has reached it, and never after our member took part in it; a round we
- * stepped down from is never joined (ded_join.c ends it out of step). A
+ * stepped down from is never joined (ded_join.c ends it out of step), and
+ * we never vouch that it had no result (ded_rounds_void_base: it may have
+ * completed on a quorum of acceptors that does not count us, which a
+ * quorum of vouchers that does need not meet). A
  * peer's step-down counts for its round alone; it is not waited for in
  * that round or later ones until it joins a later round.
  */
@@ -48,15 +51,18 @@ typedef struct ded_abstain {
   ded_abstain_state state;
   uint64_t waited_round;
   uint64_t waited_ns;
+  bool probed;   /* a PROBE was among the signs of the wait */
   uint64_t down; /* the round we stepped down from; 0: none */
 } ded_abstain;
 
-/* Event: a peer waits for our member in |round| (its JOIN to a view we
- * coordinate, or a PROBE of it). */
-void ded_abstain_on_waited(struct ded_node *node, uint64_t round, uint64_t now_ns);
+/* Event: a peer waits for our member in |round|: its JOIN to a view we
+ * coordinate (|probe| false), or a PROBE of it (true). */
+void ded_abstain_on_waited(struct ded_node *node, uint64_t round, bool probe, uint64_t now_ns);
 
 /* Event: time passed. Steps down once a peer has waited half the bound
- * and our trainer still has not come. */
+ * and our trainer still has not come, if the wait is still on: a view of
+ * the round we coordinate still gathering with a peer's report, or,
+ * after a PROBE, no peer's record yet saying it completed the round. */
 void ded_abstain_on_tick(struct ded_node *node, uint64_t now_ns);
 
 /* Event: |from| says it steps down from |m->round|. */
@@ -68,6 +74,9 @@ void ded_abstain_on_join(struct ded_peer *from, uint64_t round);
 
 /* True if we stepped down from |round|. */
 bool ded_abstain_from(const struct ded_node *node, uint64_t round);
+
+/* True if we stepped down from a round after |after| and before |before|. */
+bool ded_abstain_between(const struct ded_node *node, uint64_t after, uint64_t before);
 
 /* Whether |id| (us, or a peer) still counts among |round|'s acceptors as
  * far as stepping down goes: false if it stepped down from |round|. */

@@ -146,7 +146,10 @@ uint64_t ded_rounds_run_ahead(ded_node *node) {
 }
 
 const ded_lin_entry *ded_rounds_void_base(ded_node *node, uint64_t round) {
-  return ded_lineage_void_base(&node->lin, round, round_vote_moot, node);
+  const ded_lin_entry *vb = ded_lineage_void_base(&node->lin, round, round_vote_moot, node);
+  /* A round we stepped down from may have completed on a quorum that does
+   * not count us: we cannot vouch that it had no result (ded_abstain.h). */
+  return vb && ded_abstain_between(node, vb->round, round) ? NULL : vb;
 }
 
 void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {

@@ -591,7 +591,7 @@ void ded_round_probe(ded_node *node, ded_peer *from, const ded_msg_probe *m, uin
     round_on_probe(node, r, from, m, now_ns);
   else
     ded_round_probed_finished(node, r, from, m);
-  if (!r && from) ded_abstain_on_waited(node, m->round, now_ns);
+  if (!r && from) ded_abstain_on_waited(node, m->round, true, now_ns);
 }
 
 /* stale: asked of the coordinator we joined, or of a holder we fetch from. */

@@ -64,6 +64,71 @@ static void test_node_idle_primary_steps_down(void **state) {
   assert_int_equal(pn->last.round, 1);
   assert_true(pn->last.late); /* out of step: its own values */
   assert_true(pn->last.behind > 1);
+
+  /* Its next round (a trainer's step of several rounds, before any
+   * reload): it never vouches that round 1 had no result (it completed
+   * without it), so it cannot carry round 0's membership over round 1
+   * and decide round 2 alone, a second result of round 2: it fetches the
+   * other's, or is out of step. */
+  unsigned commits = net->sent[p][DED_MSG_COMMIT];
+  submit(net, p, 2);
+  TNET_UNTIL(net, 30 * SEC_NS, pn->rounds_done == 3);
+  assert_int_equal(pn->rounds_done, 3);
+  assert_int_equal(pn->last.round, 2);
+  assert_true(pn->last.late);
+  if (pn->last.behind == 0 && memcmp(pn->buf, on->buf, sizeof pn->buf) != 0)
+    fail_msg("round 2 of the job that stepped down from round 1 completed in step with other "
+             "bytes than the other job's (%u contributors): a second result of round 2",
+             (unsigned)pn->last.contributors);
+  assert_int_equal(net->sent[p][DED_MSG_COMMIT], commits); /* it decided nothing */
+  tnet_free(net);
+}
+
+/* Index of the node of |net| whose id is |rank|-th smallest (0-based). */
+static int id_rank(const tnet *net, unsigned rank) {
+  for (unsigned i = 0; i < net->nn; i++) {
+    unsigned below = 0;
+    for (unsigned k = 0; k < net->nn; k++)
+      below += memcmp(ded_node_id(net->n[k].node), ded_node_id(net->n[i].node), DED_ID_BYTES) < 0;
+    if (below == rank) return (int)i;
+  }
+  return -1;
+}
+
+/*
+ * Three nodes past round 0; the one that coordinates round 1's view 0
+ * (the middle id: member (1 + 0) mod 3 of round 0's) is idle. The other
+ * two join it, and it decides round 1 without its own member (two of
+ * three acceptors are a quorum). Nobody waits any more: it never steps
+ * down, however long its trainer stays away, and its round 1, when it
+ * comes, is late (the result fetched), not out of step.
+ */
+static void test_node_idle_coordinator_decided_no_step_down(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  for (int i = 0; i < 3; i++) tnet_add(net, 3);
+  tnet_mesh(net);
+  tnet_round(net, 0x7, -1, 0);
+  int c = id_rank(net, 1);
+  assert_true(c >= 0);
+  int before[3] = {net->n[0].rounds_done, net->n[1].rounds_done, net->n[2].rounds_done};
+  unsigned others = 0x7 & ~(1u << c);
+  for (int i = 0; i < 3; i++)
+    if (i != c) submit(net, i, 1);
+  TNET_UNTIL(net, 10 * SEC_NS, tnet_rounds_past(net, others, before));
+  assert_true(tnet_rounds_past(net, others, before));
+  for (int i = 0; i < 3; i++)
+    if (i != c) assert_int_equal(net->n[i].last.contributors, 2);
+  TNET_UNTIL(net, 15 * SEC_NS, false); /* past half the bound */
+  assert_int_equal(net->sent[c][DED_MSG_ABSTAIN], 0);
+  submit(net, c, 1);
+  TNET_UNTIL(net, 10 * SEC_NS, net->n[c].rounds_done > before[c]);
+  assert_int_equal(net->n[c].rounds_done, before[c] + 1);
+  assert_int_equal(net->n[c].last.status, 0);
+  assert_int_equal(net->n[c].last.round, 1);
+  assert_int_equal(net->n[c].last.contributors, 2);
+  assert_true(net->n[c].last.late);
+  assert_true(net->n[c].last.behind == 0);
   tnet_free(net);
 }
 
@@ -118,6 +183,7 @@ int main(void) {
       cmocka_unit_test(test_node_idle_primary_steps_down),
       cmocka_unit_test(test_node_idle_together_no_step_down),
       cmocka_unit_test(test_node_slow_primary_no_step_down),
+      cmocka_unit_test(test_node_idle_coordinator_decided_no_step_down),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
