@@ -589,7 +589,9 @@ class Result:
             err = j.err
             hits = re.findall(r"^(\d\d:\d\d:\d\d\.\d\d\d) [^\n]*no result within the bound", err,
                               re.M)
-            n = 0
+            # A line without its time (none is written so) cannot be told
+            # apart: a problem.
+            n = len(re.findall(r"no result within the bound", err)) - len(hits)
             for h in hits:
                 end = unwall(h, j.t_start)
                 begun = end - cfg.bound_s
