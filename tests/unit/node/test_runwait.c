@@ -7,6 +7,17 @@
  */
 #include "harness.h"
 
+/* Donors 0..2 of |net| offer their snapshot of |round| at last: joiner
+ * |j| loads it, whole. */
+static void offer_and_load(tnet *net, int j, uint64_t round) {
+  for (int i = 0; i < 3; i++) {
+    ded_snapshot s = tnet_snap_make(&net->fm.mem, round);
+    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
+  }
+  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
+  tnet_expect_snapshot(&net->n[j], round);
+}
+
 /* A run whose peers said PENDING is in progress even when none of them can
  * offer its state this time (each snapshot refused, so each then says
  * NONE): the joiner asks again and loads the next snapshot, instead of
@@ -28,12 +39,7 @@ static void test_node_runwait_pending_then_none(void **state) {
              net->n[2].want_snapshots == 2);
   assert_int_equal(net->n[j].state_calls, 0);
   for (int i = 0; i < 3; i++) assert_int_equal(net->n[i].want_snapshots, 2);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  tnet_expect_snapshot(&net->n[j], 3);
+  offer_and_load(net, j, 3);
   tnet_free(net);
 }
 
@@ -56,12 +62,7 @@ static void test_node_runwait_moves_on(void **state) {
       fail_msg("the joiner gave up (status %d) at round %llu while the run moved on",
                net->n[j].state_status, (unsigned long long)r);
   }
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = tnet_snap_make(&net->fm.mem, r);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  tnet_expect_snapshot(&net->n[j], r);
+  offer_and_load(net, j, r);
   tnet_free(net);
 }
 
@@ -151,12 +152,7 @@ static void test_node_runwait_donors_pending_past_bound(void **state) {
   if (net->n[j].state_calls)
     fail_msg("the joiner gave up (status %d) while every donor that said PENDING was still there",
              net->n[j].state_status);
-  for (int i = 0; i < 3; i++) {
-    ded_snapshot s = tnet_snap_make(&net->fm.mem, 3);
-    assert_int_equal(ded_node_snapshot_set(net->n[i].node, &s, net->now), 0);
-  }
-  TNET_UNTIL(net, 10 * SEC_NS, net->n[j].state_calls > 0);
-  tnet_expect_snapshot(&net->n[j], 3);
+  offer_and_load(net, j, 3);
   tnet_free(net);
 }
 
