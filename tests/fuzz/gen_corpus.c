@@ -18,6 +18,7 @@
 
 #include "fuzz.h"
 
+#include "avg/ded_codec.h"
 #include "avg/ded_digest.h"
 #include "avg/ded_reduce.h"
 #include "core/ded_limits.h"
@@ -1834,6 +1835,59 @@ static void gen_chan(void) {
   ded_chan_free(&b);
 }
 
+/* fuzz_codec: u8 codec | u16 first | u16 n | u16 more | payload. Each
+ * codec's encoding of a smooth vector with a few spikes, over a range
+ * that cuts int8's blocks, and a few broken ones. */
+static void write_codec(const char *name, uint8_t sel, size_t first, size_t n, size_t more,
+                        const uint8_t *p, size_t len) {
+  gbuf in = {0};
+  gbuf_u8(&in, sel);
+  gbuf_u8(&in, (uint8_t)first);
+  gbuf_u8(&in, (uint8_t)(first >> 8));
+  gbuf_u8(&in, (uint8_t)n);
+  gbuf_u8(&in, (uint8_t)(n >> 8));
+  gbuf_u8(&in, (uint8_t)more);
+  gbuf_u8(&in, (uint8_t)(more >> 8));
+  gbuf_put(&in, p, len);
+  write_seed("codec", name, in.p, in.len);
+  gbuf_free(&in);
+}
+
+static void gen_codec(void) {
+  enum { TOTAL = 1400, FIRST = 300, N = 1000 };
+  static float v[TOTAL];
+  for (int i = 0; i < TOTAL; i++) v[i] = (float)((i % 37) - 18) / 7.0f;
+  v[444] = 90.0f;
+  v[1000] = -250.0f;
+  static uint8_t buf[16 * TOTAL];
+  const char *names[] = {"none", "fp16", "bf16", "int8", "topk"};
+  for (uint8_t k = 0; k < 5; k++) {
+    ded_codec c = {(ded_codec_kind)k, 0.01}; /* selector k: fraction 0.01 */
+    size_t len;
+    FUZZ_CHECK(ded_codec_encode(&c, v, TOTAL, FIRST, N, buf, sizeof buf, &len,
+                                ded_mem_default()) == 0);
+    write_codec(names[k], k, FIRST, N, TOTAL - FIRST - N, buf, len);
+    char cut[32];
+    snprintf(cut, sizeof cut, "%s_short", names[k]);
+    write_codec(cut, k, FIRST, N, TOTAL - FIRST - N, buf, len - 1);
+  }
+  /* top-k of fraction 0.1 (selector 5 * 2 + 4), and an index past the range */
+  ded_codec c = {DED_CODEC_TOPK, 0.1};
+  size_t len;
+  FUZZ_CHECK(ded_codec_encode(&c, v, TOTAL, 0, 100, buf, sizeof buf, &len, ded_mem_default()) == 0);
+  write_codec("topk_tenth", 14, 0, 100, TOTAL - 100, buf, len);
+  buf[4] = 100; /* the first gap: index 100 of 100 */
+  write_codec("topk_index_out", 14, 0, 100, TOTAL - 100, buf, len);
+  /* int8 with a NaN scale, and a huge one */
+  ded_codec i8 = {DED_CODEC_INT8, 0};
+  FUZZ_CHECK(ded_codec_encode(&i8, v, TOTAL, 0, 600, buf, sizeof buf, &len, ded_mem_default()) == 0);
+  uint8_t nan_scale[4] = {0x00, 0x00, 0xc0, 0x7f}, big_scale[4] = {0xff, 0xff, 0x7f, 0x7f};
+  memcpy(buf, nan_scale, 4);
+  write_codec("int8_nan_scale", 3, 0, 600, TOTAL - 600, buf, len);
+  memcpy(buf, big_scale, 4);
+  write_codec("int8_huge_scale", 3, 0, 600, TOTAL - 600, buf, len);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -1853,5 +1907,6 @@ int main(int argc, char **argv) {
   gen_image();
   gen_ckpt();
   gen_http();
+  gen_codec();
   return 0;
 }

@@ -26,7 +26,7 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 seconds=${FUZZ_SECONDS:-20}
 out=${FUZZ_OUT:-$build/fuzz-out}
-targets=${*:-frame msg record node noise chan invite http image ckpt}
+targets=${*:-frame msg record node noise chan invite http image ckpt codec}
 failed=""
 
 for t in $targets; do
