@@ -290,11 +290,11 @@ static int topk_encode(const ded_codec *c, const float *x, size_t n, uint8_t *ou
   float thr = kth_largest(m, n, k);
   size_t above = 0;
   for (size_t i = 0; i < n; i++) above += fabsf(x[i]) > thr;
-  ded_mem_free(mem, m);
   size_t ties = k - above, taken = 0;
   uint64_t prev = UINT64_MAX; /* -1 */
-  size_t vals, nidx = 0;
-  /* Indices first, then the values: a second pass over the same choice. */
+  size_t nidx = 0;
+  /* The indices as they are chosen; the values, which follow them, kept
+   * in the scratch meanwhile (its first nidx slots are read already). */
   for (size_t i = 0; i < n && nidx < k; i++) {
     float a = fabsf(x[i]);
     bool pick = a > thr || (a == thr && taken < ties);
@@ -302,18 +302,11 @@ static int topk_encode(const ded_codec *c, const float *x, size_t n, uint8_t *ou
     taken += a == thr;
     pos += leb_put(out + pos, (uint64_t)i - prev - 1);
     prev = (uint64_t)i;
-    nidx++;
+    m[nidx++] = x[i];
   }
-  vals = pos;
-  taken = 0;
-  for (size_t i = 0, v = 0; i < n && v < k; i++) {
-    float a = fabsf(x[i]);
-    bool pick = a > thr || (a == thr && taken < ties);
-    if (!pick) continue;
-    taken += a == thr;
-    put_f32(out + vals + 4 * v++, x[i]);
-  }
-  *len = vals + 4 * k;
+  for (size_t v = 0; v < k; v++) put_f32(out + pos + 4 * v, m[v]);
+  ded_mem_free(mem, m);
+  *len = pos + 4 * k;
   return 0;
 }
 

@@ -235,9 +235,9 @@ typedef struct acc_set {
 static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (ded_gather_find(&cr->g, id)) return true;
   if (id_is_me(node, id))
-    return !node->leaving && !node->s.no_rounds && ded_abstain_counts(node, id, cr->round);
+    return !node->leaving && !node->s.no_rounds && !ded_abstain_from(node, cr->round);
   ded_peer *p = ded_peer_find(node, id);
-  return p && !p->left && !p->evicted && ded_abstain_counts(node, id, cr->round);
+  return p && !p->left && !p->evicted && p->abstain_round != cr->round;
 }
 
 /* Whether we know the acceptors of |cr|'s round: it is the first, or we

@@ -115,12 +115,6 @@ bool ded_abstain_between(const ded_node *node, uint64_t after, uint64_t before) 
   return node->abstain.down > after && node->abstain.down < before;
 }
 
-bool ded_abstain_counts(const ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round) {
-  if (id_is_me(node, id)) return !ded_abstain_from(node, round);
-  const ded_peer *p = ded_peer_find(node, id);
-  return !p || p->abstain_round != round;
-}
-
 bool ded_abstain_peer_may_come(const ded_peer *p, uint64_t round) {
   return !p->idle || round < p->abstain_round;
 }

@@ -78,10 +78,6 @@ bool ded_abstain_from(const struct ded_node *node, uint64_t round);
 /* True if we stepped down from a round after |after| and before |before|. */
 bool ded_abstain_between(const struct ded_node *node, uint64_t after, uint64_t before);
 
-/* Whether |id| (us, or a peer) still counts among |round|'s acceptors as
- * far as stepping down goes: false if it stepped down from |round|. */
-bool ded_abstain_counts(const struct ded_node *node, const uint8_t id[DED_ID_BYTES], uint64_t round);
-
 /* Whether |p| may still come to |round|: false if it stepped down from
  * it or an earlier round and has joined none since. */
 bool ded_abstain_peer_may_come(const struct ded_peer *p, uint64_t round);
