@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define DEDMPI_VERSION_MAJOR 0
-#define DEDMPI_VERSION_MINOR 1
+#define DEDMPI_VERSION_MINOR 2
 
 /* What happened in one swarm all-reduce (one "round"). */
 typedef struct dedmpi_round_info {
@@ -43,6 +43,11 @@ typedef struct dedmpi_round_info {
   int recoveries;
   /* MPI_SUCCESS, or the error code the all-reduce returned. */
   int error;
+  /* How the gradients travelled (DEDMPI_COMPRESS, as the round's members
+   * agreed on it): "none", "fp16", "bf16", "int8" or "topk:FRACTION";
+   * "none" when alone or late. New in 0.2: a program built against 0.1's
+   * header must be rebuilt. */
+  char codec[24];
 } dedmpi_round_info;
 
 /*

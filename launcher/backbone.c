@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "avg/ded_codec.h"
 #include "core/ded_err.h"
 #include "crypto/ded_ident.h"
 #include "ded_config.h"
@@ -188,6 +189,15 @@ static const char *peer_role(const ded_status_peer *p) {
 
 static double mbit(uint32_t kBps) { return kBps * 8e-3; }
 
+/* A round's codec as a peer's record tells it ("-" from an older peer's
+ * record, which says none). */
+static void codec_name(const ded_progress *p, char *out, size_t len) {
+  if (p->codec == DED_CODEC_TOPK)
+    snprintf(out, len, "topk:%g", (double)p->codec_ppm / DED_CODEC_PPM);
+  else
+    snprintf(out, len, "%s", ded_codec_name((ded_codec_kind)p->codec));
+}
+
 static void render_json(const backbone *bb, const view *v, sbuf *b) {
   sb_printf(b, "{\"run\":");
   sb_json_str(b, bb->run);
@@ -209,11 +219,15 @@ static void render_json(const backbone *bb, const view *v, sbuf *b) {
               i ? "," : "", sid, hex, peer_role(p), p->self ? "true" : "false",
               p->connected ? "true" : "false", addr, mbit(p->perf.up_kBps),
               mbit(p->perf.down_kBps));
-    if (p->progress.round || p->progress.contributors)
-      sb_printf(b, "\"round\":%" PRIu64 ",\"round_ms\":%" PRIu32 ",\"contributors\":%" PRIu32 ",",
-                p->progress.round, p->progress.round_ms, p->progress.contributors);
-    else
-      sb_printf(b, "\"round\":null,\"round_ms\":null,\"contributors\":null,");
+    if (p->progress.round || p->progress.contributors) {
+      char codec[24];
+      codec_name(&p->progress, codec, sizeof codec);
+      sb_printf(b, "\"round\":%" PRIu64 ",\"round_ms\":%" PRIu32 ",\"contributors\":%" PRIu32
+                   ",\"codec\":\"%s\",",
+                p->progress.round, p->progress.round_ms, p->progress.contributors, codec);
+    } else {
+      sb_printf(b, "\"round\":null,\"round_ms\":null,\"contributors\":null,\"codec\":null,");
+    }
     sb_printf(b, "\"record_age_s\":%.0f}",
               v->st.wall_ms > p->issued_ms ? (double)(v->st.wall_ms - p->issued_ms) / 1e3 : 0.0);
   }
@@ -235,11 +249,11 @@ static void render_text(const backbone *bb, const view *v, sbuf *b) {
             v->trainers == 1 ? "" : "s", bb->sid);
   if (v->any_round) sb_printf(b, "; round %" PRIu64, v->round);
   if (v->rounds_per_min >= 0) sb_printf(b, ", %.1f rounds/min", v->rounds_per_min);
-  sb_printf(b, "\n\n  %-8s  %-8s  %-9s  %-26s %9s %9s %9s %10s %5s\n", "peer", "role", "link",
-            "address", "up Mbit/s", "dn Mbit/s", "round", "round time", "jobs");
+  sb_printf(b, "\n\n  %-8s  %-8s  %-9s  %-26s %9s %9s %9s %10s %5s  %s\n", "peer", "role",
+            "link", "address", "up Mbit/s", "dn Mbit/s", "round", "round time", "jobs", "codec");
   for (size_t i = 0; i < v->st.npeers; i++) {
     const ded_status_peer *p = &v->st.peers[i];
-    char sid[9], addr[64] = "-", round[24] = "-", ms[24] = "-", jobs[16] = "-";
+    char sid[9], addr[64] = "-", round[24] = "-", ms[24] = "-", jobs[16] = "-", codec[24] = "-";
     peer_sid(p->id, sid);
     if (p->addr.family) ded_addr_format(&p->addr, addr, sizeof addr);
     if (p->progress.round || p->progress.contributors) {
@@ -249,10 +263,11 @@ static void render_text(const backbone *bb, const view *v, sbuf *b) {
       else
         snprintf(ms, sizeof ms, "%.2f s", p->progress.round_ms / 1e3);
       snprintf(jobs, sizeof jobs, "%" PRIu32, p->progress.contributors);
+      codec_name(&p->progress, codec, sizeof codec);
     }
-    sb_printf(b, "  %-8s  %-8s  %-9s  %-26s %9.1f %9.1f %9s %10s %5s\n", sid, peer_role(p),
+    sb_printf(b, "  %-8s  %-8s  %-9s  %-26s %9.1f %9.1f %9s %10s %5s  %s\n", sid, peer_role(p),
               p->self ? "(this)" : p->connected ? "connected" : "known", addr,
-              mbit(p->perf.up_kBps), mbit(p->perf.down_kBps), round, ms, jobs);
+              mbit(p->perf.up_kBps), mbit(p->perf.down_kBps), round, ms, jobs, codec);
   }
   if (v->st.nevents) sb_printf(b, "\nrecent:\n");
   for (size_t i = 0; i < v->st.nevents; i++) {
@@ -285,7 +300,7 @@ static const char page_body[] =
     "<b id=\"rpm\">-</b> rounds/min &middot; backbone <span id=\"backbone\"></span> "
     "<span id=\"err\"></span></p>\n"
     "<table><thead><tr><th>peer</th><th>role</th><th>link</th><th>address</th><th>up Mbit/s</th>"
-    "<th>down Mbit/s</th><th>round</th><th>round time</th><th>jobs</th></tr></thead>\n"
+    "<th>down Mbit/s</th><th>round</th><th>round time</th><th>jobs</th><th>codec</th></tr></thead>\n"
     "<tbody id=\"peers\"></tbody></table>\n<h2>Recent joins and leaves</h2>\n"
     "<ul id=\"events\"></ul>\n<script>\n"
     "function cell(tr,t){const td=document.createElement('td');td.textContent=t;tr.appendChild(td);}\n"
@@ -301,7 +316,8 @@ static const char page_body[] =
     "  cell(tr,p.address||'-');cell(tr,p.up_mbit.toFixed(1));cell(tr,p.down_mbit.toFixed(1));\n"
     "  cell(tr,p.round===null?'-':String(p.round));\n"
     "  cell(tr,p.round_ms===null?'-':p.round_ms<1000?p.round_ms+' ms':(p.round_ms/1000).toFixed(2)+' s');\n"
-    "  cell(tr,p.contributors===null?'-':String(p.contributors));tb.appendChild(tr);}\n"
+    "  cell(tr,p.contributors===null?'-':String(p.contributors));\n"
+    "  cell(tr,p.codec===null?'-':p.codec);tb.appendChild(tr);}\n"
     " const ev=document.getElementById('events');ev.replaceChildren();\n"
     " for(const e of s.events.slice().reverse()){const li=document.createElement('li');\n"
     "  li.textContent=new Date(e.time_ms).toISOString().slice(11,19)+' UTC  '+e.peer+' '+e.event+"

@@ -69,6 +69,8 @@ static const char usage_text[] =
     "  --swarm-key-file F    the run's secret, first line of F (DEDMPI_SWARM_KEY_FILE)\n"
     "  --mode M              node, client (behind NAT) or aux (DEDMPI_MODE)\n"
     "  --min-peers N         the first round waits for N peers (DEDMPI_MIN_PEERS)\n"
+    "  --compress CODEC      how gradients travel (DEDMPI_COMPRESS): none, fp16, bf16,\n"
+    "                        int8, topk[:FRACTION] or auto[:FLOOR] (default none)\n"
     "  --identity-file F     keep this job's identity in F (DEDMPI_IDENTITY_FILE)\n"
     "  --log LEVEL           error, warn, info or debug (DEDMPI_LOG)\n"
     "  --no-progress         no progress line (on a terminal: one updating line;\n"
@@ -277,6 +279,7 @@ int main(int argc, char **argv) {
       {"--swarm-key-file", "DEDMPI_SWARM_KEY_FILE"},
       {"--mode", "DEDMPI_MODE"},
       {"--min-peers", "DEDMPI_MIN_PEERS"},
+      {"--compress", "DEDMPI_COMPRESS"},
       {"--identity-file", "DEDMPI_IDENTITY_FILE"},
       {"--log", "DEDMPI_LOG"},
       {"--checkpoint-dir", "DEDMPI_CHECKPOINT_DIR"},

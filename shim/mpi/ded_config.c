@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avg/ded_codec.h"
 #include "core/ded_assert.h"
 #include "core/ded_types.h"
 #include "ded_driver.h"
@@ -283,6 +284,31 @@ static void set_plan(parse_ctx *p, const char *name, const char *v) {
     cfg_error(p, name, v, "expected lp or equal");
 }
 
+/* "none", "fp16", "bf16", "int8", "topk[:F]", "auto" or "auto:CODEC" (the
+ * lossiest codec auto may choose; plain auto: int8). */
+static void set_compress(parse_ctx *p, const char *name, const char *v) {
+  bool is_auto = !strcmp(v, "auto") || !strncmp(v, "auto:", 5);
+  const char *codec = !strcmp(v, "auto") ? "int8" : is_auto ? v + 5 : v;
+  ded_codec c;
+  if (ded_codec_parse(codec, &c) != 0 || (is_auto && c.kind == DED_CODEC_NONE)) {
+    cfg_error(p, name, v,
+              "expected none, fp16, bf16, int8, topk, topk:FRACTION (0.000001 to 1), auto, or "
+              "auto:CODEC (the lossiest codec auto may choose)");
+    return;
+  }
+  ded_codec_to_wire(&c, &p->cfg->compress, &p->cfg->compress_ppm);
+  if (is_auto) p->cfg->compress |= DED_NODE_COMPRESS_AUTO;
+}
+
+static void set_feedback(parse_ctx *p, const char *name, const char *v) {
+  if (!strcmp(v, "on"))
+    p->cfg->no_feedback = false;
+  else if (!strcmp(v, "off"))
+    p->cfg->no_feedback = true;
+  else
+    cfg_error(p, name, v, "expected on or off");
+}
+
 /* "UP" or "UP/DOWN", Mbit/s (decimal: 1 Mbit = 10^6 bits), each > 0. */
 static void set_bandwidth(parse_ctx *p, const char *name, const char *v) {
   if (v[0] == '\0') return; /* measured */
@@ -441,6 +467,8 @@ static const var_def vars[] = {
     {{"DEDMPI_STREAMS", "4", "TCP connections to each peer this job calls; round data is spread over them (long fat pipes, lossy links)"}, set_streams},
     {{"DEDMPI_PROBE_BYTES", "2M", "link probe at join: bytes sent to the first peer reached, and asked back, so the links are measured before the first round; 0 = none"}, set_probe},
     {{"DEDMPI_PLAN", "lp", "how a round is cut among reducers: lp (DeDLOC's program over measured rates) or equal"}, set_plan},
+    {{"DEDMPI_COMPRESS", "none", "how gradients travel: none, fp16, bf16, int8 (blocks of 512 with a scale each), topk[:FRACTION] (the largest 1 % of each chunk, or FRACTION), or auto[:FLOOR] (per round, by the measured links and the trainer's compute, never lossier than FLOOR, default int8); a round uses the least lossy of its members' choices; lossy codecs keep an error-feedback residual"}, set_compress},
+    {{"DEDMPI_FEEDBACK", "on", "on, or off: compress without error feedback (to measure what it is worth; not for training)"}, set_feedback},
     {{"DEDMPI_BANDWIDTH", "", "UP[/DOWN] Mbit/s to publish instead of the measured rates (experiments)"}, set_bandwidth},
     {{"DEDMPI_PROGRESS", "", "local datagram socket (a path, or @name for an abstract one) that rank 0 reports each finished round to; dedrun sets it for its progress line"}, set_progress},
     {{"DEDMPI_CHECKPOINT_DIR", "", "backbone only: directory where it keeps checkpoints of the run's state (pulled from the trainers), serves them to joiners once no trainer is left, and loads the newest at start; unset: no checkpoints"}, set_checkpoint_dir},
@@ -569,6 +597,9 @@ void ded_config_driver(const ded_config *cfg, ded_driver_config *dc) {
   dc->node.history_bytes = cfg->history_bytes;
   dc->node.log_level = cfg->log_level;
   dc->node.plan = cfg->plan;
+  dc->node.compress = cfg->compress;
+  dc->node.compress_ppm = cfg->compress_ppm;
+  dc->node.no_feedback = cfg->no_feedback;
   dc->node.up_Bps = cfg->up_Bps;
   dc->node.down_Bps = cfg->down_Bps;
   dc->listen = cfg->mode == DED_MODE_CLIENT ? NULL : cfg->listen;

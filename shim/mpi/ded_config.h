@@ -48,6 +48,9 @@ typedef struct ded_config {
   bool state_bcast;               /* DEDMPI_STATE_BCAST */
   uint32_t step_rounds;           /* DEDMPI_STEP_ROUNDS (0: learnt) */
   uint8_t plan;                   /* DEDMPI_PLAN (enum ded_plan) */
+  uint8_t compress;               /* DEDMPI_COMPRESS: a codec kind | DED_NODE_COMPRESS_AUTO */
+  uint32_t compress_ppm;          /* ... top-k's fraction, millionths */
+  bool no_feedback;               /* DEDMPI_FEEDBACK=off */
   double up_Bps, down_Bps;        /* DEDMPI_BANDWIDTH (0: measured) */
   char progress[108];             /* DEDMPI_PROGRESS ("" = none; '@' = abstract) */
   char checkpoint_dir[1024];      /* DEDMPI_CHECKPOINT_DIR ("" = no checkpoints; backbone) */

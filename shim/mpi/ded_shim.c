@@ -54,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "avg/ded_codec.h"
 #include "core/ded_assert.h"
 #include "core/ded_msg.h"
 #include "ded_shim_int.h"
@@ -190,6 +191,8 @@ static void op_fill_header(shim_op *op) {
   op->hdr.contributors = (int32_t)op->res.contributors;
   op->hdr.total_weight = op->res.total_weight;
   op->hdr.round = op->res.round;
+  op->hdr.codec = op->res.codec;
+  op->hdr.codec_ppm = op->res.codec_ppm;
 }
 
 /* The op's outcome is in |op->hdr| on every rank: finish it. */
@@ -199,7 +202,14 @@ static void op_complete(shim_op *op, int bcast_err) {
   if (op->mpi_err == MPI_SUCCESS && op->local_err != MPI_SUCCESS) op->mpi_err = op->local_err;
   op->complete = true;
   shim.last = (dedmpi_round_info){op->hdr.round, op->hdr.contributors, op->hdr.total_weight,
-                               op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err};
+                               op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err,
+                               ""};
+  if (op->hdr.codec == DED_CODEC_TOPK)
+    snprintf(shim.last.codec, sizeof shim.last.codec, "topk:%g",
+             (double)op->hdr.codec_ppm / DED_CODEC_PPM);
+  else
+    snprintf(shim.last.codec, sizeof shim.last.codec, "%s",
+             ded_codec_name((ded_codec_kind)op->hdr.codec));
   shim.have_last = true;
   op->chan->npending--;
   atomic_fetch_sub(&shim.pending, 1);

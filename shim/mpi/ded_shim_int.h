@@ -49,6 +49,8 @@ typedef struct shim_header {
   int32_t reload; /* the state pieces take the run's snapshot now */
   double total_weight;
   uint64_t round;
+  uint32_t codec_ppm; /* the round's codec (avg/ded_codec.h): top-k's fraction */
+  uint8_t codec;      /* ... its kind */
 } shim_header;
 
 struct shim_chan;

@@ -632,6 +632,7 @@ void ded_node_free(ded_node *node) {
   }
   ded_peers_free(node);
   ded_history_free(&node->hist);
+  ded_feedback_free(&node->fb, node->mem);
   ded_xfer_free(node);
   ded_bufcache_free(&node->cache);
   ded_lineage_lose(&node->lin);

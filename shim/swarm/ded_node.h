@@ -126,9 +126,21 @@ typedef struct ded_node_settings {
   bool has_invite;
   uint64_t invite_expires_ms;
   uint8_t invite_sig[DED_SIG_BYTES];
+  /* DEDMPI_COMPRESS: the codec this job asks its rounds' contributions
+   * to travel in (avg/ded_codec.h, a kind NONE to TOPK, with top-k's
+   * fraction in millionths), or with DED_NODE_COMPRESS_AUTO, the lossiest
+   * codec `auto` may choose. A round uses what its members allow: the
+   * least lossy of their choices (docs/configuration.md). */
+  uint8_t compress;
+  uint32_t compress_ppm;
+  /* Compress without error feedback (DEDMPI_FEEDBACK=off): to measure
+   * what the feedback is worth; never for training. */
+  bool no_feedback;
   /* Allocator; NULL = libc. */
   const ded_mem *mem;
 } ded_node_settings;
+
+#define DED_NODE_COMPRESS_AUTO 0x80
 
 /* What a finished round reports. */
 typedef struct ded_round_result {
@@ -147,6 +159,10 @@ typedef struct ded_round_result {
   bool late;             /* the round went on without us: we fetched its result (our own
                           * input dropped; alone = false) or kept our own values (alone) */
   uint32_t recoveries;   /* failovers this round went through (0 normally) */
+  /* How the contributions travelled (avg/ded_codec.h's kind; top-k's
+   * fraction in millionths); NONE when alone or late. */
+  uint8_t codec;
+  uint32_t codec_ppm;
   /* The round took the acceptors of an older result over rounds that had
    * none anywhere, and another member's state goes on (its founder): this
    * job's state is no longer the run's. Reload it at the next step's

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ded_node.h"
+#include "avg/ded_feedback.h"
 #include "core/ded_frame.h"
 #include "core/ded_meter.h"
 #include "core/ded_msg.h"
@@ -107,6 +108,10 @@ struct ded_node {
   /* Learned timing: the spread of a round's joins, the time from a commit
    * to the whole result, and the waits made of them (ded_timing.h). */
   ded_timing timing;
+  /* The residual compression dropped from our contributions (EF-SGD),
+   * and whether we said it waits for the step's length. */
+  ded_feedback fb;
+  bool fb_waiting_logged;
   uint64_t tick_ns;
   uint64_t now_ns; /* time of the entry point being run */
   bool wake_soon;  /* something needs the fast tick: set where work appears */

@@ -412,7 +412,7 @@ static void fuzz_small(uint8_t type, const uint8_t *p, size_t len, uint8_t *out,
       FUZZ_CHECK(d.len > 0 && d.elems == p + hdr && d.len == len - hdr);
       FUZZ_CHECK(d.offset <= DED_COUNT_MAX);
       uint8_t h[DED_DATA_HDR_BYTES];
-      ded_msg_data_hdr_encode(h, type, d.round, d.attempt, d.offset, d.len);
+      ded_msg_data_hdr_encode(h, type, d.round, d.attempt, d.offset, d.codec, d.len);
       ded_wr_bytes(&w, h, sizeof h);
       ded_wr_bytes(&w, d.elems, d.len);
     }

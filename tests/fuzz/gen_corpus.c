@@ -452,7 +452,7 @@ static void frames_data(gbuf *b, uint8_t type, uint64_t round, uint64_t attempt,
   for (uint64_t off = from; off < to; off += chunk) {
     uint64_t n = to - off < chunk ? to - off : chunk;
     uint8_t hdr[DED_DATA_HDR_BYTES];
-    ded_msg_data_hdr_encode(hdr, type, round, attempt, off, n * es);
+    ded_msg_data_hdr_encode(hdr, type, round, attempt, off, 0, n * es);
     gbuf_put(b, hdr, sizeof hdr);
     for (uint64_t i = off; i < off + n; i++) {
       if (dtype == DED_DTYPE_F32) {
@@ -569,7 +569,7 @@ static void gen_record(void) {
   n = make_record(&id, &o, rec);
   FUZZ_CHECK(ded_record_decode(rec, n, &full) == 0);
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});
   ded_record_sign(&full, &id);
   int m = ded_record_encode(&full, rec, sizeof rec);
   FUZZ_CHECK(m > 0);
@@ -596,7 +596,7 @@ static void gen_record(void) {
     g[i].addr.port = (uint16_t)(7100 + i);
   }
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});
   ded_group_addr few[4];
   for (unsigned i = 0; i < 4; i++) {
     few[i] = g[i % 2];
@@ -611,7 +611,7 @@ static void gen_record(void) {
   ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
   uint8_t isig[DED_SIG_BYTES] = {0x5a};
   ded_record_invite_add(&full, 0, isig);
-  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234});
+  ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});
   FUZZ_CHECK(ded_record_groups_add(&full, g, DED_RECORD_GROUPS_MAX) == 0);
   ded_record_sign(&full, &id);
   m = ded_record_encode(&full, rec, sizeof rec);
@@ -1860,8 +1860,8 @@ static void gen_codec(void) {
   v[444] = 90.0f;
   v[1000] = -250.0f;
   static uint8_t buf[16 * TOTAL];
-  const char *names[] = {"none", "fp16", "bf16", "int8", "topk"};
-  for (uint8_t k = 0; k < 5; k++) {
+  const char *names[] = {"none", "fp16", "bf16", "int8", "topk", "sparse"};
+  for (uint8_t k = 0; k < 6; k++) {
     ded_codec c = {(ded_codec_kind)k, 0.01}; /* selector k: fraction 0.01 */
     size_t len;
     FUZZ_CHECK(ded_codec_encode(&c, v, TOTAL, FIRST, N, buf, sizeof buf, &len,
@@ -1871,13 +1871,13 @@ static void gen_codec(void) {
     snprintf(cut, sizeof cut, "%s_short", names[k]);
     write_codec(cut, k, FIRST, N, TOTAL - FIRST - N, buf, len - 1);
   }
-  /* top-k of fraction 0.1 (selector 5 * 2 + 4), and an index past the range */
+  /* top-k of fraction 0.1 (selector 6 * 2 + 4), and an index past the range */
   ded_codec c = {DED_CODEC_TOPK, 0.1};
   size_t len;
   FUZZ_CHECK(ded_codec_encode(&c, v, TOTAL, 0, 100, buf, sizeof buf, &len, ded_mem_default()) == 0);
-  write_codec("topk_tenth", 14, 0, 100, TOTAL - 100, buf, len);
+  write_codec("topk_tenth", 16, 0, 100, TOTAL - 100, buf, len);
   buf[4] = 100; /* the first gap: index 100 of 100 */
-  write_codec("topk_index_out", 14, 0, 100, TOTAL - 100, buf, len);
+  write_codec("topk_index_out", 16, 0, 100, TOTAL - 100, buf, len);
   /* int8 with a NaN scale, and a huge one */
   ded_codec i8 = {DED_CODEC_INT8, 0};
   FUZZ_CHECK(ded_codec_encode(&i8, v, TOTAL, 0, 600, buf, sizeof buf, &len, ded_mem_default()) == 0);
@@ -1886,6 +1886,11 @@ static void gen_codec(void) {
   write_codec("int8_nan_scale", 3, 0, 600, TOTAL - 600, buf, len);
   memcpy(buf, big_scale, 4);
   write_codec("int8_huge_scale", 3, 0, 600, TOTAL - 600, buf, len);
+  /* sparse claiming more elements than the range has */
+  ded_codec sp = {DED_CODEC_SPARSE, 0};
+  FUZZ_CHECK(ded_codec_encode(&sp, v, TOTAL, 0, 50, buf, sizeof buf, &len, ded_mem_default()) == 0);
+  buf[0] = 51;
+  write_codec("sparse_too_many", 5, 0, 50, TOTAL - 50, buf, len);
 }
 
 int main(int argc, char **argv) {

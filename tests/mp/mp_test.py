@@ -767,6 +767,53 @@ def jobs_2_1_1():
     print("  2+1+1 swarm vs 4-rank job: max relative parameter difference %.2g" % d)
 
 
+QUALITY = ["--steps", "400", "--buckets", "4", "--dim", "128", "--hidden", "64",
+           "--log-every", "50", "--lr", "0.5"]
+
+
+def quality_run(codec, **env):
+    """Three 1-rank jobs of the trainer with DEDMPI_COMPRESS=|codec|: their final
+    loss, after checking they end bit-identical and every round used it."""
+    jobs, files = swarm_train([1, 1, 1], QUALITY, DEDMPI_COMPRESS=codec, DEDMPI_STEP_ROUNDS=4,
+                              **env)
+    blobs = [open(f, "rb").read() for f in files]
+    check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
+          "%s: jobs disagree:\n%s" % (codec, "\n".join(j.describe() for j in jobs)))
+    # The coordinators' plan lines name the codec the rounds used: it was on the wire.
+    name = "topk:0.01" if codec == "topk" else codec
+    plans = re.findall(r"plan \S+.*?, codec (\S+), est", "".join(j.err for j in jobs))
+    check(plans and set(plans) == {name},
+          "%s: the rounds' plans name codecs %s" % (codec, sorted(set(plans))))
+    if codec != "none" and env.get("DEDMPI_FEEDBACK") != "off":
+        check(all("error feedback on, over a step of" in j.err for j in jobs),
+              "%s: error feedback never came on:\n%s" % (codec, jobs[0].describe()))
+    return float(final_line(jobs[0])[0]), jobs
+
+
+@test
+def compress_quality():
+    """Two swarms of 3 jobs train the same trainer from the same seeds, one
+    compressed and one not: with fp16, bf16 and int8 the compressed swarm's
+    final loss is within 1 % of the uncompressed one's, with top-k 1 % within
+    3 %; every job of a swarm ends bit-identical; and top-k without error
+    feedback (DEDMPI_FEEDBACK=off) ends measurably worse than with it, so the
+    feedback is what keeps top-k's quality."""
+    base, _ = quality_run("none")
+    out = {}
+    for codec in ["fp16", "bf16", "int8", "topk"]:
+        out[codec], jobs = quality_run(codec)
+    no_ef, _ = quality_run("topk", DEDMPI_FEEDBACK="off")
+    line = ", ".join("%s %.6f" % (c, l) for c, l in [("none", base)] + list(out.items()))
+    print("  final loss: %s, topk without feedback %.6f" % (line, no_ef))
+    for codec, bound in [("fp16", 0.01), ("bf16", 0.01), ("int8", 0.01), ("topk", 0.03)]:
+        check(abs(out[codec] - base) <= bound * base,
+              "%s: final loss %.6f vs %.6f uncompressed (bound %g %%)" % (codec, out[codec], base,
+                                                                         100 * bound))
+    check(no_ef > out["topk"] * 1.05 and no_ef > base * 1.03,
+          "top-k without feedback (%.6f) is not measurably worse than with it (%.6f)" %
+          (no_ef, out["topk"]))
+
+
 @test
 def fused_cuts():
     """Three jobs all-reduce as Horovod's tensor fusion does (trainer --fuse):
@@ -1731,12 +1778,13 @@ def churn_soak():
     far below the run's step, a job whose step goes back), no failed join
     (at least three jobs were running at each), no protocol-violation drop
     between these honest jobs, and no livelock (three bounds without a
-    call within half the bound)."""
+    call within half the bound). SOAK_COMPRESS sets DEDMPI_COMPRESS."""
     import soak
     cfg = soak.Config(trainer=os.path.join(ARGS.examples, "trainer"), lib=ARGS.lib,
                       preload_extra=ARGS.preload_extra,
                       duration=float(os.environ.get("SOAK_SECONDS", "60")), bound_s=10.0,
-                      steps=150, seed=os.environ.get("SOAK_SEED"))
+                      steps=150, seed=os.environ.get("SOAK_SEED"),
+                      env={"DEDMPI_COMPRESS": os.environ.get("SOAK_COMPRESS", "none")})
     res = soak.run(cfg)
     print(res.table())
     check(res.kills >= 3 and res.stops >= 3 and res.joins_ok >= 3,

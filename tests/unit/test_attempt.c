@@ -54,13 +54,14 @@ static const double att_weight[KMAX] = {1.0, 2.0, 3.0, 4.0};
 static const uint32_t att_nlocal[KMAX] = {1, 1, 2, 4};
 
 static int att_send(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off,
-                    const uint8_t *elems, size_t len, bool user) {
+                    uint8_t codec, const uint8_t *elems, size_t len, bool user) {
   att_world *w = ctx;
   assert_true(w->nsent < 64);
   att_sent *s = &w->sent[w->nsent++];
   memcpy(s->to, id, DED_ID_BYTES);
   s->type = type;
   s->off = off;
+  assert_int_equal(codec, 0); /* float64: never compressed */
   s->elems = elems;
   s->len = len;
   s->user = user;
@@ -100,9 +101,17 @@ static int att_world_init(att_world *w, unsigned k, int aux, unsigned me, long f
   w->plan = unit_plan((uint64_t)1 << 32 | 5, w->m, k, k, COUNT, CHUNK);
   memset(w->res, 0xff, sizeof w->res); /* NaN: what is not written shows */
   w->cache.mem = &w->fm.mem;
-  w->env = (ded_attempt_env){&w->fm.mem, &w->cache, DED_DTYPE_F64, ES,
-                             (const uint8_t *)(me < k ? w->x[me] : w->x[0]),
-                             (uint8_t *)w->res, 1000, att_send, w};
+  w->env = (ded_attempt_env){.mem = &w->fm.mem,
+                             .cache = &w->cache,
+                             .dtype = DED_DTYPE_F64,
+                             .es = ES,
+                             .input = (const uint8_t *)(me < k ? w->x[me] : w->x[0]),
+                             .input_user = true,
+                             .res = (uint8_t *)w->res,
+                             .now_ns = 1000,
+                             .send = att_send,
+                             .wire = NULL, /* only with a codec */
+                             .ctx = w};
   uint8_t self[DED_ID_BYTES];
   unit_id(self, me < k ? me + 1 : STRANGER);
   return ded_attempt_layout(&w->a, &w->fm.mem, &w->plan, self);
@@ -143,7 +152,7 @@ static int att_take(att_world *w, unsigned from, uint8_t type, unsigned s, uint6
   uint64_t lo = ded_attempt_shard_lo(&w->a, s), len = ded_attempt_shard_len(&w->a, s);
   uint64_t first = c * CHUNK, n = DED_MIN(CHUNK, len - first);
   ded_msg_data d = {w->plan.round, w->plan.attempt, lo + first,
-                    (const uint8_t *)(src + lo + first), n * ES};
+                    (const uint8_t *)(src + lo + first), n * ES, 0};
   uint8_t id[DED_ID_BYTES];
   unit_id(id, from < KMAX ? from + 1 : STRANGER);
   return ded_attempt_take(&w->a, &w->env, id, type, &d, running, fetching);
@@ -361,12 +370,12 @@ static void test_attempt_data_rejected(void **state) {
   uint8_t id[DED_ID_BYTES];
   unit_id(id, 3);
   ded_msg_data bad[] = {
-      {0, 0, 5, (const uint8_t *)&w.x[2][5], 1 * ES},      /* inside a chunk */
-      {0, 0, 4, (const uint8_t *)&w.x[2][4], 1 * ES},      /* too short */
-      {0, 0, 6, (const uint8_t *)&w.x[2][6], 2 * ES},      /* past the shard */
-      {0, 0, 4, (const uint8_t *)&w.x[2][4], 2 * ES - 1},  /* not whole elements */
-      {0, 0, 7, (const uint8_t *)&w.x[2][7], 1 * ES},      /* the next shard */
-      {0, 0, UINT64_MAX, (const uint8_t *)&w.x[2][0], ES}, /* far out */
+      {0, 0, 5, (const uint8_t *)&w.x[2][5], 1 * ES, 0},      /* inside a chunk */
+      {0, 0, 4, (const uint8_t *)&w.x[2][4], 1 * ES, 0},      /* too short */
+      {0, 0, 6, (const uint8_t *)&w.x[2][6], 2 * ES, 0},      /* past the shard */
+      {0, 0, 4, (const uint8_t *)&w.x[2][4], 2 * ES - 1, 0},  /* not whole elements */
+      {0, 0, 7, (const uint8_t *)&w.x[2][7], 1 * ES, 0},      /* the next shard */
+      {0, 0, UINT64_MAX, (const uint8_t *)&w.x[2][0], ES, 0}, /* far out */
   };
   for (size_t i = 0; i < DED_ARRAY_LEN(bad); i++)
     assert_int_equal(ded_attempt_take(&w.a, &w.env, id, DED_MSG_DATA, &bad[i], true, false),

@@ -1,5 +1,5 @@
 /*
- * test_msg.c: core/ded_msg, every message of the wire protocol (version 9).
+ * test_msg.c: core/ded_msg, every message of the wire protocol (version 15).
  *
  * Each message is encoded, cut out of its frame by the frame decoder, and
  * decoded again. Every decoder must then refuse each shorter prefix of a
@@ -14,28 +14,35 @@
 
 #include "unit_util.h"
 
+#include "avg/ded_codec.h"
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
 
 /* Room for any test frame but the large COMMITs, which allocate. */
 #define MSG_BUF_BYTES 4096
 
-/* Payload offsets of the fields versions 2 and 3 added or moved
- * (ded_msg.h). */
+/* Payload offsets of the fields versions 2 and 3 added or moved, and
+ * of version 15's compression fields (ded_msg.h). */
 #define JOIN_OFF_VIEW 8
 #define JOIN_OFF_POS 21
 #define JOIN_OFF_STEP 29
-#define JOIN_OFF_FLAGS 49
-#define JOIN_BASE_BYTES 50
-#define JOIN_OFF_ACC_VIEW 50 /* with status */
-#define JOIN_OFF_PLAN 54     /* with status: the COMMIT body */
+#define JOIN_OFF_COMPRESS 49
+#define JOIN_OFF_COMPRESS_PPM 50
+#define JOIN_OFF_COMPUTE_US 54
+#define JOIN_OFF_FLAGS 58
+#define JOIN_BASE_BYTES 59
+#define JOIN_OFF_ACC_VIEW 59 /* with status */
+#define JOIN_OFF_PLAN 63     /* with status: the COMMIT body */
 #define COMMIT_OFF_ATTEMPT 8
 #define COMMIT_OFF_BASE 16
 #define COMMIT_OFF_POS 33
 #define COMMIT_OFF_STEP 41
-#define COMMIT_OFF_K 53
-#define COMMIT_OFF_NACC 55
-#define COMMIT_OFF_MEMBERS 57
+#define COMMIT_OFF_CHUNK 49
+#define COMMIT_OFF_CODEC 53
+#define COMMIT_OFF_CODEC_PPM 54
+#define COMMIT_OFF_K 58
+#define COMMIT_OFF_NACC 60
+#define COMMIT_OFF_MEMBERS 62
 #define MEMBER_OFF_FLAGS (DED_ID_BYTES + 20) /* within a member entry */
 #define DECIDE_OFF_FLAGS 12
 #define DECIDE_OFF_PLAN 13
@@ -428,8 +435,9 @@ static void test_msg_records_bad(void **state) {
  * member (3, 7, ...) is no acceptor, the last acceptor is the primary, and
  * one acceptor of the round is not listed (nacc counts it). Members 1, 6,
  * 11, ... are clients and 2, 7, 12, ... aux members (weight 0); member 0
- * is a node, so there is always a contributor. Free c->members with
- * free(). */
+ * is a node, so there is always a contributor. The contributions travel
+ * as top-k (version 15), so that both codec fields are on the wire. Free
+ * c->members with free(). */
 static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
   memset(c, 0, sizeof *c);
   c->round = round;
@@ -438,6 +446,8 @@ static void msg_plan_make(ded_msg_commit *c, unsigned k, uint64_t round) {
   c->dtype = DED_DTYPE_F32;
   c->count = 10 * (uint64_t)k;
   c->chunk_elems = 16;
+  c->codec = DED_CODEC_TOPK;
+  c->codec_ppm = 12345;
   c->k = (uint16_t)k;
   c->members = calloc(k ? k : 1, sizeof *c->members);
   assert_non_null(c->members);
@@ -470,6 +480,8 @@ static void msg_plan_equal(const ded_msg_commit *got, const ded_msg_commit *want
   assert_int_equal(got->dtype, want->dtype);
   assert_int_equal(got->count, want->count);
   assert_int_equal(got->chunk_elems, want->chunk_elems);
+  assert_int_equal(got->codec, want->codec);
+  assert_int_equal(got->codec_ppm, want->codec_ppm);
   assert_int_equal(got->k, want->k);
   assert_int_equal(got->nacc, want->nacc);
   for (unsigned i = 0; i < want->k; i++) {
@@ -516,6 +528,11 @@ static int msg_join_try(const ded_msg_join *j) {
 static void test_msg_join_round_trip(void **state) {
   (void)state;
   ded_msg_join j = msg_join_valid();
+  /* Version 15: auto compression down to top-k 1%, and the trainer's
+   * compute time. */
+  j.compress = DED_CODEC_TOPK | DED_JOIN_COMPRESS_AUTO;
+  j.compress_ppm = 10000;
+  j.compute_us = 0x0a0b0c0du;
   uint8_t buf[DED_JOIN_FRAME_BYTES];
   msg_join_build(buf, &j);
   ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
@@ -525,6 +542,11 @@ static void test_msg_join_round_trip(void **state) {
   assert_int_equal(msg_le(fr.payload + JOIN_OFF_VIEW, 4), j.view);
   assert_int_equal(msg_le(fr.payload + JOIN_OFF_POS, 8), j.pos);
   assert_int_equal(msg_le(fr.payload + JOIN_OFF_STEP, 8), j.step);
+  /* compress | compress_ppm | compute_us between n_local and the flags. */
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPRESS - 4, 4), j.n_local);
+  assert_int_equal(fr.payload[JOIN_OFF_COMPRESS], DED_CODEC_TOPK | DED_JOIN_COMPRESS_AUTO);
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPRESS_PPM, 4), 10000);
+  assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPUTE_US, 4), 0x0a0b0c0du);
   assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_GENESIS);
   ded_msg_join out;
   assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
@@ -536,6 +558,9 @@ static void test_msg_join_round_trip(void **state) {
   assert_int_equal(out.step, j.step);
   assert_memory_equal(&out.weight, &j.weight, sizeof j.weight);
   assert_int_equal(out.n_local, j.n_local);
+  assert_int_equal(out.compress, DED_CODEC_TOPK | DED_JOIN_COMPRESS_AUTO);
+  assert_int_equal(out.compress_ppm, 10000);
+  assert_int_equal(out.compute_us, 0x0a0b0c0du);
   assert_int_equal(out.flags, j.flags);
   assert_null(out.plan.members);
   assert_null(out.have);
@@ -1045,6 +1070,128 @@ static void test_msg_join_modes(void **state) {
   free(plan.members);
 }
 
+/*
+ * Version 15: JOIN's u8 compress | u32 compress_ppm | u32 compute_us.
+ * |compress| is a contribution codec (NONE to TOPK), maybe with
+ * DED_JOIN_COMPRESS_AUTO; |compress_ppm| is top-k's fraction, 1 to a
+ * million, and 0 for every other codec. |compute_us| is any value.
+ */
+static void test_msg_join_compress(void **state) {
+  (void)state;
+  assert_int_equal(DED_JOIN_COMPRESS_AUTO, 0x80);
+  const uint32_t computes[] = {0, 1, 250000, UINT32_MAX};
+  const uint32_t topk_ppms[] = {1, 10000, DED_CODEC_PPM};
+  unsigned n = 0;
+  for (unsigned kind = DED_CODEC_NONE; kind <= DED_CODEC_TOPK; kind++)
+    for (unsigned a = 0; a < 2; a++)
+      for (size_t p = 0; p < (kind == DED_CODEC_TOPK ? 3u : 1u); p++, n++) {
+        ded_msg_join j = msg_join_valid();
+        j.compress = (uint8_t)(kind | (a ? DED_JOIN_COMPRESS_AUTO : 0));
+        j.compress_ppm = kind == DED_CODEC_TOPK ? topk_ppms[p] : 0;
+        j.compute_us = computes[n % 4];
+        uint8_t buf[DED_JOIN_FRAME_BYTES];
+        msg_join_build(buf, &j);
+        ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+        assert_int_equal(fr.len, JOIN_BASE_BYTES);
+        assert_int_equal(fr.payload[JOIN_OFF_COMPRESS], j.compress);
+        assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPRESS_PPM, 4), j.compress_ppm);
+        assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPUTE_US, 4), j.compute_us);
+        ded_msg_join out;
+        assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+        assert_int_equal(out.compress, j.compress);
+        assert_int_equal(out.compress_ppm, j.compress_ppm);
+        assert_int_equal(out.compute_us, j.compute_us);
+        assert_int_equal(out.n_local, j.n_local);
+        assert_int_equal(out.flags, j.flags);
+        ded_msg_join_free(&out, NULL);
+        msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+      }
+
+  /* With a status the fields stay where they are, before the flags. */
+  {
+    ded_msg_commit plan;
+    ded_msg_join j = msg_join_valid();
+    msg_plan_make(&plan, 3, j.round);
+    j.compress = DED_CODEC_INT8 | DED_JOIN_COMPRESS_AUTO;
+    j.compute_us = 77;
+    const uint8_t have[1] = {0x07};
+    size_t len;
+    uint8_t *buf = msg_join_status_build(&j, &plan, have, &len);
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_JOIN);
+    assert_int_equal(fr.payload[JOIN_OFF_COMPRESS], DED_CODEC_INT8 | DED_JOIN_COMPRESS_AUTO);
+    assert_int_equal(msg_le(fr.payload + JOIN_OFF_COMPUTE_US, 4), 77);
+    ded_msg_join out;
+    assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+    assert_int_equal(out.compress, DED_CODEC_INT8 | DED_JOIN_COMPRESS_AUTO);
+    assert_int_equal(out.compress_ppm, 0);
+    assert_int_equal(out.compute_us, 77);
+    msg_plan_equal(&out.plan, &plan);
+    ded_msg_join_free(&out, NULL);
+    free(buf);
+    /* ... and are judged there too. */
+    j.compress_ppm = 7;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    j.compress = DED_CODEC_TOPK;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+    j.compress_ppm = 0;
+    assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+    free(plan.members);
+  }
+
+  /* Refused: a kind past top-k (SPARSE is a result's codec only, never a
+   * member's), top-k without a fraction or with more than all of it, and
+   * a fraction for a codec that takes none; AUTO changes none of that. */
+  const struct {
+    uint8_t compress;
+    uint32_t ppm;
+  } bad[] = {
+      {DED_CODEC_SPARSE, 0},
+      {DED_CODEC_SPARSE, 10000},
+      {DED_CODEC_SPARSE | DED_JOIN_COMPRESS_AUTO, 0},
+      {6, 0},
+      {0x7f, 0},
+      {0xff, 10000},
+      {0x40, 0}, /* a bit beside AUTO */
+      {DED_CODEC_TOPK, 0},
+      {DED_CODEC_TOPK, DED_CODEC_PPM + 1},
+      {DED_CODEC_TOPK, UINT32_MAX},
+      {DED_CODEC_TOPK | DED_JOIN_COMPRESS_AUTO, 0},
+      {DED_CODEC_TOPK | DED_JOIN_COMPRESS_AUTO, DED_CODEC_PPM + 1},
+      {DED_CODEC_FP16, 7},
+      {DED_CODEC_NONE, 1},
+      {DED_CODEC_BF16 | DED_JOIN_COMPRESS_AUTO, DED_CODEC_PPM},
+      {DED_CODEC_INT8, 10000},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ded_msg_join j = msg_join_valid();
+    j.compress = bad[i].compress;
+    j.compress_ppm = bad[i].ppm;
+    if (msg_join_try(&j) != DED_ERR_PROTO)
+      fail_msg("JOIN with compress 0x%02x ppm %u accepted", bad[i].compress, bad[i].ppm);
+  }
+
+  /* Every compress byte, written as is, without a fraction and with one:
+   * NONE to INT8 take none, top-k needs one; each with AUTO or not. */
+  ded_msg_join j = msg_join_valid();
+  uint8_t buf[DED_JOIN_FRAME_BYTES];
+  msg_join_build(buf, &j);
+  uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+  for (unsigned with_ppm = 0; with_ppm < 2; with_ppm++) {
+    msg_put_le(payload + JOIN_OFF_COMPRESS_PPM, with_ppm ? 10000 : 0, 4);
+    unsigned accepted = 0;
+    for (unsigned c = 0; c < 256; c++) {
+      payload[JOIN_OFF_COMPRESS] = (uint8_t)c;
+      unsigned kind = c & ~(unsigned)DED_JOIN_COMPRESS_AUTO;
+      bool ok = with_ppm ? kind == DED_CODEC_TOPK : kind < DED_CODEC_TOPK;
+      if (msg_decode_any(DED_MSG_JOIN, payload, JOIN_BASE_BYTES) != (ok ? 0 : DED_ERR_PROTO))
+        fail_msg("JOIN with compress 0x%02x, ppm %u: want %s", c, with_ppm ? 10000 : 0,
+                 ok ? "accepted" : "refused");
+      accepted += ok;
+    }
+    assert_int_equal(accepted, with_ppm ? 2 : 8);
+  }
+}
+
 /* ------------------------------------------------------------ COMMIT */
 
 typedef struct msg_commit_fixture {
@@ -1097,6 +1244,9 @@ static void test_msg_commit_round_trip(void **state) {
   f.members[0].flags = DED_MEMBER_F_ACCEPTOR;
   f.members[1].flags = 0;
   f.members[2].flags = DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY;
+  /* Version 15: the contributions travel as top-k. */
+  f.c.codec = DED_CODEC_TOPK;
+  f.c.codec_ppm = 987654;
   size_t len;
   uint8_t *buf = unit_commit_frame(&f.c, &len);
   ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
@@ -1107,6 +1257,10 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_BASE, 8), f.c.base);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_POS, 8), f.c.pos);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_STEP, 8), f.c.step);
+  /* codec | codec_ppm between chunk_elems and k. */
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_CHUNK, 4), f.c.chunk_elems);
+  assert_int_equal(fr.payload[COMMIT_OFF_CODEC], DED_CODEC_TOPK);
+  assert_int_equal(msg_le(fr.payload + COMMIT_OFF_CODEC_PPM, 4), 987654);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_K, 2), 3);
   assert_int_equal(msg_le(fr.payload + COMMIT_OFF_NACC, 2), 4);
   /* Each member entry ends with its flags. */
@@ -1126,6 +1280,8 @@ static void test_msg_commit_round_trip(void **state) {
   assert_int_equal(out.pos, f.c.pos);
   assert_int_equal(out.step, f.c.step);
   assert_int_equal(out.chunk_elems, f.c.chunk_elems);
+  assert_int_equal(out.codec, DED_CODEC_TOPK);
+  assert_int_equal(out.codec_ppm, 987654);
   assert_int_equal(out.k, 3);
   assert_int_equal(out.nacc, 4);
   for (int i = 0; i < 3; i++) {
@@ -1378,6 +1534,13 @@ static void test_msg_commit_edges_accepted(void **state) {
   f.c.dtype = DED_DTYPE_F64;
   f.c.chunk_elems = DED_CHUNK_BYTES_MAX / 8;
   assert_int_equal(msg_commit_try(&f.c), 0);
+  /* Top-k's smallest and largest fractions. */
+  msg_commit_valid(&f);
+  f.c.codec = DED_CODEC_TOPK;
+  f.c.codec_ppm = 1;
+  assert_int_equal(msg_commit_try(&f.c), 0);
+  f.c.codec_ppm = DED_CODEC_PPM;
+  assert_int_equal(msg_commit_try(&f.c), 0);
   msg_commit_valid(&f);
   f.members[1].shard_off = 0;
   f.members[2].shard_off = 100;
@@ -1451,6 +1614,18 @@ static void test_msg_commit_invalid(void **state) {
   COMMIT_REJECTS(f.c.pos = DED_POS_MAX + 1);
   COMMIT_REJECTS(f.c.pos = UINT64_MAX);
   COMMIT_REJECTS(f.c.step = DED_POS_MAX + 1);
+  /* Version 15's codec: a kind past top-k (SPARSE is a result's only), a
+   * fraction top-k lacks or another codec has, a codec on float64. */
+  COMMIT_REJECTS(f.c.codec = DED_CODEC_SPARSE);
+  COMMIT_REJECTS(f.c.codec = 6);
+  COMMIT_REJECTS(f.c.codec = UINT8_MAX);
+  COMMIT_REJECTS(f.c.codec = DED_CODEC_TOPK);
+  COMMIT_REJECTS(f.c.codec = DED_CODEC_TOPK; f.c.codec_ppm = DED_CODEC_PPM + 1);
+  COMMIT_REJECTS(f.c.codec = DED_CODEC_TOPK; f.c.codec_ppm = UINT32_MAX);
+  COMMIT_REJECTS(f.c.codec = DED_CODEC_FP16; f.c.codec_ppm = 7);
+  COMMIT_REJECTS(f.c.codec_ppm = 1);
+  COMMIT_REJECTS(f.c.dtype = DED_DTYPE_F64; f.c.codec = DED_CODEC_FP16);
+  COMMIT_REJECTS(f.c.dtype = DED_DTYPE_F64; f.c.codec = DED_CODEC_TOPK; f.c.codec_ppm = 10000);
 #undef COMMIT_REJECTS
 
   /* One member more than a round may have. */
@@ -1687,6 +1862,90 @@ static void test_msg_decide_invalid(void **state) {
     assert_int_equal(msg_decide_try(1, fl, &plan, holders), DED_ERR_PROTO);
     free(plan.members);
   }
+}
+
+/*
+ * Version 15: COMMIT's u8 codec | u32 codec_ppm, how the contributions
+ * travel: NONE to TOPK, top-k with its fraction (1 to a million
+ * millionths), every other codec with 0; and anything but NONE only for
+ * float32 elements.
+ */
+static void test_msg_commit_codec(void **state) {
+  (void)state;
+  for (unsigned kind = DED_CODEC_NONE; kind <= DED_CODEC_TOPK; kind++) {
+    msg_commit_fixture f;
+    msg_commit_valid(&f);
+    f.c.codec = (uint8_t)kind;
+    f.c.codec_ppm = kind == DED_CODEC_TOPK ? 10000 : 0;
+    size_t len;
+    uint8_t *buf = unit_commit_frame(&f.c, &len);
+    ded_frame fr = msg_unframe(buf, len, DED_MSG_COMMIT);
+    assert_int_equal(fr.len, DED_COMMIT_BODY_BYTES(3));
+    assert_int_equal(fr.payload[COMMIT_OFF_CODEC], kind);
+    assert_int_equal(msg_le(fr.payload + COMMIT_OFF_CODEC_PPM, 4), f.c.codec_ppm);
+    ded_msg_commit out;
+    assert_int_equal(ded_msg_commit_decode(fr.payload, fr.len, NULL, &out), 0);
+    msg_plan_equal(&out, &f.c);
+    ded_msg_commit_free(&out, NULL);
+    msg_check_bounds(DED_MSG_COMMIT, fr.payload, fr.len, 0);
+    free(buf);
+    /* On float64 only NONE. */
+    msg_commit_valid(&f);
+    f.c.dtype = DED_DTYPE_F64;
+    f.c.codec = (uint8_t)kind;
+    f.c.codec_ppm = kind == DED_CODEC_TOPK ? 10000 : 0;
+    if (msg_commit_try(&f.c) != (kind == DED_CODEC_NONE ? 0 : DED_ERR_PROTO))
+      fail_msg("COMMIT of float64 with codec %u: want %s", kind,
+               kind == DED_CODEC_NONE ? "accepted" : "refused");
+  }
+
+  /* Every codec byte, written into the frame, without a fraction and
+   * with one, on float32 and on float64. */
+  for (unsigned f64 = 0; f64 < 2; f64++)
+    for (unsigned with_ppm = 0; with_ppm < 2; with_ppm++) {
+      msg_commit_fixture f;
+      msg_commit_valid(&f);
+      if (f64) f.c.dtype = DED_DTYPE_F64;
+      size_t len;
+      uint8_t *buf = unit_commit_frame(&f.c, &len);
+      uint8_t *payload = buf + DED_FRAME_HDR_BYTES;
+      msg_put_le(payload + COMMIT_OFF_CODEC_PPM, with_ppm ? 10000 : 0, 4);
+      unsigned accepted = 0;
+      for (unsigned c = 0; c < 256; c++) {
+        payload[COMMIT_OFF_CODEC] = (uint8_t)c;
+        bool ok = with_ppm ? c == DED_CODEC_TOPK : c < DED_CODEC_TOPK;
+        if (f64 && c != DED_CODEC_NONE) ok = false;
+        int rv = msg_decode_any(DED_MSG_COMMIT, payload, len - DED_FRAME_HDR_BYTES);
+        if (rv != (ok ? 0 : DED_ERR_PROTO))
+          fail_msg("COMMIT (%s) with codec 0x%02x, ppm %u: %d", f64 ? "f64" : "f32", c,
+                   with_ppm ? 10000 : 0, rv);
+        accepted += ok;
+      }
+      assert_int_equal(accepted, f64 ? (with_ppm ? 0u : 1u) : (with_ppm ? 1u : 4u));
+      free(buf);
+    }
+
+  /* The body in a failover report and in a DECIDE is judged the same. */
+  ded_msg_commit plan;
+  ded_msg_join j = msg_join_valid();
+  msg_plan_make(&plan, 3, j.round);
+  const uint8_t have[1] = {0x01};
+  uint16_t holders[3] = {0, 1, 2};
+  assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+  assert_int_equal(msg_decide_try(1, 0, &plan, holders), 0);
+  plan.codec_ppm = 0;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+  assert_int_equal(msg_decide_try(1, 0, &plan, holders), DED_ERR_PROTO);
+  plan.codec = DED_CODEC_SPARSE;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+  assert_int_equal(msg_decide_try(1, 0, &plan, holders), DED_ERR_PROTO);
+  plan.codec = DED_CODEC_BF16;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), 0);
+  assert_int_equal(msg_decide_try(1, 0, &plan, holders), 0);
+  plan.dtype = DED_DTYPE_F64;
+  assert_int_equal(msg_join_status_try(&j, &plan, have), DED_ERR_PROTO);
+  assert_int_equal(msg_decide_try(1, 0, &plan, holders), DED_ERR_PROTO);
+  free(plan.members);
 }
 
 /* ------------------------------------------------ FETCH, HAVE, PROBE */
@@ -2024,39 +2283,46 @@ static void test_msg_ahead_round_trip(void **state) {
 
 static void test_msg_data_round_trip(void **state) {
   (void)state;
-  assert_int_equal(DED_DATA_HDR_BYTES, 29);
+  assert_int_equal(DED_DATA_HDR_BYTES, 30);
   const uint8_t types[] = {DED_MSG_DATA, DED_MSG_RESULT};
-  for (size_t t = 0; t < sizeof types; t++) {
-    float elems[5] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f};
-    uint8_t buf[DED_DATA_HDR_BYTES + sizeof elems];
-    const uint64_t attempt = (uint64_t)5 << 32 | 0x01020304u;
-    ded_msg_data_hdr_encode(buf, types[t], 9, attempt, 1000, sizeof elems);
-    memcpy(buf + DED_DATA_HDR_BYTES, elems, sizeof elems);
-    ded_frame fr = msg_unframe(buf, sizeof buf, types[t]);
-    /* round | attempt | offset | elements */
-    assert_int_equal(fr.len, 24 + sizeof elems);
-    assert_int_equal(msg_le(fr.payload, 8), 9);
-    assert_int_equal(msg_le(fr.payload + 8, 8), attempt);
-    assert_int_equal(msg_le(fr.payload + 16, 8), 1000);
-    ded_msg_data d;
-    assert_int_equal(ded_msg_data_decode(fr.payload, fr.len, &d), 0);
-    assert_int_equal(d.round, 9);
-    assert_int_equal(d.attempt, attempt);
-    assert_int_equal(d.offset, 1000);
-    assert_int_equal(d.len, sizeof elems);
-    /* The elements stay where they are. */
-    assert_ptr_equal(d.elems, buf + DED_DATA_HDR_BYTES);
-    assert_memory_equal(d.elems, elems, sizeof elems);
-    msg_check_bounds(types[t], fr.payload, fr.len, DATA_PAYLOAD_HDR + 1);
-  }
+  for (size_t t = 0; t < sizeof types; t++)
+    /* Version 15: every codec a frame may name, SPARSE (a top-k round's
+     * RESULT) the last. */
+    for (unsigned codec = DED_CODEC_NONE; codec <= DED_CODEC_KIND_MAX; codec++) {
+      float elems[5] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f};
+      uint8_t buf[DED_DATA_HDR_BYTES + sizeof elems];
+      const uint64_t attempt = (uint64_t)5 << 32 | 0x01020304u;
+      ded_msg_data_hdr_encode(buf, types[t], 9, attempt, 1000, (uint8_t)codec, sizeof elems);
+      memcpy(buf + DED_DATA_HDR_BYTES, elems, sizeof elems);
+      ded_frame fr = msg_unframe(buf, sizeof buf, types[t]);
+      /* round | attempt | offset | codec | elements */
+      assert_int_equal(fr.len, 25 + sizeof elems);
+      assert_int_equal(msg_le(fr.payload, 8), 9);
+      assert_int_equal(msg_le(fr.payload + 8, 8), attempt);
+      assert_int_equal(msg_le(fr.payload + 16, 8), 1000);
+      assert_int_equal(fr.payload[24], codec);
+      ded_msg_data d;
+      assert_int_equal(ded_msg_data_decode(fr.payload, fr.len, &d), 0);
+      assert_int_equal(d.round, 9);
+      assert_int_equal(d.attempt, attempt);
+      assert_int_equal(d.offset, 1000);
+      assert_int_equal(d.codec, codec);
+      assert_int_equal(d.len, sizeof elems);
+      /* The elements stay where they are. */
+      assert_ptr_equal(d.elems, buf + DED_DATA_HDR_BYTES);
+      assert_memory_equal(d.elems, elems, sizeof elems);
+      msg_check_bounds(types[t], fr.payload, fr.len, DATA_PAYLOAD_HDR + 1);
+    }
   /* Any attempt, the largest included. */
   uint8_t buf[DED_DATA_HDR_BYTES + 4] = {0};
-  ded_msg_data_hdr_encode(buf, DED_MSG_RESULT, UINT64_MAX, UINT64_MAX, DED_COUNT_MAX, 4);
+  ded_msg_data_hdr_encode(buf, DED_MSG_RESULT, UINT64_MAX, UINT64_MAX, DED_COUNT_MAX,
+                          DED_CODEC_KIND_MAX, 4);
   ded_msg_data d;
   assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 4, &d), 0);
   assert_int_equal(d.round, UINT64_MAX);
   assert_int_equal(d.attempt, UINT64_MAX);
   assert_int_equal(d.offset, DED_COUNT_MAX);
+  assert_int_equal(d.codec, DED_CODEC_KIND_MAX);
 }
 
 /* -------------------------------------------------------------- SPEED */
@@ -2096,18 +2362,32 @@ static void test_msg_data_invalid(void **state) {
   memset(buf, 0, sizeof buf);
   ded_msg_data d;
   /* A header and no elements. */
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, 0, 0);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, 0, 0, 0);
   assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR, &d),
                    DED_ERR_PROTO);
   /* The version 1 header (no attempt) is too short to be one. */
   for (size_t n = 0; n <= DATA_PAYLOAD_HDR; n++)
     assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, n, &d), DED_ERR_PROTO);
   /* An offset no MPI count can reach. */
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX + 1, 8);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX + 1, 0, 8);
   assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d),
                    DED_ERR_PROTO);
-  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX, 8);
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, DED_COUNT_MAX, 0, 8);
   assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d), 0);
+  /* A codec no version 15 peer knows, from the encoder or written into
+   * the frame: every byte past DED_CODEC_KIND_MAX is refused. */
+  ded_msg_data_hdr_encode(buf, DED_MSG_DATA, 1, 2, 0, DED_CODEC_KIND_MAX + 1, 8);
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d),
+                   DED_ERR_PROTO);
+  ded_msg_data_hdr_encode(buf, DED_MSG_RESULT, 1, 2, 0, 6, 8);
+  assert_int_equal(ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d),
+                   DED_ERR_PROTO);
+  for (unsigned c = 0; c < 256; c++) {
+    buf[DED_FRAME_HDR_BYTES + 24] = (uint8_t)c;
+    int want = c > DED_CODEC_KIND_MAX ? DED_ERR_PROTO : 0;
+    if (ded_msg_data_decode(buf + DED_FRAME_HDR_BYTES, DATA_PAYLOAD_HDR + 8, &d) != want)
+      fail_msg("RESULT with codec 0x%02x: want %d", c, want);
+  }
 }
 
 /* ---------------------------------------------------- state transfer */
@@ -3483,7 +3763,11 @@ static void test_msg_names(void **state) {
   /* Version 14 added ABSTAIN (a member that steps down from a round its
    * trainer did not come to), which a version 13 peer drops as an
    * unknown frame. */
-  assert_int_equal(DED_PROTO_VERSION, 14);
+  /* Version 15 added compression: JOIN's compress, compress_ppm and
+   * compute_us (9 bytes before the flags), COMMIT's codec and codec_ppm
+   * (5 bytes before k), and a codec byte after DATA's and RESULT's
+   * offset; a version 14 peer misreads all three. */
+  assert_int_equal(DED_PROTO_VERSION, 15);
   assert_int_equal(DED_LEAVE_MISMATCH_STEP, 3);
   assert_int_equal(DED_LEAVE_MISMATCH_STATE, 4);
   assert_int_equal(DED_LEAVE_ERROR, 5);
@@ -3495,12 +3779,16 @@ static void test_msg_names(void **state) {
   assert_int_equal(DED_JOIN_F_AUX, 32);
   assert_int_equal(DED_MEMBER_F_CLIENT, 4);
   assert_int_equal(DED_MEMBER_F_AUX, 8);
-  /* Sizes of version 11's messages (a change here is a change of the wire). */
+  /* Sizes of version 15's messages (a change here is a change of the wire). */
+  assert_int_equal(DED_JOIN_FRAME_BYTES, DED_FRAME_HDR_BYTES + JOIN_BASE_BYTES);
+  assert_int_equal(JOIN_BASE_BYTES, 59);
   assert_int_equal(DED_COMMIT_MEMBER_BYTES, 53);
-  assert_int_equal(DED_COMMIT_BODY_BYTES(0), 57);
+  assert_int_equal(DED_COMMIT_BODY_BYTES(0), 62);
+  assert_int_equal(DED_COMMIT_BODY_BYTES(0), COMMIT_OFF_MEMBERS);
   assert_int_equal(DED_HAVE_FRAME_BYTES, DED_FRAME_HDR_BYTES + HAVE_BYTES);
-  assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 57);
-  assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 57);
+  assert_int_equal(DED_DECIDE_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 13 + 62);
+  assert_int_equal(DED_JOIN_STATUS_FRAME_BYTES(0), DED_JOIN_FRAME_BYTES + 4 + 62);
+  assert_int_equal(DED_DATA_HDR_BYTES, DED_FRAME_HDR_BYTES + 25);
   assert_int_equal(DED_STATE_ASK_FRAME_BYTES, DED_FRAME_HDR_BYTES + 8 + 32);
   assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(0), DED_FRAME_HDR_BYTES + 47);
   assert_int_equal(DED_STATE_OFFER_FRAME_BYTES(1), DED_FRAME_HDR_BYTES + 47 + 32 + 1);
@@ -3522,6 +3810,7 @@ int main(void) {
       cmocka_unit_test(test_msg_join_round_trip),
       cmocka_unit_test(test_msg_join_plain_encoder_drops_status),
       cmocka_unit_test(test_msg_join_invalid),
+      cmocka_unit_test(test_msg_join_compress),
       cmocka_unit_test(test_msg_join_status_round_trip),
       cmocka_unit_test(test_msg_join_status_invalid),
       cmocka_unit_test(test_msg_join_modes),
@@ -3535,6 +3824,7 @@ int main(void) {
       cmocka_unit_test(test_msg_commit_copy),
       cmocka_unit_test(test_msg_decide_round_trip),
       cmocka_unit_test(test_msg_decide_invalid),
+      cmocka_unit_test(test_msg_commit_codec),
       cmocka_unit_test(test_msg_fetch_round_trip),
       cmocka_unit_test(test_msg_fetch_invalid),
       cmocka_unit_test(test_msg_have_round_trip),

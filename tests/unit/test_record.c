@@ -520,7 +520,8 @@ static void test_record_progress(void **state) {
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   uint8_t sig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, sig);
-  ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12, 0x8877665544332211ull});
+  ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12, 0x8877665544332211ull,
+                                                 4, 10000});
   ded_record_sign(&rec, &id);
   uint8_t buf[DED_RECORD_BYTES_MAX];
   size_t n = rec_encode(&rec, buf);
@@ -528,6 +529,7 @@ static void test_record_progress(void **state) {
   assert_int_equal(ded_record_progress(&out, &prog), 1);
   assert_true(prog.round == (1ull << 40) + 5 && prog.round_ms == 4470 && prog.contributors == 12);
   assert_true(prog.attempt == 0x8877665544332211ull);
+  assert_true(prog.codec == 4 && prog.codec_ppm == 10000);
   ded_perf perf;
   assert_int_equal(ded_record_perf(&out, &perf), 1);
   assert_int_equal(perf.down_kBps, 2);
@@ -615,12 +617,12 @@ static void test_record_groups(void **state) {
   assert_int_equal(ded_record_groups(&rec, got), -1);
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   assert_int_equal(ded_record_groups(&rec, got), -1);
-  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0});
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0, 0, 0});
   ded_group_addr g[5];
   groups_make(g, 5, 2);
   assert_int_equal(ded_record_groups_add(&rec, g, 5), 0);
   /* Two hosts, five entries, in one entry of the extension. */
-  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_PROGRESS_FULL_BYTES + 2 +
+  assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_PROGRESS_CODEC_BYTES + 2 +
                                     1 + 2 * 17 + 1 + 5 * 5);
   ded_record_sign(&rec, &id);
   uint8_t buf[DED_RECORD_BYTES_MAX];
@@ -678,7 +680,7 @@ static void test_record_groups_largest(void **state) {
   ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
   uint8_t isig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, isig);
-  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0});
+  ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0, 0, 0});
   size_t head = rec.ext_len;
   ded_group_addr g[DED_RECORD_GROUPS_MAX];
   groups_make(g, DED_RECORD_GROUPS_MAX, DED_RECORD_GROUPS_MAX);

@@ -20,6 +20,11 @@ void ded_attempt_clear(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache, 
   ded_digest_free(&a->dig, mem);
   ded_mem_free(mem, a->holders);
   ded_mem_free(mem, a->fetch_sent);
+  ded_mem_free(mem, a->q);
+  ded_mem_free(mem, a->enc_off);
+  ded_mem_free(mem, a->enc_raw);
+  ded_mem_free(mem, a->scratch);
+  ded_mem_free(mem, a->escratch);
   ded_attempt_drop_fetchers(a, mem);
   ded_msg_commit_free(&a->plan, mem);
   memset(a, 0, sizeof *a);
@@ -42,6 +47,9 @@ int ded_attempt_layout(ded_attempt *a, const ded_mem *mem, const ded_msg_commit 
     if (a->ncontrib++ == 0) a->first_contrib = i;
   }
   a->chunk = plan->chunk_elems;
+  if (ded_codec_from_wire(plan->codec, plan->codec_ppm, &a->codec) != 0)
+    a->codec = (ded_codec){DED_CODEC_NONE, DED_CODEC_TOPK_DEFAULT}; /* checked when decoded */
+  a->rcodec = ded_codec_result(&a->codec);
   a->res_base = ded_mem_calloc(mem, k + 1, sizeof *a->res_base);
   if (!a->res_base) return DED_ERR_NOMEM;
   for (unsigned m = 0; m < k; m++)
@@ -79,6 +87,52 @@ uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem) {
   return have;
 }
 
+/* Encodes our contribution |x| chunk by chunk as the layout cuts it: the
+ * bytes of every shard but ours in |a->enc| when |env| gives round memory
+ * (for the frames; NULL: only |q| is wanted), and every chunk decoded
+ * again into |q|. A chunk the codec refuses (a non-finite value) goes as
+ * plain floats: |q| is then the input itself. */
+static int encode_contrib(ded_attempt *a, const ded_attempt_env *env, const ded_mem *mem,
+                          const float *x) {
+  uint64_t nch = a->res_base[a->plan.k], count = a->plan.count;
+  a->q = ded_mem_malloc(mem, (size_t)count * sizeof *a->q + 1);
+  a->enc_off = ded_mem_calloc(mem, (size_t)nch + 1, sizeof *a->enc_off);
+  a->enc_raw = ded_mem_calloc(mem, ((size_t)nch + 7) / 8 + 1, 1);
+  if (!a->escratch) a->escratch = ded_mem_malloc(mem, ded_codec_bound(&a->codec, a->chunk));
+  if (!a->q || !a->enc_off || !a->enc_raw || !a->escratch) return DED_ERR_NOMEM;
+  /* Bytes for every chunk of the other shards, at the codec's bound. */
+  size_t total = 0;
+  for (unsigned m = 0; env && m < a->plan.k; m++) {
+    uint64_t len = ded_attempt_shard_len(a, m);
+    for (uint64_t e = 0; m != a->me && e < len; e += a->chunk)
+      total += ded_codec_bound(&a->codec, (size_t)DED_MIN(a->chunk, len - e));
+  }
+  if (env) a->enc = env->wire(env->ctx, total + 1);
+  if (env && !a->enc) return DED_ERR_NOMEM;
+  size_t at = 0;
+  for (unsigned m = 0; m < a->plan.k; m++) {
+    uint64_t lo = ded_attempt_shard_lo(a, m), len = ded_attempt_shard_len(a, m);
+    for (uint64_t e = 0, c = a->res_base[m]; e < len; e += a->chunk, c++) {
+      size_t n = (size_t)DED_MIN(a->chunk, len - e), got = 0;
+      uint8_t *out = m == a->me || !env ? a->escratch : a->enc + at;
+      size_t cap = ded_codec_bound(&a->codec, n);
+      int rv = ded_codec_encode(&a->codec, x, (size_t)count, (size_t)(lo + e), n, out, cap, &got,
+                                mem);
+      if (rv == DED_ERR_NOMEM) return rv;
+      if (rv == 0) rv = ded_codec_decode(&a->codec, out, got, (size_t)count, (size_t)(lo + e), n,
+                                         a->q + lo + e);
+      if (rv) { /* refused: plain */
+        ded_bit_set(a->enc_raw, c);
+        memcpy(a->q + lo + e, x + lo + e, n * sizeof *x);
+        got = 0;
+      }
+      if (m != a->me && env) at += got;
+      a->enc_off[c + 1] = at;
+    }
+  }
+  return 0;
+}
+
 int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env) {
   unsigned k = a->plan.k;
   a->my_off = ded_attempt_shard_lo(a, a->me);
@@ -87,27 +141,78 @@ int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env) {
   a->next_m = ded_mem_calloc(env->mem, a->my_nchunks ? a->my_nchunks : 1, sizeof *a->next_m);
   a->recv_bits = ded_mem_calloc(env->mem, ((uint64_t)k * a->my_nchunks + 7) / 8 + 1, 1);
   a->staging = ded_mem_calloc(env->mem, k, sizeof *a->staging);
-  return a->next_m && a->recv_bits && a->staging ? 0 : DED_ERR_NOMEM;
+  if (!a->next_m || !a->recv_bits || !a->staging) return DED_ERR_NOMEM;
+  if (a->codec.kind == DED_CODEC_NONE) return 0;
+  size_t cb = DED_MAX(ded_codec_bound(&a->codec, a->chunk), ded_codec_bound(&a->rcodec, a->chunk));
+  a->scratch = ded_mem_malloc(env->mem, a->chunk * sizeof *a->scratch);
+  a->escratch = ded_mem_malloc(env->mem, cb);
+  if (!a->scratch || !a->escratch) return DED_ERR_NOMEM;
+  if (a->plan.members[a->me].flags & DED_MEMBER_F_AUX) return 0;
+  return encode_contrib(a, env, env->mem, (const float *)(const void *)env->input);
+}
+
+int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, const float *x) {
+  if (a->q || a->codec.kind == DED_CODEC_NONE || a->me >= a->plan.k ||
+      a->plan.members[a->me].flags & DED_MEMBER_F_AUX)
+    return 0;
+  return encode_contrib(a, NULL, mem, x);
 }
 
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m) {
   uint64_t lo = ded_attempt_shard_lo(a, m), len = ded_attempt_shard_len(a, m);
-  for (uint64_t e = 0; e < len; e += a->chunk) {
+  for (uint64_t e = 0, c = a->res_base[m]; e < len; e += a->chunk, c++) {
     uint64_t n = DED_MIN(a->chunk, len - e);
-    int rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e,
-                       env->input + (lo + e) * env->es, n * env->es, true);
+    int rv;
+    if (a->codec.kind == DED_CODEC_NONE)
+      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
+                     env->input + (lo + e) * env->es, n * env->es, env->input_user);
+    else if (ded_bit_get(a->enc_raw, c))
+      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
+                     (const uint8_t *)(a->q + lo + e), n * sizeof(float), false);
+    else
+      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, (uint8_t)a->codec.kind,
+                     a->enc + a->enc_off[c], (size_t)(a->enc_off[c + 1] - a->enc_off[c]), false);
     if (rv) return rv;
   }
   return 0;
 }
 
-/* Sends chunk |c| of our own shard (finished) to peer |id|. */
+/* Sends chunk |c| of our own shard (finished) to peer |id|: |enc| (|elen|
+ * bytes in the result codec), or the plain elements when |enc| is NULL. */
 static int send_result_chunk(ded_attempt *a, const ded_attempt_env *env,
-                             const uint8_t id[DED_ID_BYTES], uint64_t c) {
+                             const uint8_t id[DED_ID_BYTES], uint64_t c, const uint8_t *enc,
+                             size_t elen) {
   uint64_t first = c * a->chunk;
   uint64_t n = DED_MIN(a->chunk, a->my_len - first);
-  return env->send(env->ctx, id, DED_MSG_RESULT, a->my_off + first,
+  if (enc)
+    return env->send(env->ctx, id, DED_MSG_RESULT, a->my_off + first, (uint8_t)a->rcodec.kind, enc,
+                     elen, false);
+  return env->send(env->ctx, id, DED_MSG_RESULT, a->my_off + first, DED_CODEC_NONE,
                    env->res + (a->my_off + first) * env->es, n * env->es, false);
+}
+
+/* The finished chunk of |n| floats at |v| in the result codec, once, in
+ * round memory, and |v| decoded from those bytes (what every member will
+ * hold). NULL with |*elen| 0: it goes plain (NONE, or refused); NULL with
+ * |*elen| 1: out of memory. */
+static uint8_t *encode_result(ded_attempt *a, const ded_attempt_env *env, float *v, size_t n,
+                              size_t *elen) {
+  *elen = 0;
+  if (a->rcodec.kind == DED_CODEC_NONE) return NULL;
+  size_t cap = ded_codec_bound(&a->rcodec, n), got = 0;
+  if (ded_codec_encode(&a->rcodec, v, n, 0, n, a->escratch, cap, &got, env->mem) != 0) return NULL;
+  uint8_t *enc = env->wire(env->ctx, got + 1);
+  if (!enc) {
+    *elen = 1;
+    return NULL;
+  }
+  memcpy(enc, a->escratch, got);
+  if (ded_codec_decode(&a->rcodec, enc, got, n, 0, n, v) != 0) { /* cannot be: our own bytes */
+    *elen = 1;
+    return NULL;
+  }
+  *elen = got;
+  return enc;
 }
 
 /* All contributions to chunk |c| are in: finish it and send it out. */
@@ -115,6 +220,10 @@ static int finish_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c) 
   uint64_t first = c * a->chunk;
   uint64_t n = DED_MIN(a->chunk, a->my_len - first);
   ded_reduce_div(env->dtype, env->res + (a->my_off + first) * env->es, n, a->total_w);
+  size_t elen;
+  const uint8_t *enc =
+      encode_result(a, env, (float *)(void *)(env->res + (a->my_off + first) * env->es), n, &elen);
+  if (!enc && elen) return DED_ERR_NOMEM;
   ded_bit_set(a->res_bits, a->res_base[a->me] + c);
   a->res_got++;
   ded_digest_got(&a->dig, env->res, (a->my_off + first) * env->es, n * env->es);
@@ -122,18 +231,19 @@ static int finish_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c) 
   for (unsigned m = 0; m < a->plan.k; m++) {
     if (m == a->me) continue;
     /* A member that is gone cannot use the result; our round goes on. */
-    int rv = send_result_chunk(a, env, a->plan.members[m].id, c);
+    int rv = send_result_chunk(a, env, a->plan.members[m].id, c, enc, elen);
     if (rv) return rv;
   }
   for (ded_attempt_fetcher *f = a->fetchers; f; f = f->next) {
-    int rv = send_result_chunk(a, env, f->id, c);
+    int rv = send_result_chunk(a, env, f->id, c, enc, elen);
     if (rv) return rv;
   }
   return 0;
 }
 
 /* Adds, in commit order, every contribution to chunk |c| that is ready.
- * |direct| is member |direct_m|'s data for |c| straight off the wire. */
+ * |direct| is member |direct_m|'s data for |c| straight off the wire
+ * (decoded already, with a codec). */
 static int advance_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c,
                          const uint8_t *direct, unsigned direct_m) {
   uint64_t first = c * a->chunk;
@@ -148,7 +258,8 @@ static int advance_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c,
       continue;
     }
     if (m == a->me)
-      src = env->input + (a->my_off + first) * env->es;
+      src = a->q ? (const uint8_t *)(a->q + a->my_off + first)
+                 : env->input + (a->my_off + first) * env->es;
     else if (direct && m == direct_m)
       src = direct;
     else if (ded_bit_get(a->recv_bits, (uint64_t)m * a->my_nchunks + c))
@@ -170,29 +281,61 @@ int ded_attempt_reduce_own(ded_attempt *a, const ded_attempt_env *env) {
   return 0;
 }
 
+/* Whether frame |d| of |n| elements may be read: plain elements of the
+ * right length, or the codec |kind| the frame must use. */
+static bool frame_fits(const ded_attempt *a, const ded_attempt_env *env, const ded_msg_data *d,
+                       ded_codec_kind kind, uint64_t n) {
+  (void)a;
+  if (d->codec == DED_CODEC_NONE) return d->len == n * env->es;
+  return d->codec == kind;
+}
+
+/* Decodes frame |d| (|n| elements, the range at |first| of a vector of
+ * |total|, in |c| unless plain) into |out|. DED_ERR_PROTO if malformed. */
+static int frame_decode(const ded_attempt *a, const ded_attempt_env *env, const ded_msg_data *d,
+                        uint64_t n, size_t first, size_t total, const ded_codec *c, uint8_t *out) {
+  (void)a;
+  if (d->codec == DED_CODEC_NONE) {
+    memcpy(out, d->elems, (size_t)n * env->es);
+    return 0;
+  }
+  return ded_codec_decode(c, d->elems, d->len, total, first, (size_t)n, (float *)(void *)out);
+}
+
 int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t from[DED_ID_BYTES],
                      uint8_t type, const ded_msg_data *d, bool running, bool fetching) {
   unsigned k = a->plan.k, m = k;
   for (unsigned i = 0; i < k; i++)
     if (memcmp(a->plan.members[i].id, from, DED_ID_BYTES) == 0) m = i;
-  if (d->len % env->es != 0) return DED_ERR_PROTO;
-  uint64_t n = d->len / env->es;
   if (type == DED_MSG_DATA) {
     if (m == k || m == a->me || a->me == k || !running) return DED_ERR_PROTO;
     if (d->offset < a->my_off || d->offset - a->my_off >= a->my_len) return DED_ERR_PROTO;
     uint64_t first = d->offset - a->my_off;
     uint64_t c = first / a->chunk;
-    if (first % a->chunk != 0 || n != DED_MIN(a->chunk, a->my_len - first)) return DED_ERR_PROTO;
+    uint64_t n = DED_MIN(a->chunk, a->my_len - first);
+    if (first % a->chunk != 0 || !frame_fits(a, env, d, a->codec.kind, n)) return DED_ERR_PROTO;
+    if (a->plan.members[m].flags & DED_MEMBER_F_AUX) return DED_ERR_PROTO; /* it brings none */
     uint64_t bit = (uint64_t)m * a->my_nchunks + c;
     if (ded_bit_get(a->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
-    ded_bit_set(a->recv_bits, bit);
-    if (a->next_m[c] == m) return advance_chunk(a, env, c, d->elems, m);
-    if (!a->staging[m]) {
-      a->staging[m] = ded_bufcache_get(env->cache, a->my_len * env->es);
-      if (!a->staging[m]) return DED_ERR_NOMEM;
+    bool direct = a->next_m[c] == m;
+    uint8_t *to;
+    if (direct) {
+      to = a->scratch ? (uint8_t *)a->scratch : NULL;
+    } else {
+      if (!a->staging[m]) {
+        a->staging[m] = ded_bufcache_get(env->cache, a->my_len * env->es);
+        if (!a->staging[m]) return DED_ERR_NOMEM;
+      }
+      to = a->staging[m] + first * env->es;
     }
-    memcpy(a->staging[m] + first * env->es, d->elems, d->len);
-    return 0;
+    const uint8_t *src = d->elems;
+    if (d->codec != DED_CODEC_NONE || !direct) {
+      int rv = frame_decode(a, env, d, n, (size_t)d->offset, (size_t)a->plan.count, &a->codec, to);
+      if (rv) return rv;
+      src = to;
+    }
+    ded_bit_set(a->recv_bits, bit);
+    return direct ? advance_chunk(a, env, c, src, m) : 0;
   }
   /* RESULT: a finished chunk of some shard. From its reducer while the
    * attempt runs; from the holder we asked while fetching. Fetching again
@@ -205,7 +348,8 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   uint64_t lo = ded_attempt_shard_lo(a, s), len = ded_attempt_shard_len(a, s);
   if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
   uint64_t first = d->offset - lo;
-  if (first % a->chunk != 0 || n != DED_MIN(a->chunk, len - first)) return DED_ERR_PROTO;
+  uint64_t n = DED_MIN(a->chunk, len - first);
+  if (first % a->chunk != 0 || !frame_fits(a, env, d, a->rcodec.kind, n)) return DED_ERR_PROTO;
   if (m == k || m == a->me) return DED_ERR_PROTO;
   if (a->refetch) {
     if (m != a->holders[s]) return 0;
@@ -214,10 +358,12 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   }
   uint64_t bit = a->res_base[s] + first / a->chunk;
   if (ded_bit_get(a->res_bits, bit)) return fetching ? 0 : DED_ERR_PROTO;
+  /* A result chunk is the chunk as a whole vector (ded_codec_result). */
+  int rv = frame_decode(a, env, d, n, 0, (size_t)n, &a->rcodec, env->res + d->offset * env->es);
+  if (rv) return rv;
   ded_bit_set(a->res_bits, bit);
-  memcpy(env->res + d->offset * env->es, d->elems, d->len);
   a->res_got++;
-  ded_digest_got(&a->dig, env->res, d->offset * env->es, d->len);
+  ded_digest_got(&a->dig, env->res, d->offset * env->es, n * env->es);
   return 0;
 }
 
@@ -239,7 +385,7 @@ void ded_attempt_serve(ded_attempt *a, const ded_attempt_env *env, unsigned s,
   for (uint64_t c = 0; lo + c * a->chunk < lo + len; c++) {
     if (!ded_bit_get(a->res_bits, a->res_base[s] + c)) continue;
     uint64_t n = DED_MIN(a->chunk, len - c * a->chunk);
-    if (env->send(env->ctx, to, DED_MSG_RESULT, lo + c * a->chunk,
+    if (env->send(env->ctx, to, DED_MSG_RESULT, lo + c * a->chunk, DED_CODEC_NONE,
                   env->res + (lo + c * a->chunk) * env->es, n * env->es, false))
       return;
   }

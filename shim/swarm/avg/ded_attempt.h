@@ -20,6 +20,16 @@
  * are all in is divided by the total weight and sent to every other
  * member, and to those that fetched it.
  *
+ * Compression (avg/ded_codec.h): with a COMMIT's codec other than NONE,
+ * our contribution is encoded once, when the attempt starts, chunk by
+ * chunk as the layout cuts it, and decoded back at once: |q| is what
+ * every reducer adds of ours, our own shard's reducer (us) included, and
+ * what the job's error feedback compares its contribution with. A
+ * reducer decodes each contribution, adds it as above, and encodes each
+ * finished chunk of the mean once in the result codec; every member,
+ * the reducer too, holds the decoded result, so every member's bytes are
+ * the same. Results served again (a FETCH) travel as plain elements.
+ *
  * Invariants: res_bits marks exactly the chunks of the result the round's
  * buffer holds (res_got of them), and |dig| counts exactly their bytes
  * in; a chunk of our shard is marked only once every contribution to it
@@ -37,6 +47,7 @@
 #include "../core/ded_mem.h"
 #include "../core/ded_msg.h"
 #include "../round/ded_history.h"
+#include "ded_codec.h"
 #include "ded_digest.h"
 
 /* A FETCH of our shard while we still reduce it: answered chunk by chunk. */
@@ -69,6 +80,15 @@ typedef struct ded_attempt {
                           the member asked again for the round's bytes) */
   uint8_t *fetch_sent; /* ... and which shards we asked for */
   bool refetch;        /* fetching again: results only from the holders */
+  /* Compression: the contributions' codec and the result's (NONE: the
+   * element type's own bytes). */
+  ded_codec codec, rcodec;
+  float *q;          /* our contribution as decoded, plan.count (NULL: none) */
+  uint8_t *enc;      /* our encoded chunks, every shard but ours (round memory) */
+  uint64_t *enc_off; /* per chunk (res_base order): where it begins in enc */
+  uint8_t *enc_raw;  /* per chunk: the codec refused it; it goes as plain floats */
+  float *scratch;    /* one chunk of floats, decoded */
+  uint8_t *escratch; /* one chunk's encoding at most */
 } ded_attempt;
 
 /* What an attempt needs from the round that runs it. */
@@ -77,14 +97,22 @@ typedef struct ded_attempt_env {
   ded_bufcache *cache;
   uint8_t dtype;
   size_t es;
-  const uint8_t *input; /* our contribution: the caller's buffer */
+  /* Our contribution: the caller's buffer, or, when the attempt's codec
+   * is not NONE, the round's float32 copy of it plus the error feedback
+   * (avg/ded_feedback.h). */
+  const uint8_t *input;
+  bool input_user; /* |input| is the caller's buffer */
   uint8_t *res;         /* the result, every shard: the round's buffer */
   uint64_t now_ns;
-  /* Queue |len| bytes at |elems| (element offset |off|) as a |type| frame
-   * (DED_MSG_DATA or DED_MSG_RESULT) to peer |id|, the bytes staying where
-   * they are (|user|: in the caller's buffer); nonzero: an error to pass on. */
-  int (*send)(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off,
+  /* Queue |len| bytes at |elems| (element offset |off|, encoded with
+   * |codec|) as a |type| frame (DED_MSG_DATA or DED_MSG_RESULT) to peer
+   * |id|, the bytes staying where they are (|user|: in the caller's
+   * buffer); nonzero: an error to pass on. */
+  int (*send)(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off, uint8_t codec,
               const uint8_t *elems, size_t len, bool user);
+  /* |len| bytes that live as long as the round's memory (frames queued
+   * from them outlive the attempt), or NULL. */
+  uint8_t *(*wire)(void *ctx, size_t len);
   void *ctx;
 } ded_attempt_env;
 
@@ -113,9 +141,18 @@ void ded_attempt_digest(const ded_attempt *a, uint8_t out[DED_DIGEST_BYTES]);
 /* The shards we hold in full, as a bitmap (NULL: out of memory). */
 uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem);
 
-/* Our shard's reduction begins (we are a member, me < plan.k). 0 or
+/* Our shard's reduction begins (we are a member, me < plan.k); with a
+ * codec, our contribution is encoded (unless we are aux). 0 or
  * DED_ERR_NOMEM. */
 int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env);
+
+/* What the reducers of this attempt decoded of our contribution |x| (a
+ * member's, with a codec), in |a->q|, when the attempt did not run here
+ * (we took it over from a DECIDE after sending its data in an earlier
+ * hold of it): the encoding is a pure function of |x| and the layout, so
+ * it is what they decoded then. 0 (nothing to do, or done) or
+ * DED_ERR_NOMEM. */
+int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, const float *x);
 
 /* Our contribution to member |m|'s shard, chunk by chunk (DED_MSG_DATA). */
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m);

@@ -72,6 +72,7 @@ const char *ded_codec_name(ded_codec_kind kind) {
   case DED_CODEC_BF16: return "bf16";
   case DED_CODEC_INT8: return "int8";
   case DED_CODEC_TOPK: return "topk";
+  case DED_CODEC_SPARSE: return "sparse";
   }
   return "?";
 }
@@ -89,14 +90,45 @@ int ded_codec_parse(const char *text, ded_codec *out) {
   } else if (strncmp(text, "topk:", 5) == 0 && text[5]) {
     char *end;
     double f = strtod(text + 5, &end);
-    if (*end || !(f > 0.0 && f <= 1.0)) return DED_ERR_INVALID_ARG;
+    if (*end || !(f >= 1.0 / DED_CODEC_PPM && f <= 1.0)) return DED_ERR_INVALID_ARG;
     c.kind = DED_CODEC_TOPK;
-    c.fraction = f;
+    c.fraction = floor(f * DED_CODEC_PPM + 0.5) / DED_CODEC_PPM; /* as the wire says it */
   } else {
     return DED_ERR_INVALID_ARG;
   }
   *out = c;
   return 0;
+}
+
+void ded_codec_to_wire(const ded_codec *c, uint8_t *kind, uint32_t *ppm) {
+  *kind = (uint8_t)c->kind;
+  *ppm = 0;
+  if (c->kind == DED_CODEC_TOPK) {
+    double f = floor(c->fraction * DED_CODEC_PPM + 0.5);
+    *ppm = f < 1.0 ? 1u : f > DED_CODEC_PPM ? DED_CODEC_PPM : (uint32_t)f;
+  }
+}
+
+int ded_codec_from_wire(uint8_t kind, uint32_t ppm, ded_codec *out) {
+  if (kind > DED_CODEC_TOPK) return DED_ERR_PROTO;
+  if (kind == DED_CODEC_TOPK ? ppm == 0 || ppm > DED_CODEC_PPM : ppm != 0) return DED_ERR_PROTO;
+  out->kind = (ded_codec_kind)kind;
+  out->fraction = kind == DED_CODEC_TOPK ? (double)ppm / DED_CODEC_PPM : DED_CODEC_TOPK_DEFAULT;
+  return 0;
+}
+
+ded_codec ded_codec_result(const ded_codec *c) {
+  ded_codec r = *c;
+  if (c->kind == DED_CODEC_TOPK) r.kind = DED_CODEC_SPARSE;
+  return r;
+}
+
+unsigned ded_codec_rank(ded_codec_kind kind) { return kind == DED_CODEC_SPARSE ? 0u : (unsigned)kind; }
+
+bool ded_codec_lossier(const ded_codec *a, const ded_codec *b) {
+  unsigned ra = ded_codec_rank(a->kind), rb = ded_codec_rank(b->kind);
+  if (ra != rb) return ra > rb;
+  return a->kind == DED_CODEC_TOPK && a->fraction < b->fraction;
 }
 
 size_t ded_codec_topk_k(double fraction, size_t n) {
@@ -121,6 +153,7 @@ size_t ded_codec_bound(const ded_codec *c, size_t n) {
   case DED_CODEC_BF16: return 2 * n;
   case DED_CODEC_INT8: return n + 4 * (n / DED_CODEC_INT8_BLOCK + 2);
   case DED_CODEC_TOPK: return 4 + (LEB_MAX + 4) * ded_codec_topk_k(c->fraction, n);
+  case DED_CODEC_SPARSE: return 4 + (LEB_MAX + 4) * n;
   }
   return 0;
 }
@@ -272,50 +305,91 @@ static bool leb_get(const uint8_t *p, size_t len, uint64_t *x, size_t *used) {
   return false;
 }
 
-static int topk_encode(const ded_codec *c, const float *x, size_t n, uint8_t *out, size_t *len,
-                       const ded_mem *mem) {
-  size_t k = ded_codec_topk_k(c->fraction, n);
+/* Writes TOPK's and SPARSE's u32 k; returns its size. */
+static size_t sparse_put_k(uint8_t *out, size_t k) {
   out[0] = (uint8_t)k;
   out[1] = (uint8_t)(k >> 8);
   out[2] = (uint8_t)(k >> 16);
   out[3] = (uint8_t)(k >> 24);
-  size_t pos = 4;
+  return 4;
+}
+
+/* Top-k's selection: a histogram of the magnitudes' bits (for finite
+ * floats, their order is the values' order) finds the bucket the k-th
+ * largest falls in; only that bucket's magnitudes are then selected among.
+ * 2048 buckets: the exponent and the mantissa's top three bits. */
+#define TOPK_BUCKET_SHIFT 20
+#define TOPK_BUCKETS (1u << (31 - TOPK_BUCKET_SHIFT))
+
+static int topk_encode(const ded_codec *c, const float *x, size_t n, uint8_t *out, size_t *len,
+                       const ded_mem *mem) {
+  size_t k = ded_codec_topk_k(c->fraction, n);
+  size_t pos = sparse_put_k(out, k);
   if (k == 0) {
     *len = pos;
     return 0;
   }
-  float *m = ded_mem_malloc(mem, n * sizeof *m);
-  if (!m) return DED_ERR_NOMEM;
-  for (size_t i = 0; i < n; i++) m[i] = fabsf(x[i]);
-  float thr = kth_largest(m, n, k);
+  uint32_t hist[TOPK_BUCKETS];
+  memset(hist, 0, sizeof hist);
+  for (size_t i = 0; i < n; i++) hist[(f32_bits(x[i]) & 0x7fffffffu) >> TOPK_BUCKET_SHIFT]++;
   size_t above = 0;
-  for (size_t i = 0; i < n; i++) above += fabsf(x[i]) > thr;
+  uint32_t b = TOPK_BUCKETS - 1;
+  while (above + hist[b] < k) above += hist[b--]; /* the buckets hold all n >= k */
+  size_t nc = hist[b], j = 0;
+  float *cand = ded_mem_malloc(mem, nc * sizeof *cand);
+  if (!cand) return DED_ERR_NOMEM;
+  for (size_t i = 0; i < n; i++)
+    if (((f32_bits(x[i]) & 0x7fffffffu) >> TOPK_BUCKET_SHIFT) == b) cand[j++] = fabsf(x[i]);
+  float thr = kth_largest(cand, nc, k - above);
+  for (size_t i = 0; i < nc; i++) above += cand[i] > thr;
+  ded_mem_free(mem, cand);
   size_t ties = k - above, taken = 0;
   uint64_t prev = UINT64_MAX; /* -1 */
+  /* The values go to the end of the bound (past where the indices can
+   * reach: at most LEB_MAX bytes each), and move behind them at the end. */
+  uint8_t *vals = out + 4 + LEB_MAX * k;
   size_t nidx = 0;
-  /* The indices as they are chosen; the values, which follow them, kept
-   * in the scratch meanwhile (its first nidx slots are read already). */
+  uint32_t tb = f32_bits(thr); /* magnitudes compare as their bits */
   for (size_t i = 0; i < n && nidx < k; i++) {
-    float a = fabsf(x[i]);
-    bool pick = a > thr || (a == thr && taken < ties);
-    if (!pick) continue;
-    taken += a == thr;
+    uint32_t a = f32_bits(x[i]) & 0x7fffffffu;
+    if (a < tb) continue;
+    if (a == tb && taken++ >= ties) continue;
     pos += leb_put(out + pos, (uint64_t)i - prev - 1);
     prev = (uint64_t)i;
-    m[nidx++] = x[i];
+    put_f32(vals + 4 * nidx++, x[i]);
   }
-  for (size_t v = 0; v < k; v++) put_f32(out + pos + 4 * v, m[v]);
-  ded_mem_free(mem, m);
+  memmove(out + pos, vals, 4 * k);
   *len = pos + 4 * k;
   return 0;
 }
 
-static int topk_decode(const ded_codec *c, const uint8_t *in, size_t len, size_t n, float *out) {
+/* SPARSE: every element that is not zero (NaN included), indices first,
+ * then their values, read again from |x|. */
+static void sparse_encode(const float *x, size_t n, uint8_t *out, size_t *len) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += x[i] != 0.0f;
+  size_t pos = sparse_put_k(out, k);
+  uint64_t prev = UINT64_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != 0.0f) {
+      pos += leb_put(out + pos, (uint64_t)i - prev - 1);
+      prev = (uint64_t)i;
+    }
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != 0.0f) {
+      put_f32(out + pos, x[i]);
+      pos += 4;
+    }
+  *len = pos;
+}
+
+/* TOPK and SPARSE: |want| is top-k's k, or SIZE_MAX for any k up to n. */
+static int topk_decode(size_t want, const uint8_t *in, size_t len, size_t n, float *out) {
   memset(out, 0, n * sizeof *out);
   if (len < 4) return DED_ERR_PROTO;
   uint64_t k = (uint64_t)in[0] | (uint64_t)in[1] << 8 | (uint64_t)in[2] << 16 |
                (uint64_t)in[3] << 24;
-  if (k != ded_codec_topk_k(c->fraction, n)) return DED_ERR_PROTO;
+  if (want == SIZE_MAX ? k > (uint64_t)n : k != want) return DED_ERR_PROTO;
   size_t pos = 4;
   uint64_t prev = UINT64_MAX;
   /* The values follow the indices: first find where the indices end. */
@@ -380,6 +454,10 @@ int ded_codec_encode(const ded_codec *c, const float *v, size_t total, size_t fi
     if (!(c->fraction > 0.0 && c->fraction <= 1.0) || n > UINT32_MAX || !all_finite(x, n))
       return DED_ERR_INVALID_ARG;
     return topk_encode(c, x, n, out, len, mem);
+  case DED_CODEC_SPARSE:
+    if (n > UINT32_MAX) return DED_ERR_INVALID_ARG;
+    sparse_encode(x, n, out, len);
+    return 0;
   }
   return DED_ERR_INVALID_ARG;
 }
@@ -405,7 +483,8 @@ int ded_codec_decode(const ded_codec *c, const uint8_t *in, size_t len, size_t t
     return int8_decode(in, len, first, n, out);
   case DED_CODEC_TOPK:
     if (!(c->fraction > 0.0 && c->fraction <= 1.0)) return DED_ERR_PROTO;
-    return topk_decode(c, in, len, n, out);
+    return topk_decode(ded_codec_topk_k(c->fraction, n), in, len, n, out);
+  case DED_CODEC_SPARSE: return topk_decode(SIZE_MAX, in, len, n, out);
   }
   return DED_ERR_PROTO;
 }

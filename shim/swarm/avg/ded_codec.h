@@ -31,6 +31,10 @@
  *    strictly increasing) as LEB128 gaps (index minus the previous index
  *    minus 1, the first from -1), then the k values as float32. Every
  *    other element is 0.
+ *  - SPARSE: the same layout as TOPK with any k up to n: every element
+ *    of the range that is not zero (NaN included), in index order. It is
+ *    lossless but for the sign of a zero. The result of a top-k round
+ *    travels in it (ded_codec_result).
  * Everything is little-endian. Encoding refuses non-finite input for
  * INT8 and TOPK (DED_ERR_INVALID_ARG): a NaN would make every element of
  * its block NaN, or hide; the caller sends such a range uncompressed.
@@ -60,21 +64,56 @@ typedef enum ded_codec_kind {
   DED_CODEC_BF16 = 2,
   DED_CODEC_INT8 = 3,
   DED_CODEC_TOPK = 4,
-  DED_CODEC_KIND_MAX = DED_CODEC_TOPK
+  DED_CODEC_SPARSE = 5, /* results only: never a contribution's codec */
+  DED_CODEC_KIND_MAX = DED_CODEC_SPARSE
 } ded_codec_kind;
+
+/* Top-k's fraction on the wire: millionths, 1 to 1,000,000. */
+#define DED_CODEC_PPM 1000000u
 
 typedef struct ded_codec {
   ded_codec_kind kind;
   double fraction; /* TOPK: of the elements kept, in (0, 1]; else unused */
 } ded_codec;
 
-/* "none", "fp16", "bf16", "int8", "topk", or "?". */
+/* "none", "fp16", "bf16", "int8", "topk", "sparse", or "?". */
 const char *ded_codec_name(ded_codec_kind kind);
 
 /* Parses |text| ("none", "fp16", "bf16", "int8", "topk" or
- * "topk:FRACTION" with 0 < FRACTION <= 1) into |out|: 0, or
- * DED_ERR_INVALID_ARG. */
+ * "topk:FRACTION" with 0.000001 <= FRACTION <= 1, rounded to millionths)
+ * into |out|: 0, or DED_ERR_INVALID_ARG. */
 int ded_codec_parse(const char *text, ded_codec *out);
+
+/* A round's codec as the COMMIT carries it: the kind (NONE to TOPK), and
+ * top-k's fraction in millionths (0 for the others). */
+void ded_codec_to_wire(const ded_codec *c, uint8_t *kind, uint32_t *ppm);
+
+/* The codec a COMMIT's (kind, ppm) describes: 0, or DED_ERR_PROTO when
+ * the kind is not a contribution's, or ppm is out of range for it. */
+int ded_codec_from_wire(uint8_t kind, uint32_t ppm, ded_codec *out);
+
+/*
+ * The codec a round's result travels in, for a round whose contributions
+ * use |c| (the all-gather re-encodes each finished chunk once, at its
+ * reducer, and every member decodes those bytes, the reducer too):
+ *  - NONE, FP16, BF16: the same codec. The mean of values of a format is
+ *    rounded once more to that format: an error of half a unit in its
+ *    last place, no more than one contribution's own.
+ *  - INT8: INT8 with the chunk as the whole vector (its blocks counted
+ *    from the chunk's first element, which the reducer holds entire):
+ *    the error is at most half a step of the block's largest mean value
+ *    over 127, as a contribution's.
+ *  - TOPK: SPARSE. The mean of k-sparse contributions is sparse; sent
+ *    exactly, it adds no error at all.
+ */
+ded_codec ded_codec_result(const ded_codec *c);
+
+/* How much a codec drops, to compare choices: NONE 0, FP16 1, BF16 2,
+ * INT8 3, TOPK 4 (a smaller fraction is lossier: ded_codec_lossier). */
+unsigned ded_codec_rank(ded_codec_kind kind);
+
+/* Whether |a| loses more than |b|. */
+bool ded_codec_lossier(const ded_codec *a, const ded_codec *b);
 
 /* The largest encoding of |n| elements with |c|. */
 size_t ded_codec_bound(const ded_codec *c, size_t n);

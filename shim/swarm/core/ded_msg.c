@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../avg/ded_codec.h"
 #include "ded_err.h"
 #include "ded_limits.h"
 
@@ -77,6 +78,9 @@ static void msg_join_fields(ded_wr *w, const ded_msg_join *m, uint8_t flags) {
   ded_wr_u64(w, m->step);
   ded_wr_f64(w, m->weight);
   ded_wr_u32(w, m->n_local);
+  ded_wr_u8(w, m->compress);
+  ded_wr_u32(w, m->compress_ppm);
+  ded_wr_u32(w, m->compute_us);
   ded_wr_u8(w, flags);
   if (flags & DED_JOIN_F_VOID) {
     ded_wr_u64(w, m->void_round);
@@ -93,6 +97,8 @@ static void msg_commit_body(ded_wr *w, const ded_msg_commit *m) {
   ded_wr_u64(w, m->pos);
   ded_wr_u64(w, m->step);
   ded_wr_u32(w, m->chunk_elems);
+  ded_wr_u8(w, m->codec);
+  ded_wr_u32(w, m->codec_ppm);
   ded_wr_u16(w, m->k);
   ded_wr_u16(w, m->nacc);
   for (unsigned i = 0; i < m->k; i++) {
@@ -238,12 +244,13 @@ void ded_msg_state_data_hdr_encode(uint8_t hdr[DED_STATE_DATA_HDR_BYTES], uint64
 }
 
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
-                             uint64_t attempt, uint64_t offset, size_t elem_bytes) {
-  ded_frame_put_hdr(hdr, type, 24 + elem_bytes);
-  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 24);
+                             uint64_t attempt, uint64_t offset, uint8_t codec, size_t elem_bytes) {
+  ded_frame_put_hdr(hdr, type, 25 + elem_bytes);
+  ded_wr w = ded_wr_init(hdr + DED_FRAME_HDR_BYTES, 25);
   ded_wr_u64(&w, round);
   ded_wr_u64(&w, attempt);
   ded_wr_u64(&w, offset);
+  ded_wr_u8(&w, codec);
   DED_ASSERT(!w.err);
 }
 
@@ -312,6 +319,9 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   m->step = ded_rd_u64(&r);
   m->weight = ded_rd_f64(&r);
   m->n_local = ded_rd_u32(&r);
+  m->compress = ded_rd_u8(&r);
+  m->compress_ppm = ded_rd_u32(&r);
+  m->compute_us = ded_rd_u32(&r);
   m->flags = ded_rd_u8(&r);
   if (m->flags & DED_JOIN_F_VOID) {
     m->void_round = ded_rd_u64(&r);
@@ -324,6 +334,9 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
       m->pos > DED_POS_MAX || m->step > DED_POS_MAX)
     return DED_ERR_PROTO;
   if (!msg_weight_ok(m->weight) || m->n_local == 0) return DED_ERR_PROTO;
+  ded_codec want;
+  if (ded_codec_from_wire(m->compress & (uint8_t)~DED_JOIN_COMPRESS_AUTO, m->compress_ppm, &want))
+    return DED_ERR_PROTO;
   if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE |
                    DED_JOIN_F_CLIENT | DED_JOIN_F_AUX | DED_JOIN_F_VOID) ||
       (m->flags & DED_JOIN_F_VOID && m->flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ||
@@ -391,10 +404,16 @@ static int msg_commit_body_rd(ded_rd *r, const ded_mem *mem, ded_msg_commit *m) 
   m->pos = ded_rd_u64(r);
   m->step = ded_rd_u64(r);
   m->chunk_elems = ded_rd_u32(r);
+  m->codec = ded_rd_u8(r);
+  m->codec_ppm = ded_rd_u32(r);
   m->k = ded_rd_u16(r);
   m->nacc = ded_rd_u16(r);
   if (r->err || !msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX ||
       m->pos > DED_POS_MAX || m->step > DED_POS_MAX)
+    return DED_ERR_PROTO;
+  ded_codec codec;
+  if (ded_codec_from_wire(m->codec, m->codec_ppm, &codec) ||
+      (m->codec != DED_CODEC_NONE && m->dtype != DED_DTYPE_F32))
     return DED_ERR_PROTO;
   /* A floor as well as a ceiling: one-element chunks would make every
    * member queue a frame per element. */
@@ -514,10 +533,12 @@ int ded_msg_data_decode(const uint8_t *p, size_t len, ded_msg_data *m) {
   m->round = ded_rd_u64(&r);
   m->attempt = ded_rd_u64(&r);
   m->offset = ded_rd_u64(&r);
+  m->codec = ded_rd_u8(&r);
   if (r.err) return DED_ERR_PROTO;
   m->len = ded_rd_left(&r);
   m->elems = ded_rd_ptr(&r, m->len);
-  if (m->len == 0 || m->offset > DED_COUNT_MAX) return DED_ERR_PROTO;
+  if (m->len == 0 || m->offset > DED_COUNT_MAX || m->codec > DED_CODEC_KIND_MAX)
+    return DED_ERR_PROTO;
   return 0;
 }
 

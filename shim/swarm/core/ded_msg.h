@@ -25,7 +25,7 @@
 #include "ded_types.h"
 #include "ded_wire.h"
 
-#define DED_PROTO_VERSION 14
+#define DED_PROTO_VERSION 15
 #define DED_HELLO_MAGIC "DEDMPI"
 #define DED_HELLO_MAGIC_LEN 6
 
@@ -70,8 +70,8 @@ typedef struct ded_msg_hello {
 
 /*
  * JOIN (member -> coordinator): u64 round | u32 view | u8 dtype |
- * u64 count | u64 pos | u64 step | f64 weight | u32 n_local | u8 flags
- * [| status].
+ * u64 count | u64 pos | u64 step | f64 weight | u32 n_local |
+ * u8 compress | u32 compress_ppm | u32 compute_us | u8 flags [| status].
  * status = u32 acc_view | COMMIT body | have bitmap.
  * |pos| is where the member's elements begin in the run's gradient stream
  * (the elements of every routed all-reduce in order since the run began)
@@ -86,6 +86,13 @@ typedef struct ded_msg_hello {
  * the first try; every failover adds one). A JOIN to view v is also the
  * sender's promise to take no part in any view below v. A JOIN is also a
  * member's report in a failover: with DED_JOIN_F_STATUS it carries
+ * |compress| is the member's DEDMPI_COMPRESS: the low bits a codec kind
+ * (NONE to TOPK, avg/ded_codec.h), with top-k's fraction in
+ * |compress_ppm| (millionths; 0 for the others), and DED_JOIN_COMPRESS_AUTO
+ * set when the codec is auto's floor: the lossiest it may choose.
+ * |compute_us| is how long the member's trainer computed before it
+ * submitted this round (from its previous round's report; 0: not known),
+ * which `auto` weighs the round's time against.
  * |acc_view|, the view in which the member accepted the attempt (sent HAVE
  * for it; DED_VIEW_NONE if it did not), the attempt the member was running,
  * as the COMMIT payload of that attempt (a COMMIT body, see below), then a
@@ -117,6 +124,7 @@ enum {
   DED_JOIN_F_VOID = 64,
 };
 #define DED_JOIN_VOID_BYTES 16
+#define DED_JOIN_COMPRESS_AUTO 0x80
 #define DED_VIEW_NONE UINT32_MAX
 
 typedef struct ded_msg_commit ded_msg_commit;
@@ -149,8 +157,12 @@ typedef struct ded_msg_member {
 /*
  * COMMIT (coordinator -> everyone who asked to join the round):
  * u64 round | u64 attempt | u64 base | u8 dtype | u64 count | u64 pos |
- * u64 step | u32 chunk_elems | u16 k | u16 nacc | k x (id[32] | f64 weight |
- * u32 n_local | u64 shard_off | u8 flags).
+ * u64 step | u32 chunk_elems | u8 codec | u32 codec_ppm | u16 k | u16 nacc |
+ * k x (id[32] | f64 weight | u32 n_local | u64 shard_off | u8 flags).
+ * |codec| is how the members' contributions travel (a kind of
+ * avg/ded_codec.h, NONE to TOPK, with top-k's fraction in |codec_ppm|,
+ * millionths, 0 for the others; anything but NONE only for float32
+ * elements), and the result in the codec ded_codec_result names.
  * The members without DED_MEMBER_F_AUX are the round's contributors: at
  * least one, with a positive total weight; an aux member has weight 0.
  * One attempt at the round: |attempt| = view << 32 | the first four bytes
@@ -180,7 +192,7 @@ typedef struct ded_msg_member {
  */
 #define DED_COMMIT_MEMBER_BYTES (DED_ID_BYTES + 8 + 4 + 8 + 1)
 #define DED_COMMIT_BODY_BYTES(k)                                                          \
-  (8 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 2 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
+  (8 + 8 + 8 + 1 + 8 + 8 + 8 + 4 + 1 + 4 + 2 + 2 + (size_t)(k)*DED_COMMIT_MEMBER_BYTES)
 
 struct ded_msg_commit {
   uint64_t round;
@@ -191,6 +203,8 @@ struct ded_msg_commit {
   uint64_t pos;  /* the round's first element in the run's gradient stream */
   uint64_t step; /* the members' training step, in elements (0: not known) */
   uint32_t chunk_elems;
+  uint8_t codec;      /* ded_codec_kind of the contributions */
+  uint32_t codec_ppm; /* top-k's fraction, millionths */
   uint16_t k;
   uint16_t nacc;
   ded_msg_member *members; /* owned; ded_msg_commit_free */
@@ -205,6 +219,9 @@ typedef struct ded_msg_join {
   uint64_t step;  /* its training step, in elements (0: not known) */
   double weight;
   uint32_t n_local;
+  uint8_t compress; /* a codec kind, | DED_JOIN_COMPRESS_AUTO */
+  uint32_t compress_ppm;
+  uint32_t compute_us;
   uint8_t flags;
   /* With DED_JOIN_F_VOID: */
   uint64_t void_round;
@@ -290,12 +307,15 @@ typedef struct ded_msg_redirect {
 
 /*
  * DATA (member -> reducer) and RESULT (reducer or holder -> member):
- * u64 round | u64 attempt | u64 offset | elements. |offset| counts
- * elements from the start of the vector; the element count is the payload
- * length divided by the round's element size. A RESULT carries the
- * weighted mean g itself, not n_j * g.
+ * u64 round | u64 attempt | u64 offset | u8 codec | elements. |offset|
+ * counts elements from the start of the vector; a frame carries one
+ * chunk of a shard (the COMMIT's layout says how many elements). |codec|
+ * says how the elements are encoded (avg/ded_codec.h): the round's codec
+ * (DATA) or its result codec (RESULT), or NONE, the element type's own
+ * bytes (a range that codec refused, or a holder serving a result again).
+ * A RESULT carries the weighted mean g itself, not n_j * g.
  */
-#define DED_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
+#define DED_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 25)
 
 typedef struct ded_msg_data {
   uint64_t round;
@@ -303,6 +323,7 @@ typedef struct ded_msg_data {
   uint64_t offset;
   const uint8_t *elems; /* points into the decoded payload */
   size_t len;           /* bytes */
+  uint8_t codec;
 } ded_msg_data;
 
 /*
@@ -470,7 +491,7 @@ typedef struct ded_msg_state_data {
 #define DED_STATE_GET_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 8 + 8 + 4)
 #define DED_STATE_DATA_HDR_BYTES (DED_FRAME_HDR_BYTES + 24)
 
-#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 8 + 8 + 4 + 1)
+#define DED_JOIN_FRAME_BYTES (DED_FRAME_HDR_BYTES + 8 + 4 + 1 + 8 + 8 + 8 + 8 + 4 + 1 + 4 + 4 + 1)
 #define DED_JOIN_STATUS_FRAME_BYTES(k)                                                   \
   (DED_JOIN_FRAME_BYTES + 4 + DED_COMMIT_BODY_BYTES(k) + ((size_t)(k) + 7) / 8)
 #define DED_DECIDE_FRAME_BYTES(k)                                                        \
@@ -515,7 +536,7 @@ void ded_msg_state_get_encode(ded_wr *w, const ded_msg_state_get *m);
 void ded_msg_state_data_hdr_encode(uint8_t hdr[DED_STATE_DATA_HDR_BYTES], uint64_t round,
                                    uint64_t digest, uint64_t offset, size_t len);
 void ded_msg_data_hdr_encode(uint8_t hdr[DED_DATA_HDR_BYTES], uint8_t type, uint64_t round,
-                             uint64_t attempt, uint64_t offset, size_t elem_bytes);
+                             uint64_t attempt, uint64_t offset, uint8_t codec, size_t elem_bytes);
 /* SPEED's header for |fill| bytes that follow it. */
 void ded_msg_speed_hdr_encode(uint8_t hdr[DED_SPEED_HDR_BYTES], uint32_t want, size_t fill);
 

@@ -173,17 +173,17 @@ void ded_disc_on_records(ded_node *node, ded_conn *c, const ded_frame *f, uint64
 }
 
 void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors,
-                       uint64_t attempt) {
+                       uint64_t attempt, uint8_t codec, uint32_t codec_ppm) {
   ded_disc *d = &node->disc;
   if (d->progress_set && round <= d->progress.round) return;
-  d->progress = (ded_progress){round, ms, contributors, attempt};
+  d->progress = (ded_progress){round, ms, contributors, attempt, codec, codec_ppm};
   d->progress_set = d->progress_new = true;
 }
 
 void ded_disc_progress_loaded(ded_node *node, uint64_t round, uint32_t contributors,
                               uint64_t attempt) {
   ded_disc *d = &node->disc;
-  d->progress = (ded_progress){round, 0, contributors, attempt};
+  d->progress = (ded_progress){round, 0, contributors, attempt, 0, 0};
   d->progress_set = d->progress_new = true;
   d->progress_said = false; /* told at once, not after the republish pause */
 }

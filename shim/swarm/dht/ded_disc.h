@@ -79,10 +79,10 @@ int ded_disc_take_record(ded_node *node, const uint8_t *bytes, size_t len, struc
 void ded_disc_on_records(ded_node *node, struct ded_conn *c, const ded_frame *f, uint64_t now_ns);
 
 /* Round |round| completed here after |ms| with |contributors|, taking
- * the result of |attempt| (0: none known): our record tells of it at its
- * next renewal. */
+ * the result of |attempt| (0: none known), its contributions encoded with
+ * |codec| (|codec_ppm|): our record tells of it at its next renewal. */
 void ded_disc_progress(ded_node *node, uint64_t round, uint32_t ms, uint32_t contributors,
-                       uint64_t attempt);
+                       uint64_t attempt, uint8_t codec, uint32_t codec_ppm);
 
 /* This job loaded the run's state after round |round| (a join or a
  * reload), whose result came from |attempt| with |contributors|: that is

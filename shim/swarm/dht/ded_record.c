@@ -16,7 +16,7 @@ _Static_assert(RECORD_FIXED_BYTES + DED_RECORD_EXT_MAX <= DED_RECORD_BYTES_MAX,
                "a record with the largest extension must fit DED_RECORD_BYTES_MAX");
 /* Our own record carries rates, an invitation, progress and a full list
  * of group peers at once. */
-_Static_assert(2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_INVITE_BYTES + 2 + DED_RECORD_PROGRESS_FULL_BYTES +
+_Static_assert(2 + DED_RECORD_PERF_BYTES + 2 + DED_RECORD_INVITE_BYTES + 2 + DED_RECORD_PROGRESS_CODEC_BYTES +
                        DED_RECORD_GROUPS_EXT_MAX <=
                    DED_RECORD_EXT_MAX,
                "our own extension must fit DED_RECORD_EXT_MAX");
@@ -129,11 +129,13 @@ int ded_record_invite(const ded_record *rec, uint64_t *expires_ms, uint8_t sig[D
 void ded_record_progress_add(ded_record *rec, const ded_progress *prog) {
   ded_wr w = ded_wr_init(rec->ext + rec->ext_len, sizeof rec->ext - rec->ext_len);
   ded_wr_u8(&w, DED_RECORD_EXT_PROGRESS);
-  ded_wr_u8(&w, DED_RECORD_PROGRESS_FULL_BYTES);
+  ded_wr_u8(&w, DED_RECORD_PROGRESS_CODEC_BYTES);
   ded_wr_u64(&w, prog->round);
   ded_wr_u32(&w, prog->round_ms);
   ded_wr_u32(&w, prog->contributors);
   ded_wr_u64(&w, prog->attempt);
+  ded_wr_u8(&w, prog->codec);
+  ded_wr_u32(&w, prog->codec_ppm);
   DED_ASSERT(!w.err);
   rec->ext_len = (uint16_t)(rec->ext_len + w.pos);
 }
@@ -148,6 +150,10 @@ int ded_record_progress(const ded_record *rec, ded_progress *prog) {
   prog->round_ms = ded_rd_u32(&r);
   prog->contributors = ded_rd_u32(&r);
   if (n >= DED_RECORD_PROGRESS_FULL_BYTES) prog->attempt = ded_rd_u64(&r);
+  if (n >= DED_RECORD_PROGRESS_CODEC_BYTES) { /* shown, never acted on */
+    prog->codec = ded_rd_u8(&r);
+    prog->codec_ppm = ded_rd_u32(&r);
+  }
   return 1;
 }
 

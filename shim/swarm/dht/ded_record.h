@@ -87,6 +87,7 @@ enum {
 #define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
 #define DED_RECORD_PROGRESS_BYTES 16      /* the least a PROGRESS entry holds */
 #define DED_RECORD_PROGRESS_FULL_BYTES 24 /* ... and with its attempt */
+#define DED_RECORD_PROGRESS_CODEC_BYTES 29 /* ... and with its codec (version 15) */
 /* Group peers one record lists at most, and the most bytes their entries
  * take: the value (every entry on its own host), cut in entries of at
  * most 255 bytes, each with its tag and length. */
@@ -108,6 +109,8 @@ typedef struct ded_progress {
   uint32_t round_ms;
   uint32_t contributors;
   uint64_t attempt; /* whose result the round took; 0: unknown (an older record) */
+  uint8_t codec;      /* how its contributions travelled (avg/ded_codec.h's kind) */
+  uint32_t codec_ppm; /* ... top-k's fraction, millionths */
 } ded_progress;
 
 /* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */

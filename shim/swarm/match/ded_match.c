@@ -6,6 +6,7 @@
 #include "../avg/ded_partition.h"
 #include "../core/ded_err.h"
 #include "../core/ded_limits.h"
+#include "ded_pick.h"
 
 void ded_gather_init(ded_gather *g, uint64_t round, bool genesis) {
   memset(g, 0, sizeof *g);
@@ -149,6 +150,28 @@ static int gather_shares(uint64_t count, unsigned k, const ded_lp_peer *lp, bool
   return 0;
 }
 
+/* The round's codec (ded_pick.h), from the members' JOINs. */
+static int gather_codec(const ded_gather *g, const ded_mem *mem, double t_per_byte,
+                        ded_msg_commit *out) {
+  ded_pick_member *pm = ded_mem_calloc(mem, out->k, sizeof *pm);
+  if (!pm) {
+    ded_msg_commit_free(out, mem);
+    return DED_ERR_NOMEM;
+  }
+  unsigned n = 0, ncontrib = 0;
+  for (size_t i = 0; i < g->n && n < out->k; i++) {
+    const ded_msg_join *j = &g->v[i].join;
+    if (!ded_gather_fits(j, out)) continue;
+    pm[n++] = (ded_pick_member){j->compress, j->compress_ppm, j->compute_us};
+  }
+  for (unsigned i = 0; i < out->k; i++) ncontrib += !(out->members[i].flags & DED_MEMBER_F_AUX);
+  ded_codec c;
+  ded_pick_codec(pm, n, ncontrib, out->dtype, out->count, t_per_byte, &c);
+  ded_codec_to_wire(&c, &out->codec, &out->codec_ppm);
+  ded_mem_free(mem, pm);
+  return 0;
+}
+
 int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t chunk_bytes,
                               const ded_lp_peer *perf, bool equal, ded_lp_result *res,
                               ded_msg_commit *out) {
@@ -180,7 +203,9 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
       lp[m] = perf[i];
       lp[m++].mode = gather_mode(&g->v[i].join, any_contrib);
     }
-  if (rv == 0) rv = gather_shares(out->count, (unsigned)k, lp, equal, mem, res, off);
+  ded_lp_result lres = {DED_LP_E_NONE, 0.0, false};
+  if (rv == 0) rv = gather_shares(out->count, (unsigned)k, lp, equal, mem, &lres, off);
+  if (res) *res = lres;
   ded_mem_free(mem, lp);
   if (rv != 0) {
     ded_mem_free(mem, off);
@@ -216,5 +241,11 @@ int ded_gather_commit_planned(const ded_gather *g, const ded_mem *mem, uint32_t 
     for (size_t i = 0; i < k; i++)
       if (!(out->members[i].flags & DED_MEMBER_F_AUX)) out->members[i].weight = out->members[i].n_local;
   ded_mem_free(mem, off);
-  return 0;
+  /* Auto weighs the plan's estimate only once every member's links are
+   * measured: an unknown rate is no reason to lose bits. */
+  bool known = perf != NULL;
+  for (size_t i = 0; known && i < g->n; i++)
+    if (ded_gather_fits(&g->v[i].join, out))
+      known = perf[i].up_Bps > 0.0 && perf[i].down_Bps > 0.0;
+  return gather_codec(g, mem, known ? lres.t_per_byte : 0.0, out);
 }

@@ -6,6 +6,7 @@
 
 #include "../core/ded_err.h"
 #include "../ded_node_int.h"
+#include "ded_pick.h"
 
 /* What the planner knows of joiner |id|: its mode and published rates. */
 ded_lp_peer ded_plan_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
@@ -59,7 +60,13 @@ uint64_t ded_plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
       uint64_t end = i + 1 < k ? plan->members[i + 1].shard_off : plan->count;
       frac[i] = (double)(end - m->shard_off) / (double)plan->count;
     }
-    double s = ded_lp_time(lp, k, frac) * (double)plan->count * (double)ded_dtype_size(plan->dtype);
+    ded_codec c;
+    unsigned ncontrib = 0;
+    for (unsigned i = 0; i < k; i++) ncontrib += !(plan->members[i].flags & DED_MEMBER_F_AUX);
+    double ratio = 1.0;
+    if (ded_codec_from_wire(plan->codec, plan->codec_ppm, &c) == 0) ratio = ded_pick_ratio(&c, ncontrib);
+    double s = ded_lp_time(lp, k, frac) * (double)plan->count * (double)ded_dtype_size(plan->dtype) *
+               ratio;
     if (isfinite(s) && s > 0.0) est = s < 1e9 ? (uint64_t)(s * 1e9) : UINT64_MAX / 4;
   }
   ded_mem_free(node->mem, lp);
@@ -84,7 +91,7 @@ int ded_plan_make(ded_node *node, const ded_gather *g, uint64_t round, ded_msg_c
     node_log(node, DED_LOG_WARN, "round %llu: equal shares: %s", (unsigned long long)round,
              ded_lp_fallback_str(res.fallback));
   /* One line per change of plan: who reduces what share, at what rates. */
-  uint64_t sig = cm->k;
+  uint64_t sig = cm->k * 31u + cm->codec * 7u + cm->codec_ppm;
   for (unsigned i = 0; i < cm->k; i++) sig = sig * 1000003u ^ (cm->members[i].shard_off * 1000 / (cm->count ? cm->count : 1));
   if (sig != node->planner.logged_sig && node->s.log_level >= DED_LOG_INFO) {
     node->planner.logged_sig = sig;
@@ -105,11 +112,17 @@ int ded_plan_make(ded_node *node, const ded_gather *g, uint64_t round, ded_msg_c
     double est = res.t_per_byte * (double)cm->count * (double)ded_dtype_size(cm->dtype);
     char est_s[32] = "?"; /* rates not known yet */
     if (isfinite(est) && est < 1e6) snprintf(est_s, sizeof est_s, "%.3f", est);
-    node_log(node, DED_LOG_INFO, "round %llu: plan %s, est %s s:%s%s", (unsigned long long)round,
+    char codec_s[32];
+    if (cm->codec == DED_CODEC_TOPK)
+      snprintf(codec_s, sizeof codec_s, "topk:%g", (double)cm->codec_ppm / DED_CODEC_PPM);
+    else
+      snprintf(codec_s, sizeof codec_s, "%s", ded_codec_name((ded_codec_kind)cm->codec));
+    node_log(node, DED_LOG_INFO, "round %llu: plan %s, codec %s, est %s s (uncompressed):%s%s",
+             (unsigned long long)round,
              node->s.plan == DED_PLAN_EQUAL ? "equal"
              : res.equal_kept               ? "lp (equal shares: links alike, or the program gains < 10 %)"
                                             : "lp",
-             est_s,
+             codec_s, est_s,
              pos < sizeof line ? line : "", cm->k > 16 ? " ..." : "");
   }
   return 0;

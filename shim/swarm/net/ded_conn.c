@@ -148,15 +148,15 @@ int ded_conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t
 }
 
 int ded_conn_send_data(ded_node *node, ded_conn *c, void *owner, uint8_t type, uint64_t no,
-                       uint64_t attempt, uint64_t off, const uint8_t *elems, size_t len,
-                       bool user) {
+                       uint64_t attempt, uint64_t off, uint8_t codec, const uint8_t *elems,
+                       size_t len, bool user) {
   /* Nothing after our LEAVE, nothing to a peer that left (checked before
    * any reference is taken). */
   if (c->leave_queued || (c->peer && c->peer->left)) return 0;
   ded_peers_drop_filler(node);
   ded_sendq_item *it = ded_sendq_item_new(&node->qenv);
   if (!it) return DED_ERR_NOMEM;
-  ded_msg_data_hdr_encode(it->hdr, type, no, attempt, off, len);
+  ded_msg_data_hdr_encode(it->hdr, type, no, attempt, off, codec, len);
   ded_sendq_item_lend(&node->qenv, it, owner, user, elems, len);
   conn_enqueue(node, c, type == DED_MSG_RESULT ? DED_Q_RESULT : DED_Q_DATA, it);
   return 0;

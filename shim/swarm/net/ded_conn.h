@@ -131,7 +131,8 @@ int ded_conn_send_ctrl(ded_node *node, ded_conn *c, const uint8_t *frame, size_t
  * (ded_sendq_env.unref). Nothing after our LEAVE, nothing to a peer that
  * left: then no reference is taken. */
 int ded_conn_send_data(ded_node *node, ded_conn *c, void *owner, uint8_t type, uint64_t no,
-                       uint64_t attempt, uint64_t off, const uint8_t *elems, size_t len, bool user);
+                       uint64_t attempt, uint64_t off, uint8_t codec, const uint8_t *elems,
+                       size_t len, bool user);
 
 /* Lets go of |owner|'s memory on every connection (ded_sendq_detach); a
  * connection whose stream cannot stay whole closes. */

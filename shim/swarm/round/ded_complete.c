@@ -61,13 +61,15 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
 #undef MS_SINCE
   }
   r->with_result = with_result;
+  if (with_result) ded_round_feedback(node, r);
   /* Progress is a round completed with the run (alone too: one job's
    * attempt, or a group of one left by a partition, is still the run's). */
   if (with_result || (status == 0 && !alone)) {
     uint64_t ms = node->now_ns > r->submit_ns ? (node->now_ns - r->submit_ns) / 1000000u : 0;
     bool known = via_attempt || with_result;
     ded_disc_progress(node, r->no, (uint32_t)DED_MIN(ms, UINT32_MAX),
-                      known ? r->att.ncontrib : 0, with_result ? r->att.plan.attempt : 0);
+                      known ? r->att.ncontrib : 0, with_result ? r->att.plan.attempt : 0,
+                      known ? r->att.plan.codec : 0, known ? r->att.plan.codec_ppm : 0);
   }
   if (with_result && late) node->rounds.late_done = DED_MAX(node->rounds.late_done, r->no + 1);
   ded_round_result res;
@@ -89,6 +91,8 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {
+    res.codec = r->att.plan.codec;
+    res.codec_ppm = r->att.plan.codec_ppm;
     res.contributors = r->att.ncontrib;
     res.total_weight = r->att.total_w;
     ids = ded_mem_malloc(node->mem, (size_t)r->att.ncontrib * DED_ID_BYTES + 1);
@@ -102,6 +106,7 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   }
   res.peers = ded_node_round_peer_count(node);
   ded_round_maybe_dead(node, r);
+  node->rounds.last_report_ns = node->now_ns;
   node->cb.round_done(node->user, r->a.ctx, &res);
   ded_mem_free(node->mem, ids);
 }

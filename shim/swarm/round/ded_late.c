@@ -42,6 +42,7 @@ void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
       j.weight = plan->members[i].weight;
       j.n_local = plan->members[i].n_local;
     }
+  ded_round_join_prefs(node, r, &j);
   uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
   if (!have) return;
   memset(have, 0xff, ((size_t)plan->k + 7) / 8);
@@ -103,7 +104,8 @@ void ded_round_serve_fetch(ded_node *node, ded_peer *to, const ded_msg_fetch *f)
       size_t bytes = DED_DATA_HDR_BYTES + n * es;
       uint8_t *frame = ded_mem_malloc(node->mem, bytes);
       if (!frame) return;
-      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e, n * es);
+      ded_msg_data_hdr_encode(frame, DED_MSG_RESULT, h->round, h->plan.attempt, lo + e,
+                              DED_CODEC_NONE, n * es);
       memcpy(frame + DED_DATA_HDR_BYTES, h->res + (lo + e) * es, n * es);
       if (ded_conn_send_owned(node, to->conn, DED_Q_CTRL, frame, bytes)) return;
     }
@@ -164,6 +166,7 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.pos = r->pos + r->a.count;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
+  ded_round_join_prefs(node, NULL, &j);
   j.flags = DED_JOIN_F_INTENT;
   ded_wr w = ded_wr_init(rs->intent_frame, sizeof rs->intent_frame);
   ded_msg_join_encode(&w, &j);

@@ -25,21 +25,35 @@ typedef struct round_io {
 } round_io;
 
 static int round_send(void *ctx, const uint8_t id[DED_ID_BYTES], uint8_t type, uint64_t off,
-                      const uint8_t *elems, size_t len, bool user) {
+                      uint8_t codec, const uint8_t *elems, size_t len, bool user) {
   ded_node *node = ((round_io *)ctx)->node;
   ded_round *r = ((round_io *)ctx)->r;
   ded_peer *p = ded_peer_find(node, id);
   if (!p || !p->conn) return 0;
   return ded_conn_send_data(node, ded_peer_data_conn(p), r, type, r->no, r->att.plan.attempt, off,
-                            elems, len, user);
+                            codec, elems, len, user);
+}
+
+static uint8_t *round_wire(void *ctx, size_t len) {
+  return ded_round_wire(((round_io *)ctx)->node, ((round_io *)ctx)->r, len);
 }
 
 /* The attempt's env; |io| must outlive its use. */
 static ded_attempt_env round_env(round_io *io) {
   ded_node *node = io->node;
   ded_round *r = io->r;
-  ded_attempt_env env = {node->mem, &node->cache, r->a.dtype, r->es, (const uint8_t *)r->a.buf,
-                         r->res, node->now_ns, round_send, io};
+  bool user = !r->cin || r->att.codec.kind == DED_CODEC_NONE;
+  ded_attempt_env env = {node->mem,
+                         &node->cache,
+                         r->a.dtype,
+                         r->es,
+                         user ? (const uint8_t *)r->a.buf : (const uint8_t *)r->cin,
+                         user,
+                         r->res,
+                         node->now_ns,
+                         round_send,
+                         round_wire,
+                         io};
   return env;
 }
 
@@ -167,6 +181,11 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
  * of: -> RUNNING. */
 static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   const ded_msg_commit *cm = &r->att.plan;
+  bool aux = cm->members[r->att.me].flags & DED_MEMBER_F_AUX;
+  if (r->att.codec.kind != DED_CODEC_NONE && !aux && !r->cin) {
+    int rv = ded_round_compensate(node, r);
+    if (rv) return rv;
+  }
   round_io io = {node, r};
   ded_attempt_env env = round_env(&io);
   int rv = ded_attempt_start(&r->att, &env);
@@ -175,7 +194,6 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer
    * (an aux member brings none). A member with an empty shard (a client)
    * is not ours to reach: it gets its result from the reducers. */
-  bool aux = cm->members[r->att.me].flags & DED_MEMBER_F_AUX;
   for (unsigned m = 0; m < cm->k; m++) {
     if (m == r->att.me || ded_attempt_shard_len(&r->att, m) == 0) continue;
     ded_peer *p = ded_round_member_peer(node, r, m);

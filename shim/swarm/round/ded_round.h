@@ -154,6 +154,11 @@ typedef struct ded_round {
   uint32_t recoveries; /* failovers so far */
   uint64_t behind;     /* a STALE said the swarm is at this round */
   bool with_result;    /* reported with the round's result: it goes to the history */
+  /* Compression (ded_compress.c): our contribution as float32 with the
+   * job's residual added (NULL until an attempt with a codec needs it),
+   * and the encoded bytes the round's frames point into, freed with it. */
+  float *cin;
+  struct ded_wire_blob *wire;
 } ded_round;
 
 /* This job's rounds, and where it stands in the swarm. */
@@ -188,6 +193,7 @@ typedef struct ded_rounds {
    * or failed: the groups are compared again). */
   bool yielding;
   bool reporting; /* reports are being made: nothing may report meanwhile */
+  uint64_t last_report_ns; /* when a round last reported to the caller (0: never) */
 } ded_rounds;
 
 /* Queues the all-reduce |args|, validated by the caller, on the stream
@@ -361,5 +367,9 @@ struct ded_peer *ded_rounds_holder_of(ded_node *node, uint64_t round, ded_progre
 
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);
+
+/* Forgets the job's error feedback residual (ded_compress.c), and says
+ * so with |why| if it held one. */
+void ded_rounds_feedback_reset(ded_node *node, const char *why);
 
 #endif /* DED_ROUND_H */

@@ -87,6 +87,26 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
  * of the entry point (ded_stream.h). */
 void ded_round_fix(ded_node *node, ded_round *r, uint64_t count);
 
+/* ---- ded_compress.c ---- */
+
+/* |len| bytes of round memory for encoded frames (NULL: none left). */
+uint8_t *ded_round_wire(ded_node *node, ded_round *r, size_t len);
+
+/* Frees the round's wire memory and its compensated contribution. */
+void ded_round_wire_free(ded_node *node, ded_round *r);
+
+/* Our contribution for an attempt with a codec: the caller's buffer plus
+ * the job's residual (r->cin). 0 or DED_ERR_NOMEM. */
+int ded_round_compensate(ded_node *node, ded_round *r);
+
+/* Fills |j|'s compression fields: this job's DEDMPI_COMPRESS, and how
+ * long its trainer computed before it submitted |r| (NULL: not known). */
+void ded_round_join_prefs(ded_node *node, const ded_round *r, ded_msg_join *j);
+
+/* The round completed with the attempt it holds: what the codec dropped
+ * of our contribution to it becomes the residual. */
+void ded_round_feedback(ded_node *node, ded_round *r);
+
 /* ---- ded_late.c ---- */
 
 /* We fetch a round the swarm finished without us: announce the next. */

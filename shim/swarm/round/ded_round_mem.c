@@ -42,6 +42,7 @@ void ded_round_free(ded_node *node, ded_round *r) {
   if (r->with_result)
     ded_history_add(&node->hist, r->no, &r->att.plan, &r->res, ded_round_bytes(r), r->digest);
   ded_round_drop_attempt(node, r);
+  ded_round_wire_free(node, r);
   ded_bufcache_put(&node->cache, r->res, ded_round_bytes(r));
   ded_mem_free(node->mem, r->lin);
   ded_votes_free(&r->votes, node->mem);

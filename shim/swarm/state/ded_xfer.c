@@ -53,6 +53,8 @@ static void state_done(ded_node *node, int status, ded_snapshot *snap) {
     ded_mem_free(node->mem, st->buf);
     st->buf = NULL;
   }
+  /* The residual was this job's own past, which the loaded state replaces. */
+  if (status == 0 && snap) ded_rounds_feedback_reset(node, "the run's state was loaded");
   node->cb.state_done(node->user, status, snap);
 }
 

@@ -236,7 +236,7 @@ void send_hello_progress(tnode *t, unsigned i, const ded_ident *ident, uint64_t 
                                 uint64_t attempt, uint32_t contributors) {
   ded_record rec;
   unit_bare_record(&rec, RUN, NOW_MS);
-  ded_record_progress_add(&rec, &(ded_progress){round, 100, contributors, attempt});
+  ded_record_progress_add(&rec, &(ded_progress){round, 100, contributors, attempt, 0, 0});
   ded_record_sign(&rec, ident);
   uint8_t rb[DED_RECORD_BYTES_MAX], f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
   int rl = ded_record_encode(&rec, rb, sizeof rb);
@@ -334,7 +334,7 @@ void send_ahead(tnode *t, unsigned i, uint64_t round, uint64_t next) {
 void send_data(tnode *t, unsigned i, uint8_t type, uint64_t round, uint64_t attempt,
                uint64_t off, const float *v, size_t n) {
   uint8_t f[DED_DATA_HDR_BYTES + COUNT * sizeof(float)];
-  ded_msg_data_hdr_encode(f, type, round, attempt, off, n * sizeof(float));
+  ded_msg_data_hdr_encode(f, type, round, attempt, off, 0, n * sizeof(float));
   memcpy(f + DED_DATA_HDR_BYTES, v, n * sizeof(float));
   send_raw(t, i, f, DED_DATA_HDR_BYTES + n * sizeof(float));
 }

@@ -145,11 +145,11 @@ static void test_node_bytewise(void **state) {
     result[i] = (float)(i + 5);
   }
   for (int k = 0; k < COUNT / 2; k += CHUNK) {
-    ded_msg_data_hdr_encode(script + n, DED_MSG_DATA, 0, attempt, COUNT / 2 + k,
+    ded_msg_data_hdr_encode(script + n, DED_MSG_DATA, 0, attempt, COUNT / 2 + k, 0,
                             CHUNK * sizeof(float));
     memcpy(script + n + DED_DATA_HDR_BYTES, peer_x + k, CHUNK * sizeof(float));
     n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
-    ded_msg_data_hdr_encode(script + n, DED_MSG_RESULT, 0, attempt, k, CHUNK * sizeof(float));
+    ded_msg_data_hdr_encode(script + n, DED_MSG_RESULT, 0, attempt, k, 0, CHUNK * sizeof(float));
     memcpy(script + n + DED_DATA_HDR_BYTES, result + k, CHUNK * sizeof(float));
     n += DED_DATA_HDR_BYTES + CHUNK * sizeof(float);
   }

@@ -1,0 +1,60 @@
+/*
+ * ded_feedback.c: a job's error feedback (ded_feedback.h).
+ */
+#include "ded_feedback.h"
+
+#include <math.h>
+#include <string.h>
+
+void ded_feedback_free(ded_feedback *fb, const ded_mem *mem) {
+  ded_mem_free(mem, fb->e);
+  fb->e = NULL;
+  fb->len = 0;
+}
+
+bool ded_feedback_reset(ded_feedback *fb, const ded_mem *mem) {
+  bool held = fb->e != NULL;
+  ded_feedback_free(fb, mem);
+  fb->resets += held;
+  return held;
+}
+
+ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_t step,
+                                   uint64_t pos, const float *x, size_t n, float *out) {
+  ded_feedback_note note = DED_FEEDBACK_KEPT;
+  if (step != fb->len) {
+    note = fb->e ? DED_FEEDBACK_NEW_LENGTH : DED_FEEDBACK_KEPT;
+    ded_feedback_reset(fb, mem);
+    if (step && (size_t)step == step) fb->e = ded_mem_calloc(mem, (size_t)step, sizeof *fb->e);
+    if (fb->e) fb->len = step;
+    if (step && !fb->e) note = DED_FEEDBACK_NOMEM;
+  }
+  if (!step) note = DED_FEEDBACK_NO_STEP;
+  if (!fb->e) {
+    if (out != x) memcpy(out, x, n * sizeof *out);
+    return note;
+  }
+  uint64_t at = pos % fb->len;
+  for (size_t i = 0; i < n; i++) {
+    out[i] = x[i] + fb->e[at];
+    if (++at == fb->len) at = 0;
+  }
+  return note;
+}
+
+void ded_feedback_store(ded_feedback *fb, uint64_t step, uint64_t pos, const float *c,
+                        const float *q, size_t n) {
+  if (!fb->e || step != fb->len) return;
+  uint64_t at = pos % fb->len;
+  for (size_t i = 0; i < n; i++) {
+    float r = c[i] - q[i];
+    fb->e[at] = isfinite(r) ? r : 0.0f;
+    if (++at == fb->len) at = 0;
+  }
+}
+
+double ded_feedback_norm2(const ded_feedback *fb) {
+  double s = 0.0;
+  for (uint64_t i = 0; fb->e && i < fb->len; i++) s += (double)fb->e[i] * fb->e[i];
+  return s;
+}
