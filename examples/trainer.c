@@ -58,7 +58,9 @@
  * parameters is answered with the run's current ones, and the step counter
  * is registered as state through dedmpi.h (looked up at run time, so that
  * the binary needs no dedmpi to build or run), so a job started late goes
- * on from the run's step. That lookup is the trainer's only dedmpi code.
+ * on from the run's step. That lookup, and one of dedmpi_last_codec to say
+ * how the last step's gradients travelled, are the trainer's only dedmpi
+ * code.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -720,6 +722,12 @@ static int trainer_run(const trainer_opts *o, int rank, int size)
   train(&t);
 
   int rc = 0;
+  /* Under dedmpi, how the last step's gradients travelled (DEDMPI_COMPRESS). */
+  int (*last_codec)(char *, int);
+  *(void **)&last_codec = dlsym(RTLD_DEFAULT, "dedmpi_last_codec");
+  char codec[24];
+  if (rank == 0 && !o->quiet && last_codec && last_codec(codec, (int)sizeof codec) == MPI_SUCCESS)
+    printf("dedmpi: the last all-reduce travelled as %s\n", codec);
   if (rank == 0) {
     printf("final loss %.6f checksum 0x%08" PRIx32 "\n",
            eval_loss(&t.l, t.p, t.teacher, o->seed, &t.s), params_checksum(&t.l, t.p));

@@ -43,11 +43,6 @@ typedef struct dedmpi_round_info {
   int recoveries;
   /* MPI_SUCCESS, or the error code the all-reduce returned. */
   int error;
-  /* How the gradients travelled (DEDMPI_COMPRESS, as the round's members
-   * agreed on it): "none", "fp16", "bf16", "int8" or "topk:FRACTION";
-   * "none" when alone or late. New in 0.2: a program built against 0.1's
-   * header must be rebuilt. */
-  char codec[24];
 } dedmpi_round_info;
 
 /*
@@ -56,6 +51,16 @@ typedef struct dedmpi_round_info {
  * or MPI_ERR_OTHER if no all-reduce has gone to the swarm yet.
  */
 int dedmpi_last_round(dedmpi_round_info *info);
+
+/*
+ * Writes how the gradients of that same all-reduce travelled, as its
+ * members agreed on it (DEDMPI_COMPRESS): "none", "fp16", "bf16", "int8"
+ * or "topk:FRACTION" ("none" when the job was alone), NUL-terminated,
+ * into |name| (|len| bytes; 24 always suffice). Returns MPI_SUCCESS,
+ * MPI_ERR_ARG if |name| is NULL or |len| too short for the name, or
+ * MPI_ERR_OTHER if no all-reduce has gone to the swarm yet. New in 0.2.
+ */
+int dedmpi_last_codec(char *name, int len);
 
 /*
  * Sets this job's weight w_j for the all-reduces that start after the call

@@ -202,14 +202,14 @@ static void op_complete(shim_op *op, int bcast_err) {
   if (op->mpi_err == MPI_SUCCESS && op->local_err != MPI_SUCCESS) op->mpi_err = op->local_err;
   op->complete = true;
   shim.last = (dedmpi_round_info){op->hdr.round, op->hdr.contributors, op->hdr.total_weight,
-                               op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err,
-                               ""};
-  if (op->hdr.codec == DED_CODEC_TOPK)
-    snprintf(shim.last.codec, sizeof shim.last.codec, "topk:%g",
+                               op->hdr.alone, op->hdr.late, op->hdr.recoveries, op->mpi_err};
+  uint8_t codec = op->hdr.alone ? DED_CODEC_NONE : op->hdr.codec;
+  if (codec == DED_CODEC_TOPK)
+    snprintf(shim.last_codec, sizeof shim.last_codec, "topk:%g",
              (double)op->hdr.codec_ppm / DED_CODEC_PPM);
   else
-    snprintf(shim.last.codec, sizeof shim.last.codec, "%s",
-             ded_codec_name((ded_codec_kind)op->hdr.codec));
+    snprintf(shim.last_codec, sizeof shim.last_codec, "%s",
+             ded_codec_name((ded_codec_kind)codec));
   shim.have_last = true;
   op->chan->npending--;
   atomic_fetch_sub(&shim.pending, 1);
@@ -676,6 +676,19 @@ DED_EXPORT int dedmpi_last_round(dedmpi_round_info *info) {
   if (have) *info = shim.last;
   pthread_mutex_unlock(&shim.mu);
   return have ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+DED_EXPORT int dedmpi_last_codec(char *name, int len) {
+  if (!name || len <= 0) return MPI_ERR_ARG;
+  pthread_mutex_lock(&shim.mu);
+  bool have = shim.have_last;
+  int rc = have ? MPI_SUCCESS : MPI_ERR_OTHER;
+  if (have && strlen(shim.last_codec) >= (size_t)len)
+    rc = MPI_ERR_ARG;
+  else if (have)
+    memcpy(name, shim.last_codec, strlen(shim.last_codec) + 1);
+  pthread_mutex_unlock(&shim.mu);
+  return rc;
 }
 
 DED_EXPORT int dedmpi_set_weight(double weight) {

@@ -142,6 +142,7 @@ struct ded_shim {
   double weight;
   bool weight_set;
   dedmpi_round_info last;
+  char last_codec[24]; /* dedmpi_last_codec */
   bool have_last;
   char prefix[48];
   int progress_fd; /* world rank 0: DEDMPI_PROGRESS, connected; -1 = none */

@@ -196,6 +196,13 @@ int main(int argc, char **argv) {
     printf("rank %d round_info rc %d round %llu contributors %d weight %g alone %d error %d\n", rank,
            rc, info.round, info.contributors, info.total_weight, info.alone, info.error);
   }
+  int (*last_codec)(char *, int) = (int (*)(char *, int))dlsym(RTLD_DEFAULT, "dedmpi_last_codec");
+  if (last_codec) {
+    char name[24], tiny[2];
+    int rc = last_codec(name, (int)sizeof name);
+    printf("rank %d codec rc %d %s short %d null %d\n", rank, rc, rc == MPI_SUCCESS ? name : "-",
+           last_codec(tiny, (int)sizeof tiny), last_codec(NULL, 8));
+  }
   MPI_Finalize();
   return bad;
 }

@@ -154,6 +154,10 @@ def routing():
         # dedmpi_last_round: both jobs contributed, weight = 4 ranks
         check(re.search(r"round_info rc 0 round \d+ contributors 2 weight 4 alone 0 error 0", j.out),
               "round info wrong:\n" + j.describe())
+        # dedmpi_last_codec: none (DEDMPI_COMPRESS unset); MPI_ERR_ARG (13) for a
+        # buffer too short for the name and for NULL
+        check(j.out.count("codec rc 0 none short 13 null 13") == 2,
+              "dedmpi_last_codec wrong:\n" + j.describe())
         # Rank 0 says once what went where, and warns about the large sums that
         # stay: a user-defined op and a communicator that is no split's group;
         # each rank 0 of a split's group whose rank 0 broadcast it nothing
@@ -581,7 +585,8 @@ def disabled_passthrough():
             {"DEDMPI_DISABLE": "1"})
     run_jobs([j], 60)
     # No round ever went to the swarm: dedmpi_last_round says MPI_ERR_OTHER (16).
-    check("BAD" not in j.out and j.out.count("round_info rc 16") == 2,
+    check("BAD" not in j.out and j.out.count("round_info rc 16") == 2 and
+          j.out.count("codec rc 16 - short 16 null 13") == 2,
           "pass-through broke:\n" + j.describe())
 
 
@@ -780,11 +785,13 @@ def quality_run(codec, **env):
     check(len(set(blobs)) == 1 and len(blobs[0]) > 0,
           "%s: jobs disagree:\n%s" % (codec, "\n".join(j.describe() for j in jobs)))
     # The coordinators' plan lines name the codec the rounds used: it was on the wire.
-    name = "topk:0.01" if codec == "topk" else codec
+    name = {"topk": "topk:0.01", "auto": "none"}.get(codec, codec)
     plans = re.findall(r"plan \S+.*?, codec (\S+), est", "".join(j.err for j in jobs))
     check(plans and set(plans) == {name},
           "%s: the rounds' plans name codecs %s" % (codec, sorted(set(plans))))
-    if codec != "none" and env.get("DEDMPI_FEEDBACK") != "off":
+    check("dedmpi: the last all-reduce travelled as %s\n" % name in jobs[0].out,
+          "%s: dedmpi_last_codec does not say %s:\n%s" % (codec, name, jobs[0].describe()))
+    if codec not in ("none", "auto") and env.get("DEDMPI_FEEDBACK") != "off":
         check(all("error feedback on, over a step of" in j.err for j in jobs),
               "%s: error feedback never came on:\n%s" % (codec, jobs[0].describe()))
     return float(final_line(jobs[0])[0]), jobs
@@ -797,14 +804,17 @@ def compress_quality():
     final loss is within 1 % of the uncompressed one's, with top-k 1 % within
     3 %; every job of a swarm ends bit-identical; and top-k without error
     feedback (DEDMPI_FEEDBACK=off) ends measurably worse than with it, so the
-    feedback is what keeps top-k's quality."""
+    feedback is what keeps top-k's quality. And auto on loopback compresses
+    nothing: the links are fast, and the rounds' plans say none."""
     base, _ = quality_run("none")
+    auto, _ = quality_run("auto")
+    check(abs(auto - base) <= 1e-4 * base, "auto: final loss %.6f vs %.6f" % (auto, base))
     out = {}
     for codec in ["fp16", "bf16", "int8", "topk"]:
         out[codec], jobs = quality_run(codec)
     no_ef, _ = quality_run("topk", DEDMPI_FEEDBACK="off")
     line = ", ".join("%s %.6f" % (c, l) for c, l in [("none", base)] + list(out.items()))
-    print("  final loss: %s, topk without feedback %.6f" % (line, no_ef))
+    print("  final loss: %s, topk without feedback %.6f, auto %.6f" % (line, no_ef, auto))
     for codec, bound in [("fp16", 0.01), ("bf16", 0.01), ("int8", 0.01), ("topk", 0.03)]:
         check(abs(out[codec] - base) <= bound * base,
               "%s: final loss %.6f vs %.6f uncompressed (bound %g %%)" % (codec, out[codec], base,

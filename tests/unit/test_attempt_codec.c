@@ -345,6 +345,42 @@ static void test_attempt_codec_round(void **state) {
     }
 }
 
+/* A member that takes an attempt over from a DECIDE after sending its
+ * data in an earlier hold of it (ded_attempt_decoded_contrib): what the
+ * reducers decoded of its contribution is computed again, the same bytes;
+ * an aux member, one not listed, or an attempt without a codec, has none. */
+static void test_attempt_codec_decoded_again(void **state) {
+  (void)state;
+  static const ded_codec_kind kinds[] = {DED_CODEC_FP16, DED_CODEC_INT8, DED_CODEC_TOPK};
+  for (size_t i = 0; i < DED_ARRAY_LEN(kinds); i++) {
+    cw_world *w = cw_new(kinds[i], 0.01, -1, 0);
+    cw_start(w);
+    cw_run(w, false);
+    for (unsigned m = 0; m < K; m++) {
+      ded_attempt again;
+      memset(&again, 0, sizeof again);
+      uint8_t self[DED_ID_BYTES];
+      unit_id(self, m + 1);
+      assert_int_equal(ded_attempt_layout(&again, &w->fm.mem, &w->plan, self), 0);
+      assert_null(again.q);
+      assert_int_equal(ded_attempt_decoded_contrib(&again, &w->fm.mem, w->x[m]), 0);
+      assert_non_null(again.q);
+      assert_memory_equal(again.q, w->node[m].a.q, sizeof w->x[m]);
+      ded_attempt_clear(&again, &w->fm.mem, &w->node[m].cache, ES);
+    }
+    /* not listed: nothing */
+    ded_attempt other;
+    memset(&other, 0, sizeof other);
+    uint8_t stranger[DED_ID_BYTES];
+    unit_id(stranger, 77);
+    assert_int_equal(ded_attempt_layout(&other, &w->fm.mem, &w->plan, stranger), 0);
+    assert_int_equal(ded_attempt_decoded_contrib(&other, &w->fm.mem, w->x[0]), 0);
+    assert_null(other.q);
+    ded_attempt_clear(&other, &w->fm.mem, &w->node[0].cache, ES);
+    cw_free(w);
+  }
+}
+
 /* No codec: plain float32 frames (out of the caller's buffer), and the
  * result is the plain mean summed in commit order. */
 static void test_attempt_codec_none(void **state) {
@@ -494,6 +530,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attempt_codec_round),
       cmocka_unit_test(test_attempt_codec_none),
+      cmocka_unit_test(test_attempt_codec_decoded_again),
       cmocka_unit_test(test_attempt_codec_int8_inf),
       cmocka_unit_test(test_attempt_codec_malformed),
   };

@@ -212,6 +212,39 @@ static void test_codec_topk_choice(void **state) {
 }
 
 /* fp16, bf16 and none: element by element; encodings within the bound. */
+/* A block whose scale would be subnormal is zeros with scale 0 (1 / s
+ * would overflow); top-k chooses by the magnitudes' bits, so a process
+ * that flushes subnormals to zero encodes the same bytes. */
+static void test_codec_tiny_values(void **state) {
+  (void)state;
+  enum { N = 1024 };
+  static float v[N];
+  for (int i = 0; i < N; i++) v[i] = from_bits((uint32_t)(i * 7919 % 8000 + 1)); /* subnormal */
+  v[700] = 1.0f; /* block 1 is ordinary */
+  ded_codec i8 = {DED_CODEC_INT8, 0.01};
+  static uint8_t buf[8 * N], again[8 * N];
+  static float out[N];
+  size_t len = 0, len2 = 0;
+  assert_int_equal(ded_codec_encode(&i8, v, N, 0, N, buf, sizeof buf, &len, ded_mem_default()), 0);
+  assert_true(buf[0] == 0 && buf[1] == 0 && buf[2] == 0 && buf[3] == 0); /* block 0: scale 0 */
+  assert_int_equal(ded_codec_decode(&i8, buf, len, N, 0, N, out), 0);
+  for (int i = 0; i < 512; i++) assert_true(out[i] == 0.0f);
+  assert_true(out[700] == 1.0f);
+  ded_codec tk = {DED_CODEC_TOPK, 0.01};
+  assert_int_equal(ded_codec_encode(&tk, v, N, 0, N, buf, sizeof buf, &len, ded_mem_default()), 0);
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned csr = __builtin_ia32_stmxcsr();
+  __builtin_ia32_ldmxcsr(csr | 0x8040); /* flush to zero, subnormals are zero */
+  int rv = ded_codec_encode(&tk, v, N, 0, N, again, sizeof again, &len2, ded_mem_default());
+  __builtin_ia32_ldmxcsr(csr);
+  assert_int_equal(rv, 0);
+  assert_int_equal(len2, len);
+  assert_memory_equal(buf, again, len);
+#endif
+  assert_int_equal(ded_codec_decode(&tk, buf, len, N, 0, N, out), 0);
+  assert_true(out[700] == 1.0f);
+}
+
 static void test_codec_plain_formats(void **state) {
   (void)state;
   float v[TOTAL], out[TOTAL];
@@ -320,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_codec_parse),
       cmocka_unit_test(test_codec_int8_blocks_any_cut),
       cmocka_unit_test(test_codec_topk_choice),
+      cmocka_unit_test(test_codec_tiny_values),
       cmocka_unit_test(test_codec_plain_formats),
       cmocka_unit_test(test_codec_refuses_nonfinite),
       cmocka_unit_test(test_codec_malformed),

@@ -10,6 +10,7 @@
  */
 #include "unit_util.h"
 
+#include "avg/ded_codec.h"
 #include "avg/ded_partition.h"
 #include "core/ded_limits.h"
 #include "core/ded_msg.h"
@@ -531,6 +532,57 @@ static void test_match_commit_aux_weights(void **state) {
 }
 
 /*
+ * The COMMIT's codec comes from the contributors' JOINs (match/ded_pick.h):
+ * the least lossy of their choices; an aux member has no say; a member
+ * outside the signature none either; auto without rates is none.
+ */
+static void test_match_commit_codec(void **state) {
+  (void)state;
+  ded_gather g;
+  ded_msg_commit c;
+  ded_gather_init(&g, 0, true);
+  ded_msg_join a = match_join_flags(0, 3000, 1.0, 1, 0), b = a, x = a, y = a;
+  a.compress = DED_CODEC_TOPK;
+  a.compress_ppm = 10000;
+  b.compress = DED_CODEC_INT8;
+  x = match_join_flags(0, 3000, 1.0, 1, DED_JOIN_F_AUX); /* none, but aux */
+  y.dtype = DED_DTYPE_F64;                               /* none, but not a member */
+  match_add(&g, 1, a);
+  match_add(&g, 2, b);
+  match_add(&g, 3, x);
+  match_add(&g, 4, y);
+  assert_int_equal(ded_gather_commit(&g, NULL, 1024, &c), 0);
+  assert_int_equal(c.k, 3);
+  assert_int_equal(c.codec, DED_CODEC_INT8);
+  assert_int_equal(c.codec_ppm, 0);
+  assert_int_equal(match_commit_redecode(&c), 0);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  /* both top-k: the larger fraction; auto with no rates: none */
+  ded_gather_init(&g, 0, true);
+  b.compress = DED_CODEC_TOPK;
+  b.compress_ppm = 20000;
+  match_add(&g, 1, a);
+  match_add(&g, 2, b);
+  assert_int_equal(ded_gather_commit(&g, NULL, 1024, &c), 0);
+  assert_int_equal(c.codec, DED_CODEC_TOPK);
+  assert_int_equal(c.codec_ppm, 20000);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+  ded_gather_init(&g, 0, true);
+  a.compress = DED_CODEC_INT8 | DED_JOIN_COMPRESS_AUTO;
+  a.compress_ppm = 0;
+  b.compress = DED_CODEC_INT8 | DED_JOIN_COMPRESS_AUTO;
+  b.compress_ppm = 0;
+  match_add(&g, 1, a);
+  match_add(&g, 2, b);
+  assert_int_equal(ded_gather_commit(&g, NULL, 1024, &c), 0);
+  assert_int_equal(c.codec, DED_CODEC_NONE);
+  ded_msg_commit_free(&c, NULL);
+  ded_gather_free(&g, NULL);
+}
+
+/*
  * A round whose members all joined as aux has no vector to average: the
  * flags are dropped and they contribute as nodes, with the weights they
  * joined with (their rank counts if none), and reduce as nodes whatever
@@ -616,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_match_commit_modes),
       cmocka_unit_test(test_match_commit_aux_weights),
       cmocka_unit_test(test_match_commit_all_aux),
+      cmocka_unit_test(test_match_commit_codec),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@ static ded_pick_member fixed(ded_codec_kind k, uint32_t ppm) {
 
 static ded_codec pick(const ded_pick_member *m, unsigned n, double t_per_byte) {
   ded_codec c;
-  ded_pick_codec(m, n, n, DED_DTYPE_F32, COUNT, t_per_byte, &c);
+  ded_pick_codec(m, n, DED_DTYPE_F32, COUNT, t_per_byte, &c);
   return c;
 }
 
@@ -31,11 +31,11 @@ static void test_pick_alone_and_f64_never(void **state) {
   (void)state;
   ded_pick_member m[2] = {fixed(DED_CODEC_INT8, 0), fixed(DED_CODEC_INT8, 0)};
   ded_codec c;
-  ded_pick_codec(m, 2, 1, DED_DTYPE_F32, COUNT, 1e-6, &c); /* one contributor */
+  ded_pick_codec(m, 1, DED_DTYPE_F32, COUNT, 1e-6, &c); /* one contributor */
   assert_int_equal(c.kind, DED_CODEC_NONE);
-  ded_pick_codec(m, 2, 2, DED_DTYPE_F64, COUNT, 1e-6, &c);
+  ded_pick_codec(m, 2, DED_DTYPE_F64, COUNT, 1e-6, &c);
   assert_int_equal(c.kind, DED_CODEC_NONE);
-  ded_pick_codec(m, 2, 2, DED_DTYPE_F32, COUNT, 0.0, &c); /* fixed: no estimate needed */
+  ded_pick_codec(m, 2, DED_DTYPE_F32, COUNT, 0.0, &c); /* fixed: no estimate needed */
   assert_int_equal(c.kind, DED_CODEC_INT8);
 }
 
@@ -50,8 +50,11 @@ static void test_pick_fixed_least_lossy(void **state) {
   assert_true(c.fraction == 0.05);
   ded_pick_member d[2] = {fixed(DED_CODEC_BF16, 0), fixed(DED_CODEC_NONE, 0)};
   assert_int_equal(pick(d, 2, 0.0).kind, DED_CODEC_NONE);
+  /* fp16 keeps bits bf16 drops, bf16 a range fp16 saturates: neither */
   ded_pick_member e[2] = {fixed(DED_CODEC_BF16, 0), fixed(DED_CODEC_FP16, 0)};
-  assert_int_equal(pick(e, 2, 0.0).kind, DED_CODEC_FP16); /* fp16 keeps more bits */
+  assert_int_equal(pick(e, 2, 0.0).kind, DED_CODEC_NONE);
+  ded_pick_member f[2] = {fixed(DED_CODEC_BF16, 0), fixed(DED_CODEC_INT8, 0)};
+  assert_int_equal(pick(f, 2, 0.0).kind, DED_CODEC_BF16);
 }
 
 /* 20 Mbit/s links: 100 MB uncompressed in 40 s (per byte 4e-7 s). */
@@ -64,7 +67,7 @@ static void test_pick_auto(void **state) {
   assert_int_equal(pick(m, 3, 0.0).kind, DED_CODEC_NONE); /* rates unknown */
   /* fast: 100 MB on 10 Gbit/s is 80 ms; 1 MB would be under 50 ms */
   ded_codec c;
-  ded_pick_codec(m, 3, 3, DED_DTYPE_F32, 250000, SLOW / 100.0, &c);
+  ded_pick_codec(m, 3, DED_DTYPE_F32, 250000, SLOW / 100.0, &c);
   assert_int_equal(c.kind, DED_CODEC_NONE);
   /* slow links, no compute known: the floor */
   assert_int_equal(pick(m, 3, SLOW).kind, DED_CODEC_INT8);
@@ -88,6 +91,13 @@ static void test_pick_auto(void **state) {
   /* one member with a fixed fp16 caps what auto may choose */
   m[1] = fixed(DED_CODEC_FP16, 0);
   assert_int_equal(pick(m, 3, SLOW).kind, DED_CODEC_FP16);
+  /* one with bf16: auto never takes fp16 for it, even with time to spare */
+  m[1] = fixed(DED_CODEC_BF16, 0);
+  assert_int_equal(pick(m, 3, SLOW).kind, DED_CODEC_BF16);
+  for (int i = 0; i < 3; i++) m[i].compute_us = 30000000;
+  assert_int_equal(pick(m, 3, SLOW).kind, DED_CODEC_BF16); /* fp16 would fit: not allowed */
+  m[1].compute_us = m[0].compute_us = m[2].compute_us = 60000000;
+  assert_int_equal(pick(m, 3, SLOW).kind, DED_CODEC_NONE);
 }
 
 static void test_pick_ratio(void **state) {

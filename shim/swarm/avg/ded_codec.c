@@ -123,14 +123,6 @@ ded_codec ded_codec_result(const ded_codec *c) {
   return r;
 }
 
-unsigned ded_codec_rank(ded_codec_kind kind) { return kind == DED_CODEC_SPARSE ? 0u : (unsigned)kind; }
-
-bool ded_codec_lossier(const ded_codec *a, const ded_codec *b) {
-  unsigned ra = ded_codec_rank(a->kind), rb = ded_codec_rank(b->kind);
-  if (ra != rb) return ra > rb;
-  return a->kind == DED_CODEC_TOPK && a->fraction < b->fraction;
-}
-
 size_t ded_codec_topk_k(double fraction, size_t n) {
   if (n == 0) return 0;
   double k = ceil(fraction * (double)n);
@@ -138,7 +130,8 @@ size_t ded_codec_topk_k(double fraction, size_t n) {
   return k >= (double)n ? n : (size_t)k;
 }
 
-#define LEB_MAX 10 /* bytes of a u64 as LEB128 */
+#define LEB_MAX 10 /* bytes of a u64 as LEB128: what a decoder reads at most */
+#define LEB_ENC_MAX 5 /* ... what an encoder writes: gaps are below n <= 2^32 */
 
 /* Blocks of INT8 the range [first, first + n) touches. */
 static size_t int8_blocks(size_t first, size_t n) {
@@ -152,8 +145,8 @@ size_t ded_codec_bound(const ded_codec *c, size_t n) {
   case DED_CODEC_FP16:
   case DED_CODEC_BF16: return 2 * n;
   case DED_CODEC_INT8: return n + 4 * (n / DED_CODEC_INT8_BLOCK + 2);
-  case DED_CODEC_TOPK: return 4 + (LEB_MAX + 4) * ded_codec_topk_k(c->fraction, n);
-  case DED_CODEC_SPARSE: return 4 + (LEB_MAX + 4) * n;
+  case DED_CODEC_TOPK: return 4 + (LEB_ENC_MAX + 4) * ded_codec_topk_k(c->fraction, n);
+  case DED_CODEC_SPARSE: return 4 + (LEB_ENC_MAX + 4) * n;
   }
   return 0;
 }
@@ -208,6 +201,10 @@ static int int8_encode(const float *v, size_t total, size_t first, size_t n, uin
     size_t block = i / DED_CODEC_INT8_BLOCK;
     size_t stop = (block + 1) * DED_CODEC_INT8_BLOCK < end ? (block + 1) * DED_CODEC_INT8_BLOCK : end;
     float s = int8_scale(v, total, block);
+    /* A block below 127 times the smallest normal float is zeros: its
+     * scale is 0 (1 / s would overflow, and a subnormal scale decodes
+     * differently where subnormals are flushed). */
+    if (!(s >= FLT_MIN)) s = 0.0f;
     put_f32(out + pos, s);
     pos += 4;
     /* q = x / s as x times 1 / s: one division a block */
@@ -244,31 +241,34 @@ static int int8_decode(const uint8_t *in, size_t len, size_t first, size_t n, fl
 
 /* ---- TOPK ---- */
 
-static void swap_f(float *a, float *b) {
-  float t = *a;
+static void swap_u(uint32_t *a, uint32_t *b) {
+  uint32_t t = *a;
   *a = *b;
   *b = t;
 }
 
-/* The |k|-th largest (1-based) of the |n| values at |m|, reordering them. */
-static float kth_largest(float *m, size_t n, size_t k) {
+/* The |k|-th largest (1-based) of the |n| values at |m|, reordering them.
+ * Magnitudes are compared as their bits (for finite floats, the same
+ * order), so that a process that flushes subnormals to zero chooses as
+ * every other does. */
+static uint32_t kth_largest(uint32_t *m, size_t n, size_t k) {
   size_t lo = 0, hi = n - 1, want = k - 1;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     /* median of three as the pivot, to lo */
-    if (m[mid] > m[lo]) swap_f(&m[mid], &m[lo]);
-    if (m[hi] > m[lo]) swap_f(&m[hi], &m[lo]);
-    if (m[mid] > m[hi]) swap_f(&m[mid], &m[hi]);
-    swap_f(&m[lo], &m[hi]);
-    float p = m[lo];
+    if (m[mid] > m[lo]) swap_u(&m[mid], &m[lo]);
+    if (m[hi] > m[lo]) swap_u(&m[hi], &m[lo]);
+    if (m[mid] > m[hi]) swap_u(&m[mid], &m[hi]);
+    swap_u(&m[lo], &m[hi]);
+    uint32_t p = m[lo];
     size_t i = lo, j = hi + 1;
     for (;;) { /* descending: larger to the left */
       do i++; while (i <= hi && m[i] > p);
       do j--; while (m[j] < p);
       if (i >= j) break;
-      swap_f(&m[i], &m[j]);
+      swap_u(&m[i], &m[j]);
     }
-    swap_f(&m[lo], &m[j]);
+    swap_u(&m[lo], &m[j]);
     if (j == want) return m[j];
     if (j < want)
       lo = j + 1;
@@ -336,20 +336,21 @@ static int topk_encode(const ded_codec *c, const float *x, size_t n, uint8_t *ou
   uint32_t b = TOPK_BUCKETS - 1;
   while (above + hist[b] < k) above += hist[b--]; /* the buckets hold all n >= k */
   size_t nc = hist[b], j = 0;
-  float *cand = ded_mem_malloc(mem, nc * sizeof *cand);
+  uint32_t *cand = ded_mem_malloc(mem, nc * sizeof *cand);
   if (!cand) return DED_ERR_NOMEM;
-  for (size_t i = 0; i < n; i++)
-    if (((f32_bits(x[i]) & 0x7fffffffu) >> TOPK_BUCKET_SHIFT) == b) cand[j++] = fabsf(x[i]);
-  float thr = kth_largest(cand, nc, k - above);
-  for (size_t i = 0; i < nc; i++) above += cand[i] > thr;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a = f32_bits(x[i]) & 0x7fffffffu;
+    if (a >> TOPK_BUCKET_SHIFT == b) cand[j++] = a;
+  }
+  uint32_t tb = kth_largest(cand, nc, k - above); /* magnitudes compare as their bits */
+  for (size_t i = 0; i < nc; i++) above += cand[i] > tb;
   ded_mem_free(mem, cand);
   size_t ties = k - above, taken = 0;
   uint64_t prev = UINT64_MAX; /* -1 */
   /* The values go to the end of the bound (past where the indices can
-   * reach: at most LEB_MAX bytes each), and move behind them at the end. */
-  uint8_t *vals = out + 4 + LEB_MAX * k;
+   * reach: at most LEB_ENC_MAX bytes each), and move behind them at the end. */
+  uint8_t *vals = out + 4 + LEB_ENC_MAX * k;
   size_t nidx = 0;
-  uint32_t tb = f32_bits(thr); /* magnitudes compare as their bits */
   for (size_t i = 0; i < n && nidx < k; i++) {
     uint32_t a = f32_bits(x[i]) & 0x7fffffffu;
     if (a < tb) continue;

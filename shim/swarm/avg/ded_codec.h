@@ -23,8 +23,9 @@
  *    whole vector, however the shards cut it. For each block the range
  *    touches, in order: its scale (float32, 0 to FLT_MAX / 127), then one
  *    signed byte per element of the range in it, q = x * (1 / scale) rounded to
- *    nearest even, in [-127, 127] (a block of zeros has scale 0). A value
- *    is q * scale.
+ *    nearest even, in [-127, 127] (a block of zeros has scale 0, and so
+ *    has one whose scale would be below FLT_MIN: its values are zeros).
+ *    A value is q * scale.
  *  - TOPK: the k = ceil(fraction * n) largest magnitudes of the range
  *    (at least 1 for n > 0; ties at the k-th magnitude taken from the
  *    lowest index): u32 k, then the k indices (relative to |first|,
@@ -107,13 +108,6 @@ int ded_codec_from_wire(uint8_t kind, uint32_t ppm, ded_codec *out);
  *    exactly, it adds no error at all.
  */
 ded_codec ded_codec_result(const ded_codec *c);
-
-/* How much a codec drops, to compare choices: NONE 0, FP16 1, BF16 2,
- * INT8 3, TOPK 4 (a smaller fraction is lossier: ded_codec_lossier). */
-unsigned ded_codec_rank(ded_codec_kind kind);
-
-/* Whether |a| loses more than |b|. */
-bool ded_codec_lossier(const ded_codec *a, const ded_codec *b);
 
 /* The largest encoding of |n| elements with |c|. */
 size_t ded_codec_bound(const ded_codec *c, size_t n);

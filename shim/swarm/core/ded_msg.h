@@ -90,9 +90,10 @@ typedef struct ded_msg_hello {
  * (NONE to TOPK, avg/ded_codec.h), with top-k's fraction in
  * |compress_ppm| (millionths; 0 for the others), and DED_JOIN_COMPRESS_AUTO
  * set when the codec is auto's floor: the lossiest it may choose.
- * |compute_us| is how long the member's trainer computed before it
- * submitted this round (from its previous round's report; 0: not known),
- * which `auto` weighs the round's time against.
+ * |compute_us| is how long the member's trainer computed over its last
+ * training step (the time with none of its all-reduces in flight, over a
+ * step's worth of elements; 0: not known yet), which `auto` weighs a
+ * step's exchange against.
  * |acc_view|, the view in which the member accepted the attempt (sent HAVE
  * for it; DED_VIEW_NONE if it did not), the attempt the member was running,
  * as the COMMIT payload of that attempt (a COMMIT body, see below), then a

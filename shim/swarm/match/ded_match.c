@@ -158,15 +158,16 @@ static int gather_codec(const ded_gather *g, const ded_mem *mem, double t_per_by
     ded_msg_commit_free(out, mem);
     return DED_ERR_NOMEM;
   }
-  unsigned n = 0, ncontrib = 0;
-  for (size_t i = 0; i < g->n && n < out->k; i++) {
+  unsigned n = 0, m = 0;
+  for (size_t i = 0; i < g->n && m < out->k; i++) {
     const ded_msg_join *j = &g->v[i].join;
     if (!ded_gather_fits(j, out)) continue;
-    pm[n++] = (ded_pick_member){j->compress, j->compress_ppm, j->compute_us};
+    /* members are the fitting joins in id order; an aux one has no say */
+    if (!(out->members[m++].flags & DED_MEMBER_F_AUX))
+      pm[n++] = (ded_pick_member){j->compress, j->compress_ppm, j->compute_us};
   }
-  for (unsigned i = 0; i < out->k; i++) ncontrib += !(out->members[i].flags & DED_MEMBER_F_AUX);
   ded_codec c;
-  ded_pick_codec(pm, n, ncontrib, out->dtype, out->count, t_per_byte, &c);
+  ded_pick_codec(pm, n, out->dtype, out->step ? out->step : out->count, t_per_byte, &c);
   ded_codec_to_wire(&c, &out->codec, &out->codec_ppm);
   ded_mem_free(mem, pm);
   return 0;

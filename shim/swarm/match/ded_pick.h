@@ -9,29 +9,33 @@
  * The rule:
  *  - No compression for a round of fewer than two contributors (a job
  *    alone keeps plain MPI's bits) or of elements that are not float32.
- *  - The members allow the least lossy of their choices (ded_codec_rank;
- *    a fixed codec, or auto's floor): no member's bytes travel lossier
- *    than it asked.
+ *  - The contributors allow the most that all of their choices allow (a
+ *    fixed codec, or auto's floor; aux members bring no vector and have
+ *    no say): the same codec; top-k's largest fraction; none if one says
+ *    none, or if one says fp16 and another bf16 (each keeps something
+ *    the other drops); else the least lossy (fp16 and bf16 before int8,
+ *    int8 before top-k). No member's bytes travel lossier than it asked.
  *  - If no member asked for auto, that codec it is.
- *  - Auto: from the least lossy up to what the members allow, the first
- *    codec whose estimated round time (the plan's seconds per byte times
- *    the bytes the codec sends, ded_pick_ratio) is within the members'
- *    compute (the shortest time a member's trainer computed before its
- *    JOIN that a member reports), or whose round would take at most
- *    DED_PICK_FAST_S anyway; failing all of them, the lossiest allowed.
- *    Rates not known yet (a member's links not measured: no estimate): no
- *    compression.
+ *  - Auto weighs a training step's exchange (the plan's seconds per byte
+ *    times the bytes of a step, |elems|, with each codec, ded_pick_ratio)
+ *    against a step's compute (the shortest any member reports; 0 when
+ *    none knows it yet): no compression while a member's links are not
+ *    measured (no estimate) or the step's exchange takes at most
+ *    DED_PICK_FAST_S uncompressed; else the first of none, fp16, int8 and
+ *    top-k that is allowed and fits within the compute; failing all of
+ *    them, the lossiest allowed.
  */
 #ifndef DED_PICK_H
 #define DED_PICK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../avg/ded_codec.h"
 #include "../core/ded_msg.h"
 
-/* A round that takes at most this long uncompressed is not worth losing
- * bits for (loopback, a LAN). */
+/* A step whose exchange takes at most this long uncompressed is not worth
+ * losing bits for (loopback, a LAN). */
 #define DED_PICK_FAST_S 0.05
 
 /* The bytes a round of |ncontrib| contributors sends with |c|, over what
@@ -45,12 +49,13 @@ typedef struct ded_pick_member {
 } ded_pick_member;
 
 /*
- * The round's codec, from its |n| members' choices (|ncontrib| of them
- * contributors), its |dtype| and |count|, and |t_per_byte| (the plan's
- * estimate, seconds per byte of the float32 vector; 0 or not finite:
- * unknown), into |*out|.
+ * The round's codec, from its |n| contributors' choices, its |dtype|,
+ * the elements of a training step
+ * |elems| (the round's own count when the step is not known), and
+ * |t_per_byte| (the plan's estimate, seconds per byte of the float32
+ * vector; 0 or not finite: unknown), into |*out|.
  */
-void ded_pick_codec(const ded_pick_member *m, unsigned n, unsigned ncontrib, uint8_t dtype,
-                    uint64_t count, double t_per_byte, ded_codec *out);
+void ded_pick_codec(const ded_pick_member *m, unsigned n, uint8_t dtype, uint64_t elems,
+                    double t_per_byte, ded_codec *out);
 
 #endif /* DED_PICK_H */

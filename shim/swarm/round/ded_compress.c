@@ -23,12 +23,16 @@ uint8_t *ded_round_wire(ded_node *node, ded_round *r, size_t len) {
   return b->bytes;
 }
 
-void ded_round_wire_free(ded_node *node, ded_round *r) {
+void ded_round_wire_drop(ded_node *node, ded_round *r) {
   while (r->wire) {
     ded_wire_blob *next = r->wire->next;
     ded_mem_free(node->mem, r->wire);
     r->wire = next;
   }
+}
+
+void ded_round_wire_free(ded_node *node, ded_round *r) {
+  ded_round_wire_drop(node, r);
   ded_mem_free(node->mem, r->cin);
   r->cin = NULL;
 }
@@ -91,11 +95,22 @@ void ded_rounds_feedback_reset(ded_node *node, const char *why) {
              (unsigned long long)len, why);
 }
 
+void ded_rounds_note_compute(ded_node *node, const ded_round_args *args, bool idle,
+                             uint64_t now_ns) {
+  ded_rounds *rs = &node->rounds;
+  uint64_t last = rs->last_report_ns;
+  if (idle && last && now_ns > last) rs->compute_acc_ns += now_ns - last;
+  rs->compute_elems += args->count;
+  if (args->step && rs->compute_elems >= args->step) {
+    rs->compute_step_us = DED_MIN(rs->compute_acc_ns / 1000u, UINT32_MAX);
+    rs->compute_acc_ns = 0;
+    rs->compute_elems = 0;
+  }
+}
+
 void ded_round_join_prefs(ded_node *node, const ded_round *r, ded_msg_join *j) {
+  (void)r;
   j->compress = node->s.compress;
   j->compress_ppm = node->s.compress_ppm;
-  j->compute_us = 0;
-  uint64_t last = node->rounds.last_report_ns;
-  if (r && last && r->submit_ns > last)
-    j->compute_us = (uint32_t)DED_MIN((r->submit_ns - last) / 1000u, UINT32_MAX);
+  j->compute_us = (uint32_t)node->rounds.compute_step_us;
 }

@@ -156,7 +156,8 @@ typedef struct ded_round {
   bool with_result;    /* reported with the round's result: it goes to the history */
   /* Compression (ded_compress.c): our contribution as float32 with the
    * job's residual added (NULL until an attempt with a codec needs it),
-   * and the encoded bytes the round's frames point into, freed with it. */
+   * and the encoded bytes the attempt's frames point into, freed with the
+   * attempt (after its frames are detached) or the round. */
   float *cin;
   struct ded_wire_blob *wire;
 } ded_round;
@@ -194,6 +195,11 @@ typedef struct ded_rounds {
   bool yielding;
   bool reporting; /* reports are being made: nothing may report meanwhile */
   uint64_t last_report_ns; /* when a round last reported to the caller (0: never) */
+  /* The trainer's compute (time with nothing of ours in flight) over the
+   * elements submitted since the last step's worth, and over the last
+   * whole step, in µs (0: not known yet): what `auto` weighs a step's
+   * exchange against (ded_compress.c). */
+  uint64_t compute_acc_ns, compute_elems, compute_step_us;
 } ded_rounds;
 
 /* Queues the all-reduce |args|, validated by the caller, on the stream

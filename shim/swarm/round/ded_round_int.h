@@ -92,7 +92,11 @@ void ded_round_fix(ded_node *node, ded_round *r, uint64_t count);
 /* |len| bytes of round memory for encoded frames (NULL: none left). */
 uint8_t *ded_round_wire(ded_node *node, ded_round *r, size_t len);
 
-/* Frees the round's wire memory and its compensated contribution. */
+/* Frees the round's wire memory: no queued frame may point into it (the
+ * attempt is dropped, its frames detached first). */
+void ded_round_wire_drop(ded_node *node, ded_round *r);
+
+/* ... and its compensated contribution too (the round is freed). */
 void ded_round_wire_free(ded_node *node, ded_round *r);
 
 /* Our contribution for an attempt with a codec: the caller's buffer plus
@@ -100,8 +104,15 @@ void ded_round_wire_free(ded_node *node, ded_round *r);
 int ded_round_compensate(ded_node *node, ded_round *r);
 
 /* Fills |j|'s compression fields: this job's DEDMPI_COMPRESS, and how
- * long its trainer computed before it submitted |r| (NULL: not known). */
+ * long its trainer computed over its last training step. */
 void ded_round_join_prefs(ded_node *node, const ded_round *r, ded_msg_join *j);
+
+/* An all-reduce |args| submitted at |now_ns|, |idle| if nothing of ours
+ * was in flight (the time since the last report was the trainer's): adds
+ * to the compute of the step it belongs to, which is known once a step's
+ * worth of elements went by. */
+void ded_rounds_note_compute(ded_node *node, const ded_round_args *args, bool idle,
+                             uint64_t now_ns);
 
 /* The round completed with the attempt it holds: what the codec dropped
  * of our contribution to it becomes the residual. */

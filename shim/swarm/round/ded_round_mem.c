@@ -20,7 +20,10 @@ ded_round *ded_round_find(ded_node *node, uint64_t no) {
 }
 
 void ded_round_drop_attempt(ded_node *node, ded_round *r) {
+  /* Every caller detached the round's frames first: the encoded bytes of
+   * the attempt (and of any before it) are no one's now. */
   ded_attempt_clear(&r->att, node->mem, &node->cache, r->es);
+  ded_round_wire_drop(node, r);
   r->att_state = ROUND_ATT_NONE;
   r->accepted = false;
   r->got_ns = 0;

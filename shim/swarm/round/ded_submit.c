@@ -78,8 +78,10 @@ void ded_rounds_fail_queued(ded_node *node, int status) {
 
 int64_t ded_round_submit(ded_node *node, const ded_round_args *args, uint64_t now_ns) {
   uint64_t no = node->rounds.next + ded_stream_waiting(&node->rounds.stream);
+  bool idle = node->rounds.stream.n == 0; /* nothing of ours in flight: the trainer computed */
   int rv = ded_stream_push(&node->rounds.stream, args, now_ns + node->s.round_timeout_ns);
   if (rv) return rv;
+  ded_rounds_note_compute(node, args, idle, now_ns);
   if (ded_rounds_can_cut(node)) ded_rounds_pump(node, now_ns);
   return (int64_t)no;
 }
