@@ -1487,6 +1487,23 @@ def struct_step(path):
 
 @test
 def kill_stop_join():
+    """kill_stop_join_run() uncompressed."""
+    kill_stop_join_run({})
+
+
+@test
+def kill_stop_join_int8():
+    """kill_stop_join_run() with DEDMPI_COMPRESS=int8 (issue 23): failovers,
+    a reload and a joiner with compressed rounds, every job that ends
+    bit-identical, and the reloaded job's error feedback reset (its log
+    says so; the joiner had none yet)."""
+    sw = kill_stop_join_run({"DEDMPI_COMPRESS": "int8"})
+    check(re.search(r"error feedback residual of \d+ elements reset: the run's state was loaded",
+                    sw.jobs[2].err),
+          "job 2 reloaded the run's state but its residual was not reset:\n" + sw.jobs[2].describe())
+
+
+def kill_stop_join_run(extra_env):
     """The issue's whole scenario in one run: four single-rank jobs train 300
     steps. Job 1 is SIGKILLed at step 50; job 2 is SIGSTOPped at step 70 for
     3 s, far longer than the deadline and than the history its peers keep
@@ -1499,7 +1516,7 @@ def kill_stop_join():
     the run's parameters (each reload's step is checked). The loss is what an
     undisturbed swarm reaches."""
     steps = ["--steps", "300", "--buckets", "2", "--log-every", "1"]
-    env = dict(FAULT_ENV, DEDMPI_HISTORY_BYTES="8M")  # ~30 steps of the trainer's rounds
+    env = dict(FAULT_ENV, DEDMPI_HISTORY_BYTES="8M", **extra_env)  # ~30 steps of rounds
     sw = Swarm4(steps + ["--step-ms", "20"], env, linger_ms=10000, late=(4,), n=5)
     sw.wait_step(0, 10)
     t10 = time.time()
@@ -1551,6 +1568,7 @@ def kill_stop_join():
           "step %d) and reloaded %s rounds on; job 4 joined at step %d; %s; all four identical; "
           "final loss %.4f (undisturbed %.4f)" %
           (stopped_at, resumed_at, reload.group(2), joined, "; ".join(notes), got, want))
+    return sw
 
 
 @test
