@@ -363,7 +363,8 @@ static void test_attempt_codec_decoded_again(void **state) {
       unit_id(self, m + 1);
       assert_int_equal(ded_attempt_layout(&again, &w->fm.mem, &w->plan, self), 0);
       assert_null(again.q);
-      assert_int_equal(ded_attempt_decoded_contrib(&again, &w->fm.mem, w->x[m]), 0);
+      assert_int_equal(ded_attempt_decoded_contrib(&again, &w->fm.mem, &w->node[m].cache, w->x[m]),
+                       0);
       assert_non_null(again.q);
       assert_memory_equal(again.q, w->node[m].a.q, sizeof w->x[m]);
       ded_attempt_clear(&again, &w->fm.mem, &w->node[m].cache, ES);
@@ -374,7 +375,8 @@ static void test_attempt_codec_decoded_again(void **state) {
     uint8_t stranger[DED_ID_BYTES];
     unit_id(stranger, 77);
     assert_int_equal(ded_attempt_layout(&other, &w->fm.mem, &w->plan, stranger), 0);
-    assert_int_equal(ded_attempt_decoded_contrib(&other, &w->fm.mem, w->x[0]), 0);
+    assert_int_equal(ded_attempt_decoded_contrib(&other, &w->fm.mem, &w->node[0].cache, w->x[0]),
+                     0);
     assert_null(other.q);
     ded_attempt_clear(&other, &w->fm.mem, &w->node[0].cache, ES);
     cw_free(w);

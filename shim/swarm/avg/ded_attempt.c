@@ -20,7 +20,7 @@ void ded_attempt_clear(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache, 
   ded_digest_free(&a->dig, mem);
   ded_mem_free(mem, a->holders);
   ded_mem_free(mem, a->fetch_sent);
-  ded_mem_free(mem, a->q);
+  if (a->q) ded_bufcache_put(cache, a->q, (size_t)a->plan.count * sizeof *a->q);
   ded_mem_free(mem, a->enc_off);
   ded_mem_free(mem, a->enc_raw);
   ded_mem_free(mem, a->scratch);
@@ -93,9 +93,9 @@ uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem) {
  * again into |q|. A chunk the codec refuses (a non-finite value) goes as
  * plain floats: |q| is then the input itself. */
 static int encode_contrib(ded_attempt *a, const ded_attempt_env *env, const ded_mem *mem,
-                          const float *x) {
+                          ded_bufcache *cache, const float *x) {
   uint64_t nch = a->res_base[a->plan.k], count = a->plan.count;
-  a->q = ded_mem_malloc(mem, (size_t)count * sizeof *a->q + 1);
+  a->q = ded_bufcache_get(cache, (size_t)count * sizeof *a->q); /* back to it when cleared */
   a->enc_off = ded_mem_calloc(mem, (size_t)nch + 1, sizeof *a->enc_off);
   a->enc_raw = ded_mem_calloc(mem, ((size_t)nch + 7) / 8 + 1, 1);
   if (!a->escratch) a->escratch = ded_mem_malloc(mem, ded_codec_bound(&a->codec, a->chunk));
@@ -148,14 +148,15 @@ int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env) {
   a->escratch = ded_mem_malloc(env->mem, cb);
   if (!a->scratch || !a->escratch) return DED_ERR_NOMEM;
   if (a->plan.members[a->me].flags & DED_MEMBER_F_AUX) return 0;
-  return encode_contrib(a, env, env->mem, (const float *)(const void *)env->input);
+  return encode_contrib(a, env, env->mem, env->cache, (const float *)(const void *)env->input);
 }
 
-int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, const float *x) {
+int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache,
+                                const float *x) {
   if (a->q || a->codec.kind == DED_CODEC_NONE || a->me >= a->plan.k ||
       a->plan.members[a->me].flags & DED_MEMBER_F_AUX)
     return 0;
-  return encode_contrib(a, NULL, mem, x);
+  return encode_contrib(a, NULL, mem, cache, x);
 }
 
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m) {

@@ -150,9 +150,11 @@ int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env);
  * member's, with a codec), in |a->q|, when the attempt did not run here
  * (we took it over from a DECIDE after sending its data in an earlier
  * hold of it): the encoding is a pure function of |x| and the layout, so
- * it is what they decoded then. 0 (nothing to do, or done) or
+ * it is what they decoded then. |q| comes from |cache| (and goes back to
+ * it when the attempt is cleared). 0 (nothing to do, or done) or
  * DED_ERR_NOMEM. */
-int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, const float *x);
+int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache,
+                                const float *x);
 
 /* Our contribution to member |m|'s shard, chunk by chunk (DED_MSG_DATA). */
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m);

@@ -33,13 +33,13 @@ void ded_round_wire_drop(ded_node *node, ded_round *r) {
 
 void ded_round_wire_free(ded_node *node, ded_round *r) {
   ded_round_wire_drop(node, r);
-  ded_mem_free(node->mem, r->cin);
+  if (r->cin) ded_bufcache_put(&node->cache, r->cin, (size_t)r->a.count * sizeof *r->cin);
   r->cin = NULL;
 }
 
 int ded_round_compensate(ded_node *node, ded_round *r) {
   size_t n = (size_t)r->a.count;
-  r->cin = ded_mem_malloc(node->mem, n * sizeof *r->cin + 1);
+  r->cin = ded_bufcache_get(&node->cache, n * sizeof *r->cin); /* the round's length is fixed */
   if (!r->cin) return DED_ERR_NOMEM;
   const float *x = r->a.buf;
   if (node->s.no_feedback) {
@@ -84,7 +84,7 @@ void ded_round_feedback(ded_node *node, ded_round *r) {
   /* An attempt we sent data for in an earlier hold of it, taken over from
    * a DECIDE: what we sent is computed again. Out of memory: the
    * residual stays as it was, one step's feedback late. */
-  if (!a->q && ded_attempt_decoded_contrib(a, node->mem, r->cin) != 0) return;
+  if (!a->q && ded_attempt_decoded_contrib(a, node->mem, &node->cache, r->cin) != 0) return;
   if (a->q) ded_feedback_store(&node->fb, r->a.step, r->pos, r->cin, a->q, (size_t)r->a.count);
 }
 
