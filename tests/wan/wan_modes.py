@@ -43,7 +43,7 @@ sys.path.insert(0, HERE)
 import wanlab  # noqa: E402
 
 MODES = {1: "node", 2: "node", 3: "aux", 4: "client"}
-PLAN_RE = re.compile(r"round (\d+): plan (\w+), est [\d.]+ s:(.*)")
+PLAN_RE = re.compile(r"round (\d+): plan (\w+), codec \S+, est [\d.]+ s \(uncompressed\):(.*)")
 SHARE_RE = re.compile(r" ([0-9a-f]{8})=([\d.]+)%\((\w+),")
 ID_RE = re.compile(r"peer ([0-9a-f]{8}) starting")
 CHECK_RE = re.compile(r"final loss \S+ checksum (0x[0-9a-f]+)")
