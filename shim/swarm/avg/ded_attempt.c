@@ -284,18 +284,16 @@ int ded_attempt_reduce_own(ded_attempt *a, const ded_attempt_env *env) {
 
 /* Whether frame |d| of |n| elements may be read: plain elements of the
  * right length, or the codec |kind| the frame must use. */
-static bool frame_fits(const ded_attempt *a, const ded_attempt_env *env, const ded_msg_data *d,
-                       ded_codec_kind kind, uint64_t n) {
-  (void)a;
+static bool frame_fits(const ded_attempt_env *env, const ded_msg_data *d, ded_codec_kind kind,
+                       uint64_t n) {
   if (d->codec == DED_CODEC_NONE) return d->len == n * env->es;
   return d->codec == kind;
 }
 
 /* Decodes frame |d| (|n| elements, the range at |first| of a vector of
  * |total|, in |c| unless plain) into |out|. DED_ERR_PROTO if malformed. */
-static int frame_decode(const ded_attempt *a, const ded_attempt_env *env, const ded_msg_data *d,
-                        uint64_t n, size_t first, size_t total, const ded_codec *c, uint8_t *out) {
-  (void)a;
+static int frame_decode(const ded_attempt_env *env, const ded_msg_data *d, uint64_t n,
+                        size_t first, size_t total, const ded_codec *c, uint8_t *out) {
   if (d->codec == DED_CODEC_NONE) {
     memcpy(out, d->elems, (size_t)n * env->es);
     return 0;
@@ -314,7 +312,7 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
     uint64_t first = d->offset - a->my_off;
     uint64_t c = first / a->chunk;
     uint64_t n = DED_MIN(a->chunk, a->my_len - first);
-    if (first % a->chunk != 0 || !frame_fits(a, env, d, a->codec.kind, n)) return DED_ERR_PROTO;
+    if (first % a->chunk != 0 || !frame_fits(env, d, a->codec.kind, n)) return DED_ERR_PROTO;
     if (a->plan.members[m].flags & DED_MEMBER_F_AUX) return DED_ERR_PROTO; /* it brings none */
     uint64_t bit = (uint64_t)m * a->my_nchunks + c;
     if (ded_bit_get(a->recv_bits, bit)) return DED_ERR_PROTO; /* duplicate */
@@ -331,7 +329,7 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
     }
     const uint8_t *src = d->elems;
     if (d->codec != DED_CODEC_NONE || !direct) {
-      int rv = frame_decode(a, env, d, n, (size_t)d->offset, (size_t)a->plan.count, &a->codec, to);
+      int rv = frame_decode(env, d, n, (size_t)d->offset, (size_t)a->plan.count, &a->codec, to);
       if (rv) return rv;
       src = to;
     }
@@ -350,7 +348,7 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   if (d->offset < lo || d->offset - lo >= len) return DED_ERR_PROTO;
   uint64_t first = d->offset - lo;
   uint64_t n = DED_MIN(a->chunk, len - first);
-  if (first % a->chunk != 0 || !frame_fits(a, env, d, a->rcodec.kind, n)) return DED_ERR_PROTO;
+  if (first % a->chunk != 0 || !frame_fits(env, d, a->rcodec.kind, n)) return DED_ERR_PROTO;
   if (m == k || m == a->me) return DED_ERR_PROTO;
   if (a->refetch) {
     if (m != a->holders[s]) return 0;
@@ -360,7 +358,7 @@ int ded_attempt_take(ded_attempt *a, const ded_attempt_env *env, const uint8_t f
   uint64_t bit = a->res_base[s] + first / a->chunk;
   if (ded_bit_get(a->res_bits, bit)) return fetching ? 0 : DED_ERR_PROTO;
   /* A result chunk is the chunk as a whole vector (ded_codec_result). */
-  int rv = frame_decode(a, env, d, n, 0, (size_t)n, &a->rcodec, env->res + d->offset * env->es);
+  int rv = frame_decode(env, d, n, 0, (size_t)n, &a->rcodec, env->res + d->offset * env->es);
   if (rv) return rv;
   ded_bit_set(a->res_bits, bit);
   a->res_got++;

@@ -108,8 +108,7 @@ void ded_rounds_note_compute(ded_node *node, const ded_round_args *args, bool id
   }
 }
 
-void ded_round_join_prefs(ded_node *node, const ded_round *r, ded_msg_join *j) {
-  (void)r;
+void ded_round_join_prefs(ded_node *node, ded_msg_join *j) {
   j->compress = node->s.compress;
   j->compress_ppm = node->s.compress_ppm;
   j->compute_us = (uint32_t)node->rounds.compute_step_us;

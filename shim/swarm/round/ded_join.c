@@ -163,7 +163,7 @@ void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.step = r->a.step;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
-  ded_round_join_prefs(node, r, &j);
+  ded_round_join_prefs(node, &j);
   j.flags = (uint8_t)((r->genesis ? DED_JOIN_F_GENESIS : 0) |
                       (node->s.mode == DED_MODE_CLIENT ? DED_JOIN_F_CLIENT : 0) |
                       (node->s.mode == DED_MODE_AUX ? DED_JOIN_F_AUX : 0));

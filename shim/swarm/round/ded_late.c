@@ -42,7 +42,7 @@ void ded_round_probed_finished(ded_node *node, ded_round *r, ded_peer *from,
       j.weight = plan->members[i].weight;
       j.n_local = plan->members[i].n_local;
     }
-  ded_round_join_prefs(node, r, &j);
+  ded_round_join_prefs(node, &j);
   uint8_t *have = ded_mem_malloc(node->mem, ((size_t)plan->k + 7) / 8);
   if (!have) return;
   memset(have, 0xff, ((size_t)plan->k + 7) / 8);
@@ -166,7 +166,7 @@ void ded_round_announce(ded_node *node, ded_round *r, uint64_t now_ns) {
   j.pos = r->pos + r->a.count;
   j.weight = r->a.weight;
   j.n_local = r->a.n_local;
-  ded_round_join_prefs(node, NULL, &j);
+  ded_round_join_prefs(node, &j);
   j.flags = DED_JOIN_F_INTENT;
   ded_wr w = ded_wr_init(rs->intent_frame, sizeof rs->intent_frame);
   ded_msg_join_encode(&w, &j);

@@ -105,7 +105,7 @@ int ded_round_compensate(ded_node *node, ded_round *r);
 
 /* Fills |j|'s compression fields: this job's DEDMPI_COMPRESS, and how
  * long its trainer computed over its last training step. */
-void ded_round_join_prefs(ded_node *node, const ded_round *r, ded_msg_join *j);
+void ded_round_join_prefs(ded_node *node, ded_msg_join *j);
 
 /* An all-reduce |args| submitted at |now_ns|, |idle| if nothing of ours
  * was in flight (the time since the last report was the trainer's): adds
