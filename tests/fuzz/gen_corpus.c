@@ -731,6 +731,24 @@ static void gen_msg(void) {
     gbuf_put(&f, fv, wv.pos);
     write_msg_variants("join_void", &f);
     gbuf_reset(&f);
+    /* Out of step, unable to vouch: the newest result held is round 5's
+     * (held_round 6), attempt 0x20000beef; and none at all. */
+    jv = join_of(9, 2, DED_DTYPE_F32, 1000, 1.0, 2, DED_JOIN_F_HELD);
+    jv.held_round = 6;
+    jv.held_attempt = 0x20000beefull;
+    wv = ded_wr_init(fv, sizeof fv);
+    ded_msg_join_encode(&wv, &jv);
+    FUZZ_CHECK(!wv.err && wv.pos == sizeof fv);
+    gbuf_put(&f, fv, wv.pos);
+    write_msg_variants("join_held", &f);
+    gbuf_reset(&f);
+    jv.held_round = jv.held_attempt = 0;
+    wv = ded_wr_init(fv, sizeof fv);
+    ded_msg_join_encode(&wv, &jv);
+    FUZZ_CHECK(!wv.err && wv.pos == sizeof fv);
+    gbuf_put(&f, fv, wv.pos);
+    write_msg("join_held_none", &f, f.len - DED_FRAME_HDR_BYTES);
+    gbuf_reset(&f);
   }
   /* Failover reports: the view the attempt was accepted in, a plan of the
    * round and one bit per shard; two members, and nine (a bitmap of two

@@ -980,6 +980,82 @@ static void test_msg_join_void(void **state) {
   ded_msg_join_free(&out, NULL);
 }
 
+/* DED_JOIN_F_HELD: the newest result the out-of-step member holds, as
+ * its round + 1 (0: none) and attempt (0: not known), in VOID's slots;
+ * never with VOID, a first round's or an intent's flag; at most the
+ * round before's. */
+static void test_msg_join_held(void **state) {
+  (void)state;
+  assert_int_equal(DED_JOIN_F_HELD, 128);
+  ded_msg_join j = msg_join_valid();
+  j.flags = DED_JOIN_F_HELD | DED_JOIN_F_CLIENT;
+  j.round = 1000;
+  j.held_round = 998; /* round 997's result */
+  j.held_attempt = 0x200000beefull;
+  uint8_t buf[DED_JOIN_FRAME_BYTES + DED_JOIN_VOID_BYTES];
+  ded_wr w = ded_wr_init(buf, sizeof buf);
+  ded_msg_join_encode(&w, &j);
+  assert_false(w.err);
+  assert_int_equal(w.pos, sizeof buf);
+  ded_frame fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+  assert_int_equal(fr.len, JOIN_BASE_BYTES + DED_JOIN_VOID_BYTES);
+  assert_int_equal(fr.payload[JOIN_OFF_FLAGS], DED_JOIN_F_HELD | DED_JOIN_F_CLIENT);
+  assert_int_equal(msg_le(fr.payload + JOIN_BASE_BYTES, 8), 998);
+  assert_int_equal(msg_le(fr.payload + JOIN_BASE_BYTES + 8, 8), 0x200000beefull);
+  ded_msg_join out;
+  assert_int_equal(ded_msg_join_decode(fr.payload, fr.len, NULL, &out), 0);
+  assert_int_equal(out.flags, DED_JOIN_F_HELD | DED_JOIN_F_CLIENT);
+  assert_int_equal(out.held_round, 998);
+  assert_int_equal(out.held_attempt, 0x200000beefull);
+  assert_int_equal(out.void_round, 0); /* not a voucher */
+  ded_msg_join_free(&out, NULL);
+  msg_check_bounds(DED_MSG_JOIN, fr.payload, fr.len, 0);
+  /* Good: none at all; the round before's result with its attempt
+   * unknown (a loaded state); the smallest round. */
+  const struct {
+    uint64_t round, held_round, attempt;
+  } good[] = {{1000, 0, 0}, {1000, 999, 0}, {1, 0, 0}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    j = msg_join_valid();
+    j.flags = DED_JOIN_F_HELD;
+    j.round = good[i].round;
+    j.held_round = good[i].held_round;
+    j.held_attempt = good[i].attempt;
+    w = ded_wr_init(buf, sizeof buf);
+    ded_msg_join_encode(&w, &j);
+    fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+    if (ded_msg_join_decode(fr.payload, fr.len, NULL, &out) != 0)
+      fail_msg("JOIN with HELD case %zu refused", i);
+    assert_int_equal(out.held_round, good[i].held_round);
+    ded_msg_join_free(&out, NULL);
+  }
+  /* Bad: the round itself or later, none with an attempt, with VOID, a
+   * first round's or an intent's flag. */
+  const struct {
+    uint64_t round, held_round, attempt;
+    uint8_t more;
+  } bad[] = {
+      {1000, 1000, 1, 0}, {1000, UINT64_MAX, 1, 0}, {1000, 0, 5, 0},
+      {1000, 10, 1, DED_JOIN_F_GENESIS}, {1000, 10, 1, DED_JOIN_F_INTENT},
+      {1000, 10, 1, DED_JOIN_F_VOID}, {0, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    j = msg_join_valid();
+    j.round = bad[i].round;
+    j.held_round = bad[i].held_round;
+    j.held_attempt = bad[i].attempt;
+    j.void_round = 1; /* (VOID's own slots: the case with both flags) */
+    j.void_attempt = 1;
+    j.flags = (uint8_t)(DED_JOIN_F_HELD | bad[i].more);
+    w = ded_wr_init(buf, sizeof buf);
+    ded_msg_join_encode(&w, &j);
+    assert_false(w.err);
+    fr = msg_unframe(buf, sizeof buf, DED_MSG_JOIN);
+    if (ded_msg_join_decode(fr.payload, fr.len, NULL, &out) != DED_ERR_PROTO)
+      fail_msg("JOIN with HELD case %zu accepted", i);
+  }
+}
+
 static void test_msg_join_modes(void **state) {
   (void)state;
   assert_int_equal(DED_JOIN_F_CLIENT, 16);
@@ -3815,6 +3891,7 @@ int main(void) {
       cmocka_unit_test(test_msg_join_status_invalid),
       cmocka_unit_test(test_msg_join_modes),
       cmocka_unit_test(test_msg_join_void),
+      cmocka_unit_test(test_msg_join_held),
       cmocka_unit_test(test_msg_commit_round_trip),
       cmocka_unit_test(test_msg_commit_acceptors),
       cmocka_unit_test(test_msg_commit_modes),

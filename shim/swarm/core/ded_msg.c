@@ -85,6 +85,9 @@ static void msg_join_fields(ded_wr *w, const ded_msg_join *m, uint8_t flags) {
   if (flags & DED_JOIN_F_VOID) {
     ded_wr_u64(w, m->void_round);
     ded_wr_u64(w, m->void_attempt);
+  } else if (flags & DED_JOIN_F_HELD) {
+    ded_wr_u64(w, m->held_round);
+    ded_wr_u64(w, m->held_attempt);
   }
 }
 
@@ -328,6 +331,11 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
     m->void_attempt = ded_rd_u64(&r);
     if (m->void_attempt == 0 || m->void_round >= m->round || m->void_round + 1 >= m->round)
       return DED_ERR_PROTO;
+  } else if (m->flags & DED_JOIN_F_HELD) {
+    m->held_round = ded_rd_u64(&r);
+    m->held_attempt = ded_rd_u64(&r);
+    if (m->held_round >= m->round || (m->held_round == 0 && m->held_attempt != 0))
+      return DED_ERR_PROTO;
   }
   if (r.err) return DED_ERR_PROTO;
   if (!msg_dtype_ok(m->dtype) || m->count == 0 || m->count > DED_COUNT_MAX ||
@@ -338,8 +346,10 @@ int ded_msg_join_decode(const uint8_t *p, size_t len, const ded_mem *mem, ded_ms
   if (ded_codec_from_wire(m->compress & (uint8_t)~DED_JOIN_COMPRESS_AUTO, m->compress_ppm, &want))
     return DED_ERR_PROTO;
   if (m->flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT | DED_JOIN_F_DONE |
-                   DED_JOIN_F_CLIENT | DED_JOIN_F_AUX | DED_JOIN_F_VOID) ||
-      (m->flags & DED_JOIN_F_VOID && m->flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ||
+                   DED_JOIN_F_CLIENT | DED_JOIN_F_AUX | DED_JOIN_F_VOID | DED_JOIN_F_HELD) ||
+      (m->flags & (DED_JOIN_F_VOID | DED_JOIN_F_HELD) &&
+       m->flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)) ||
+      (m->flags & DED_JOIN_F_VOID && m->flags & DED_JOIN_F_HELD) ||
       (m->flags & DED_JOIN_F_CLIENT && m->flags & DED_JOIN_F_AUX))
     return DED_ERR_PROTO;
   if (!(m->flags & DED_JOIN_F_STATUS))

@@ -114,6 +114,16 @@ typedef struct ded_msg_hello {
  * |round|. A coordinator that hears it from a quorum of that attempt's
  * members takes them as the round's acceptors (docs/architecture.md, "A
  * round with no result anywhere").
+ * DED_JOIN_F_HELD: the member is out of step and cannot vouch so (it
+ * voted in one of those rounds, or holds no result at all): every round
+ * before |round| has ended here, the round before without the swarm's
+ * result, and the newest result this peer holds is round |held_round|-1's,
+ * attempt |held_attempt| (0: not known, a loaded state's); |held_round| 0:
+ * none, this peer's state is its own values. The same two u64 slots as
+ * VOID's carry them (never both flags), |held_round| <= |round| - 1. A
+ * coordinator that does not know the round's acceptors and hears VOID or
+ * HELD from every peer it can talk to that takes part rolls the run back
+ * to the newest of those results (docs/architecture.md, "Rollback").
  */
 enum {
   DED_JOIN_F_GENESIS = 1,
@@ -123,6 +133,7 @@ enum {
   DED_JOIN_F_CLIENT = 16,
   DED_JOIN_F_AUX = 32,
   DED_JOIN_F_VOID = 64,
+  DED_JOIN_F_HELD = 128,
 };
 #define DED_JOIN_VOID_BYTES 16
 #define DED_JOIN_COMPRESS_AUTO 0x80
@@ -227,6 +238,10 @@ typedef struct ded_msg_join {
   /* With DED_JOIN_F_VOID: */
   uint64_t void_round;
   uint64_t void_attempt;
+  /* With DED_JOIN_F_HELD (in VOID's slots): the newest result held, as its
+   * round + 1 (0: none) and attempt (0: not known). */
+  uint64_t held_round;
+  uint64_t held_attempt;
   /* With DED_JOIN_F_STATUS: */
   uint32_t acc_view;
   ded_msg_commit plan; /* owned; ded_msg_join_free */

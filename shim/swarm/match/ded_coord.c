@@ -38,7 +38,7 @@ static void coord_clear(ded_node *node, ded_coord *cr) {
   cr->commit_frame = cr->late_frame = NULL;
   cr->commit_len = cr->late_len = 0;
   cr->state = COORD_GATHERING;
-  cr->clock = cr->held = cr->asked = false;
+  cr->clock = cr->held = cr->asked = cr->rolled = false;
   cr->first_ns = cr->last_ns = cr->deadline_ns = 0;
 }
 
@@ -49,9 +49,10 @@ static void coord_free(ded_node *node, ded_coord *cr) {
 }
 
 /* The round whose result's members are |cr|'s acceptors: the round
- * before, or the one carried over rounds with no result (coord_try_carry).
+ * before, or the one carried over rounds with no result (ded_coord_try_carry).
  * NULL when not held here. */
 ded_lin_entry *ded_coord_prev(ded_node *node, const ded_coord *cr) {
+  if (cr->rolled) return NULL;
   if (cr->carried) {
     ded_lin_entry *e = ded_lineage_get(&node->lin, cr->carry_round);
     return e && e->attempt == cr->carry_attempt ? e : NULL;
@@ -221,18 +222,10 @@ static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
   return f;
 }
 
-/* The round's acceptors as the coordinator of |cr| sees them. */
-typedef struct acc_set {
-  uint8_t (*ids)[DED_ID_BYTES]; /* owned */
-  unsigned n;                   /* listed */
-  unsigned total;               /* counted: an attempt's acceptors need not all be listed */
-  unsigned primary;             /* index into ids, or n: none */
-} acc_set;
-
 /* True if |id| still counts among the acceptors: it reported to |cr|, or
  * it is not known to be gone for good (left, or evicted) nor to have
  * stepped down from the round (ded_abstain.h). */
-static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
+bool ded_coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (ded_gather_find(&cr->g, id)) return true;
   if (id_is_me(node, id))
     return !node->leaving && !node->s.no_rounds && !ded_abstain_from(node, cr->round);
@@ -242,7 +235,7 @@ static bool coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[D
 
 /* Whether we know the acceptors of |cr|'s round: it is the first, or we
  * completed the round before (|prev|, ded_coord_prev) with its result. */
-static bool coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev) {
+bool ded_coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev) {
   return cr->round == 0 || (prev && prev->final && prev->final_attempt == prev->attempt);
 }
 
@@ -253,7 +246,7 @@ typedef struct coord_cb {
 
 static bool coord_alive_cb(void *ctx, const uint8_t *id) {
   const coord_cb *c = ctx;
-  return coord_counts(c->node, c->cr, id);
+  return ded_coord_counts(c->node, c->cr, id);
 }
 
 /*
@@ -262,8 +255,12 @@ static bool coord_alive_cb(void *ctx, const uint8_t *id) {
  * that, those waited for. The primary is the smallest id listed (the
  * attempt's own, for an attempt).
  */
-static int coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
+int ded_coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
   memset(a, 0, sizeof *a);
+  if (cr->rolled) { /* the members start afresh */
+    a->ids = ded_mem_malloc(node->mem, DED_ID_BYTES);
+    return a->ids ? 0 : DED_ERR_NOMEM;
+  }
   ded_lin_entry *prev = ded_coord_prev(node, cr);
   const struct ded_coord_attempt *att = NULL;
   for (unsigned i = 0; !prev && i < cr->natt; i++)
@@ -274,7 +271,7 @@ static int coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
   a->primary = UINT_MAX;
   for (unsigned i = 0; i < cap; i++) {
     const uint8_t *id = prev ? prev->ids[i] : att ? att->plan.members[i].id : cr->expect[i];
-    if (att ? !(att->plan.members[i].flags & DED_MEMBER_F_ACCEPTOR) : !coord_counts(node, cr, id))
+    if (att ? !(att->plan.members[i].flags & DED_MEMBER_F_ACCEPTOR) : !ded_coord_counts(node, cr, id))
       continue;
     if (att && att->plan.members[i].flags & DED_MEMBER_F_PRIMARY) a->primary = a->n;
     memcpy(a->ids[a->n++], id, DED_ID_BYTES);
@@ -296,7 +293,7 @@ static int coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
  * view any more. */
 static bool coord_quorum(ded_node *node, const ded_coord *cr) {
   acc_set a;
-  if (coord_acceptors(node, cr, &a)) return false;
+  if (ded_coord_acceptors(node, cr, &a)) return false;
   unsigned in = 0;
   bool primary_in = false;
   for (unsigned i = 0; i < a.n; i++)
@@ -309,99 +306,13 @@ static bool coord_quorum(ded_node *node, const ded_coord *cr) {
   return ok;
 }
 
-/*
- * Rounds with no result anywhere (docs/architecture.md, "A round with no
- * result anywhere"): the round before ours did not end here with a result,
- * but a quorum of the members of a result we hold, round R's (those that
- * still count, as coord_acceptors counts them), vouch in their JOINs that
- * every round after R before ours ended with none where they took part,
- * and that they voted for none of those rounds' attempts (nor will: they
- * ended them). A completion needs the HAVEs of a quorum of R+1's
- * acceptors, R's members, and two quorums share a member: so R+1 completed
- * nowhere, and no round after it could (each needs the result before).
- * Then R's members are our round's acceptors, as if the rounds between had
- * not been: cr->carried.
- */
-static void coord_try_carry(ded_node *node, ded_coord *cr) {
-  if (cr->carried || cr->genesis || cr->round < 2) return;
-  ded_lin_entry *prev = ded_lineage_get(&node->lin, cr->round - 1);
-  if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt) return;
-  /* Nor where we hold a result or a vote of a round since (the vouchers
-   * are wrong, or we are): our own lineage must say the same. */
-  const ded_lin_entry *mine = ded_rounds_void_base(node, cr->round);
-  if (!mine) return;
-  for (size_t i = 0; i < cr->g.n; i++) {
-    const ded_msg_join *j = &cr->g.v[i].join;
-    if (!(j->flags & DED_JOIN_F_VOID) || j->round != cr->round || j->void_round != mine->round ||
-        j->void_attempt != mine->attempt)
-      continue;
-    /* R's members that still count, as acceptors; the VOID joiners among them. */
-    cr->carried = true;
-    cr->carry_round = j->void_round;
-    cr->carry_attempt = j->void_attempt;
-    acc_set a;
-    bool ok = false;
-    if (coord_acceptors(node, cr, &a) == 0) {
-      unsigned in = 0;
-      bool primary_in = false;
-      for (unsigned k = 0; k < a.n; k++) {
-        const ded_gather_join *gj = ded_gather_find(&cr->g, a.ids[k]);
-        if (!gj || !(gj->join.flags & DED_JOIN_F_VOID) || gj->join.void_round != j->void_round ||
-            gj->join.void_attempt != j->void_attempt)
-          continue;
-        in++;
-        primary_in |= k == a.primary;
-      }
-      /* With every one of them gone for good (crashed, evicted), none
-       * can vouch, and none is needed: a completion of R+1 took a quorum
-       * of their votes, and where it happened is gone too, unless a peer
-       * we can talk to says it completed R+1 or later (then the run went
-       * on there: we are the ones behind). So our vouchers carry on. */
-      ok = a.total > 0 ? ded_quorum_of(in, a.total, primary_in)
-                       : ded_rounds_run_ahead(node) <= j->void_round;
-      ded_mem_free(node->mem, a.ids);
-    }
-    if (ok) {
-      node_log(node, DED_LOG_INFO, "round %llu: view %u: rounds %llu to %llu had no result "
-               "anywhere (a quorum of round %llu's members says so): its members decide this one",
-               (unsigned long long)cr->round, cr->view, (unsigned long long)j->void_round + 1,
-               (unsigned long long)cr->round - 1, (unsigned long long)j->void_round);
-      ded_coord_expect_lineage(node, cr);
-    } else {
-      cr->carried = false;
-    }
-    return; /* every voucher that counts names this same result */
-  }
-}
-
-/* Flags the member of a carried attempt whose state goes on: the first
- * (in summation order) that vouched for the rounds carried over (its
- * state holds the result they were carried from) and is no client (the
- * other clients could not reach it to reload), else the first that is no
- * client, else the first contributor. */
-static void coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
-  unsigned pick = cm->k;
-  for (int pass = 0; pass < 3 && pick == cm->k; pass++)
-    for (unsigned m = 0; m < cm->k && pick == cm->k; m++) {
-      uint8_t f = cm->members[m].flags;
-      if (f & DED_MEMBER_F_AUX || (pass < 2 && f & DED_MEMBER_F_CLIENT)) continue;
-      const ded_gather_join *gj = pass == 0 ? ded_gather_find(&cr->g, cm->members[m].id) : NULL;
-      if (pass == 0 && (!gj || !(gj->join.flags & DED_JOIN_F_VOID) ||
-                        gj->join.void_round != cr->carry_round ||
-                        gj->join.void_attempt != cr->carry_attempt))
-        continue;
-      pick = m;
-    }
-  if (pick < cm->k) cm->members[pick].flags |= DED_MEMBER_F_FOUNDER;
-}
-
 /* Marks the acceptors among a new attempt's members. False unless they
  * are a quorum of the acceptors: an attempt without one could never
  * complete (a joiner that went away since the coordinator counted its
  * report can leave it short), and its round would be lost. */
 static bool coord_flag_acceptors(ded_node *node, const ded_coord *cr, ded_msg_commit *cm) {
   acc_set a;
-  if (coord_acceptors(node, cr, &a)) return false;
+  if (ded_coord_acceptors(node, cr, &a)) return false;
   bool ok = true;
   if (a.total > 0) { /* else: nobody left to count; the members start afresh */
     for (unsigned m = 0; m < cm->k; m++) {
@@ -423,7 +334,7 @@ static bool coord_flag_acceptors(ded_node *node, const ded_coord *cr, ded_msg_co
 static bool coord_acceptor_gone(ded_node *node, const ded_coord *cr) {
   const ded_lin_entry *prev = ded_coord_prev(node, cr);
   for (unsigned i = 0; prev && prev->ids && i < prev->n; i++)
-    if (!coord_counts(node, cr, prev->ids[i])) return true;
+    if (!ded_coord_counts(node, cr, prev->ids[i])) return true;
   return false;
 }
 
@@ -463,7 +374,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     ded_timing_learn_spread(&node->timing, cr->last_ns - cr->first_ns);
   struct ded_coord_attempt *best = NULL;
   bool chosen = false;
-  coord_try_carry(node, cr);
+  ded_coord_try_carry(node, cr);
   ded_lin_entry *prev_lin = ded_coord_prev(node, cr);
   for (unsigned i = 0; i < cr->natt && !best; i++)
     if (cr->att[i].done) best = &cr->att[i];
@@ -487,10 +398,12 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     /* Anything else needs the round's acceptors, the members of the
      * previous round's result: only a coordinator that completed that
      * round knows them for sure. */
-    if (!cr->genesis && !coord_knows_acceptors(cr, prev_lin)) {
+    if (!cr->genesis && !ded_coord_knows_acceptors(cr, prev_lin) &&
+        !ded_coord_try_rollback(node, cr)) {
       cr->state = COORD_GATHERING;
       return;
     }
+    if (cr->rolled) prev_lin = NULL;
     /* And a quorum of them: a minority cut off by a partition waits
      * rather than average on its own. */
     if (!cr->genesis && !coord_quorum(node, cr)) {
@@ -505,6 +418,8 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
         if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
             prev_lin->final_attempt != a->plan.base)
           continue;
+        /* Rolled back: only an attempt that started afresh too. */
+        if (cr->rolled && a->plan.base != 0) continue;
         /* So is one whose members are too few acceptors to complete it:
          * it cannot have completed anywhere, and never will. And one whose
          * acceptors still counted are too few for a quorum of its votes
@@ -574,7 +489,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     cr->state = COORD_GATHERING;
     return;
   }
-  if (cr->carried) coord_flag_founder(cr, &cm);
+  if (cr->carried || cr->rolled) ded_coord_flag_founder(cr, &cm);
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];
@@ -662,7 +577,7 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
   } else {
     /* Without the previous round's membership we cannot tell whom to
      * wait for (our own commit of it is on its way). */
-    coord_try_carry(node, cr);
+    ded_coord_try_carry(node, cr);
     if (cr->view == 0 && cr->round > 0 && !ded_coord_prev(node, cr) && now_ns < cr->deadline_ns)
       return;
     /* Again: a job offered the run's state since this view began (a
@@ -699,7 +614,7 @@ bool ded_coord_undecided(ded_node *node, uint64_t round, uint32_t view, uint64_t
     return false;
   bool alone = cr->g.n == 1 && ded_gather_find(&cr->g, node->ident.id);
   ded_lin_entry *prev = ded_coord_prev(node, cr);
-  return alone || (!cr->carried && !coord_knows_acceptors(cr, prev));
+  return alone || (!cr->carried && !cr->rolled && !ded_coord_knows_acceptors(cr, prev));
 }
 
 void ded_coords_evaluate(ded_node *node, uint64_t now_ns) {

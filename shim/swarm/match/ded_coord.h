@@ -27,8 +27,10 @@
  *
  * Files: ded_coord.c holds the views, their decisions and the JOIN
  * intake; ded_coord_wait.c whom a view waits for and how long (the
- * expected peers, announced late members, the holds); ded_coord_int.h
- * what the two share.
+ * expected peers, announced late members, the holds); ded_coord_void.c
+ * rounds with no result anywhere (carried over a result's vouchers, or
+ * rolled back to the newest result a live peer holds); ded_coord_int.h
+ * what they share.
  *
  * Invariants: one struct ded_coord per round, in its newest view (a JOIN
  * of a higher view resets it); a view that left GATHERING never decides
@@ -89,6 +91,12 @@ typedef struct ded_coord {
    * before's. Once set, stays set. */
   bool carried;
   uint64_t carry_round, carry_attempt;
+  /* This view rolls the run back (ded_coord_try_rollback): no acceptors,
+   * the members start afresh, and the founder holds round |roll_round|-1's
+   * result (attempt |roll_attempt|, 0: not known; |roll_round| 0: no
+   * result at all). Forgotten with the view. */
+  bool rolled;
+  uint64_t roll_round, roll_attempt;
   coord_state state;
   uint8_t *commit_frame; /* a new attempt, for the joiners */
   size_t commit_len;

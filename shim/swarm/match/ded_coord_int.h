@@ -1,8 +1,9 @@
 /*
- * ded_coord_int.h: what the two files of the coordinator side share
+ * ded_coord_int.h: what the files of the coordinator side share
  * (ded_coord.c: views, decisions, JOIN intake; ded_coord_wait.c: whom a
- * view waits for, and how long). Not for other modules: ded_coord.h is
- * the interface.
+ * view waits for, and how long; ded_coord_void.c: rounds with no result
+ * anywhere, carried over or rolled back). Not for other modules:
+ * ded_coord.h is the interface.
  */
 #ifndef DED_COORD_INT_H
 #define DED_COORD_INT_H
@@ -16,6 +17,39 @@
  * before, or the one carried over rounds with no result. NULL when not
  * held here. */
 ded_lin_entry *ded_coord_prev(ded_node *node, const ded_coord *cr);
+
+/* The round's acceptors as the coordinator of |cr| sees them. */
+typedef struct acc_set {
+  uint8_t (*ids)[DED_ID_BYTES]; /* owned */
+  unsigned n;                   /* listed */
+  unsigned total;               /* counted: an attempt's acceptors need not all be listed */
+  unsigned primary;             /* index into ids, or n: none */
+} acc_set;
+
+/* The round's acceptors as |cr|'s coordinator sees them: the members of
+ * ded_coord_prev's result that still count; without it, an attempt's
+ * (the first round) or those waited for; none where |cr| rolled back.
+ * |a->ids| is the caller's to free. */
+int ded_coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a);
+
+/* True if |id| still counts among |cr|'s acceptors. */
+bool ded_coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]);
+
+/* Whether we know |cr|'s acceptors: the first round, or |prev| (the
+ * round before) ended here with its result. */
+bool ded_coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev);
+
+/* Sets |cr->carried| where a quorum of a result's members vouch that the
+ * rounds since had none anywhere (DED_JOIN_F_VOID). */
+void ded_coord_try_carry(ded_node *node, ded_coord *cr);
+
+/* Sets |cr->rolled| where every peer that takes part reported it is out
+ * of step here (VOID or HELD) and none holds a newer result than the
+ * newest they name: true if |cr| rolled back (ded_coord_void.c). */
+bool ded_coord_try_rollback(ded_node *node, ded_coord *cr);
+
+/* Flags the founder of a carried or rolled-back attempt |cm|. */
+void ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm);
 
 /* |id| is waited for in |cr| (once; the list is bounded). */
 void ded_coord_expect_add(ded_node *node, ded_coord *cr, const uint8_t id[DED_ID_BYTES]);

@@ -124,8 +124,8 @@ static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder
   if (id_is_me(node, plan->members[f].id)) {
     *founder = true;
     node->rounds.diverged = false; /* whatever it was before, its state is the run's now */
-    node_log(node, DED_LOG_INFO, "round %llu: the rounds before had no result anywhere; this "
-             "job's state goes on as the run's, and the other %u members reload it",
+    node_log(node, DED_LOG_INFO, "round %llu: the rounds before had no result that a live peer "
+             "holds; this job's state goes on as the run's, and the other %u members reload it",
              (unsigned long long)r->no, plan->k - 1);
     if (node->cb.want_snapshot && !node->xfer.snap_wanted) {
       node->xfer.snap_wanted = true;
@@ -133,8 +133,8 @@ static bool round_take_founder(ded_node *node, const ded_round *r, bool *founder
     }
     return false;
   }
-  node_log(node, DED_LOG_WARN, "round %llu: the rounds before had no result anywhere, and this "
-           "job kept its own values in them; the run goes on with the state of %s: reloading it "
+  node_log(node, DED_LOG_WARN, "round %llu: the rounds before had no result that a live peer "
+           "holds, and this job kept its own values in them; the run goes on with the state of %s: reloading it "
            "at the next step", (unsigned long long)r->no, p ? p->sid : "its founder");
   node->rounds.diverged = true;
   memcpy(node->rounds.founder, plan->members[f].id, DED_ID_BYTES);

@@ -118,13 +118,32 @@ uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t 
  * round after it before |r| ended here without one, voting for nothing
  * (ded_lineage_void_base), and no round before |r| is still running here:
  * then this peer vouches for those rounds in its JOIN. NULL otherwise. */
-const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
-  if (r->genesis || r->no < 2) return NULL;
+/* True if every round before |r| has ended here. */
+static bool round_before_over(const ded_node *node, const ded_round *r) {
   for (unsigned i = 0; i < node->rounds.n; i++) {
     const ded_round *o = node->rounds.v[i];
-    if (o->no < r->no && !ded_round_over(o)) return NULL;
+    if (o->no < r->no && !ded_round_over(o)) return false;
   }
+  return true;
+}
+
+const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
+  if (r->genesis || r->no < 2 || !round_before_over(node, r)) return NULL;
   return ded_rounds_void_base(node, r->no);
+}
+
+bool ded_round_held(ded_node *node, const ded_round *r, uint64_t *round1, uint64_t *attempt) {
+  if (r->genesis || r->no < 1 || !round_before_over(node, r)) return false;
+  const ded_lin_entry *prev = ded_lineage_get(&node->lin, r->no - 1);
+  if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt)
+    return false; /* in step */
+  const ded_disc *d = &node->disc;
+  /* Diverged (it kept its own values since its result, or waits to reload
+   * a founder's): it holds no state of the run's. */
+  bool none = !d->progress_set || node->rounds.diverged;
+  *round1 = none ? 0 : d->progress.round + 1;
+  *attempt = none ? 0 : d->progress.attempt;
+  return *round1 < r->no; /* else it holds the round before's state, loaded */
 }
 
 /* True if every id of |e| but ours is gone for good (ded_peer_evicted). */
@@ -172,6 +191,8 @@ void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     j.flags |= DED_JOIN_F_VOID;
     j.void_round = vb->round;
     j.void_attempt = vb->attempt;
+  } else if (ded_round_held(node, r, &j.held_round, &j.held_attempt)) {
+    j.flags |= DED_JOIN_F_HELD;
   }
   r->state = ROUND_JOINED;
   r->joined_ns = now_ns;
@@ -201,7 +222,7 @@ void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
     return;
   }
   size_t cap = (have ? DED_JOIN_STATUS_FRAME_BYTES(r->att.plan.k) : DED_JOIN_FRAME_BYTES) +
-               (vb ? DED_JOIN_VOID_BYTES : 0);
+               (j.flags & (DED_JOIN_F_VOID | DED_JOIN_F_HELD) ? DED_JOIN_VOID_BYTES : 0);
   uint8_t *frame = ded_mem_malloc(node->mem, cap);
   int rv = DED_ERR_NOMEM;
   if (frame) {

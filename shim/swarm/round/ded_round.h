@@ -248,6 +248,15 @@ ded_round *ded_round_find(ded_node *node, uint64_t no);
 struct ded_lin_entry;
 const struct ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r);
 
+/* Whether this peer says in |r|'s JOIN that it is out of step there
+ * (DED_JOIN_F_HELD): every round before |r| ended here, the round before
+ * without the swarm's result, and |r| cannot vouch (ded_round_void_base is
+ * NULL). |*round1| is the newest result it holds, as round + 1 (0: none;
+ * none too while its state is its own, ded_rounds.diverged), |*attempt|
+ * that result's attempt (0: not known). False where it holds the round
+ * before's state all the same (it loaded it). */
+bool ded_round_held(ded_node *node, const ded_round *r, uint64_t *round1, uint64_t *attempt);
+
 /* ded_lineage_void_base of our lineage below |round|, a vote of ours in a
  * round between counting as none when every other member of the result
  * before it and of the attempt we took in it is gone for good (evicted,

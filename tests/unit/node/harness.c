@@ -255,7 +255,7 @@ void send_commit(tnode *t, unsigned i, const ded_msg_commit *c) {
 }
 
 void send_join(tnode *t, unsigned i, const ded_msg_join *j) {
-  uint8_t f[DED_JOIN_FRAME_BYTES];
+  uint8_t f[DED_JOIN_FRAME_BYTES + DED_JOIN_VOID_BYTES]; /* (VOID or HELD: 16 more) */
   ded_wr w = ded_wr_init(f, sizeof f);
   ded_msg_join_encode(&w, j);
   assert_false(w.err);

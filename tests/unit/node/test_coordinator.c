@@ -566,6 +566,101 @@ static void test_node_coord_short_attempt_never_stands(void **state) {
   }
 }
 
+/*
+ * Rollback (sim_chaos seed 1731: the run's first result died with its
+ * only holder). A genesis attempt of lo1 < lo2 < node, lo1 coordinating,
+ * completes nowhere here (the peers send nothing but keepalives), and the
+ * node's round 0 ends at its bound on its own values. Its round 1 is then
+ * out of step, and every JOIN of it says so (HELD, holding nothing). The
+ * node coordinates a later view of round 1, knowing no acceptors: with
+ * lo1's report alone nothing is committed (lo2, connected, may hold a
+ * newer result); once lo2 reports too, HELD and holding nothing, every
+ * peer that takes part is in, and the node rolls back: a COMMIT of the
+ * three started afresh (base 0, its members its acceptors, as a first
+ * round's) with exactly one founder, sent to both.
+ */
+static void test_node_coord_rollback(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
+  for (int i = 0; i < COUNT; i++) {
+    b0[i] = (float)(i % 5);
+    b1[i] = (float)(i + 1);
+  }
+  tnode t;
+  tswarm sw;
+  ded_ident peers[2];
+  tnode_start(&t, bufs, 1, 1.0, 1);
+  peers_below(&t, &peers[0], &peers[1]);
+  swarm_start(&t, &sw, bufs[0], peers, 2);
+  assert_int_equal(sw.me, 2);
+  swarm_commit(&t, &sw);
+  const unsigned lo1 = sw.conn[0], lo2 = sw.conn[1];
+  /* Round 0 ends at its bound, on the node's own values. */
+  const uint64_t start = t.now;
+  while (t.rounds_done < 1) {
+    if (t.now > start + 15ull * 1000 * 1000 * 1000) fail_msg("round 0 never ended");
+    tnode_advance(&t, 100ull * 1000 * 1000);
+  }
+  assert_int_equal(t.rounds_done, 1);
+  assert_int_equal(t.last.round, 0);
+  assert_int_equal(t.last.contributors, 1);
+  ded_round_args a1 = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a1, t.now), 1);
+  tnode_advance(&t, 100ull * 1000 * 1000);
+  free(tnode_output_on(&t, lo1, &(size_t){0}, t.now));
+  /* lo1 probes round 1 into its view 10: the node's JOIN there says it is
+   * out of step, holding nothing (while round 0 ran, it could not). */
+  send_probe(&t, lo1, 1, 10);
+  size_t len;
+  uint8_t *out = tnode_output_on(&t, lo1, &len, t.now);
+  ded_msg_join jh;
+  if (!output_has_join(out, len, 1, &jh)) fail_msg("no JOIN of round 1 answers lo1's PROBE");
+  free(out);
+  assert_int_equal(jh.view, 10);
+  if (!(jh.flags & DED_JOIN_F_HELD))
+    fail_msg("the JOIN of round 1 after round 0 ended without a result does not say the node "
+             "is out of step (flags %#x)", jh.flags);
+  assert_int_equal(jh.flags & DED_JOIN_F_VOID, 0);
+  assert_int_equal(jh.held_round, 0);
+  assert_int_equal(jh.held_attempt, 0);
+  /* A view of round 1 the node coordinates, above any it is in. */
+  const uint8_t *lin[3] = {sw.m[0].id, sw.m[1].id, sw.m[2].id};
+  uint8_t ids[DED_LIN_BYTES(3)] = {0}; /* (no client bits) */
+  for (unsigned m = 0; m < 3; m++) memcpy(ids + m * DED_ID_BYTES, lin[m], DED_ID_BYTES);
+  uint32_t v = 20;
+  while (memcmp(ded_lin_coord(ids, 3, 1, v), t.ident.id, DED_ID_BYTES) != 0) v++;
+  ded_msg_join j = join_of(1, v, DED_JOIN_F_HELD, DED_VIEW_NONE);
+  send_join(&t, lo1, &j);
+  assert_false(t.closed[lo1]);
+  for (int i = 0; i < 30; i++) {
+    tnode_advance(&t, 100ull * 1000 * 1000);
+    if (tlin_commits(&t, lo1, 1, NULL) != 0)
+      fail_msg("view %u committed round 1 while lo2, which takes part, had not reported", v);
+  }
+  send_join(&t, lo2, &j);
+  assert_false(t.closed[lo2]);
+  ded_msg_commit c;
+  int n = 0;
+  for (int i = 0; i < 30 && n == 0; i++) {
+    tnode_advance(&t, 100ull * 1000 * 1000);
+    n = tlin_commits(&t, lo2, 1, &c);
+  }
+  if (n == 0) fail_msg("view %u never rolled back with every peer out of step and in", v);
+  assert_int_equal(c.k, 3);
+  assert_int_equal(c.base, 0);
+  assert_int_equal(c.nacc, c.k); /* its members are its acceptors, as a first round's */
+  assert_int_equal((uint32_t)(c.attempt >> 32), v);
+  unsigned founders = 0;
+  for (unsigned m = 0; m < c.k; m++) {
+    assert_true(c.members[m].flags & DED_MEMBER_F_ACCEPTOR);
+    founders += (c.members[m].flags & DED_MEMBER_F_FOUNDER) != 0;
+  }
+  assert_int_equal(founders, 1);
+  ded_msg_commit_free(&c, NULL);
+  assert_int_equal(tlin_commits(&t, lo1, 1, NULL), 1);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_coord_done_is_chosen),
@@ -575,6 +670,7 @@ int main(void) {
       cmocka_unit_test(test_node_coord_commit_needs_live_acceptor_quorum),
       cmocka_unit_test(test_node_coord_no_attempt_past_holder),
       cmocka_unit_test(test_node_coord_short_attempt_never_stands),
+      cmocka_unit_test(test_node_coord_rollback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
