@@ -181,7 +181,7 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
   FUZZ_CHECK(j.weight >= 0.0 && j.weight <= DED_WEIGHT_MAX && j.n_local > 0);
   FUZZ_CHECK((j.flags & ~(DED_JOIN_F_GENESIS | DED_JOIN_F_STATUS | DED_JOIN_F_INTENT |
                           DED_JOIN_F_DONE | DED_JOIN_F_CLIENT | DED_JOIN_F_AUX |
-                          DED_JOIN_F_VOID)) == 0);
+                          DED_JOIN_F_VOID | DED_JOIN_F_HELD)) == 0);
   /* Vouching for rounds with no result: at least one round between the
    * result named (attempt nonzero) and this one; never in a first round
    * nor in an intent. */
@@ -190,6 +190,15 @@ static void fuzz_join(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
     FUZZ_CHECK(!(j.flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT)));
   } else {
     FUZZ_CHECK(j.void_round == 0 && j.void_attempt == 0);
+  }
+  /* Out of step, holding the result of round held_round - 1 (0: none,
+   * and then no attempt), before this round's; never with VOID, in a
+   * first round or in an intent. */
+  if (j.flags & DED_JOIN_F_HELD) {
+    FUZZ_CHECK(j.held_round < j.round && (j.held_round != 0 || j.held_attempt == 0));
+    FUZZ_CHECK(!(j.flags & (DED_JOIN_F_GENESIS | DED_JOIN_F_INTENT | DED_JOIN_F_VOID)));
+  } else {
+    FUZZ_CHECK(j.held_round == 0 && j.held_attempt == 0);
   }
   /* A client or an aux peer, not both. */
   FUZZ_CHECK(!(j.flags & DED_JOIN_F_CLIENT) || !(j.flags & DED_JOIN_F_AUX));

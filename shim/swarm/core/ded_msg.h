@@ -118,12 +118,13 @@ typedef struct ded_msg_hello {
  * voted in one of those rounds, or holds no result at all): every round
  * before |round| has ended here, the round before without the swarm's
  * result, and the newest result this peer holds is round |held_round|-1's,
- * attempt |held_attempt| (0: not known, a loaded state's); |held_round| 0:
- * none, this peer's state is its own values. The same two u64 slots as
- * VOID's carry them (never both flags), |held_round| <= |round| - 1. A
- * coordinator that does not know the round's acceptors and hears VOID or
- * HELD from every peer it can talk to that takes part rolls the run back
- * to the newest of those results (docs/architecture.md, "Rollback").
+ * attempt |held_attempt| (0: not known); |held_round| 0: none (none too
+ * while its state is not the run's, waiting to reload). The same two u64
+ * slots as VOID's carry them (never both flags), |held_round| <= |round|
+ * - 1. A coordinator that does not know the round's acceptors and hears
+ * VOID or HELD from every peer not gone for good that may hold a result
+ * rolls the run back to the newest of those results (docs/architecture.md,
+ * "Rollback").
  */
 enum {
   DED_JOIN_F_GENESIS = 1,

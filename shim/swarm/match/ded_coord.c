@@ -418,8 +418,6 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
         if (a->plan.base != 0 && prev_lin && prev_lin->final && prev_lin->final_attempt != 0 &&
             prev_lin->final_attempt != a->plan.base)
           continue;
-        /* Rolled back: only an attempt that started afresh too. */
-        if (cr->rolled && a->plan.base != 0) continue;
         /* So is one whose members are too few acceptors to complete it:
          * it cannot have completed anywhere, and never will. And one whose
          * acceptors still counted are too few for a quorum of its votes
@@ -489,7 +487,12 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     cr->state = COORD_GATHERING;
     return;
   }
-  if (cr->carried || cr->rolled) ded_coord_flag_founder(cr, &cm);
+  if ((cr->carried || cr->rolled) && !ded_coord_flag_founder(cr, &cm)) {
+    ded_msg_commit_free(&cm, node->mem);
+    cr->rolled = false; /* asked again at the next check */
+    cr->state = COORD_GATHERING;
+    return;
+  }
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];

@@ -43,13 +43,14 @@ bool ded_coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev);
  * rounds since had none anywhere (DED_JOIN_F_VOID). */
 void ded_coord_try_carry(ded_node *node, ded_coord *cr);
 
-/* Sets |cr->rolled| where every peer that takes part reported it is out
- * of step here (VOID or HELD) and none holds a newer result than the
- * newest they name: true if |cr| rolled back (ded_coord_void.c). */
+/* Sets |cr->rolled| where our own member and every peer not gone for
+ * good that may hold a result reported to this view that it is out of
+ * step here (VOID or HELD): true if |cr| rolled back (ded_coord_void.c). */
 bool ded_coord_try_rollback(ded_node *node, ded_coord *cr);
 
-/* Flags the founder of a carried or rolled-back attempt |cm|. */
-void ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm);
+/* Flags the founder of a carried or rolled-back attempt |cm|; false if a
+ * rollback's attempt has no member that can be one. */
+bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm);
 
 /* |id| is waited for in |cr| (once; the list is bounded). */
 void ded_coord_expect_add(ded_node *node, ded_coord *cr, const uint8_t id[DED_ID_BYTES]);

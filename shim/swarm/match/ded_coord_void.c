@@ -23,7 +23,7 @@
  * not been: cr->carried.
  */
 void ded_coord_try_carry(ded_node *node, ded_coord *cr) {
-  if (cr->carried || cr->genesis || cr->round < 2) return;
+  if (cr->carried || cr->rolled || cr->genesis || cr->round < 2) return;
   ded_lin_entry *prev = ded_lineage_get(&node->lin, cr->round - 1);
   if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt) return;
   /* Nor where we hold a result or a vote of a round since (the vouchers
@@ -101,11 +101,15 @@ static bool founder_holds(const ded_coord *cr, const ded_msg_join *j) {
  * on: the first (in summation order) that vouched for the rounds carried
  * over (its state holds the result they were carried from), or holds the
  * result rolled back to, and is no client (the other clients could not
- * reach it to reload), else the first that is no client, else the first
- * contributor. */
-void ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
+ * reach it to reload); for a carry, else the first that is no client,
+ * else the first contributor; for a rollback to no result at all, the
+ * same. False where a rollback to a result has no member that holds it
+ * and is no client (it went away before the decision): nothing to found
+ * the run on. */
+bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
   unsigned pick = cm->k;
-  for (int pass = 0; pass < 3 && pick == cm->k; pass++)
+  int passes = cr->rolled && cr->roll_round ? 1 : 3; /* a rollback to M: only a holder of M */
+  for (int pass = 0; pass < passes && pick == cm->k; pass++)
     for (unsigned m = 0; m < cm->k && pick == cm->k; m++) {
       uint8_t f = cm->members[m].flags;
       if (f & DED_MEMBER_F_AUX || (pass < 2 && f & DED_MEMBER_F_CLIENT)) continue;
@@ -114,53 +118,79 @@ void ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
       pick = m;
     }
   if (pick < cm->k) cm->members[pick].flags |= DED_MEMBER_F_FOUNDER;
+  return pick < cm->k || !cr->rolled;
 }
 
 
 /*
  * Rollback (docs/architecture.md, "Rollback"): we do not know the round's
  * acceptors (we did not complete the round before), nor can anyone carry
- * them over, but every peer we can talk to that takes part in rounds,
- * ourselves included, reported to this view that it is out of step here
- * (VOID or HELD: every round before ours has ended where it is, the round
- * before without the swarm's result), and no peer's record says it holds a
- * newer round. Then any result newer than the newest they hold, round M's,
- * lives only with peers gone for good (crashed, evicted, left): the run
- * goes on from M, as it would from a result whose every holder crashed.
- * The attempt starts its members afresh, as a first round's (they are
- * their own acceptors), and its founder is a member that holds M, whose
- * state the others reload (DED_MEMBER_F_FOUNDER). Two joiners that name
- * different attempts of M are two histories: no rollback (the groups'
- * records settle which yields, ded_rounds_check_groups). Only for this
- * view (coord_clear forgets it): the next one asks again.
+ * them over, but every peer of the run that is not gone for good and may
+ * hold a result (its record says it holds one, or we have no record of
+ * it) reported to this view that it is out of step here (VOID or HELD:
+ * every round before ours has ended where it is, the round before without
+ * the swarm's result), and so did our own member, which has not ended
+ * the round since. Then any result newer than the newest they hold, round M's, lives
+ * only with peers gone for good (crashed, evicted, left): the run goes on
+ * from M, as it would from a result whose every holder crashed. The
+ * attempt starts its members afresh, as a first round's (they are their
+ * own acceptors), and its founder is a member that holds M
+ * (ded_coord_flag_founder), whose state the others reload. Not where a
+ * joiner reports an attempt of this round planned on a result of the
+ * round before (someone knew its acceptors), nor where two name different
+ * attempts of M (two histories: the groups' records settle which yields,
+ * ded_rounds_check_groups). Only for this view (coord_clear forgets it):
+ * the next one asks again.
  */
 bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
   if (cr->rolled) return true;
   if (cr->carried || cr->genesis || cr->round < 1 || cr->g.n == 0) return false;
-  if (ded_coord_alive(node, cr, node->ident.id) && !ded_gather_find(&cr->g, node->ident.id))
-    return false;
-  for (size_t i = 0; i < node->peers.n; i++) {
-    ded_peer *p = node->peers.v[i];
-    if (ded_peer_participates(node, p) && !ded_gather_find(&cr->g, p->id)) return false;
-  }
+  /* Our own member reported to this view and has not ended the round
+   * since: what it said still holds (it cannot complete a round before
+   * this one any more). A view whose round ended here may hold JOINs long
+   * outdated: one of a round we completed since, in another view. */
+  const ded_round *own = ded_round_find(node, cr->round);
+  if (!own || ded_round_over(own) || !ded_gather_find(&cr->g, node->ident.id)) return false;
+  for (unsigned i = 0; i < cr->natt; i++)
+    if (cr->att[i].plan.base != 0) return false;
+  /* M: the newest result a joiner that brings a vector and is not gone
+   * for good holds (one whose connection broke since it reported counts:
+   * it may be back); its founder one still here, and no client. */
   uint64_t m1 = 0, m_att = 0;
+  bool founder = false;
   for (size_t i = 0; i < cr->g.n; i++) {
+    const ded_gather_join *gj = &cr->g.v[i];
     uint64_t r1, att;
-    if (!join_held(&cr->g.v[i].join, &r1, &att)) return false;
+    if (!join_held(&gj->join, &r1, &att)) return false;
+    if (gj->join.flags & DED_JOIN_F_AUX || ded_peer_evicted(node, gj->id)) continue;
+    bool client = gj->join.flags & DED_JOIN_F_CLIENT || !ded_coord_alive(node, cr, gj->id);
     if (r1 > m1) {
       m1 = r1;
       m_att = att;
-    } else if (r1 == m1 && att != 0) {
-      if (m_att != 0 && att != m_att) return false;
-      m_att = att;
+      founder = !client;
+    } else if (r1 == m1) {
+      if (att != 0 && m_att != 0 && att != m_att) return false;
+      if (att != 0) m_att = att;
+      founder |= !client;
     }
   }
+  if (!founder) return false;
   for (size_t i = 0; i < cr->g.n; i++) { /* one attempt of round M only */
     uint64_t r1, att;
     join_held(&cr->g.v[i].join, &r1, &att);
-    if (r1 == m1 && att != 0 && att != m_att) return false;
+    if (r1 == m1 && att != 0 && m_att != 0 && att != m_att) return false;
   }
-  if (m1 > 0 ? ded_rounds_run_ahead(node) > m1 - 1 : ded_rounds_run_ahead(node) > 0) return false;
+  /* Every other peer not gone for good is in this view, or holds nothing
+   * by its record (a joiner still loading the run's state, a peer that
+   * never completed a round): nothing it holds can be newer than M. One
+   * cut off, not yet evicted, that holds a result is waited for. */
+  for (size_t i = 0; i < node->peers.n; i++) {
+    const ded_peer *p = node->peers.v[i];
+    if (p->left || p->evicted || ded_gather_find(&cr->g, p->id)) continue;
+    const ded_record *rec = ded_peer_record(node, p);
+    ded_progress prog;
+    if (!rec || ded_record_progress(rec, &prog)) return false;
+  }
   cr->rolled = true;
   cr->roll_round = m1;
   cr->roll_attempt = m_att;

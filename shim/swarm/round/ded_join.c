@@ -111,13 +111,6 @@ uint64_t ded_round_held_wait(const ded_node *node, const ded_round *r, uint64_t 
   return until + ded_timing_join_wait(&node->timing, r->view);
 }
 
-/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
- * coordinator of the round's view: -> JOINED, or JOINING while its
- * connection is not ready. */
-/* The newest round that ended here with the swarm's result, if every
- * round after it before |r| ended here without one, voting for nothing
- * (ded_lineage_void_base), and no round before |r| is still running here:
- * then this peer vouches for those rounds in its JOIN. NULL otherwise. */
 /* True if every round before |r| has ended here. */
 static bool round_before_over(const ded_node *node, const ded_round *r) {
   for (unsigned i = 0; i < node->rounds.n; i++) {
@@ -127,6 +120,10 @@ static bool round_before_over(const ded_node *node, const ded_round *r) {
   return true;
 }
 
+/* The newest round that ended here with the swarm's result, if every
+ * round after it before |r| ended here without one, voting for nothing
+ * (ded_lineage_void_base), and no round before |r| is still running here:
+ * then this peer vouches for those rounds in its JOIN. NULL otherwise. */
 const ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round *r) {
   if (r->genesis || r->no < 2 || !round_before_over(node, r)) return NULL;
   return ded_rounds_void_base(node, r->no);
@@ -138,8 +135,10 @@ bool ded_round_held(ded_node *node, const ded_round *r, uint64_t *round1, uint64
   if (prev && prev->final && prev->attempt != 0 && prev->final_attempt == prev->attempt)
     return false; /* in step */
   const ded_disc *d = &node->disc;
-  /* Diverged (it kept its own values since its result, or waits to reload
-   * a founder's): it holds no state of the run's. */
+  /* Diverged (its state is not the run's until it reloads a founder's, or
+   * another group's: ded_rounds.diverged): it holds none of the run's.
+   * Otherwise its newest result, with its own values of the rounds since
+   * added, as a voucher's (the founder mechanism mends that). */
   bool none = !d->progress_set || node->rounds.diverged;
   *round1 = none ? 0 : d->progress.round + 1;
   *attempt = none ? 0 : d->progress.attempt;
@@ -171,6 +170,9 @@ const ded_lin_entry *ded_rounds_void_base(ded_node *node, uint64_t round) {
   return vb && ded_abstain_between(node, vb->round, round) ? NULL : vb;
 }
 
+/* Sends our JOIN (with what we hold of an attempt, if we ran one) to the
+ * coordinator of the round's view: -> JOINED, or JOINING while its
+ * connection is not ready. */
 void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   ded_msg_join j;
   memset(&j, 0, sizeof j);

@@ -252,9 +252,9 @@ const struct ded_lin_entry *ded_round_void_base(ded_node *node, const ded_round 
  * (DED_JOIN_F_HELD): every round before |r| ended here, the round before
  * without the swarm's result, and |r| cannot vouch (ded_round_void_base is
  * NULL). |*round1| is the newest result it holds, as round + 1 (0: none;
- * none too while its state is its own, ded_rounds.diverged), |*attempt|
- * that result's attempt (0: not known). False where it holds the round
- * before's state all the same (it loaded it). */
+ * none too while its state is not the run's, ded_rounds.diverged),
+ * |*attempt| that result's attempt (0: not known). False where it holds
+ * the round before's state all the same (it loaded it). */
 bool ded_round_held(ded_node *node, const ded_round *r, uint64_t *round1, uint64_t *attempt);
 
 /* ded_lineage_void_base of our lineage below |round|, a vote of ours in a

@@ -572,11 +572,11 @@ static void test_node_coord_short_attempt_never_stands(void **state) {
  * completes nowhere here (the peers send nothing but keepalives), and the
  * node's round 0 ends at its bound on its own values. Its round 1 is then
  * out of step, and every JOIN of it says so (HELD, holding nothing). The
- * node coordinates a later view of round 1, knowing no acceptors: with
- * lo1's report alone nothing is committed (lo2, connected, may hold a
- * newer result); once lo2 reports too, HELD and holding nothing, every
- * peer that takes part is in, and the node rolls back: a COMMIT of the
- * three started afresh (base 0, its members its acceptors, as a first
+ * node coordinates a later view of round 1, knowing no acceptors: while
+ * lo2 reports without saying it is out of step (it may hold round 0's
+ * result), nothing is committed; once both report to a later view, HELD
+ * and holding nothing, every peer that may hold a result is in, and the
+ * node rolls back: a COMMIT of the three started afresh (base 0, its members its acceptors, as a first
  * round's) with exactly one founder, sent to both.
  */
 static void test_node_coord_rollback(void **state) {
@@ -629,15 +629,26 @@ static void test_node_coord_rollback(void **state) {
   for (unsigned m = 0; m < 3; m++) memcpy(ids + m * DED_ID_BYTES, lin[m], DED_ID_BYTES);
   uint32_t v = 20;
   while (memcmp(ded_lin_coord(ids, 3, 1, v), t.ident.id, DED_ID_BYTES) != 0) v++;
+  /* lo2 reports without saying it is out of step (it may hold round 0's
+   * result): no rollback. */
   ded_msg_join j = join_of(1, v, DED_JOIN_F_HELD, DED_VIEW_NONE);
   send_join(&t, lo1, &j);
+  ded_msg_join jp = join_of(1, v, 0, DED_VIEW_NONE);
+  send_join(&t, lo2, &jp);
   assert_false(t.closed[lo1]);
+  assert_false(t.closed[lo2]);
   for (int i = 0; i < 30; i++) {
     tnode_advance(&t, 100ull * 1000 * 1000);
     if (tlin_commits(&t, lo1, 1, NULL) != 0)
-      fail_msg("view %u committed round 1 while lo2, which takes part, had not reported", v);
+      fail_msg("view %u committed round 1 though lo2 did not say it is out of step", v);
   }
+  /* Both report to the next view the node coordinates, out of step. */
+  v++;
+  while (memcmp(ded_lin_coord(ids, 3, 1, v), t.ident.id, DED_ID_BYTES) != 0) v++;
+  j.view = v;
+  send_join(&t, lo1, &j);
   send_join(&t, lo2, &j);
+  assert_false(t.closed[lo1]);
   assert_false(t.closed[lo2]);
   ded_msg_commit c;
   int n = 0;
