@@ -122,9 +122,9 @@ typedef struct ded_msg_hello {
  * while its state is not the run's, waiting to reload). The same two u64
  * slots as VOID's carry them (never both flags), |held_round| <= |round|
  * - 1. A coordinator that does not know the round's acceptors and hears
- * VOID or HELD from every peer not gone for good that may hold a result
- * rolls the run back to the newest of those results (docs/architecture.md,
- * "Rollback").
+ * VOID or HELD from every peer it can talk to that takes part in rounds
+ * (every other one not gone for good holding nothing) rolls the run back
+ * to the newest of those results (docs/architecture.md, "Rollback").
  */
 enum {
   DED_JOIN_F_GENESIS = 1,

@@ -493,6 +493,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     cr->state = COORD_GATHERING;
     return;
   }
+  if (cr->rolled) ded_coord_log_rollback(node, cr);
   const uint8_t *id = node->ident.id;
   cm.attempt = (uint64_t)cr->view << 32 | (uint64_t)id[0] << 24 | (uint64_t)id[1] << 16 |
                (uint64_t)id[2] << 8 | id[3];

@@ -43,14 +43,18 @@ bool ded_coord_knows_acceptors(const ded_coord *cr, const ded_lin_entry *prev);
  * rounds since had none anywhere (DED_JOIN_F_VOID). */
 void ded_coord_try_carry(ded_node *node, ded_coord *cr);
 
-/* Sets |cr->rolled| where our own member and every peer not gone for
- * good that may hold a result reported to this view that it is out of
- * step here (VOID or HELD): true if |cr| rolled back (ded_coord_void.c). */
+/* Sets |cr->rolled| where our own member, still in this view, and every
+ * peer we can talk to that takes part reported to it that they are out
+ * of step here (VOID or HELD), every other peer not gone for good holding
+ * nothing: true if |cr| rolls back (ded_coord_void.c). */
 bool ded_coord_try_rollback(ded_node *node, ded_coord *cr);
 
 /* Flags the founder of a carried or rolled-back attempt |cm|; false if a
  * rollback's attempt has no member that can be one. */
 bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm);
+
+/* Says in the log that |cr| rolls the run back (its attempt is made). */
+void ded_coord_log_rollback(ded_node *node, const ded_coord *cr);
 
 /* |id| is waited for in |cr| (once; the list is bounded). */
 void ded_coord_expect_add(ded_node *node, ded_coord *cr, const uint8_t id[DED_ID_BYTES]);

@@ -125,12 +125,13 @@ bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
 /*
  * Rollback (docs/architecture.md, "Rollback"): we do not know the round's
  * acceptors (we did not complete the round before), nor can anyone carry
- * them over, but every peer of the run that is not gone for good and may
- * hold a result (its record says it holds one, or we have no record of
- * it) reported to this view that it is out of step here (VOID or HELD:
- * every round before ours has ended where it is, the round before without
- * the swarm's result), and so did our own member, which has not ended
- * the round since. Then any result newer than the newest they hold, round M's, lives
+ * them over, but our own member, still in this view, and every peer we
+ * can talk to that takes part in rounds reported to it that they are out
+ * of step here (VOID or HELD: every round before ours has ended where
+ * they are, the round before without the swarm's result), and no other
+ * peer not gone for good holds a result by its record (nor a newer one
+ * than theirs, one that takes no part in rounds: a backbone). Then any
+ * result newer than the newest they hold, round M's, lives
  * only with peers gone for good (crashed, evicted, left): the run goes on
  * from M, as it would from a result whose every holder crashed. The
  * attempt starts its members afresh, as a first round's (they are their
@@ -145,12 +146,14 @@ bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
 bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
   if (cr->rolled) return true;
   if (cr->carried || cr->genesis || cr->round < 1 || cr->g.n == 0) return false;
-  /* Our own member reported to this view and has not ended the round
-   * since: what it said still holds (it cannot complete a round before
-   * this one any more). A view whose round ended here may hold JOINs long
-   * outdated: one of a round we completed since, in another view. */
+  /* Our own member reported to this view and is still in it: what it
+   * said still holds (it cannot complete a round before this one any
+   * more). A view it left may hold JOINs long outdated: of a round we
+   * completed since, in another view. */
   const ded_round *own = ded_round_find(node, cr->round);
-  if (!own || ded_round_over(own) || !ded_gather_find(&cr->g, node->ident.id)) return false;
+  if (!own || ded_round_over(own) || own->view != cr->view || !id_is_me(node, own->coord) ||
+      !ded_gather_find(&cr->g, node->ident.id))
+    return false;
   for (unsigned i = 0; i < cr->natt; i++)
     if (cr->att[i].plan.base != 0) return false;
   /* M: the newest result a joiner that brings a vector and is not gone
@@ -180,28 +183,39 @@ bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
     join_held(&cr->g.v[i].join, &r1, &att);
     if (r1 == m1 && att != 0 && m_att != 0 && att != m_att) return false;
   }
-  /* Every other peer not gone for good is in this view, or holds nothing
-   * by its record (a joiner still loading the run's state, a peer that
-   * never completed a round): nothing it holds can be newer than M. One
-   * cut off, not yet evicted, that holds a result is waited for. */
+  /* Every peer we can talk to that takes part in rounds is in this view
+   * (so any two views that roll back share every member that could vote
+   * in both, and a later one hears of an earlier one's attempt its
+   * members accepted); one we can talk to that takes no part (a backbone)
+   * holds nothing newer than M by its record; every other one not gone
+   * for good holds nothing by its record: one cut off, not yet evicted,
+   * that holds a result is waited for. (A record says a first result
+   * only at its owner's next publication: a peer cut off just after its
+   * first completion is the eviction rule's price.) */
   for (size_t i = 0; i < node->peers.n; i++) {
     const ded_peer *p = node->peers.v[i];
     if (p->left || p->evicted || ded_gather_find(&cr->g, p->id)) continue;
+    if (ded_peer_participates(node, p)) return false;
     const ded_record *rec = ded_peer_record(node, p);
     ded_progress prog;
-    if (!rec || ded_record_progress(rec, &prog)) return false;
+    if (!rec) return false;
+    bool holds = ded_record_progress(rec, &prog);
+    if (holds && (!p->conn || prog.round + 1 > m1)) return false;
   }
   cr->rolled = true;
   cr->roll_round = m1;
   cr->roll_attempt = m_att;
-  if (m1 > 0)
+  return true;
+}
+
+void ded_coord_log_rollback(ded_node *node, const ded_coord *cr) {
+  if (cr->roll_round > 0)
     node_log(node, DED_LOG_WARN, "round %llu: view %u: no peer here completed the round before, "
              "and none holds a result newer than round %llu's: the run goes on from that one "
              "(a rollback; any newer result died with its holders)",
-             (unsigned long long)cr->round, cr->view, (unsigned long long)m1 - 1);
+             (unsigned long long)cr->round, cr->view, (unsigned long long)cr->roll_round - 1);
   else
     node_log(node, DED_LOG_WARN, "round %llu: view %u: no peer here holds any result of the run "
              "(they died with their holders): the run goes on from one member's own state "
              "(a rollback)", (unsigned long long)cr->round, cr->view);
-  return true;
 }
