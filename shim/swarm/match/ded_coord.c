@@ -252,15 +252,13 @@ static bool coord_alive_cb(void *ctx, const uint8_t *id) {
 /*
  * The previous round's members that still count; without that round here
  * (the first round), the acceptors of the newest attempt reported; failing
- * that, those waited for. The primary is the smallest id listed (the
- * attempt's own, for an attempt).
+ * that, those waited for; for a rollback, every peer of the run not gone
+ * for good that takes part in rounds (ded_coord_roll_acceptors). The
+ * primary is the smallest id listed (the attempt's own, for an attempt).
  */
 int ded_coord_acceptors(ded_node *node, const ded_coord *cr, acc_set *a) {
   memset(a, 0, sizeof *a);
-  if (cr->rolled) { /* the members start afresh */
-    a->ids = ded_mem_malloc(node->mem, DED_ID_BYTES);
-    return a->ids ? 0 : DED_ERR_NOMEM;
-  }
+  if (cr->rolled) return ded_coord_roll_acceptors(node, a);
   ded_lin_entry *prev = ded_coord_prev(node, cr);
   const struct ded_coord_attempt *att = NULL;
   for (unsigned i = 0; !prev && i < cr->natt; i++)

@@ -53,7 +53,14 @@ bool ded_coord_try_rollback(ded_node *node, ded_coord *cr);
  * rollback's attempt has no member that can be one. */
 bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm);
 
-/* Says in the log that |cr| rolls the run back (its attempt is made). */
+/* A rollback's acceptors (ded_coord_try_rollback): ourselves, if we take
+ * part, and every peer not gone for good (not evicted, not left) whose
+ * record says it takes part in rounds, the smallest id the primary. A
+ * rollback view needs a quorum of them, and so does its attempt's
+ * completion: two rollbacks of one round share a voter. */
+int ded_coord_roll_acceptors(ded_node *node, acc_set *a);
+
+/* Says in the log that |cr| rolls the run back (its attempt is decided). */
 void ded_coord_log_rollback(ded_node *node, const ded_coord *cr);
 
 /* |id| is waited for in |cr| (once; the list is bounded). */

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../core/ded_err.h"
 #include "../ded_node_int.h"
 #include "ded_coord_int.h"
 
@@ -125,26 +126,43 @@ bool ded_coord_flag_founder(const ded_coord *cr, ded_msg_commit *cm) {
 /*
  * Rollback (docs/architecture.md, "Rollback"): we do not know the round's
  * acceptors (we did not complete the round before), nor can anyone carry
- * them over, but our own member, still in this view, and every peer we
- * can talk to that takes part in rounds reported to it that they are out
- * of step here (VOID or HELD: every round before ours has ended where
- * they are, the round before without the swarm's result), and no other
- * peer not gone for good holds a result by its record (nor a newer one
- * than theirs, one that takes no part in rounds: a backbone). Then any
- * result newer than the newest they hold, round M's, lives
- * only with peers gone for good (crashed, evicted, left): the run goes on
- * from M, as it would from a result whose every holder crashed. The
- * attempt starts its members afresh, as a first round's (they are their
- * own acceptors), and its founder is a member that holds M
- * (ded_coord_flag_founder), whose state the others reload. Not where a
- * joiner reports an attempt of this round planned on a result of the
- * round before (someone knew its acceptors), nor where two name different
- * attempts of M (two histories: the groups' records settle which yields,
- * ded_rounds_check_groups). Only for this view (coord_clear forgets it):
- * the next one asks again.
+ * them over, but our own member, still in this view, and every other
+ * joiner reported that they are out of step here (VOID or HELD: every
+ * round before ours has ended where they are, the round before without
+ * the swarm's result), no other peer not gone for good holds a result by
+ * its record (a backbone: none newer than theirs), and, coord_decide asks
+ * it as for any new attempt, the joiners are a quorum of the rollback's
+ * acceptors (ded_coord_roll_acceptors). Then any result newer than the
+ * newest they hold, round M's, lives only with peers gone for good
+ * (crashed, evicted, left): the run goes on from M, as it would from a
+ * result whose every holder crashed. The attempt starts its members
+ * afresh with the rollback's acceptors, and its founder is a member that
+ * holds M (ded_coord_flag_founder), whose state the others reload. Not
+ * where a joiner reports an attempt of this round with a base (someone
+ * knew its acceptors), nor where two name different attempts of M (two
+ * histories: the groups' records settle which yields,
+ * ded_rounds_check_groups). Judged afresh at every decision; coord_clear
+ * forgets it with the view.
  */
+int ded_coord_roll_acceptors(ded_node *node, acc_set *a) {
+  memset(a, 0, sizeof *a);
+  a->ids = ded_mem_malloc(node->mem, (node->peers.n + 1) * DED_ID_BYTES);
+  if (!a->ids) return DED_ERR_NOMEM;
+  if (!node->leaving && !node->s.no_rounds) memcpy(a->ids[a->n++], node->ident.id, DED_ID_BYTES);
+  for (size_t i = 0; i < node->peers.n; i++) {
+    const ded_peer *p = node->peers.v[i];
+    const ded_record *rec = ded_peer_record(node, p);
+    if (p->left || p->evicted || !rec || rec->flags & DED_RECORD_F_NO_ROUNDS) continue;
+    memcpy(a->ids[a->n++], p->id, DED_ID_BYTES);
+  }
+  a->total = a->n;
+  for (unsigned i = 1; i < a->n; i++)
+    if (memcmp(a->ids[i], a->ids[a->primary], DED_ID_BYTES) < 0) a->primary = i;
+  return 0;
+}
+
 bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
-  if (cr->rolled) return true;
+  cr->rolled = false; /* judged afresh at every decision */
   if (cr->carried || cr->genesis || cr->round < 1 || cr->g.n == 0) return false;
   /* Our own member reported to this view and is still in it: what it
    * said still holds (it cannot complete a round before this one any
@@ -183,24 +201,24 @@ bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
     join_held(&cr->g.v[i].join, &r1, &att);
     if (r1 == m1 && att != 0 && m_att != 0 && att != m_att) return false;
   }
-  /* Every peer we can talk to that takes part in rounds is in this view
-   * (so any two views that roll back share every member that could vote
-   * in both, and a later one hears of an earlier one's attempt its
-   * members accepted); one we can talk to that takes no part (a backbone)
-   * holds nothing newer than M by its record; every other one not gone
-   * for good holds nothing by its record: one cut off, not yet evicted,
-   * that holds a result is waited for. (A record says a first result
-   * only at its owner's next publication: a peer cut off just after its
-   * first completion is the eviction rule's price.) */
+  /* Every other peer not gone for good holds no result by its record (a
+   * joiner still loading the run's state, a peer that never completed a
+   * round), or, one that takes no part in rounds (a backbone), none newer
+   * than M: one that holds a result and did not report is waited for, or
+   * for its eviction. (A record says a first result only at its owner's
+   * next publication: a peer cut off just after its first completion is
+   * the eviction rule's price.) The quorum of the rollback's acceptors
+   * (ded_coord_roll_acceptors) is coord_decide's to ask, as for any new
+   * attempt. */
   for (size_t i = 0; i < node->peers.n; i++) {
     const ded_peer *p = node->peers.v[i];
     if (p->left || p->evicted || ded_gather_find(&cr->g, p->id)) continue;
-    if (ded_peer_participates(node, p)) return false;
     const ded_record *rec = ded_peer_record(node, p);
     ded_progress prog;
     if (!rec) return false;
-    bool holds = ded_record_progress(rec, &prog);
-    if (holds && (!p->conn || prog.round + 1 > m1)) return false;
+    if (ded_record_progress(rec, &prog) &&
+        (!(rec->flags & DED_RECORD_F_NO_ROUNDS) || prog.round + 1 > m1))
+      return false;
   }
   cr->rolled = true;
   cr->roll_round = m1;

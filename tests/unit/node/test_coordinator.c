@@ -576,8 +576,9 @@ static void test_node_coord_short_attempt_never_stands(void **state) {
  * lo2 reports without saying it is out of step (it may hold round 0's
  * result), nothing is committed; once both report to a later view, HELD
  * and holding nothing, every peer that may hold a result is in, and the
- * node rolls back: a COMMIT of the three started afresh (base 0, its members its acceptors, as a first
- * round's) with exactly one founder, sent to both.
+ * node rolls back: a COMMIT of the three started afresh (base 0; its
+ * acceptors every peer of the run that takes part, here the three) with
+ * exactly one founder, sent to both.
  */
 static void test_node_coord_rollback(void **state) {
   (void)state;
@@ -659,7 +660,7 @@ static void test_node_coord_rollback(void **state) {
   if (n == 0) fail_msg("view %u never rolled back with every peer out of step and in", v);
   assert_int_equal(c.k, 3);
   assert_int_equal(c.base, 0);
-  assert_int_equal(c.nacc, c.k); /* its members are its acceptors, as a first round's */
+  assert_int_equal(c.nacc, c.k); /* the run's peers that take part: the three */
   assert_int_equal((uint32_t)(c.attempt >> 32), v);
   unsigned founders = 0;
   for (unsigned m = 0; m < c.k; m++) {
