@@ -781,10 +781,15 @@ void ded_node_sent(ded_node *node, size_t n, bool backlog, uint64_t now_ns) {
   if (!backlog && !ded_conns_have_output(node)) ded_meter_end(&node->up);
 }
 
-uint64_t ded_node_expiry(const ded_node *node) { return node->tick_ns; }
+/* A contribution still being encoded is called for again at once: the
+ * driver writes between the slices (ded_rounds_encode). */
+uint64_t ded_node_expiry(const ded_node *node) {
+  return ded_rounds_encoding(node) ? DED_MIN(node->tick_ns, node->now_ns) : node->tick_ns;
+}
 
 void ded_node_handle_expiry(ded_node *node, uint64_t now_ns) {
   node_enter(node, now_ns);
+  ded_rounds_encode(node, now_ns);
   if (now_ns >= node->tick_ns) node_tick(node, now_ns);
   node_reap(node);
 }

@@ -181,16 +181,30 @@ static void cw_free(cw_world *w) {
   free(w);
 }
 
-/* Every member starts (encoding its contribution) and adds its own, then
- * sends its contribution to every other member's shard. */
+/* Every member starts, adds its own and sends its contribution to every
+ * other member's shard, as a round does: with a codec nothing is encoded
+ * yet, so nothing goes. Then each encodes its contribution in slices of
+ * about a chunk (ded_attempt_encode), which sends each chunk as it is
+ * encoded and adds our own. */
 static void cw_start(cw_world *w) {
   for (unsigned m = 0; m < K; m++) {
     assert_int_equal(ded_attempt_start(&w->node[m].a, &w->node[m].env), 0);
     assert_int_equal(ded_attempt_reduce_own(&w->node[m].a, &w->node[m].env), 0);
   }
+  size_t before = w->nf;
   for (unsigned m = 0; m < K; m++)
     for (unsigned s = 0; s < K; s++)
       if (s != m) assert_int_equal(ded_attempt_send_contrib(&w->node[m].a, &w->node[m].env, s), 0);
+  if (w->node[0].a.codec.kind != DED_CODEC_NONE) assert_int_equal(w->nf, before);
+  for (unsigned m = 0; m < K; m++) {
+    unsigned slices = 0;
+    while (ded_attempt_encoding(&w->node[m].a)) {
+      assert_int_equal(ded_attempt_encode(&w->node[m].a, &w->node[m].env, w->node[m].a.chunk), 0);
+      slices++;
+    }
+    if (w->node[0].a.codec.kind != DED_CODEC_NONE && !(w->plan.members[m].flags & DED_MEMBER_F_AUX))
+      assert_true(slices > 1);
+  }
 }
 
 /* Member |from|'s frame to member |to|, as take sees it. */
@@ -316,6 +330,20 @@ static void cw_check(cw_world *w) {
   assert_int_equal(nres, 2 * NCH);
 }
 
+/* Lazy inputs (ded_attempt_env.prepare): member m's input starts as NaN
+ * and gets x[m] a range at a time, as the attempt asks. */
+static float cw_lazy[K][COUNT];
+static unsigned cw_prepared[K][COUNT]; /* times each element was readied */
+
+static void cw_prepare(void *ctx, uint64_t first, uint64_t n) {
+  cw_node *nd = ctx;
+  assert_true(first + n <= COUNT);
+  for (uint64_t i = first; i < first + n; i++) {
+    cw_lazy[nd->me][i] = nd->w->x[nd->me][i];
+    cw_prepared[nd->me][i]++;
+  }
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* Each codec, contributions in either order: the same bytes everywhere,
@@ -379,6 +407,57 @@ static void test_attempt_codec_decoded_again(void **state) {
                      0);
     assert_null(other.q);
     ded_attempt_clear(&other, &w->fm.mem, &w->node[0].cache, ES);
+    cw_free(w);
+  }
+}
+
+/* With an input readied a range at a time (the round compensates its
+ * contribution so, as it is encoded), every element an encoding reads is
+ * readied first: the same bytes as with the whole input ready (a NaN left
+ * unready would change an int8 block's scale, or go raw). A range is
+ * readied at most as often as chunks touch its int8 blocks. */
+static void test_attempt_codec_prepared_lazily(void **state) {
+  (void)state;
+  static const ded_codec_kind kinds[] = {DED_CODEC_FP16, DED_CODEC_INT8, DED_CODEC_TOPK};
+  for (size_t i = 0; i < DED_ARRAY_LEN(kinds); i++) {
+    cw_world *w = cw_new(kinds[i], 0.01, -1, 0);
+    memset(cw_lazy, 0xff, sizeof cw_lazy);
+    memset(cw_prepared, 0, sizeof cw_prepared);
+    for (unsigned m = 0; m < K; m++) {
+      w->node[m].env.input = (const uint8_t *)cw_lazy[m];
+      w->node[m].env.prepare = cw_prepare;
+    }
+    cw_start(w);
+    cw_run(w, false);
+    cw_check(w);
+    for (unsigned m = 0; m < K; m++)
+      for (unsigned e = 0; e < COUNT; e++) {
+        assert_true(cw_prepared[m][e] >= 1);
+        assert_true(cw_prepared[m][e] <= 2);
+      }
+    cw_free(w);
+  }
+}
+
+/* The round completes while our encoding is still under way (a DECIDE
+ * took it over): ded_attempt_decoded_contrib finishes |q| where it
+ * stopped, sending nothing more, and it is what the whole encoding gives. */
+static void test_attempt_codec_finish_encoding(void **state) {
+  (void)state;
+  static const ded_codec_kind kinds[] = {DED_CODEC_FP16, DED_CODEC_INT8, DED_CODEC_TOPK};
+  for (size_t i = 0; i < DED_ARRAY_LEN(kinds); i++) {
+    cw_world *w = cw_new(kinds[i], 0.01, -1, 0);
+    ded_attempt *a = &w->node[1].a;
+    assert_int_equal(ded_attempt_start(a, &w->node[1].env), 0);
+    assert_true(ded_attempt_encoding(a));
+    assert_int_equal(ded_attempt_encode(a, &w->node[1].env, 1), 0); /* one chunk */
+    assert_true(ded_attempt_encoding(a));
+    size_t sent = w->nf;
+    assert_int_equal(ded_attempt_decoded_contrib(a, &w->fm.mem, &w->node[1].cache, w->x[1]), 0);
+    assert_false(ded_attempt_encoding(a));
+    assert_int_equal(w->nf, sent);
+    cw_reference(w);
+    assert_memory_equal(a->q, w->q[1], sizeof w->q[1]);
     cw_free(w);
   }
 }
@@ -533,6 +612,8 @@ int main(void) {
       cmocka_unit_test(test_attempt_codec_round),
       cmocka_unit_test(test_attempt_codec_none),
       cmocka_unit_test(test_attempt_codec_decoded_again),
+      cmocka_unit_test(test_attempt_codec_prepared_lazily),
+      cmocka_unit_test(test_attempt_codec_finish_encoding),
       cmocka_unit_test(test_attempt_codec_int8_inf),
       cmocka_unit_test(test_attempt_codec_malformed),
   };

@@ -10,10 +10,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "avg/ded_feedback.h"
+#include "core/ded_assert.h"
 
 static void test_feedback_cycle(void **state) {
   (void)state;
@@ -59,9 +61,41 @@ static void test_feedback_cycle(void **state) {
   ded_feedback_free(&fb, mem);
 }
 
+/* A contribution is compensated a range at a time (ded_feedback_apply),
+ * in any order, some ranges twice: the same as all at once, wrapping at
+ * the step's end included; a residual of another length is not added. */
+static void test_feedback_apply_ranges(void **state) {
+  (void)state;
+  const ded_mem *mem = ded_mem_default();
+  ded_feedback fb = {0};
+  enum { STEP = 37, N = 100 };
+  float x[N], whole[N], parts[N], q[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)i * 0.5f;
+    q[i] = (float)i * 0.5f - (float)(i % 7) * 0.25f;
+  }
+  assert_int_equal(ded_feedback_prepare(&fb, mem, STEP), DED_FEEDBACK_KEPT);
+  ded_feedback_store(&fb, STEP, 0, x, q, STEP); /* residuals (i % 7) / 4 */
+  ded_feedback_apply(&fb, STEP, 30, x, N, whole);
+  for (int i = 0; i < N; i++) assert_true(whole[i] == x[i] + (float)((30 + i) % STEP % 7) * 0.25f);
+  memset(parts, 0, sizeof parts);
+  static const int cut[][2] = {{60, 40}, {0, 25}, {20, 45}, {25, 40}, {90, 10}};
+  for (size_t k = 0; k < DED_ARRAY_LEN(cut); k++)
+    ded_feedback_apply(&fb, STEP, 30 + (uint64_t)cut[k][0], x + cut[k][0], (size_t)cut[k][1],
+                       parts + cut[k][0]);
+  assert_memory_equal(parts, whole, sizeof whole);
+  ded_feedback_apply(&fb, STEP + 1, 30, x, N, parts); /* another length: none */
+  assert_memory_equal(parts, x, sizeof x);
+  /* ded_feedback_add is prepare then apply */
+  assert_int_equal(ded_feedback_add(&fb, mem, STEP, 30, x, N, parts), DED_FEEDBACK_KEPT);
+  assert_memory_equal(parts, whole, sizeof whole);
+  ded_feedback_free(&fb, mem);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_feedback_cycle),
+      cmocka_unit_test(test_feedback_apply_ranges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@ void ded_attempt_clear(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache, 
   ded_mem_free(mem, a->fetch_sent);
   if (a->q) ded_bufcache_put(cache, a->q, (size_t)a->plan.count * sizeof *a->q);
   ded_mem_free(mem, a->enc_off);
+  ded_mem_free(mem, a->enc_len);
   ded_mem_free(mem, a->enc_raw);
   ded_mem_free(mem, a->scratch);
   ded_mem_free(mem, a->escratch);
@@ -87,51 +88,97 @@ uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem) {
   return have;
 }
 
-/* Encodes our contribution |x| chunk by chunk as the layout cuts it: the
- * bytes of every shard but ours in |a->enc| when |env| gives round memory
- * (for the frames; NULL: only |q| is wanted), and every chunk decoded
- * again into |q|. A chunk the codec refuses (a non-finite value) goes as
- * plain floats: |q| is then the input itself. */
-static int encode_contrib(ded_attempt *a, const ded_attempt_env *env, const ded_mem *mem,
-                          ded_bufcache *cache, const float *x) {
+/* Whether our chunk |j| of shard |m| is encoded (in |q|, and in |enc|
+ * for another member's shard): every chunk is once the encoding is over;
+ * while it runs, those before its cursor (chunk |enc_pass| of each shard
+ * in member order, then the next pass). */
+static bool enc_done(const ded_attempt *a, unsigned m, uint64_t j) {
+  return !a->enc_pending || j < a->enc_pass || (j == a->enc_pass && m < a->enc_m);
+}
+
+/* Sets up the encoding of our contribution: |q| (from |cache|, back to it
+ * when cleared), the per-chunk bookkeeping and, when |env| gives round
+ * memory, room for every chunk of the other shards at the codec's bound
+ * (each chunk has its slot: they are encoded in passes, not in order).
+ * Nothing is encoded yet. */
+static int enc_setup(ded_attempt *a, const ded_attempt_env *env, const ded_mem *mem,
+                     ded_bufcache *cache) {
   uint64_t nch = a->res_base[a->plan.k], count = a->plan.count;
-  a->q = ded_bufcache_get(cache, (size_t)count * sizeof *a->q); /* back to it when cleared */
+  a->q = ded_bufcache_get(cache, (size_t)count * sizeof *a->q);
   a->enc_off = ded_mem_calloc(mem, (size_t)nch + 1, sizeof *a->enc_off);
+  a->enc_len = ded_mem_calloc(mem, (size_t)nch + 1, sizeof *a->enc_len);
   a->enc_raw = ded_mem_calloc(mem, ((size_t)nch + 7) / 8 + 1, 1);
   if (!a->escratch) a->escratch = ded_mem_malloc(mem, ded_codec_bound(&a->codec, a->chunk));
-  if (!a->q || !a->enc_off || !a->enc_raw || !a->escratch) return DED_ERR_NOMEM;
-  /* Bytes for every chunk of the other shards, at the codec's bound. */
-  size_t total = 0;
-  for (unsigned m = 0; env && m < a->plan.k; m++) {
-    uint64_t len = ded_attempt_shard_len(a, m);
-    for (uint64_t e = 0; m != a->me && e < len; e += a->chunk)
-      total += ded_codec_bound(&a->codec, (size_t)DED_MIN(a->chunk, len - e));
-  }
-  if (env) a->enc = env->wire(env->ctx, total + 1);
-  if (env && !a->enc) return DED_ERR_NOMEM;
+  if (!a->q || !a->enc_off || !a->enc_len || !a->enc_raw || !a->escratch) return DED_ERR_NOMEM;
   size_t at = 0;
+  a->enc_passes = 0;
   for (unsigned m = 0; m < a->plan.k; m++) {
-    uint64_t lo = ded_attempt_shard_lo(a, m), len = ded_attempt_shard_len(a, m);
+    uint64_t len = ded_attempt_shard_len(a, m);
+    a->enc_passes = DED_MAX(a->enc_passes, a->res_base[m + 1] - a->res_base[m]);
     for (uint64_t e = 0, c = a->res_base[m]; e < len; e += a->chunk, c++) {
-      size_t n = (size_t)DED_MIN(a->chunk, len - e), got = 0;
-      uint8_t *out = m == a->me || !env ? a->escratch : a->enc + at;
-      size_t cap = ded_codec_bound(&a->codec, n);
-      int rv = ded_codec_encode(&a->codec, x, (size_t)count, (size_t)(lo + e), n, out, cap, &got,
-                                mem);
-      if (rv == DED_ERR_NOMEM) return rv;
-      if (rv == 0) rv = ded_codec_decode(&a->codec, out, got, (size_t)count, (size_t)(lo + e), n,
-                                         a->q + lo + e);
-      if (rv) { /* refused: plain */
-        ded_bit_set(a->enc_raw, c);
-        memcpy(a->q + lo + e, x + lo + e, n * sizeof *x);
-        got = 0;
-      }
-      if (m != a->me && env) at += got;
-      a->enc_off[c + 1] = at;
+      a->enc_off[c] = at;
+      if (env && m != a->me) at += ded_codec_bound(&a->codec, (size_t)DED_MIN(a->chunk, len - e));
     }
   }
+  a->enc_off[nch] = at;
+  if (env) a->enc = env->wire(env->ctx, at + 1);
+  if (env && !a->enc) return DED_ERR_NOMEM;
+  a->enc_pass = 0;
+  a->enc_m = 0;
+  a->enc_pending = a->enc_passes > 0;
   return 0;
 }
+
+/* Encodes chunk |j| of shard |m| of our contribution |x| into its slot
+ * (our own shard's: scratch only) and decodes it again into |q|. A chunk
+ * the codec refuses (a non-finite value) goes as plain floats: |q| is
+ * then the input itself. 0 or DED_ERR_NOMEM. */
+static int enc_chunk(ded_attempt *a, const ded_mem *mem, const float *x, unsigned m, uint64_t j) {
+  uint64_t lo = ded_attempt_shard_lo(a, m), e = j * a->chunk, c = a->res_base[m] + j;
+  size_t n = (size_t)DED_MIN(a->chunk, ded_attempt_shard_len(a, m) - e), got = 0;
+  size_t count = (size_t)a->plan.count;
+  uint8_t *out = m == a->me || !a->enc ? a->escratch : a->enc + a->enc_off[c];
+  int rv = ded_codec_encode(&a->codec, x, count, (size_t)(lo + e), n, out,
+                            ded_codec_bound(&a->codec, n), &got, mem);
+  if (rv == DED_ERR_NOMEM) return rv;
+  if (rv == 0) rv = ded_codec_decode(&a->codec, out, got, count, (size_t)(lo + e), n, a->q + lo + e);
+  if (rv) { /* refused: plain */
+    ded_bit_set(a->enc_raw, c);
+    memcpy(a->q + lo + e, x + lo + e, n * sizeof *x);
+    got = 0;
+  }
+  a->enc_len[c] = got;
+  return 0;
+}
+
+/* Readies the input chunk |j| of shard |m| encodes: the elements of the
+ * int8 blocks it touches (whole blocks decide a scale), for any codec. */
+static void enc_prepare(ded_attempt *a, const ded_attempt_env *env, unsigned m, uint64_t j) {
+  uint64_t lo = ded_attempt_shard_lo(a, m) + j * a->chunk;
+  uint64_t hi = lo + DED_MIN(a->chunk, ded_attempt_shard_len(a, m) - j * a->chunk);
+  lo -= lo % DED_CODEC_INT8_BLOCK;
+  hi = DED_MIN(a->plan.count, (hi + DED_CODEC_INT8_BLOCK - 1) / DED_CODEC_INT8_BLOCK *
+                                  (uint64_t)DED_CODEC_INT8_BLOCK);
+  env->prepare(env->ctx, lo, hi - lo);
+}
+
+/* Sends our chunk |j| of member |m|'s shard (encoded already). */
+static int send_contrib_chunk(ded_attempt *a, const ded_attempt_env *env, unsigned m, uint64_t j) {
+  uint64_t lo = ded_attempt_shard_lo(a, m), e = j * a->chunk, c = a->res_base[m] + j;
+  uint64_t n = DED_MIN(a->chunk, ded_attempt_shard_len(a, m) - e);
+  const uint8_t *id = a->plan.members[m].id;
+  if (a->codec.kind == DED_CODEC_NONE)
+    return env->send(env->ctx, id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
+                     env->input + (lo + e) * env->es, n * env->es, env->input_user);
+  if (ded_bit_get(a->enc_raw, c))
+    return env->send(env->ctx, id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
+                     (const uint8_t *)(a->q + lo + e), n * sizeof(float), false);
+  return env->send(env->ctx, id, DED_MSG_DATA, lo + e, (uint8_t)a->codec.kind, a->enc + a->enc_off[c],
+                   a->enc_len[c], false);
+}
+
+static int advance_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c,
+                         const uint8_t *direct, unsigned direct_m);
 
 int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env) {
   unsigned k = a->plan.k;
@@ -148,31 +195,59 @@ int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env) {
   a->escratch = ded_mem_malloc(env->mem, cb);
   if (!a->scratch || !a->escratch) return DED_ERR_NOMEM;
   if (a->plan.members[a->me].flags & DED_MEMBER_F_AUX) return 0;
-  return encode_contrib(a, env, env->mem, env->cache, (const float *)(const void *)env->input);
+  return enc_setup(a, env, env->mem, env->cache);
+}
+
+bool ded_attempt_encoding(const ded_attempt *a) { return a->enc_pending; }
+
+int ded_attempt_encode(ded_attempt *a, const ded_attempt_env *env, uint64_t budget) {
+  const float *x = (const float *)(const void *)env->input;
+  uint64_t done = 0;
+  while (a->enc_pending && done < budget) {
+    unsigned m = a->enc_m;
+    uint64_t j = a->enc_pass;
+    bool here = j < a->res_base[m + 1] - a->res_base[m];
+    if (here) {
+      if (env->prepare) enc_prepare(a, env, m, j);
+      int rv = enc_chunk(a, env->mem, x, m, j);
+      if (rv) return rv;
+      done += DED_MIN(a->chunk, ded_attempt_shard_len(a, m) - j * a->chunk);
+    }
+    if (++a->enc_m == a->plan.k) {
+      a->enc_m = 0;
+      if (++a->enc_pass >= a->enc_passes) a->enc_pending = false;
+    }
+    if (!here) continue;
+    /* Sent as soon as it is ready; ours joins the reduction. */
+    int rv = m == a->me ? advance_chunk(a, env, j, NULL, 0) : send_contrib_chunk(a, env, m, j);
+    if (rv) return rv;
+  }
+  return 0;
 }
 
 int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache,
                                 const float *x) {
-  if (a->q || a->codec.kind == DED_CODEC_NONE || a->me >= a->plan.k ||
+  if ((a->q && !a->enc_pending) || a->codec.kind == DED_CODEC_NONE || a->me >= a->plan.k ||
       a->plan.members[a->me].flags & DED_MEMBER_F_AUX)
     return 0;
-  return encode_contrib(a, NULL, mem, cache, x);
+  if (!a->q) {
+    int rv = enc_setup(a, NULL, mem, cache);
+    if (rv) return rv;
+  }
+  /* The rest of |q| only: what was not encoded was not sent either. */
+  for (; a->enc_pending; a->enc_m = 0, a->enc_pending = ++a->enc_pass < a->enc_passes)
+    for (; a->enc_m < a->plan.k; a->enc_m++) {
+      if (a->enc_pass >= a->res_base[a->enc_m + 1] - a->res_base[a->enc_m]) continue;
+      int rv = enc_chunk(a, mem, x, a->enc_m, a->enc_pass);
+      if (rv) return rv;
+    }
+  return 0;
 }
 
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m) {
-  uint64_t lo = ded_attempt_shard_lo(a, m), len = ded_attempt_shard_len(a, m);
-  for (uint64_t e = 0, c = a->res_base[m]; e < len; e += a->chunk, c++) {
-    uint64_t n = DED_MIN(a->chunk, len - e);
-    int rv;
-    if (a->codec.kind == DED_CODEC_NONE)
-      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
-                     env->input + (lo + e) * env->es, n * env->es, env->input_user);
-    else if (ded_bit_get(a->enc_raw, c))
-      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, DED_CODEC_NONE,
-                     (const uint8_t *)(a->q + lo + e), n * sizeof(float), false);
-    else
-      rv = env->send(env->ctx, a->plan.members[m].id, DED_MSG_DATA, lo + e, (uint8_t)a->codec.kind,
-                     a->enc + a->enc_off[c], (size_t)(a->enc_off[c + 1] - a->enc_off[c]), false);
+  uint64_t nch = a->res_base[m + 1] - a->res_base[m];
+  for (uint64_t j = 0; j < nch && enc_done(a, m, j); j++) {
+    int rv = send_contrib_chunk(a, env, m, j);
     if (rv) return rv;
   }
   return 0;
@@ -258,7 +333,9 @@ static int advance_chunk(ded_attempt *a, const ded_attempt_env *env, uint64_t c,
       a->next_m[c]++;
       continue;
     }
-    if (m == a->me)
+    if (m == a->me && !enc_done(a, m, c))
+      break; /* ours is not encoded yet (ded_attempt_encode) */
+    else if (m == a->me)
       src = a->q ? (const uint8_t *)(a->q + a->my_off + first)
                  : env->input + (a->my_off + first) * env->es;
     else if (direct && m == direct_m)

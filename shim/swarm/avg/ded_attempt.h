@@ -85,8 +85,15 @@ typedef struct ded_attempt {
   ded_codec codec, rcodec;
   float *q;          /* our contribution as decoded, plan.count (NULL: none) */
   uint8_t *enc;      /* our encoded chunks, every shard but ours (round memory) */
-  uint64_t *enc_off; /* per chunk (res_base order): where it begins in enc */
+  uint64_t *enc_off; /* per chunk (res_base order): where its slot begins in enc */
+  uint32_t *enc_len; /* per chunk: its encoded bytes */
   uint8_t *enc_raw;  /* per chunk: the codec refused it; it goes as plain floats */
+  /* Encoding is done in slices (ded_attempt_encode), in passes: chunk
+   * |enc_pass| of each shard in member order, |enc_m| the next member;
+   * |enc_passes| is the most chunks of any shard. */
+  bool enc_pending;
+  unsigned enc_m;
+  uint64_t enc_pass, enc_passes;
   float *scratch;    /* one chunk of floats, decoded */
   uint8_t *escratch; /* one chunk's encoding at most */
 } ded_attempt;
@@ -113,6 +120,9 @@ typedef struct ded_attempt_env {
   /* |len| bytes that live as long as the round's memory (frames queued
    * from them outlive the attempt), or NULL. */
   uint8_t *(*wire)(void *ctx, size_t len);
+  /* Makes |input|'s elements [first, first + n) ready (with a codec:
+   * compensated), before they are first encoded; NULL: ready already. */
+  void (*prepare)(void *ctx, uint64_t first, uint64_t n);
   void *ctx;
 } ded_attempt_env;
 
@@ -142,24 +152,41 @@ void ded_attempt_digest(const ded_attempt *a, uint8_t out[DED_DIGEST_BYTES]);
 uint8_t *ded_attempt_have_bits(const ded_attempt *a, const ded_mem *mem);
 
 /* Our shard's reduction begins (we are a member, me < plan.k); with a
- * codec, our contribution is encoded (unless we are aux). 0 or
- * DED_ERR_NOMEM. */
+ * codec, our contribution is to be encoded (unless we are aux): the
+ * caller calls ded_attempt_encode while ded_attempt_encoding says so.
+ * 0 or DED_ERR_NOMEM. */
 int ded_attempt_start(ded_attempt *a, const ded_attempt_env *env);
+
+/* True while chunks of our contribution remain to be encoded. */
+bool ded_attempt_encoding(const ded_attempt *a);
+
+/* Encodes the next chunks of our contribution (env->input), about
+ * |budget| elements of them, each in turn of the shards (a pass gives
+ * every reducer its next chunk), and sends each as soon as it is encoded;
+ * a chunk of our own shard joins its reduction. Between calls the frames
+ * go out: a 32 MiB contribution does not wait for its whole encoding, nor
+ * does a COMMIT queued before it. 0, an error of env->send, or
+ * DED_ERR_NOMEM. */
+int ded_attempt_encode(ded_attempt *a, const ded_attempt_env *env, uint64_t budget);
 
 /* What the reducers of this attempt decoded of our contribution |x| (a
  * member's, with a codec), in |a->q|, when the attempt did not run here
  * (we took it over from a DECIDE after sending its data in an earlier
- * hold of it): the encoding is a pure function of |x| and the layout, so
- * it is what they decoded then. |q| comes from |cache| (and goes back to
+ * hold of it), or its encoding here did not finish (the rest of |q|,
+ * sending nothing): the encoding is a pure function of |x| and the
+ * layout, so it is what they decoded then. |q| comes from |cache| (and goes back to
  * it when the attempt is cleared). 0 (nothing to do, or done) or
  * DED_ERR_NOMEM. */
 int ded_attempt_decoded_contrib(ded_attempt *a, const ded_mem *mem, ded_bufcache *cache,
                                 const float *x);
 
-/* Our contribution to member |m|'s shard, chunk by chunk (DED_MSG_DATA). */
+/* Our contribution to member |m|'s shard, chunk by chunk (DED_MSG_DATA):
+ * with a codec, the chunks encoded so far (ded_attempt_encode sends the
+ * others). */
 int ded_attempt_send_contrib(ded_attempt *a, const ded_attempt_env *env, unsigned m);
 
-/* Adds our own contribution to every chunk of our shard (always ready). */
+/* Adds our own contribution to every chunk of our shard it is ready for
+ * (all of them without a codec). */
 int ded_attempt_reduce_own(ded_attempt *a, const ded_attempt_env *env);
 
 /*

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/ded_assert.h"
+
 void ded_feedback_free(ded_feedback *fb, const ded_mem *mem) {
   ded_mem_free(mem, fb->e);
   fb->e = NULL;
@@ -19,8 +21,7 @@ bool ded_feedback_reset(ded_feedback *fb, const ded_mem *mem) {
   return held;
 }
 
-ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_t step,
-                                   uint64_t pos, const float *x, size_t n, float *out) {
+ded_feedback_note ded_feedback_prepare(ded_feedback *fb, const ded_mem *mem, uint64_t step) {
   ded_feedback_note note = DED_FEEDBACK_KEPT;
   if (step != fb->len) {
     note = fb->e ? DED_FEEDBACK_NEW_LENGTH : DED_FEEDBACK_KEPT;
@@ -30,15 +31,30 @@ ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_
     if (step && !fb->e) note = DED_FEEDBACK_NOMEM;
   }
   if (!step) note = DED_FEEDBACK_NO_STEP;
-  if (!fb->e) {
+  return note;
+}
+
+void ded_feedback_apply(const ded_feedback *fb, uint64_t step, uint64_t pos, const float *x,
+                        size_t n, float *out) {
+  if (!fb->e || !step || step != fb->len) {
     if (out != x) memcpy(out, x, n * sizeof *out);
-    return note;
+    return;
   }
+  /* In runs up to the step's end, each a loop the compiler vectorises. */
   uint64_t at = pos % fb->len;
-  for (size_t i = 0; i < n; i++) {
-    out[i] = x[i] + fb->e[at];
-    if (++at == fb->len) at = 0;
+  for (size_t i = 0; i < n;) {
+    size_t run = (size_t)DED_MIN((uint64_t)(n - i), fb->len - at);
+    const float *e = fb->e + at;
+    for (size_t j = 0; j < run; j++) out[i + j] = x[i + j] + e[j];
+    i += run;
+    at = 0;
   }
+}
+
+ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_t step,
+                                   uint64_t pos, const float *x, size_t n, float *out) {
+  ded_feedback_note note = ded_feedback_prepare(fb, mem, step);
+  ded_feedback_apply(fb, step, pos, x, n, out);
   return note;
 }
 

@@ -53,10 +53,22 @@ bool ded_feedback_reset(ded_feedback *fb, const ded_mem *mem);
 /*
  * out[i] = x[i] + residual of stream position pos + i, for |n| elements,
  * with the step |step| elements long (0: not known). A new length clears
- * what was kept and starts anew at zero. |out| may be |x|.
+ * what was kept and starts anew at zero. |out| may be |x|. The same as
+ * ded_feedback_prepare, then ded_feedback_apply.
  */
 ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_t step,
                                    uint64_t pos, const float *x, size_t n, float *out);
+
+/* Readies the residual for a step of |step| elements (0: not known): a
+ * new length clears what was kept and starts anew at zero. */
+ded_feedback_note ded_feedback_prepare(ded_feedback *fb, const ded_mem *mem, uint64_t step);
+
+/* out[i] = x[i] + residual of stream position pos + i, for |n| elements,
+ * if a residual of step length |step| is kept; else out[i] = x[i]. A
+ * contribution is compensated a range at a time, as it is encoded; a
+ * range done twice comes out the same (nothing is stored meanwhile). */
+void ded_feedback_apply(const ded_feedback *fb, uint64_t step, uint64_t pos, const float *x,
+                        size_t n, float *out);
 
 /* Stores c[i] - q[i] as the residual of stream position pos + i (|c|:
  * what the job meant to send, with the residual added; |q|: what the

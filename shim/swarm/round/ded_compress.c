@@ -41,13 +41,9 @@ int ded_round_compensate(ded_node *node, ded_round *r) {
   size_t n = (size_t)r->a.count;
   r->cin = ded_bufcache_get(&node->cache, n * sizeof *r->cin); /* the round's length is fixed */
   if (!r->cin) return DED_ERR_NOMEM;
-  const float *x = r->a.buf;
-  if (node->s.no_feedback) {
-    memcpy(r->cin, x, n * sizeof *r->cin);
-    return 0;
-  }
+  if (node->s.no_feedback) return 0;
   uint64_t len_before = node->fb.len;
-  switch (ded_feedback_add(&node->fb, node->mem, r->a.step, r->pos, x, n, r->cin)) {
+  switch (ded_feedback_prepare(&node->fb, node->mem, r->a.step)) {
   case DED_FEEDBACK_KEPT:
     if (!len_before && node->fb.len)
       node_log(node, DED_LOG_INFO,
@@ -78,14 +74,41 @@ int ded_round_compensate(ded_node *node, ded_round *r) {
   return 0;
 }
 
+void ded_round_compensate_range(ded_node *node, ded_round *r, uint64_t first, uint64_t n) {
+  const float *x = (const float *)r->a.buf + first;
+  if (node->s.no_feedback)
+    memcpy(r->cin + first, x, (size_t)n * sizeof *x);
+  else
+    ded_feedback_apply(&node->fb, r->a.step, r->pos + first, x, (size_t)n, r->cin + first);
+}
+
 void ded_round_feedback(ded_node *node, ded_round *r) {
   ded_attempt *a = &r->att;
   if (!r->cin || a->plan.count != r->a.count || node->s.no_feedback) return;
   /* An attempt we sent data for in an earlier hold of it, taken over from
-   * a DECIDE: what we sent is computed again. Out of memory: the
+   * a DECIDE, or whose encoding did not finish here: what we sent is
+   * computed again, from the whole contribution (compensated anew: the
+   * same values, nothing was stored meanwhile). Out of memory: the
    * residual stays as it was, one step's feedback late. */
-  if (!a->q && ded_attempt_decoded_contrib(a, node->mem, &node->cache, r->cin) != 0) return;
+  if (!a->q || ded_attempt_encoding(a)) ded_round_compensate_range(node, r, 0, r->a.count);
+  if (ded_attempt_decoded_contrib(a, node->mem, &node->cache, r->cin) != 0) return;
   if (a->q) ded_feedback_store(&node->fb, r->a.step, r->pos, r->cin, a->q, (size_t)r->a.count);
+}
+
+bool ded_rounds_encoding(const ded_node *node) {
+  for (unsigned i = 0; i < node->rounds.n; i++)
+    if (ded_round_encoding(node->rounds.v[i])) return true;
+  return false;
+}
+
+void ded_rounds_encode(ded_node *node, uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
+    if (ded_round_encoding(r)) {
+      ded_round_encode_step(node, r, DED_ENCODE_SLICE_ELEMS, now_ns);
+      return; /* the oldest round's first: its frames go first */
+    }
+  }
 }
 
 void ded_rounds_feedback_reset(ded_node *node, const char *why) {

@@ -38,6 +38,10 @@ static uint8_t *round_wire(void *ctx, size_t len) {
   return ded_round_wire(((round_io *)ctx)->node, ((round_io *)ctx)->r, len);
 }
 
+static void round_prepare(void *ctx, uint64_t first, uint64_t n) {
+  ded_round_compensate_range(((round_io *)ctx)->node, ((round_io *)ctx)->r, first, n);
+}
+
 /* The attempt's env; |io| must outlive its use. */
 static ded_attempt_env round_env(round_io *io) {
   ded_node *node = io->node;
@@ -53,6 +57,7 @@ static ded_attempt_env round_env(round_io *io) {
                          node->now_ns,
                          round_send,
                          round_wire,
+                         round_prepare,
                          io};
   return env;
 }
@@ -182,10 +187,6 @@ static void round_replay_early(ded_node *node, ded_round *r, uint64_t now_ns) {
 static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   const ded_msg_commit *cm = &r->att.plan;
   bool aux = cm->members[r->att.me].flags & DED_MEMBER_F_AUX;
-  if (r->att.codec.kind != DED_CODEC_NONE && !aux && !r->cin) {
-    int rv = ded_round_compensate(node, r);
-    if (rv) return rv;
-  }
   round_io io = {node, r};
   ded_attempt_env env = round_env(&io);
   int rv = ded_attempt_start(&r->att, &env);
@@ -193,7 +194,10 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
   r->state = ROUND_RUNNING;
   /* Reduce-scatter: our vector, cut by shard and chunk, to each reducer
    * (an aux member brings none). A member with an empty shard (a client)
-   * is not ours to reach: it gets its result from the reducers. */
+   * is not ours to reach: it gets its result from the reducers. With a
+   * codec, the chunks go as they are encoded (ded_round_encode_step), the
+   * first on the next pass of the driver's loop, after what is queued now
+   * (a coordinator's COMMIT) went out. */
   for (unsigned m = 0; m < cm->k; m++) {
     if (m == r->att.me || ded_attempt_shard_len(&r->att, m) == 0) continue;
     ded_peer *p = ded_round_member_peer(node, r, m);
@@ -205,12 +209,34 @@ static int round_start_reduce(ded_node *node, ded_round *r, uint64_t now_ns) {
     rv = ded_attempt_send_contrib(&r->att, &env, m);
     if (rv) return rv;
   }
-  /* Our own contribution is always ready. */
   rv = ded_attempt_reduce_own(&r->att, &env);
   if (rv) return rv;
   round_replay_early(node, r, now_ns);
   ded_round_check_complete(node, r, now_ns);
   return 0;
+}
+
+bool ded_round_encoding(const ded_round *r) {
+  return r->state == ROUND_RUNNING && r->att_state == ROUND_ATT_LIVE &&
+         ded_attempt_encoding(&r->att);
+}
+
+void ded_round_encode_step(ded_node *node, ded_round *r, uint64_t budget, uint64_t now_ns) {
+  if (!r->cin) { /* the first slice: our contribution with its error feedback */
+    int rv = ded_round_compensate(node, r);
+    if (rv) {
+      ded_round_fail(node, r, rv);
+      return;
+    }
+  }
+  round_io io = {node, r};
+  ded_attempt_env env = round_env(&io);
+  int rv = ded_attempt_encode(&r->att, &env, budget);
+  if (rv) {
+    ded_round_fail(node, r, rv);
+    return;
+  }
+  ded_round_check_complete(node, r, now_ns);
 }
 
 /* Asks the holders for every shard we lack (those we are still connecting

@@ -383,6 +383,19 @@ struct ded_peer *ded_rounds_holder_of(ded_node *node, uint64_t round, ded_progre
 /* An AHEAD: the swarm is at |m->next_round|, past the round we announced. */
 void ded_round_on_ahead(ded_node *node, const ded_msg_stale *m);
 
+/* Contributions are encoded a slice at a time, about this many elements
+ * (4 MiB of float32, some 2 ms of a core's encoding), between which the
+ * driver writes what is queued: the first chunks leave while the rest is
+ * encoded, and a coordinator's COMMIT does not wait for its own encoding. */
+#define DED_ENCODE_SLICE_ELEMS (1u << 20)
+
+/* Whether some round has a contribution still to encode: the node wants
+ * to be called again at once (ded_node_expiry). */
+bool ded_rounds_encoding(const ded_node *node);
+
+/* The next slice of the oldest such round's encoding (ded_compress.c). */
+void ded_rounds_encode(ded_node *node, uint64_t now_ns);
+
 /* Forgets the job's error feedback residual (ded_compress.c), and says
  * so with |why| if it held one. */
 void ded_rounds_feedback_reset(ded_node *node, const char *why);

@@ -100,8 +100,13 @@ void ded_round_wire_drop(ded_node *node, ded_round *r);
 void ded_round_wire_free(ded_node *node, ded_round *r);
 
 /* Our contribution for an attempt with a codec: the caller's buffer plus
- * the job's residual (r->cin). 0 or DED_ERR_NOMEM. */
+ * the job's residual (r->cin), its memory and the residual readied (and
+ * what became of it logged); the elements are added a range at a time as
+ * they are encoded (ded_round_compensate_range). 0 or DED_ERR_NOMEM. */
 int ded_round_compensate(ded_node *node, ded_round *r);
+
+/* r->cin's elements [first, first + n): the caller's plus the residual. */
+void ded_round_compensate_range(ded_node *node, ded_round *r, uint64_t first, uint64_t n);
 
 /* Fills |j|'s compression fields: this job's DEDMPI_COMPRESS, and how
  * long its trainer computed over its last training step. */
@@ -113,6 +118,14 @@ void ded_round_join_prefs(ded_node *node, ded_msg_join *j);
  * worth of elements went by. */
 void ded_rounds_note_compute(ded_node *node, const ded_round_args *args, bool idle,
                              uint64_t now_ns);
+
+/* Whether |r| runs an attempt whose contribution is still being encoded. */
+bool ded_round_encoding(const ded_round *r);
+
+/* The next slice of that encoding (ded_attempt_encode, about |budget|
+ * elements), the contribution compensated first (ded_round_compensate);
+ * the round fails if memory runs out. */
+void ded_round_encode_step(ded_node *node, ded_round *r, uint64_t budget, uint64_t now_ns);
 
 /* The round completed with the attempt it holds: what the codec dropped
  * of our contribution to it becomes the residual. */
