@@ -5,8 +5,7 @@
  * counted (they fill empty buffers at once, one socket or a dozen); short periods give none; long
  * ones give one a second; a download period ends at a gap; the estimate is
  * the largest recent sample, so a period slowed by the other side does
- * not pull it down, and old samples age out; it is worth telling others
- * once it rests on DED_METER_SETTLED samples.
+ * not pull it down, and old samples age out.
  */
 #include <math.h>
 
@@ -112,23 +111,6 @@ static void test_meter_download_gaps(void **state) {
   assert_true(fabs(lo - 2e6) < 0.01 * 2e6);
 }
 
-/* The estimate is told to others (ded_meter_settled) from
- * DED_METER_SETTLED samples on: one or two early periods, often slowed by
- * the other side, are not taken for the link. */
-static void test_meter_settled(void **state) {
-  (void)state;
-  ded_meter m;
-  memset(&m, 0, sizeof m);
-  uint64_t t = 0;
-  for (int i = 0; i < DED_METER_SETTLED; i++) {
-    assert_false(ded_meter_settled(&m));
-    t = upload(&m, t + 100 * MS, 2u << 20, 64 * 1024, i == 0 ? 3e6 : 10e6);
-    assert_int_equal(m.nsample, i + 1);
-  }
-  assert_true(ded_meter_settled(&m));
-  assert_true(fabs(ded_meter_rate(&m) - 10e6) < 0.01 * 10e6);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_meter_upload_rate),
@@ -137,7 +119,6 @@ int main(void) {
       cmocka_unit_test(test_meter_max_of_recent),
       cmocka_unit_test(test_meter_long_period_samples_each_second),
       cmocka_unit_test(test_meter_download_gaps),
-      cmocka_unit_test(test_meter_settled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

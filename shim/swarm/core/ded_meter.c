@@ -55,5 +55,3 @@ double ded_meter_rate(const ded_meter *m) {
     if (m->sample[i] > best) best = m->sample[i];
   return best;
 }
-
-bool ded_meter_settled(const ded_meter *m) { return m->nsample >= DED_METER_SETTLED; }

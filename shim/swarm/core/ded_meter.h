@@ -17,12 +17,6 @@
  * estimate is the largest of the last DED_METER_SAMPLES samples: a period
  * in which the other side was the bottleneck reads low, never high, so
  * the recent maximum is the link's capacity (BBR's bandwidth filter).
- * It is worth telling others (ded_meter_settled) from DED_METER_SETTLED
- * samples on: the first periods of a run are the ones most often limited
- * by the other side (connections ramping up, receivers busy decoding), and
- * a plan trusting one or two of them gives a peer a smaller share, in
- * which it reads slower still (the WAN lab's equal 100 Mbit/s links read
- * 25 to 65 Mbit/s after the first round of 2 to 3 s, compressed).
  */
 #ifndef DED_METER_H
 #define DED_METER_H
@@ -32,7 +26,6 @@
 
 enum {
   DED_METER_SAMPLES = 8,
-  DED_METER_SETTLED = 4,
 };
 
 /* A period counts from this much data and time on. */
@@ -72,8 +65,5 @@ void ded_meter_arrive(ded_meter *m, uint64_t bytes, uint64_t now_ns);
 
 /* The estimate in bytes per second; 0 before any sample. */
 double ded_meter_rate(const ded_meter *m);
-
-/* Whether the estimate rests on DED_METER_SETTLED samples or more. */
-bool ded_meter_settled(const ded_meter *m);
 
 #endif /* DED_METER_H */

@@ -13,16 +13,11 @@ static uint32_t perf_kBps(double Bps) {
   return Bps > 0.0 && Bps / 1000.0 < UINT32_MAX ? (uint32_t)(Bps / 1000.0 + 0.5) : 0;
 }
 
-/* A measured rate once its meter has settled, else 0 (not known). */
-static double meter_published(const ded_meter *m) {
-  return ded_meter_settled(m) ? ded_meter_rate(m) : 0.0;
-}
-
 /* Our rates as of now: declared, else measured. */
 static ded_perf node_perf_now(const ded_node *node) {
   ded_perf p;
-  p.up_kBps = perf_kBps(node->s.up_Bps > 0.0 ? node->s.up_Bps : meter_published(&node->up));
-  p.down_kBps = perf_kBps(node->s.down_Bps > 0.0 ? node->s.down_Bps : meter_published(&node->down));
+  p.up_kBps = perf_kBps(node->s.up_Bps > 0.0 ? node->s.up_Bps : ded_meter_rate(&node->up));
+  p.down_kBps = perf_kBps(node->s.down_Bps > 0.0 ? node->s.down_Bps : ded_meter_rate(&node->down));
   p.add_kBps = perf_kBps(node->s.add_Bps);
   return p;
 }

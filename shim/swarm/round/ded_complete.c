@@ -45,6 +45,9 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   r->state = ROUND_DRAINING;
   ded_conns_detach(node, r, with_result);
   DED_ASSERT(r->refs_user == 0);
+  /* The residual first: it may compensate the caller's buffer again,
+   * which holds our contribution only until the result goes in. */
+  if (with_result) ded_round_feedback(node, r);
   /* The caller's buffer gets n_j * g (alone: it stays S_j, bit for bit). */
   if (via_attempt)
     ded_reduce_scale(r->a.dtype, r->a.buf, r->res, r->a.count, (double)r->a.n_local);
@@ -61,7 +64,6 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
 #undef MS_SINCE
   }
   r->with_result = with_result;
-  if (with_result) ded_round_feedback(node, r);
   /* Progress is a round completed with the run (alone too: one job's
    * attempt, or a group of one left by a partition, is still the run's). */
   if (with_result || (status == 0 && !alone)) {

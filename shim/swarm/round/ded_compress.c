@@ -43,7 +43,9 @@ int ded_round_compensate(ded_node *node, ded_round *r) {
   if (!r->cin) return DED_ERR_NOMEM;
   if (node->s.no_feedback) return 0;
   uint64_t len_before = node->fb.len;
-  switch (ded_feedback_prepare(&node->fb, node->mem, r->a.step)) {
+  ded_feedback_note note = ded_feedback_prepare(&node->fb, node->mem, r->a.step);
+  r->fb_resets = node->fb.resets;
+  switch (note) {
   case DED_FEEDBACK_KEPT:
     if (!len_before && node->fb.len)
       node_log(node, DED_LOG_INFO,
@@ -85,6 +87,10 @@ void ded_round_compensate_range(ded_node *node, ded_round *r, uint64_t first, ui
 void ded_round_feedback(ded_node *node, ded_round *r) {
   ded_attempt *a = &r->att;
   if (!r->cin || a->plan.count != r->a.count || node->s.no_feedback) return;
+  /* The residual was cleared since this contribution was compensated (a
+   * state loaded, another step length): what it holds is not what we
+   * added, and stays as it is. */
+  if (node->fb.resets != r->fb_resets) return;
   /* An attempt we sent data for in an earlier hold of it, taken over from
    * a DECIDE, or whose encoding did not finish here: what we sent is
    * computed again, from the whole contribution (compensated anew: the

@@ -159,6 +159,7 @@ typedef struct ded_round {
    * and the encoded bytes the attempt's frames point into, freed with the
    * attempt (after its frames are detached) or the round. */
   float *cin;
+  uint64_t fb_resets; /* the residual's resets when cin's began (ded_feedback.resets) */
   struct ded_wire_blob *wire;
 } ded_round;
 

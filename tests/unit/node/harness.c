@@ -78,6 +78,7 @@ unsigned tnode_accept(tnode *t) {
 uint32_t tn_next_probe;
 bool tn_next_sessions;
 const ded_node_settings *tn_next_access;
+uint64_t tn_next_step;
 
 void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_local,
                const ded_mem *mem, bool dial, uint8_t streams) {
@@ -128,8 +129,10 @@ void tnode_new(tnode *t, float *bufs[], unsigned rounds, double w, uint32_t n_lo
   cb.state_done = tn_state_done;
   assert_int_equal(ded_node_new(&s, &cb, t, NOW_NS, &t->node), 0);
   assert_int_equal(ded_node_start(t->node, NOW_NS), 0);
+  uint64_t step = tn_next_step;
+  tn_next_step = 0;
   for (unsigned r = 0; r < rounds; r++) {
-    ded_round_args a = {bufs[r], COUNT, DED_DTYPE_F32, w, n_local, NULL, 0};
+    ded_round_args a = {bufs[r], COUNT, DED_DTYPE_F32, w, n_local, NULL, step};
     assert_int_equal(ded_node_round_submit(t->node, &a, NOW_NS), r);
   }
 }

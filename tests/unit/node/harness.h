@@ -119,6 +119,9 @@ extern uint32_t tn_next_probe;
 extern bool tn_next_sessions;
 /* Access control of the next node (then none again). */
 extern const ded_node_settings *tn_next_access;
+/* The training step (ded_round_args.step, elements) of the rounds the
+ * next node submits (then 0, not known, again). */
+extern uint64_t tn_next_step;
 
 /* A started node that waits for one peer, with its first |rounds| rounds
  * (f32, COUNT elements, weight |w|, |n_local| ranks) submitted and no
