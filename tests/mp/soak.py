@@ -256,6 +256,20 @@ class SoakJob:
         return "\n".join("  %s:\n%s" % (self.name, indent("\n".join(lines[max(0, i - ctx):i + ctx + 1])))
                          for i in hits)
 
+    def between(self, t0, t1, most=40):
+        """Its stderr lines logged from |t0| to |t1| (time.time()s; a line
+        without a time of its own, the shim's, goes with the one before),
+        the last |most| of them."""
+        keep, t = [], None
+        for l in self.err.splitlines():
+            m = re.match(r"^(\d\d:\d\d:\d\d\.\d\d\d) ", l)
+            if m:
+                t = unwall(m.group(1), t1)
+            if t is not None and t0 <= t <= t1:
+                keep.append(l)
+        return "  %s, %s to %s:\n%s" % (self.name, wall(t0), wall(t1),
+                                         indent("\n".join(keep[-most:])))
+
 
 def wall(t):
     """|t| as the library's log lines write the time."""
@@ -574,8 +588,9 @@ class Result:
                     self.longest = (ms, j.name, s, stopped)
                 if ms - own_ms >= bound_ms + PAST_SLACK_MS:
                     self.problems.append(("call past the bound", "%s step %d: %.0f ms, %.0f of "
-                                          "them stopped (the bound is %.0f ms)" %
-                                          (j.name, s, ms, own_ms, bound_ms)))
+                                          "them stopped (the bound is %.0f ms)\n%s" %
+                                          (j.name, s, ms, own_ms, bound_ms,
+                                           j.between(begun - 0.5, seen + 0.2))))
         # The library's own word. A round at its bound in a call during
         # which the job itself was stopped is the stopped job's: the issue
         # asks that it catch up or reload once resumed (it reloads), and
