@@ -289,9 +289,13 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round, boo
     if (late_only)
       st->log(DED_LOG_INFO, "cannot reload the run's state (%s): this job, in step but late, "
               "goes on fetching the results of the rounds it came late to", ded_strerror(rv));
-    else
+    else if (st->reload_fails++ == 0)
       st->log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
-              "and keeps its own values", ded_strerror(rv));
+              "and keeps its own values (tried again at every step; logged again once loaded)",
+              ded_strerror(rv));
+    else
+      st->log(DED_LOG_DEBUG, "cannot reload the run's state (%s), %u times in a row",
+              ded_strerror(rv), st->reload_fails);
     return;
   }
   const char *why;
@@ -303,9 +307,11 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round, boo
     return;
   }
   st->log(DED_LOG_INFO, "reloaded the run's state at round %llu (%llu bytes): this step, from "
-          "element %llu of the gradient stream on (was %llu), ends with it",
+          "element %llu of the gradient stream on (was %llu), ends with it%s",
           (unsigned long long)snap.round, (unsigned long long)snap.len,
-          (unsigned long long)snap.pos, (unsigned long long)st->pos);
+          (unsigned long long)snap.pos, (unsigned long long)st->pos,
+          st->reload_fails > 1 ? " (after failed reloads at earlier steps)" : "");
+  st->reload_fails = 0;
   free(st->loaded.bytes);
   st->loaded = snap;
   st->pos0 = st->pos = snap.pos; /* a step begins there, as it does here */

@@ -163,11 +163,13 @@ typedef struct ded_round_result {
    * fraction in millionths); NONE when alone or late. */
   uint8_t codec;
   uint32_t codec_ppm;
-  /* The round took the acceptors of an older result over rounds that had
-   * none anywhere, and another member's state goes on (its founder): this
-   * job's state is no longer the run's. Reload it at the next step's
-   * start, at the round the job is at then (ded_node_state_reload with
-   * the next round's number). */
+  /* This job's state is not the run's: the round took the acceptors of
+   * an older result over rounds that had none anywhere, and another
+   * member's state goes on (its founder); or a round of this job's kept
+   * its own values (alone and late) since its state was last loaded, this
+   * round included. Said by every report until a reload loads the run's
+   * state. Reload it at the next step's start, at the round the job is at
+   * then (ded_node_state_reload with the next round's number). */
   bool diverged;
   /* The same kind of round, with this job as its founder: its state is
    * the run's from here on (the other members reload it). */

@@ -52,6 +52,10 @@
  *   state        at every step's start (and at the end), every job in step
  *                (no round alone since it started or last loaded) holds
  *                the same P, bit for bit;
+ *   told         a job that kept its own values in a round out of step
+ *                (alone and late) is told to reload by every report until
+ *                it loaded (|behind| past its next round, or diverged), so
+ *                that it does not run on with the swarm on its own P;
  *   joining      a joiner's P once loaded is, bit for bit, the P a job that
  *                offered that snapshot (its round and digest) held at that
  *                round's step start; it is in step if that job was.
@@ -269,6 +273,11 @@ static void step_start(scenario *sc, job *j) {
     }
     j->late_swarm = 0;
   }
+  if (j->own && !j->retry && !j->refound && j->behind <= (uint64_t)j->next)
+    fail(sc, "node %d kept its own values in a round out of step, but no report since says to "
+         "reload (at round %d, behind %" PRIu64 "): it would run on with the swarm on parameters "
+         "of its own", j->node, j->next, j->behind);
+  j->retry = false;
   if (j->behind > (uint64_t)j->next || j->refound) {
     uint64_t min_round = j->behind > (uint64_t)j->next ? j->behind : (uint64_t)j->next;
     j->behind = 0;
@@ -306,7 +315,8 @@ static void step_finish(scenario *sc, job *j) {
   j->in_step = false;
   for (int r = j->step_first; r < j->step_end; r++) {
     const round_out *o = &j->out[r];
-    if (o->done && o->res.founder) j->diverged = false; /* its state is the run's from here */
+    if (o->done && o->res.founder) j->diverged = j->own = false; /* the run's from here */
+    if (o->done && o->status == 0 && o->res.alone && o->res.late) j->own = true;
     if ((o->res.alone && !o->res.founder) || !o->done || o->status != 0)
       j->diverged = true; /* a failure: reported */
     if (!o->done || o->status != 0) continue;
@@ -453,6 +463,7 @@ static void load_state(scenario *sc, job *j, const ded_snapshot *snap) {
   memcpy(j->P, snap->bytes, snap->len);
   say(sc, "LOADED n%d: round %d%s", j->node, round, j->loading ? "" : " (reload)");
   j->next = round;
+  j->own = false;
   j->loaded_ns = sim_now(sc->s);
   check_loaded(sc, j, round, snap->digest);
   check_state(sc, j, round);
@@ -470,6 +481,7 @@ static void hook_state_done(void *user, int node, int status, ded_snapshot *snap
     } else { /* the engine goes on where it was: so does the job, out of step */
       say(sc, "RELOAD FAILED n%d: %s", node, ded_strerror(status));
       sc->reload_failed++;
+      j->retry = true;
     }
     sim_at(sc->s, node, sim_now(sc->s), TAG_SUBMIT); /* the step waiting for it */
     maybe_end(sc); /* a reload to the run's end leaves nothing to run */

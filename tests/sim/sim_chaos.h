@@ -91,6 +91,12 @@ typedef struct job {
   bool diverged;  /* a round alone since it started or last loaded */
   uint64_t behind; /* the swarm's round, from a result with |behind| */
   bool refound;    /* a result said this job's state is not the run's: reload where it is */
+  /* A round out of step (alone and late: its own values kept) since it
+   * last loaded: every report since must tell it to reload (|behind| past
+   * its next round, or |refound|), else it would run on in step with the
+   * swarm on parameters of its own; |retry| once a reload failed (the
+   * step it held up starts at once, before any report). */
+  bool own, retry;
   int branch;      /* the founding its state descends from (0: the run's start; sim_chaos_check.c) */
   /* Late while in step, as the shim counts it (ded_step.c): the swarm's
    * round and ours in the latest late round (late_swarm 0: not late), and

@@ -87,9 +87,11 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.recoveries = r->recoveries;
   res.behind = r->behind;
   if (with_result) res.diverged = round_take_founder(node, r, &res.founder);
+  if (status == 0 && alone && late) node->rounds.astray = true; /* our own values */
+  if (res.founder) node->rounds.astray = false;
   /* Until it reloads, every report says so: a reload that failed is
    * tried again at the next step. */
-  if (node->rounds.diverged && !res.founder) res.diverged = true;
+  if ((node->rounds.diverged || node->rounds.astray) && !res.founder) res.diverged = true;
   if (late && !alone && node->rounds.catch_up > r->no) res.swarm_round = node->rounds.catch_up;
   uint8_t *ids = NULL;
   if (via_attempt) {

@@ -189,6 +189,16 @@ typedef struct ded_rounds {
    * until it reloads, so it offers none. */
   bool diverged;
   uint8_t founder[DED_ID_BYTES]; /* ... whose state is the run's: a reload asks it first */
+  /* A round of ours reported out of step (alone and late: it kept our own
+   * values) since our state was last loaded: the state is not the run's
+   * until a reload, even once our rounds are back at the swarm's (a
+   * joiner that learnt its step only after its out-of-step rounds ran
+   * on in step, and was refused the reload: churn soak 3052993591). Every
+   * report says |diverged| then, a reload may be of the next round
+   * itself, and no snapshot is offered. Unlike |diverged| it leaves the
+   * JOIN's HELD claim alone (ded_round_held): a founder is chosen by the
+   * newest result each member holds. */
+  bool astray;
   /* Our group yields to another group of the run (ded_rounds_check_groups):
    * every round of ours ends out of step at once, |diverged| is set with
    * |founder| the peer of the other group, until a reload ends (loaded,

@@ -147,9 +147,17 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
    * and a joiner that took it would start steps behind (churn soak
    * 2447971660: two joiners loaded a snapshot 49 steps old from a job
    * that had just learnt it was out of step). It offers again once it
-   * reloaded and took a snapshot; the asker waits meanwhile. */
-  bool behind = node->rounds.diverged || node->rounds.yielding ||
-                node->rounds.stale > node->rounds.next;
+   * reloaded and took a snapshot; the asker waits meanwhile. Except when
+   * its state is its own or another's (astray, diverged, yielding): it
+   * may never get the run's (every job of the run astray after a round
+   * with no result anywhere, sim_chaos seed 1015), and an asker that
+   * waited for it, while it waits for its own reload, would wait the
+   * whole bound at every step: none, at once. */
+  if (node->rounds.diverged || node->rounds.astray || node->rounds.yielding) {
+    state_send_offer(node, p, DED_STATE_NONE, 0, 0);
+    return;
+  }
+  bool behind = node->rounds.stale > node->rounds.next;
   if (!behind && (state_snap_fresh(node, m->min_round) ||
                   (st->have_snap && st->snap.round >= m->min_round &&
                    node->now_ns < st->snap_served_ns + STATE_SNAP_BUSY_NS))) {
@@ -182,6 +190,15 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
   }
 }
 
+void ded_xfer_askers_none(ded_node *node) {
+  ded_xfer *st = &node->xfer;
+  for (size_t i = 0; i < st->naskers; i++) {
+    ded_peer *p = ded_peer_find(node, st->askers[i].id);
+    if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
+  }
+  st->naskers = 0;
+}
+
 int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   ded_xfer *st = &node->xfer;
   st->snap_wanted = false;
@@ -191,19 +208,16 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   /* The lineage the joiner's first round needs: round-1 must have ended
    * here with the swarm's result, or this job cannot vouch for the state. */
   ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
-  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0 || node->rounds.diverged) {
+  bool own = node->rounds.diverged || node->rounds.astray;
+  if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0 || own) {
     node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
              (unsigned long long)snap->round,
-             !ok                    ? "malformed"
-             : node->rounds.diverged ? "this job's state is not the run's until it reloads"
-                                     : "this job did not finish the round before with the swarm");
+             !ok   ? "malformed"
+             : own ? "this job's state is not the run's until it reloads"
+                   : "this job did not finish the round before with the swarm");
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
-    for (size_t i = 0; i < st->naskers; i++) {
-      ded_peer *p = ded_peer_find(node, st->askers[i].id);
-      if (p && p->conn) state_send_offer(node, p, DED_STATE_NONE, 0, 0);
-    }
-    st->naskers = 0;
+    ded_xfer_askers_none(node);
     return DED_ERR_INVALID_ARG;
   }
   uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(e->n));

@@ -412,7 +412,7 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   }
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
-  node->rounds.diverged = false;
+  node->rounds.diverged = node->rounds.astray = false;
   if (w->nlin) { /* else a checkpoint: the rounds start anew at its round (a first round) */
     ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                         (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
@@ -689,8 +689,14 @@ void ded_xfer_tick(ded_node *node, uint64_t now_ns) {
     }
     bool settled = pending == 0 && !state_peer_unasked(node);
     if (st->reload) { /* a run is in progress: wait for an offer, within the bound */
-      if (now_ns >= st->deadline_ns || (settled && st->ndonors == 0)) {
-        node_log(node, DED_LOG_WARN, "no peer offered the run's state of round %llu or later "
+      /* Every peer asked (as many as we ask), none offers or will (a peer
+       * in step answers PENDING until its next step): tried again at the
+       * next step. */
+      bool timed_out = now_ns >= st->deadline_ns;
+      if (timed_out || settled || (pending == 0 && st->ndonors >= DED_XFER_ASK_MAX)) {
+        /* Said at once by every peer asked: the shim's line says it. */
+        node_log(node, timed_out ? DED_LOG_WARN : DED_LOG_DEBUG,
+                 "no peer offered the run's state of round %llu or later "
                  "within %llu ms: %s", (unsigned long long)st->min_round,
                  (unsigned long long)((now_ns - st->asked_ns) / 1000000u),
                  st->reload_in_step ? "this job catches up by fetching the rounds' results"
@@ -775,12 +781,19 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   for (unsigned i = 0; i < node->rounds.n && !busy; i++)
     busy = !ded_round_over(node->rounds.v[i]);
   if (!node->cb.state_done || busy || node->s.no_rounds || min_round < node->rounds.next ||
-      (min_round == node->rounds.next && !node->rounds.diverged))
+      (min_round == node->rounds.next && !node->rounds.diverged && !node->rounds.astray))
     return DED_ERR_INVALID_ARG;
-  node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
-           (unsigned long long)(min_round - node->rounds.next), (unsigned long long)min_round);
+  if (min_round > node->rounds.next)
+    node_log(node, DED_LOG_INFO, "%llu rounds behind the swarm (at round %llu): reloading its state",
+             (unsigned long long)(min_round - node->rounds.next), (unsigned long long)min_round);
+  else
+    node_log(node, DED_LOG_INFO, "this job's state is its own (it kept its own values in a round): "
+             "reloading the run's, of round %llu or later", (unsigned long long)min_round);
+  /* Our own snapshot comes after the reload: whoever waits for it would
+   * wait for us, while we may wait for them. */
+  ded_xfer_askers_none(node);
   st->reload = true;
-  st->reload_in_step = !node->rounds.diverged && !node->rounds.yielding &&
+  st->reload_in_step = !node->rounds.diverged && !node->rounds.astray && !node->rounds.yielding &&
                        node->rounds.stale <= node->rounds.next;
   st->min_round = min_round;
   st->tries = 0;

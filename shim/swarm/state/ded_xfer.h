@@ -146,6 +146,10 @@ void ded_xfer_snap_drop(ded_node *node);
 void ded_xfer_found_drop(ded_node *node);
 void ded_xfer_donor_tick(ded_node *node, uint64_t now_ns);
 
+/* Tells the peers waiting for our next snapshot (PENDING) that none
+ * comes (NONE): it would not be the run's, or not soon. */
+void ded_xfer_askers_none(ded_node *node);
+
 /* ded_node_state_fetch, without entering the node: 0 or an error. */
 int ded_xfer_fetch(ded_node *node, uint64_t now_ns);
 

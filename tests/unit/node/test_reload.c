@@ -117,6 +117,27 @@ static void tnode_out_of_step(tnode *t, float *bufs[], unsigned rounds, ded_iden
   for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &len, t->now));
 }
 
+/* Round |round| completes late at the node: lo (connection 0), its only
+ * member, tells it by a DECIDE that it holds the result, sends it, and
+ * answers the node's HAVE (until then the node reports nothing: which
+ * bytes are the round's is lo's word to its HAVE). */
+static void late_result(tnode *t, uint64_t round, const ded_ident *lo) {
+  ded_msg_member m[1];
+  member_set(&m[0], lo->id, 1.0, 1, 0);
+  const uint64_t A = attempt_of(0, lo->id);
+  ded_msg_commit c = commit_of(round, A, 0, m, 1);
+  const uint16_t holders[1] = {0};
+  send_decide(t, 0, 0, DED_DECIDE_F_CHOSEN, &c, holders);
+  float g[COUNT];
+  for (int i = 0; i < COUNT; i++) g[i] = (float)i;
+  int before = t->rounds_done;
+  send_chunks(t, 0, DED_MSG_RESULT, round, A, 0, g, COUNT);
+  assert_int_equal(t->rounds_done, before);
+  uint8_t dg[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, dg);
+  answer_have_done(t, 0, round, A, dg);
+}
+
 /*
  * round_done's |behind| is where a STALE for a round the node asked about
  * says the swarm is; 0 for a round that ended with the swarm, for one
@@ -142,19 +163,7 @@ static void test_node_stale_sets_behind(void **state) {
   ded_ident lo, hi;
   peers_around(&t, &lo, &hi);
   send_hello(&t, 0, &lo, RUN);
-  ded_msg_member m[1];
-  member_set(&m[0], lo.id, 1.0, 1, 0);
-  const uint64_t A = attempt_of(0, lo.id);
-  ded_msg_commit c = commit_of(0, A, 0, m, 1);
-  const uint16_t holders[1] = {0};
-  send_decide(&t, 0, 0, DED_DECIDE_F_CHOSEN, &c, holders);
-  float g[COUNT];
-  for (int i = 0; i < COUNT; i++) g[i] = (float)i;
-  send_chunks(&t, 0, DED_MSG_RESULT, 0, A, 0, g, COUNT);
-  assert_int_equal(t.rounds_done, 0); /* which bytes: lo's answer to the node's HAVE */
-  uint8_t dg[DED_RESULT_DIGEST_BYTES];
-  result_digest(g, dg);
-  answer_have_done(&t, 0, 0, A, dg);
+  late_result(&t, 0, &lo);
   assert_int_equal(t.rounds_done, 1);
   assert_int_equal(t.last.status, 0);
   assert_true(t.last.late);
@@ -197,6 +206,56 @@ static void test_node_stale_sets_behind(void **state) {
 }
 
 /*
+ * A node out of step stays so until it reloads, even once its rounds are
+ * back where the swarm is: lo says the swarm is at round 1 (STALE for
+ * round 0, which keeps the job's own values), and round 1 then completes
+ * late with lo's result. Round 1's report says diverged, a reload of
+ * round 2 (the next one itself) is taken, and the node offers no
+ * snapshot meanwhile. (Churn soak 3052993591: a joiner's shim learnt its
+ * step only after such a round; its reload, of the round the STALE named,
+ * was refused as not past the next one, and the job trained on its own
+ * parameters to its end, in every round with the swarm.)
+ */
+static void test_node_astray_until_reloaded(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[1] = {b0};
+  for (int i = 0; i < COUNT; i++) b0[i] = b1[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi;
+  tnode_joined_lohi(&t, bufs, 1, &lo, &hi);
+  send_stale(&t, 0, 0, 1);
+  assert_int_equal(t.rounds_done, 1);
+  assert_true(t.last.alone && t.last.late);
+  assert_int_equal(t.last.behind, 1);
+  size_t len;
+  for (unsigned i = 0; i < 2; i++) free(tnode_output_on(&t, i, &len, t.now));
+  /* Round 1: the swarm's; its result fetched from lo, its only member. */
+  ded_round_args a = {b1, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+  late_result(&t, 1, &lo);
+  assert_int_equal(t.rounds_done, 2);
+  assert_int_equal(t.last.round, 1);
+  assert_int_equal(t.last.status, 0);
+  assert_true(t.last.late);
+  assert_false(t.last.alone);
+  assert_int_equal(t.last.behind, 0);
+  if (!t.last.diverged)
+    fail_msg("a job that kept its own values in round 0 reported round 1, the swarm's, as "
+             "if its state were the run's");
+  /* No snapshot to offer, now or at its next step: its state is its own
+   * (NONE at once: the asker may be what its own reload waits for). */
+  free(tnode_output(&t, &len, t.now));
+  send_state_ask(&t, 1, 2);
+  expect_offer(&t, 1, DED_STATE_NONE, 0);
+  /* The reload, at its next round itself. */
+  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
+  uint64_t min_round = 0;
+  assert_int_equal(output_asks(&t, 0, &min_round), 1);
+  assert_int_equal(min_round, 2);
+  ded_node_free(t.node);
+}
+
+/*
  * ded_node_state_reload is refused with a round in flight, for a round
  * that is not past the node's next one, while a fetch is in progress,
  * without a state_done callback, and after leave; state_done is not
@@ -225,16 +284,16 @@ static void test_node_state_reload_refused(void **state) {
   assert_int_equal(t.last.behind, 5);
   ded_node_free(t.node);
 
-  /* Every round reported, the next one is 1: min_round 0 and 1 are no
-   * reload; 2 is; a second one while it runs is refused. */
+  /* Every round reported, the next one is 1: min_round 0 is no reload;
+   * 1 is (round 0 kept the job's own values: a snapshot of the round it
+   * is at will do); a second one while it runs is refused. */
   tnode_out_of_step(&t, bufs, 1, &lo, &hi);
   assert_int_equal(ded_node_state_reload(t.node, 0, t.now), DED_ERR_INVALID_ARG);
-  assert_int_equal(ded_node_state_reload(t.node, 1, t.now), DED_ERR_INVALID_ARG);
   assert_int_equal(output_asks(&t, 0, &(uint64_t){0}), 0);
-  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
+  assert_int_equal(ded_node_state_reload(t.node, 1, t.now), 0);
   uint64_t min_round = 0;
   assert_int_equal(output_asks(&t, 0, &min_round), 1);
-  assert_int_equal(min_round, 2);
+  assert_int_equal(min_round, 1);
   assert_int_equal(ded_node_state_reload(t.node, 5, t.now), DED_ERR_INVALID_ARG);
   assert_int_equal(ded_node_state_fetch(t.node, t.now), DED_ERR_INVALID_ARG);
   assert_int_equal(output_asks(&t, 0, &min_round), 0);
@@ -353,48 +412,58 @@ static void test_node_state_reload_fetches(void **state) {
 
 /*
  * In a reload, FRESH and NONE never mean "no run in progress" (the node
- * knows one is): without an offer, state_done reports DED_ERR_TIMEOUT at
- * the bound (round_timeout, 10 s), not 0 without a snapshot at once; the
- * node then goes on where it was (round 1 next).
+ * knows one is): without an offer, state_done reports DED_ERR_TIMEOUT,
+ * not 0 without a snapshot; the node then goes on where it was (round 1
+ * next). At the bound while a peer has not answered (lo says FRESH, hi
+ * nothing); at once when every peer has answered and none offers or will
+ * (FRESH and NONE: the shim tries again at its next step, and a reload
+ * that waited the bound on peers that had all said no made every step a
+ * bound long where every job was astray, sim_chaos seed 1015).
  */
 static void test_node_state_reload_times_out(void **state) {
   (void)state;
   float buf[COUNT], *bufs[1] = {buf};
   for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
-  tnode t;
-  ded_ident lo, hi;
-  tnode_out_of_step(&t, bufs, 1, &lo, &hi);
-  uint64_t t0 = t.now;
-  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
-  uint64_t min_round = 0;
-  assert_int_equal(output_asks(&t, 0, &min_round), 1);
-  assert_int_equal(output_asks(&t, 1, &min_round), 1);
-  ded_msg_state_offer m;
-  memset(&m, 0, sizeof m);
-  m.status = DED_STATE_FRESH;
-  send_state_offer(&t, 0, &m);
-  m.status = DED_STATE_NONE;
-  send_state_offer(&t, 1, &m);
-  assert_false(t.closed[0]);
-  assert_false(t.closed[1]);
-  tnode_advance(&t, SEC_NS);
-  if (t.state_calls != 0)
-    fail_msg("a reload that heard only FRESH and NONE ended after 1 s (status %d, %s)",
-             t.state_status, t.state_has_snap ? "a snapshot" : "no snapshot");
-  tnode_advance(&t, t0 + 10 * SEC_NS - 200 * MS_NS - t.now);
-  assert_int_equal(t.state_calls, 0);
-  tnode_advance(&t, 400 * MS_NS);
-  assert_int_equal(t.state_calls, 1);
-  assert_int_equal(t.state_status, DED_ERR_TIMEOUT);
-  assert_false(t.state_has_snap);
-  assert_false(t.closed[0]);
-  assert_false(t.closed[1]);
-  /* Reported once; the node goes on where it was. */
-  tnode_advance(&t, SEC_NS);
-  assert_int_equal(t.state_calls, 1);
-  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
-  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
-  ded_node_free(t.node);
+  for (int answered = 0; answered < 2; answered++) {
+    tnode t;
+    ded_ident lo, hi;
+    tnode_out_of_step(&t, bufs, 1, &lo, &hi);
+    uint64_t t0 = t.now;
+    assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0);
+    uint64_t min_round = 0;
+    assert_int_equal(output_asks(&t, 0, &min_round), 1);
+    assert_int_equal(output_asks(&t, 1, &min_round), 1);
+    ded_msg_state_offer m;
+    memset(&m, 0, sizeof m);
+    m.status = DED_STATE_FRESH;
+    send_state_offer(&t, 0, &m);
+    if (answered) {
+      m.status = DED_STATE_NONE;
+      send_state_offer(&t, 1, &m);
+      tnode_advance(&t, MS_NS);
+      if (t.state_calls != 1)
+        fail_msg("a reload that heard FRESH and NONE from every peer had not ended 1 ms on");
+    } else {
+      tnode_advance(&t, SEC_NS);
+      if (t.state_calls != 0)
+        fail_msg("a reload that heard only FRESH, one peer still to answer, ended after 1 s "
+                 "(status %d, %s)", t.state_status, t.state_has_snap ? "a snapshot" : "no snapshot");
+      tnode_advance(&t, t0 + 10 * SEC_NS - 200 * MS_NS - t.now);
+      assert_int_equal(t.state_calls, 0);
+      tnode_advance(&t, 400 * MS_NS);
+      assert_int_equal(t.state_calls, 1);
+    }
+    assert_int_equal(t.state_status, DED_ERR_TIMEOUT);
+    assert_false(t.state_has_snap);
+    assert_false(t.closed[0]);
+    assert_false(t.closed[1]);
+    /* Reported once; the node goes on where it was. */
+    tnode_advance(&t, SEC_NS);
+    assert_int_equal(t.state_calls, 1);
+    ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+    assert_int_equal(ded_node_round_submit(t.node, &a, t.now), 1);
+    ded_node_free(t.node);
+  }
 }
 
 /*
@@ -743,6 +812,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
       cmocka_unit_test(test_node_stale_sets_behind),
+      cmocka_unit_test(test_node_astray_until_reloaded),
       cmocka_unit_test(test_node_state_reload_refused),
       cmocka_unit_test(test_node_state_reload_fetches),
       cmocka_unit_test(test_node_state_reload_times_out),
