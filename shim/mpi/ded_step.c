@@ -240,6 +240,7 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   if (res->behind > st->behind) st->behind = res->behind;
   if (res->diverged) st->diverged = true;
   if (res->founder) st->diverged = false; /* its state is the run's */
+  if (!res->diverged && !res->behind) st->reload_fails = 0; /* in step: a new count */
   if (res->late && !res->alone && res->swarm_round > res->round) {
     st->late_swarm = res->swarm_round;
     st->late_round = res->round;
@@ -285,17 +286,20 @@ static uint64_t reload_wanted(ded_step *st, bool step_begins, bool idle, bool *l
 static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round, bool late_only) {
   ded_snapshot snap;
   int rv = ded_driver_state_reload(driver, min_round, &snap);
+  pthread_mutex_lock(&st->mu); /* the driver thread resets it (ded_step_round_done) */
+  unsigned fails = st->reload_fails;
+  st->reload_fails = rv != 0 && !late_only ? fails + 1 : rv != 0 ? fails : 0;
+  pthread_mutex_unlock(&st->mu);
   if (rv != 0) {
     if (late_only)
       st->log(DED_LOG_INFO, "cannot reload the run's state (%s): this job, in step but late, "
               "goes on fetching the results of the rounds it came late to", ded_strerror(rv));
-    else if (st->reload_fails++ == 0)
+    else if (fails == 0)
       st->log(DED_LOG_WARN, "cannot reload the run's state (%s): this job stays out of step "
-              "and keeps its own values (tried again at every step; logged again once loaded)",
-              ded_strerror(rv));
+              "and keeps its own values (tried again at its next steps)", ded_strerror(rv));
     else
       st->log(DED_LOG_DEBUG, "cannot reload the run's state (%s), %u times in a row",
-              ded_strerror(rv), st->reload_fails);
+              ded_strerror(rv), fails + 1);
     return;
   }
   const char *why;
@@ -310,8 +314,7 @@ static void reload_run(ded_step *st, ded_driver *driver, uint64_t min_round, boo
           "element %llu of the gradient stream on (was %llu), ends with it%s",
           (unsigned long long)snap.round, (unsigned long long)snap.len,
           (unsigned long long)snap.pos, (unsigned long long)st->pos,
-          st->reload_fails > 1 ? " (after failed reloads at earlier steps)" : "");
-  st->reload_fails = 0;
+          fails ? " (after reloads that failed at earlier steps)" : "");
   free(st->loaded.bytes);
   st->loaded = snap;
   st->pos0 = st->pos = snap.pos; /* a step begins there, as it does here */

@@ -135,8 +135,9 @@ typedef struct ded_step {
   bool diverged; /* a round said this job's state is not the run's: reload where it is */
   uint64_t late_swarm, late_round, reload_gap;
   bool reload_gap_pending;
-  /* Reloads that failed in a row (the first is a warning, the others,
-   * tried at every step, are logged at debug level). */
+  /* Reloads that failed in a row (the first is a warning, those tried at
+   * the steps after at debug level); 0 again once loaded or back in step
+   * (a report neither behind nor diverged). */
   unsigned reload_fails;
   /* Rank 0: the round the current step began at (|step_round_known|:
    * a step was seen to begin, not only the stream), and how many the

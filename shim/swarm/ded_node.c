@@ -808,6 +808,8 @@ int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   return rv;
 }
 
+bool ded_node_astray(const ded_node *node) { return node->rounds.astray; }
+
 int ded_node_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   node_enter(node, now_ns);
   int rv = ded_xfer_snapshot_set(node, snap, now_ns);

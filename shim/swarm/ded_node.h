@@ -378,6 +378,19 @@ int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
 int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
 
 /*
+ * A job that kept its own values in a round (a round_done alone and late)
+ * is astray: its reports say |diverged| until a reload loads the run's
+ * state, or until DED_NODE_ASTRAY_TRIES reloads in a row failed with no
+ * peer in step heard (none offered or said it would), the last a round
+ * bound or more after that round reported: then no peer is taken to hold
+ * the run's state to give (every job kept its own values, or the one it
+ * would load from did too), and the node's state goes on as the run's.
+ * ded_node_astray says whether it is astray now.
+ */
+#define DED_NODE_ASTRAY_TRIES 3
+bool ded_node_astray(const ded_node *node);
+
+/*
  * Hands the node a snapshot of this job's state, asked for through
  * want_snapshot: it offers it to the joiners that asked. The node takes
  * snap->bytes (allocated with its allocator) on every path. Returns 0, or

@@ -314,6 +314,8 @@ static bool cut_between(const sim *s, int a, int b) {
   return false;
 }
 
+bool sim_cut(const sim *s, int a, int b) { return cut_between(s, a, b); }
+
 bool sim_node_frozen(const sim *s, int i) {
   return i >= 0 && i < s->n && s->nodes[i].frozen_until != 0;
 }

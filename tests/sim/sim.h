@@ -214,6 +214,9 @@ void sim_partition(sim *s, int a, int b, uint64_t until_ns);
 /* sim_partition of |a| from every other node. */
 void sim_isolate(sim *s, int a, uint64_t until_ns);
 
+/* True while a partition or an isolation cuts nodes |a| and |b| apart. */
+bool sim_cut(const sim *s, int a, int b);
+
 /*
  * Node |liar| equivocates towards node |victim| until |until_ns|: every
  * RESULT frame |liar| sends |victim| in that time reaches it with the

@@ -55,7 +55,10 @@
  *   told         a job that kept its own values in a round out of step
  *                (alone and late) is told to reload by every report until
  *                it loaded (|behind| past its next round, or diverged), so
- *                that it does not run on with the swarm on its own P;
+ *                that it does not run on with the swarm on its own P, or
+ *                until the engine gives up (no peer in step heard in
+ *                DED_NODE_ASTRAY_TRIES reloads), which it must not do
+ *                while a job in step can be reached;
  *   joining      a joiner's P once loaded is, bit for bit, the P a job that
  *                offered that snapshot (its round and digest) held at that
  *                round's step start; it is in step if that job was.
@@ -315,8 +318,7 @@ static void step_finish(scenario *sc, job *j) {
   j->in_step = false;
   for (int r = j->step_first; r < j->step_end; r++) {
     const round_out *o = &j->out[r];
-    if (o->done && o->res.founder) j->diverged = j->own = false; /* the run's from here */
-    if (o->done && o->status == 0 && o->res.alone && o->res.late) j->own = true;
+    if (o->done && o->res.founder) j->diverged = false; /* its state is the run's from here */
     if ((o->res.alone && !o->res.founder) || !o->done || o->status != 0)
       j->diverged = true; /* a failure: reported */
     if (!o->done || o->status != 0) continue;
@@ -469,6 +471,27 @@ static void load_state(scenario *sc, job *j, const ded_snapshot *snap) {
   check_state(sc, j, round);
 }
 
+/* The engine gave up waiting for the run's state (DED_NODE_ASTRAY_TRIES
+ * reloads that heard no peer in step): its state goes on as the run's, and
+ * its reports stop telling it to reload. Wrong while a job in step (none
+ * of its own values since it last loaded, not loading, not frozen) could
+ * be reached: that one holds the run's state and would have offered it. */
+static void astray_gave_up(scenario *sc, job *j) {
+  j->own = false;
+  sc->astray_gave_up++;
+  say(sc, "GAVE UP n%d: its own state goes on as the run's", j->node);
+  for (int i = 0; i < sc->used; i++) {
+    const job *k = &sc->jobs[i];
+    if (k == j || !k->scheduled || sim_now(sc->s) < k->params.start_ns || k->crashed ||
+        k->gave_up || k->loading || k->reloading || k->own || k->diverged || k->next == 0 ||
+        sim_frozen(sc->s, k->node) || sim_cut(sc->s, j->node, k->node))
+      continue;
+    fail(sc, "node %d gave up waiting for the run's state while node %d held it, in step and "
+         "reachable (at its round %d)", j->node, k->node, k->next);
+    return;
+  }
+}
+
 static void hook_state_done(void *user, int node, int status, ded_snapshot *snap) {
   scenario *sc = user;
   job *j = &sc->jobs[node];
@@ -482,6 +505,7 @@ static void hook_state_done(void *user, int node, int status, ded_snapshot *snap
       say(sc, "RELOAD FAILED n%d: %s", node, ded_strerror(status));
       sc->reload_failed++;
       j->retry = true;
+      if (j->own && !ded_node_astray(sim_node(sc->s, node))) astray_gave_up(sc, j);
     }
     sim_at(sc->s, node, sim_now(sc->s), TAG_SUBMIT); /* the step waiting for it */
     maybe_end(sc); /* a reload to the run's end leaves nothing to run */
@@ -609,6 +633,9 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
       res->behind);
   if (res->behind > j->behind) j->behind = res->behind;
   if (res->diverged) j->refound = true;
+  /* Its own values: told to reload from here on (told, above). */
+  if (res->founder) j->own = false;
+  if (res->status == 0 && res->alone && res->late) j->own = true;
   if (res->founder) {
     j->refound = false;
     found_branch(sc, j, r);
@@ -688,6 +715,7 @@ static void count_totals(const scenario *sc) {
   totals.reload_seeds += reloads > 0;
   totals.reloads += reloads;
   totals.reload_failed += sc->reload_failed;
+  totals.astray_gave_up += sc->astray_gave_up;
   totals.snap_refused += sc->snap_refused;
   totals.rollback_seeds += sc->rolled_back;
 }
@@ -872,12 +900,14 @@ int main(int argc, char **argv) {
     printf("sim_chaos: %" PRIu64 " seeds, %d failed\n", seeds, failed);
   printf("sim_chaos: seeds with joiners %d, with restarts %d, with reloads %d; joiners and "
          "restarts: loaded %d (%d at the run's end), found no run in progress %d (and left), "
-         "gave up %d (explained: by faults %d, by the run's end %d); reloads %d (%d failed); "
+         "gave up %d (explained: by faults %d, by the run's end %d); reloads %d (%d failed; "
+         "astray jobs that took their own state as the run's %d); "
          "loaded a diverged state %d; snapshots refused %d; rolled back (a branch died with "
          "every holder, the run went on from an older state) %d\n",
          totals.joiner_seeds, totals.restart_seeds, totals.reload_seeds, totals.joined,
          totals.joined_end, totals.no_run, totals.gave_up, totals.gave_up_faults,
-         totals.gave_up_end, totals.reloads, totals.reload_failed, totals.diverged_loads,
+         totals.gave_up_end, totals.reloads, totals.reload_failed, totals.astray_gave_up,
+         totals.diverged_loads,
          totals.snap_refused, totals.rollback_seeds);
   printf("sim_chaos: seeds with an equivocating reducer %d (RESULT frames altered %" PRIu64 "; "
          "a round it lied in left without a result anywhere, strict liveness not asked after "

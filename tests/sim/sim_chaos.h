@@ -95,7 +95,9 @@ typedef struct job {
    * last loaded: every report since must tell it to reload (|behind| past
    * its next round, or |refound|), else it would run on in step with the
    * swarm on parameters of its own; |retry| once a reload failed (the
-   * step it held up starts at once, before any report). */
+   * step it held up starts at once, before any report). The engine stops
+   * saying so when it gives up (ded_node_astray false again, no load):
+   * its state goes on as the run's. */
   bool own, retry;
   int branch;      /* the founding its state descends from (0: the run's start; sim_chaos_check.c) */
   /* Late while in step, as the shim counts it (ded_step.c): the swarm's
@@ -178,6 +180,7 @@ typedef struct scenario {
   offer *offers;
   int noffers;
   int snap_refused, reload_failed;
+  int astray_gave_up; /* jobs whose engine gave up waiting for the run's state */
   uint64_t over_ns; /* a job ran its last round */
   /* A named scenario (--scenario): its schedule replaces the drawn faults,
    * joiners and equivocation (named: SCEN_NONE otherwise). */
@@ -216,7 +219,7 @@ typedef struct chaos_totals {
   int joiner_seeds, restart_seeds, reload_seeds, liar_seeds, liar_stalls;
   uint64_t equivocated;
   int joined, joined_end, no_run, gave_up, gave_up_faults, gave_up_end;
-  int reloads, reload_failed, diverged_loads, snap_refused;
+  int reloads, reload_failed, diverged_loads, snap_refused, astray_gave_up;
   int rollback_seeds; /* a branch re-founded after every holder of a later one crashed */
 } chaos_totals;
 extern chaos_totals totals;

@@ -87,7 +87,11 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.recoveries = r->recoveries;
   res.behind = r->behind;
   if (with_result) res.diverged = round_take_founder(node, r, &res.founder);
-  if (status == 0 && alone && late) node->rounds.astray = true; /* our own values */
+  if (status == 0 && alone && late && !node->rounds.astray) { /* our own values */
+    node->rounds.astray = true;
+    node->rounds.astray_fails = 0;
+    node->rounds.astray_ns = node->now_ns;
+  }
   if (res.founder) node->rounds.astray = false;
   /* Until it reloads, every report says so: a reload that failed is
    * tried again at the next step. */

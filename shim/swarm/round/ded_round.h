@@ -197,8 +197,13 @@ typedef struct ded_rounds {
    * report says |diverged| then, a reload may be of the next round
    * itself, and no snapshot is offered. Unlike |diverged| it leaves the
    * JOIN's HELD claim alone (ded_round_held): a founder is chosen by the
-   * newest result each member holds. */
+   * newest result each member holds. After DED_NODE_ASTRAY_TRIES reloads
+   * in a row that failed (|astray_fails|, from 0 as it went astray, at
+   * |astray_ns|), once a bound has passed since, no peer holds the run's
+   * state to give: ours goes on as the run's. */
   bool astray;
+  unsigned astray_fails;
+  uint64_t astray_ns;
   /* Our group yields to another group of the run (ded_rounds_check_groups):
    * every round of ours ends out of step at once, |diverged| is set with
    * |founder| the peer of the other group, until a reload ends (loaded,

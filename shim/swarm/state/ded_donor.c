@@ -153,7 +153,7 @@ void ded_xfer_on_ask(ded_node *node, ded_conn *c, const ded_msg_state_ask *m) {
    * with no result anywhere, sim_chaos seed 1015), and an asker that
    * waited for it, while it waits for its own reload, would wait the
    * whole bound at every step: none, at once. */
-  if (node->rounds.diverged || node->rounds.astray || node->rounds.yielding) {
+  if (node->rounds.diverged || node->rounds.astray || node->rounds.yielding || st->own_snap_due) {
     state_send_offer(node, p, DED_STATE_NONE, 0, 0);
     return;
   }
@@ -218,6 +218,10 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
     ded_xfer_askers_none(node);
+    if (st->own_snap_due && !own && node->cb.want_snapshot) { /* ours is due: the next step */
+      st->snap_wanted = true;
+      node->cb.want_snapshot(node->user);
+    }
     return DED_ERR_INVALID_ARG;
   }
   uint8_t(*lin)[DED_ID_BYTES] = ded_mem_malloc(node->mem, DED_LIN_BYTES(e->n));
@@ -235,6 +239,7 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   st->snap_nlin = e->n;
   st->snap_lin_attempt = e->attempt;
   st->have_snap = true;
+  st->own_snap_due = false;
   st->snap_used_ns = now_ns;
   st->snap_served_ns = 0;
   /* Askers who want a later round wait for a later snapshot: one step

@@ -42,6 +42,34 @@ static void state_done(ded_node *node, int status, ded_snapshot *snap) {
   ded_xfer *st = &node->xfer;
   st->phase = DED_XFER_FINISHED;
   if (st->reload) node->rounds.yielding = false; /* loaded, or the groups are compared again */
+  /* Astray, a reload that heard no peer in step (no OFFER, no PENDING)
+   * counts; DED_NODE_ASTRAY_TRIES of them in a row (or as many as it
+   * takes to ask every peer), a bound or more after it went astray, and
+   * no peer is taken to hold the run's state to give:
+   * every job of the run may be astray (a round with no result anywhere,
+   * and no founder), or the one it would load from too (a founder that
+   * went astray before the others loaded its state); none would offer
+   * until another did, and joiners could never join. The bound keeps it
+   * from giving up on peers in step that are only busy for a while
+   * (fetching themselves, stopped); successive reloads ask other peers
+   * (state_ask_more). */
+  bool gave_up = false;
+  if (st->reload && status != 0 && node->rounds.astray) {
+    node->rounds.astray_fails = st->run_seen ? 0 : node->rounds.astray_fails + 1;
+    /* Enough of them to have asked every peer (DED_XFER_ASK_MAX a time). */
+    size_t tries = DED_MAX((size_t)DED_NODE_ASTRAY_TRIES,
+                           (node->peers.n + DED_XFER_ASK_MAX - 1) / DED_XFER_ASK_MAX);
+    if (node->rounds.astray_fails >= tries &&
+        node->now_ns >= node->rounds.astray_ns + node->s.round_timeout_ns) {
+      node->rounds.astray = false;
+      gave_up = true;
+      st->own_snap_due = true;
+      if (node->cb.want_snapshot && !st->snap_wanted) {
+        st->snap_wanted = true;
+        node->cb.want_snapshot(node->user);
+      }
+    }
+  }
   st->founding = false;
   st->pull = false;
   ded_mem_free(node->mem, st->chunk);
@@ -56,6 +84,10 @@ static void state_done(ded_node *node, int status, ded_snapshot *snap) {
   /* The residual was this job's own past, which the loaded state replaces. */
   if (status == 0 && snap) ded_rounds_feedback_reset(node, "the run's state was loaded");
   node->cb.state_done(node->user, status, snap);
+  if (gave_up)
+    node_log(node, DED_LOG_WARN, "no peer in step answered %u reloads in a row: this job's "
+             "state, its own since it kept its own values in a round, goes on as the run's "
+             "(the others' may differ)", node->rounds.astray_fails);
 }
 
 static int state_send_ask(ded_node *node, ded_peer *p, uint64_t min_round) {
@@ -107,8 +139,11 @@ static void state_ask_more(ded_node *node) {
   }
   if (!st->founding && !st->pull) ded_keep_ask_backbones(node);
   if (st->ndonors >= DED_XFER_ASK_MAX || node->peers.n == 0) return;
-  /* Start at a place that depends on our id, so that joiners spread. */
+  /* Start at a place that depends on our id, so that joiners spread; an
+   * astray job's reloads that heard no peer in step ask the next ones. */
   size_t start = node->ident.id[0] % node->peers.n;
+  if (st->reload && node->rounds.astray)
+    start = (start + (size_t)node->rounds.astray_fails * DED_XFER_ASK_MAX) % node->peers.n;
   for (size_t k = 0; k < node->peers.n && st->ndonors < DED_XFER_ASK_MAX; k++) {
     ded_peer *p = node->peers.v[(start + k) % node->peers.n];
     if (!ded_peer_participates(node, p)) continue;
@@ -413,6 +448,7 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   uint64_t skipped = w->round - node->rounds.next;
   if (st->reload) ded_lineage_lose(&node->lin); /* ours ended out of step */
   node->rounds.diverged = node->rounds.astray = false;
+  st->own_snap_due = false;
   if (w->nlin) { /* else a checkpoint: the rounds start anew at its round (a first round) */
     ded_lineage_install(&node->lin, w->round - 1, w->lin_attempt,
                         (uint8_t(*)[DED_ID_BYTES])st->lin, w->nlin, w->pos);
@@ -789,12 +825,13 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
   else
     node_log(node, DED_LOG_INFO, "this job's state is its own (it kept its own values in a round): "
              "reloading the run's, of round %llu or later", (unsigned long long)min_round);
-  /* Our own snapshot comes after the reload: whoever waits for it would
-   * wait for us, while we may wait for them. */
-  ded_xfer_askers_none(node);
   st->reload = true;
+  st->run_seen = false; /* a peer in step answered (OFFER, PENDING) */
   st->reload_in_step = !node->rounds.diverged && !node->rounds.astray && !node->rounds.yielding &&
                        node->rounds.stale <= node->rounds.next;
+  /* Out of step, our own snapshot comes after the reload: whoever waits
+   * for it would wait for us, while we may wait for them. */
+  if (!st->reload_in_step) ded_xfer_askers_none(node);
   st->min_round = min_round;
   st->tries = 0;
   state_begin_asking(node, now_ns);

@@ -87,6 +87,11 @@ typedef struct ded_xfer {
   uint64_t snap_used_ns;   /* last offered or served: idle after a minute */
   uint64_t snap_served_ns; /* last range served */
   bool snap_wanted;        /* asked the driver for one */
+  /* We gave up waiting for the run's state while astray (ded_rounds): our
+   * state is the run's now, but no snapshot of it is taken yet. Asks hear
+   * NONE, not PENDING, until one is: a reloading peer that waited for our
+   * next step would hold up the round that step waits for. */
+  bool own_snap_due;
   ded_xfer_asker *askers;  /* waiting for a snapshot */
   size_t naskers, askers_cap;
   /* Founding: the state this job brought to the run's first round, or the

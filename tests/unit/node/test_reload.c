@@ -211,7 +211,8 @@ static void test_node_stale_sets_behind(void **state) {
  * round 0, which keeps the job's own values), and round 1 then completes
  * late with lo's result. Round 1's report says diverged, a reload of
  * round 2 (the next one itself) is taken, and the node offers no
- * snapshot meanwhile. (Churn soak 3052993591: a joiner's shim learnt its
+ * snapshot meanwhile; until its reloads have failed
+ * DED_NODE_ASTRAY_TRIES times in a row. (Churn soak 3052993591: a joiner's shim learnt its
  * step only after such a round; its reload, of the round the STALE named,
  * was refused as not past the next one, and the job trained on its own
  * parameters to its end, in every round with the swarm.)
@@ -247,11 +248,49 @@ static void test_node_astray_until_reloaded(void **state) {
   free(tnode_output(&t, &len, t.now));
   send_state_ask(&t, 1, 2);
   expect_offer(&t, 1, DED_STATE_NONE, 0);
-  /* The reload, at its next round itself. */
-  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
-  uint64_t min_round = 0;
-  assert_int_equal(output_asks(&t, 0, &min_round), 1);
-  assert_int_equal(min_round, 2);
+  /* The reload, at its next round itself. Neither peer has the run's
+   * state (NONE): it fails at once, and is taken again at the next step;
+   * after DED_NODE_ASTRAY_TRIES such failures, once a bound has passed
+   * since it went astray, no peer is taken to hold the run's state but in
+   * its own way, and the node's goes on as the run's: no reload of the
+   * round it is at, and its snapshots are offered again. */
+  for (int k = 1; k <= DED_NODE_ASTRAY_TRIES + 1; k++) {
+    /* The last tries within a bound of round 0's report do not count. */
+    if (k == DED_NODE_ASTRAY_TRIES + 1) tnode_advance(&t, 10 * SEC_NS);
+    assert_int_equal(ded_node_state_reload(t.node, 2, t.now), 0);
+    uint64_t min_round = 0;
+    assert_int_equal(output_asks(&t, 0, &min_round), 1);
+    assert_int_equal(min_round, 2);
+    assert_int_equal(output_asks(&t, 1, &min_round), 1);
+    ded_msg_state_offer none;
+    memset(&none, 0, sizeof none);
+    none.status = DED_STATE_NONE;
+    send_state_offer(&t, 0, &none);
+    send_state_offer(&t, 1, &none);
+    tnode_advance(&t, MS_NS);
+    assert_int_equal(t.state_calls, k);
+    assert_int_equal(t.state_status, DED_ERR_TIMEOUT);
+  }
+  assert_int_equal(ded_node_state_reload(t.node, 2, t.now), DED_ERR_INVALID_ARG);
+  /* It asked its trainer for a snapshot; until it has one, an asker hears
+   * NONE (one that waited for its next step, while that step's round
+   * waits for the asker, would hold the run up); then it is offered. */
+  assert_int_equal(t.want_snapshots, 1);
+  free(tnode_output(&t, &len, t.now));
+  send_state_ask(&t, 1, 2);
+  expect_offer(&t, 1, DED_STATE_NONE, 0);
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  snap.round = 2;
+  snap.step_rounds = 1;
+  snap.len = 64;
+  snap.bytes = malloc(snap.len);
+  assert_non_null(snap.bytes);
+  memset(snap.bytes, 7, snap.len);
+  snap.digest = ded_digest64(snap.bytes, snap.len);
+  assert_int_equal(ded_node_snapshot_set(t.node, &snap, t.now), 0);
+  send_state_ask(&t, 1, 2);
+  expect_offer(&t, 1, DED_STATE_OFFER, 2);
   ded_node_free(t.node);
 }
 
