@@ -8,7 +8,8 @@
  * step's first all-reduce; a reload resumes the stream at the snapshot's
  * round and position, the pieces take its bytes as the step's last
  * all-reduce completes, and steps begin at the snapshot's position from
- * then on.
+ * then on; a job whose reports say diverged reloads at every step's
+ * start, warning of the first failure of a streak only.
  */
 #include "unit_util.h"
 
@@ -27,6 +28,9 @@ static struct {
   ded_snapshot offer;        /* the latest of them (bytes owned here) */
   ded_snapshot reload;       /* what the next reload returns (bytes: a copy) */
   uint64_t reload_min_round; /* the round the latest reload asked for */
+  int reloads;               /* reloads asked for */
+  bool diverged;             /* the rounds report diverged (the node astray) */
+  int warnings;              /* log lines at DED_LOG_WARN or worse */
 } drv;
 
 void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
@@ -40,6 +44,7 @@ void ded_driver_snapshot_set(ded_driver *d, ded_snapshot *snap) {
 int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *snap) {
   (void)d;
   drv.reload_min_round = min_round;
+  drv.reloads++;
   if (!drv.reload.bytes) return DED_ERR_TIMEOUT;
   *snap = drv.reload;
   snap->bytes = malloc(drv.reload.len);
@@ -49,7 +54,7 @@ int ded_driver_state_reload(ded_driver *d, uint64_t min_round, ded_snapshot *sna
 }
 
 static void step_log(int level, const char *fmt, ...) {
-  (void)level;
+  drv.warnings += level <= DED_LOG_WARN;
   if (!getenv("TEST_STEP_VERBOSE")) return;
   va_list ap;
   va_start(ap, fmt);
@@ -84,6 +89,7 @@ static void report(job *j, uint64_t round) {
   res.round = round;
   res.count = BUCKET;
   res.last = true;
+  res.diverged = drv.diverged;
   ded_step_round_done(&j->st, &res);
 }
 
@@ -219,12 +225,52 @@ static void test_reload_resumes_at_the_snapshot(void **state) {
   reset_driver();
 }
 
+/*
+ * A job whose reports say diverged (its node astray) reloads at the start
+ * of each step, the round it is at, for as long as they say so and no
+ * reload loads; the first failure is a warning, the next ones are not,
+ * until the job is back in step (a report that says neither diverged nor
+ * behind): the next failure warns again.
+ */
+static void test_reload_retried_while_diverged(void **state) {
+  (void)state;
+  reset_driver();
+  job j;
+  job_init(&j);
+  job_steps(&j, 4);
+  assert_int_equal(drv.reloads, 0);
+  drv.diverged = true;
+  report(&j, j.round - 1);
+  for (int s = 1; s <= 3; s++) {
+    uint64_t at = j.round;
+    job_steps(&j, 1);
+    assert_int_equal(drv.reloads, s);
+    assert_int_equal(drv.reload_min_round, at);
+  }
+  if (drv.warnings != 1)
+    fail_msg("3 failed reloads in a row logged %d warnings, not 1", drv.warnings);
+  /* Back in step: a step of plain reports, no reload; then astray again. */
+  drv.diverged = false;
+  job_steps(&j, 1);
+  assert_int_equal(drv.reloads, 4); /* that step's start still had the last report's word */
+  job_steps(&j, 1);
+  assert_int_equal(drv.reloads, 4);
+  drv.diverged = true;
+  report(&j, j.round - 1);
+  job_steps(&j, 1);
+  assert_int_equal(drv.reloads, 5);
+  assert_int_equal(drv.warnings, 2);
+  job_free(&j);
+  reset_driver();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_learnt),
       cmocka_unit_test(test_snapshot_of_the_steps_first_round),
       cmocka_unit_test(test_snapshot_at_a_step_edge),
       cmocka_unit_test(test_reload_resumes_at_the_snapshot),
+      cmocka_unit_test(test_reload_retried_while_diverged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
