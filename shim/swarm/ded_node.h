@@ -166,8 +166,8 @@ typedef struct ded_round_result {
   /* This job's state is not the run's: the round took the acceptors of
    * an older result over rounds that had none anywhere, and another
    * member's state goes on (its founder); or a round of this job's kept
-   * its own values (alone and late) since its state was last loaded, this
-   * round included. Said by every report until a reload loads the run's
+   * its own values (alone and late, with |behind|) since its state was
+   * last loaded, this round included (ded_node_astray). Said by every report until a reload loads the run's
    * state. Reload it at the next step's start, at the round the job is at
    * then (ded_node_state_reload with the next round's number). */
   bool diverged;
@@ -378,8 +378,8 @@ int ded_node_state_fetch(ded_node *node, uint64_t now_ns);
 int ded_node_state_reload(ded_node *node, uint64_t min_round, uint64_t now_ns);
 
 /*
- * A job that kept its own values in a round (a round_done alone and late)
- * is astray: its reports say |diverged| until a reload loads the run's
+ * A job that kept its own values in a round the swarm went on without (a
+ * round_done alone and late, with |behind|) is astray: its reports say |diverged| until a reload loads the run's
  * state, or until DED_NODE_ASTRAY_TRIES reloads in a row failed with no
  * peer in step heard (none offered or said it would), the last a round
  * bound or more after that round reported: then no peer is taken to hold

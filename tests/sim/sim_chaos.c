@@ -53,7 +53,7 @@
  *                (no round alone since it started or last loaded) holds
  *                the same P, bit for bit;
  *   told         a job that kept its own values in a round out of step
- *                (alone and late) is told to reload by every report until
+ *                (alone and late, with |behind|) is told to reload by every report until
  *                it loaded (|behind| past its next round, or diverged), so
  *                that it does not run on with the swarm on its own P, or
  *                until the engine gives up (no peer in step heard in
@@ -635,7 +635,7 @@ static void hook_round_done(void *user, int node, void *ctx, const ded_round_res
   if (res->diverged) j->refound = true;
   /* Its own values: told to reload from here on (told, above). */
   if (res->founder) j->own = false;
-  if (res->status == 0 && res->alone && res->late) j->own = true;
+  if (res->status == 0 && res->alone && res->late && res->behind) j->own = true;
   if (res->founder) {
     j->refound = false;
     found_branch(sc, j, r);

@@ -87,7 +87,13 @@ void ded_round_report(ded_node *node, ded_round *r, int status, bool alone, bool
   res.recoveries = r->recoveries;
   res.behind = r->behind;
   if (with_result) res.diverged = round_take_founder(node, r, &res.founder);
-  if (status == 0 && alone && late && !node->rounds.astray) { /* our own values */
+  /* Our own values, the swarm gone on without them (a STALE, our position
+   * not the swarm's, a round stepped down from: |behind|). Not at the
+   * bound: the swarm may be stuck with us, and a reload then (our trainer
+   * held at its step's start while peers in step wait for our JOIN, and
+   * we for their next step's snapshot) turned churn into a livelock,
+   * every survivor at its bound in turn (churn soak 2279039472). */
+  if (status == 0 && alone && late && r->behind && !node->rounds.astray) {
     node->rounds.astray = true;
     node->rounds.astray_fails = 0;
     node->rounds.astray_ns = node->now_ns;

@@ -189,18 +189,19 @@ typedef struct ded_rounds {
    * until it reloads, so it offers none. */
   bool diverged;
   uint8_t founder[DED_ID_BYTES]; /* ... whose state is the run's: a reload asks it first */
-  /* A round of ours reported out of step (alone and late: it kept our own
-   * values) since our state was last loaded: the state is not the run's
-   * until a reload, even once our rounds are back at the swarm's (a
+  /* A round of ours reported out of step (alone and late, with |behind|:
+   * it kept our own values, and the swarm went on without them; not at
+   * the bound, ded_complete.c) since our state was last loaded: it is
+   * not the run's until a reload, even once our rounds are back at the swarm's (a
    * joiner that learnt its step only after its out-of-step rounds ran
    * on in step, and was refused the reload: churn soak 3052993591). Every
    * report says |diverged| then, a reload may be of the next round
    * itself, and no snapshot is offered. Unlike |diverged| it leaves the
    * JOIN's HELD claim alone (ded_round_held): a founder is chosen by the
    * newest result each member holds. After DED_NODE_ASTRAY_TRIES reloads
-   * in a row that failed (|astray_fails|, from 0 as it went astray, at
-   * |astray_ns|), once a bound has passed since, no peer holds the run's
-   * state to give: ours goes on as the run's. */
+   * in a row that heard no peer in step (|astray_fails|, from 0 as it
+   * went astray, at |astray_ns|), once a bound has passed since, no peer
+   * is taken to hold the run's state: ours goes on as the run's. */
   bool astray;
   unsigned astray_fails;
   uint64_t astray_ns;
