@@ -15,7 +15,6 @@ LM_PNG (default BUILD_DIR/bench/compress_lm.png).
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -31,10 +30,8 @@ RUNS = [("none", {}), ("fp16", {}), ("bf16", {}), ("int8", {}), ("topk", {}),
         ("topk, no feedback", {"DEDMPI_COMPRESS": "topk", "DEDMPI_FEEDBACK": "off"})]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "tests", "mp"))
+from ports import free_port  # noqa: E402
 
 
 def swarm(name, xenv):

@@ -17,7 +17,6 @@ BENCH_TRIALS (default 3).
 """
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,10 +28,8 @@ BENCH = os.path.join(BUILD, "bench", "ar_bench")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "tests", "mp"))
+from ports import free_port  # noqa: E402
 
 
 def mpirun(np, argv, xenv=None, extra=(), bind="none"):

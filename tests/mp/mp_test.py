@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from ports import free_port
+
 ARGS = None
 TESTS = {}
 
@@ -32,12 +34,6 @@ class Fail(Exception):
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Job:
@@ -1214,6 +1210,8 @@ def stop_mid_run():
     reload = re.search(r"back in step at round \d+, (\d+) rounds on", sw.jobs[2].err)
     check(reload, "the stopped job, far behind, did not reload the run's state:\n" +
           sw.jobs[2].describe())
+    check("ends out of step" not in sw.jobs[2].err,
+          "the stopped job, back in step, says it ends out of step:\n" + sw.jobs[2].describe())
     got, want = sw.check_loss(steps)
     print("  all four identical; the swarm went %d steps on during the stop (%.0f steps/s before); "
           "the stopped job fetched %d rounds late%s and reloaded %s rounds on; final loss %.4f "
