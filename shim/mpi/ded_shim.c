@@ -568,6 +568,7 @@ void ded_shim_chan_close(shim_chan *c) {
     if (c->leave_reason) ded_driver_leave_reason(c->driver, c->leave_reason);
     ded_driver_stop(c->driver, shim.cfg.round_timeout_ns);
     c->driver = NULL;
+    ded_step_finish(&c->step);
   }
   if (c->comm_reduce != MPI_COMM_NULL) {
     PMPI_Comm_free(&c->comm_reduce);

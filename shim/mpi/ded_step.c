@@ -32,6 +32,18 @@ void ded_step_free(ded_step *st) {
   pthread_mutex_destroy(&st->mu);
 }
 
+bool ded_step_finish(ded_step *st) {
+  pthread_mutex_lock(&st->mu);
+  uint64_t from = st->own_from;
+  pthread_mutex_unlock(&st->mu);
+  if (from)
+    st->log(DED_LOG_WARN, "this job ends out of step with the run: its parameters are its own "
+            "since round %llu, not the run's (a round went on without it, a stop or a cut, and "
+            "it had no step left at which to reload the run's state, or no peer offered it); "
+            "the peers still in the run hold the run's state", (unsigned long long)(from - 1));
+  return from != 0;
+}
+
 void ded_step_piece_add(ded_step *st, void *p, size_t bytes) {
   if (st->pieces_full_logged) return; /* the pieces after one not kept are not kept either */
   uint64_t image = ded_image_table_bytes(st->npieces + 1) + st->total + bytes;
@@ -241,6 +253,10 @@ void ded_step_round_done(ded_step *st, const ded_round_result *res) {
   if (res->diverged) st->diverged = true;
   if (res->founder) st->diverged = false; /* its state is the run's */
   if (!res->diverged && !res->behind) st->reload_fails = 0; /* in step: a new count */
+  if (res->founder || (!res->diverged && !res->behind))
+    st->own_from = 0;
+  else if (!st->own_from)
+    st->own_from = res->round + 1;
   if (res->late && !res->alone && res->swarm_round > res->round) {
     st->late_swarm = res->swarm_round;
     st->late_round = res->round;

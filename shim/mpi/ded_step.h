@@ -139,6 +139,12 @@ typedef struct ded_step {
    * the steps after at debug level); 0 again once loaded or back in step
    * (a report neither behind nor diverged). */
   unsigned reload_fails;
+  /* The first round of the latest run of reports that said the job is
+   * out of step (behind or diverged), plus one; 0 once founder or back
+   * in step (a report that says neither, as a reloaded job's next does).
+   * What ded_step_finish warns of: a job stopped or cut off in its last
+   * step has no step left to reload at, and its parameters are its own. */
+  uint64_t own_from;
   /* Rank 0: the round the current step began at (|step_round_known|:
    * a step was seen to begin, not only the stream), and how many the
    * last whole step took (0: none seen yet). Read as a step's first
@@ -160,6 +166,11 @@ void ded_step_init(ded_step *st, int size, MPI_Comm comm, unsigned step_calls,
 
 /* Frees the state a reload left unapplied; after the driver stopped. */
 void ded_step_free(ded_step *st);
+
+/* Rank 0, at the end of the job's run (the driver stopped): warns if the
+ * job ends out of step (|own_from|), its parameters its own and not the
+ * run's, and returns whether it does. */
+bool ded_step_finish(ded_step *st);
 
 /* |p| (|bytes|) becomes the next piece of the state; one that would take
  * the image past DED_STATE_BYTES_MAX, or finds no memory, is not kept

@@ -32,7 +32,11 @@ output:
   says it cannot load the run's state;
 - agreement: every job that finishes holds the run's parameters: jobs that
   end at the same step have bit-identical parameter files, and each final
-  checksum equals what the other jobs logged at that step.
+  checksum equals what the other jobs logged at that step. The one
+  exception, counted apart: a job stopped in one of its last 2 steps while
+  the swarm went on for good has no step left to reload at, and must say
+  at its end that it ends out of step (a job that says so and holds the
+  run's parameters is a problem too).
 
 Each job runs `--steps` steps from the run's step when it starts (the first
 jobs' ends are staggered, so that they do not all leave at once and end the
@@ -43,21 +47,23 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import zlib
 
+from ports import free_port
+
 SWARM_KEY = "c3" * 32
 
+# What the library says at MPI_Finalize when the job's parameters are its
+# own (docs/architecture.md, "Falling out of step"), and how close to its
+# end a job must have been stopped for that to be its fate, not a fault: a
+# job reloads at the step after the one that fell out of step.
+ENDED_ASTRAY = "this job ends out of step with the run"
+END_STOP_STEPS = 2
+
 STEP_RE = re.compile(r"^step (\d+) loss \S+ checksum (\S+) comm_ms \S+ call_ms (\S+)$")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Config:
@@ -183,6 +189,12 @@ class SoakJob:
 
     def last_step(self):
         return self.order[-1] if self.order else 0
+
+    def stopped_near_end(self):
+        """Stopped in one of its last END_STOP_STEPS steps: a round the
+        swarm went on without may leave it no step to reload at."""
+        end = self.last_step()
+        return any(st[3] >= end - END_STOP_STEPS for st in self.stops)
 
     # ------------------------------------------------------------ state
 
@@ -431,7 +443,7 @@ class Soak:
                 if not j.signal(signal.SIGSTOP):
                     continue
                 now = time.time()
-                j.stops.append([now, None, now + secs])
+                j.stops.append([now, None, now + secs, j.last_step()])
                 self.stops += 1
                 self.note("%s stopped for %.1f s at step %d" % (j.name, secs, j.last_step()))
             live.remove(j)
@@ -656,37 +668,53 @@ class Result:
         # Agreement: jobs that finished, against each other and the run's log.
         finished = [j for j in jobs if j.final is not None and j.rc == 0]
         self.finished = len(finished)
-        self.compared = 0
+        self.compared = self.ended_astray = 0
         by_end = {}
         for j in finished:
             by_end.setdefault(j.order[-1] if j.order else -1, []).append(j)
         for end, group in sorted(by_end.items()):
-            blobs = []
+            blobs = {}
             for j in group:
                 try:
-                    blobs.append(open(j.params, "rb").read())
+                    blobs[j] = open(j.params, "rb").read()
                 except OSError:
-                    blobs.append(b"")
-            bad = [j for j, b in zip(group, blobs) if not b or
-                   "0x%08x" % (zlib.crc32(b) & 0xffffffff) != j.final]
-            for j in bad:
-                self.problems.append(("finished bit-identical", "%s: its parameter file does not "
-                                      "hold its final checksum %s" % (j.name, j.final)))
-            if len(set(blobs)) > 1:
+                    blobs[j] = b""
+                if not blobs[j] or "0x%08x" % (zlib.crc32(blobs[j]) & 0xffffffff) != j.final:
+                    self.problems.append(("finished bit-identical", "%s: its parameter file does "
+                                          "not hold its final checksum %s" % (j.name, j.final)))
+            # A job stopped at its end that says it ends out of step holds
+            # its own parameters; the others must agree.
+            said = {j: ENDED_ASTRAY in j.err for j in group}
+            excused = [j for j in group if said[j] and j.stopped_near_end()]
+            kept = [j for j in group if j not in excused]
+            if len(set(blobs[j] for j in kept)) > 1:
                 self.problems.append(("finished bit-identical", "jobs ending at step %d differ: %s" %
-                                      (end, ", ".join("%s %s" % (j.name, j.final) for j in group))))
+                                      (end, ", ".join("%s %s" % (j.name, j.final) for j in kept))))
             # What the other jobs logged at that step (the majority: a job out
             # of step may log its own values for a while).
             seen = [o.steps[end] for o in jobs if o not in group and end in o.steps]
+            major = max(set(seen), key=seen.count) if seen else None
             if seen:
                 self.compared += len(group)
-                major = max(set(seen), key=seen.count)
-                for j in group:
-                    if j.final != major:
-                        self.problems.append((
-                            "finished bit-identical", "%s ended at step %d with checksum %s; the "
-                            "run's at that step is %s (%d of %d jobs that logged it)" %
-                            (j.name, end, j.final, major, seen.count(major), len(seen))))
+            for j in group:
+                ref = major if seen else next((k.final for k in kept if k is not j), None)
+                if said[j] and j.final == ref:
+                    self.problems.append((
+                        "finished bit-identical", "%s says it ends out of step, but its checksum "
+                        "%s at step %d is the run's\n%s" % (j.name, j.final, end,
+                                                            j.around(ENDED_ASTRAY))))
+                elif j in excused:
+                    self.ended_astray += 1
+                elif said[j] or (seen and j.final != major):
+                    self.problems.append((
+                        "finished bit-identical", "%s ended at step %d with checksum %s; the "
+                        "run's at that step is %s%s\n%s" %
+                        (j.name, end, j.final,
+                         "%s (%d of %d jobs that logged it)" % (major, seen.count(major),
+                                                                 len(seen)) if seen else "unknown",
+                         "; it says it ends out of step, but was not stopped in its last %d "
+                         "steps" % END_STOP_STEPS if said[j] else "",
+                         j.around(ENDED_ASTRAY if said[j] else r"out of step|cannot reload"))))
         # Steps logged with other parameters than the run's (the majority):
         # a job out of step, until it reloads.
         self.diverged = 0
@@ -736,6 +764,7 @@ class Result:
                 self.longest_stall, wall(self.stall_at[0]), self.stall_at[1])),
             ("run's last step", "%d" % self.run_max),
             ("jobs finished, compared to the run", "%d, %d" % (self.finished, self.compared)),
+            ("ended out of step (stopped at the end)", "%d" % self.ended_astray),
         ]
         w = max(len(k) for k, _ in rows)
         return "\n".join("  %-*s  %s" % (w, k, v) for k, v in rows)

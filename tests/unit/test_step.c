@@ -9,7 +9,8 @@
  * round and position, the pieces take its bytes as the step's last
  * all-reduce completes, and steps begin at the snapshot's position from
  * then on; a job whose reports say diverged reloads at every step's
- * start, warning of the first failure of a streak only.
+ * start, warning of the first failure of a streak only; a job that ends
+ * out of step says so.
  */
 #include "unit_util.h"
 
@@ -264,6 +265,57 @@ static void test_reload_retried_while_diverged(void **state) {
   reset_driver();
 }
 
+/*
+ * A job whose last step's round went on without it (a STALE: behind) ends
+ * out of step, its parameters its own, and says so at its end; one that
+ * reloaded since, or whose reports are back in step, does not.
+ */
+static void test_ends_out_of_step_warns(void **state) {
+  (void)state;
+  reset_driver();
+  job j;
+  job_init(&j);
+  job_steps(&j, 4);
+  assert_false(ded_step_finish(&j.st));
+  ded_round_result res;
+  memset(&res, 0, sizeof res);
+  res.round = j.round - 1;
+  res.behind = j.round + 40;
+  res.alone = res.late = true;
+  ded_step_round_done(&j.st, &res);
+  drv.diverged = true; /* the node is astray from here on */
+  report(&j, j.round);
+  int warned = drv.warnings;
+  assert_true(ded_step_finish(&j.st));
+  assert_int_equal(drv.warnings, warned + 1);
+  /* A step whose reload loads: in step at its end. */
+  job run;
+  job_init(&run);
+  ded_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  assert_true(ded_step_image(&run.st, &snap));
+  snap.round = j.round + 40;
+  snap.pos = snap.round * BUCKET;
+  snap.step_rounds = BUCKETS;
+  drv.reload = snap;
+  drv.diverged = false;
+  j.round = snap.round;
+  job_steps(&j, 1);
+  assert_int_equal(drv.reloads, 1);
+  assert_false(ded_step_finish(&j.st));
+  /* Out of step again, then a report in step (the engine gave up waiting
+   * for a peer in step: its state is the run's). */
+  drv.diverged = true;
+  report(&j, j.round - 1);
+  assert_true(ded_step_finish(&j.st));
+  drv.diverged = false;
+  report(&j, j.round - 1);
+  assert_false(ded_step_finish(&j.st));
+  job_free(&run);
+  job_free(&j);
+  reset_driver();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_learnt),
@@ -271,6 +323,7 @@ int main(void) {
       cmocka_unit_test(test_snapshot_at_a_step_edge),
       cmocka_unit_test(test_reload_resumes_at_the_snapshot),
       cmocka_unit_test(test_reload_retried_while_diverged),
+      cmocka_unit_test(test_ends_out_of_step_warns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
