@@ -67,12 +67,12 @@ void node_emit(ded_node *node, int type, int status, const uint8_t *peer) {
 /* ------------------------------------------------------------------ */
 
 
-enum { NODE_EV_SELF, NODE_EV_PEER_DOWN };
+enum { NODE_EV_SELF, NODE_EV_PEER_DOWN, NODE_EV_CONN_REPLACED };
 
 typedef struct node_ev {
   struct node_ev *next;
   int type;
-  uint8_t peer[DED_ID_BYTES]; /* NODE_EV_PEER_DOWN */
+  uint8_t peer[DED_ID_BYTES]; /* NODE_EV_PEER_DOWN, NODE_EV_CONN_REPLACED */
   char sid[9];
   bool left;
   size_t len; /* NODE_EV_SELF: a whole frame */
@@ -111,6 +111,19 @@ void node_post_peer_down(ded_node *node, const ded_peer *p) {
   memcpy(e->peer, p->id, DED_ID_BYTES);
   memcpy(e->sid, p->sid, sizeof e->sid);
   e->left = p->left;
+  node_post(node, e);
+}
+
+void node_post_conn_replaced(ded_node *node, const ded_peer *p) {
+  node_ev *e = ded_mem_calloc(node->mem, 1, sizeof *e);
+  if (!e) {
+    node_log(node, DED_LOG_WARN, "out of memory: a JOIN to %s lost with its connection is not "
+             "sent again; its round notices at its deadline", p->sid);
+    return;
+  }
+  e->type = NODE_EV_CONN_REPLACED;
+  memcpy(e->peer, p->id, DED_ID_BYTES);
+  memcpy(e->sid, p->sid, sizeof e->sid);
   node_post(node, e);
 }
 
@@ -183,6 +196,17 @@ static void node_drain(ded_node *node) {
       ded_rounds_on_peer_down(node, e->peer, e->sid, e->left, node->now_ns);
       ded_coords_evaluate(node, node->now_ns);
       break;
+    case NODE_EV_CONN_REPLACED: {
+      /* What went with the connection is asked again: our JOINs to it as
+       * coordinator, our probes of it as one, our HAVE votes to it. */
+      ded_rounds_on_conn_replaced(node, e->peer, e->sid, node->now_ns);
+      ded_peer *p = ded_peer_find(node, e->peer);
+      if (p && p->conn && !p->left) {
+        ded_coords_on_peer_up(node, p);
+        ded_rounds_on_peer_up(node, p);
+      }
+      break;
+    }
     }
     ded_mem_free(node->mem, e);
   }

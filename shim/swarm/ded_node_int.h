@@ -142,6 +142,14 @@ void node_post_self(ded_node *node, const uint8_t *frame, size_t len);
  * it (ded_rounds_on_peer_down, ded_coords_evaluate). */
 void node_post_peer_down(ded_node *node, const ded_peer *p);
 
+/* |p|'s connection broke and another of its connections took over: what
+ * the broken one had handed to the network is lost (a reset drops what
+ * the kernels held), so our rounds that joined |p| ask it again
+ * (ded_rounds_on_conn_replaced), and the views we coordinate and the
+ * rounds we run tell it again what they would tell a peer back up
+ * (ded_coords_on_peer_up, ded_rounds_on_peer_up). */
+void node_post_conn_replaced(ded_node *node, const ded_peer *p);
+
 /* ---- helpers every module uses (ded_node.c) ---- */
 
 /* One log line at |level|, formatted only if the level is on. */

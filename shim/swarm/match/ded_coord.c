@@ -762,6 +762,15 @@ void ded_coord_on_join(ded_node *node, ded_peer *from, ded_conn *via, const ded_
     return;
   }
   ded_coord *cr = ded_coord_find(node, j->round);
+  if (from && from->conn && cr && cr->state == COORD_DECIDED && cr->view == j->view &&
+      cr->commit_frame && ded_gather_find(&cr->g, from->id)) {
+    /* A joiner of the view we decided JOINs it again: our COMMIT may have
+     * died with its connection (ded_rounds_on_conn_replaced). It gets the
+     * COMMIT again, as it had it; a second one is ignored where the first
+     * came. */
+    ded_conn_send_ctrl(node, from->conn, cr->commit_frame, cr->commit_len);
+    return;
+  }
   if (genesis) {
     if (node->lin.have_members || (cr && !cr->genesis)) { /* we are past the first round */
       if (from) ded_coord_send_stale(node, from, j->round);

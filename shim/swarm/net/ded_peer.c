@@ -159,6 +159,7 @@ void ded_peer_conn_lost(ded_node *node, ded_peer *p, ded_conn *c, int why) {
       p->conn = o;
       ded_peer_lane_remove(p, o);
       ded_conn_move_output(node, c, o);
+      node_post_conn_replaced(node, p);
       return;
     }
   }

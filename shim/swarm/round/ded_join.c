@@ -247,6 +247,22 @@ void ded_round_send_join(ded_node *node, ded_round *r, uint64_t now_ns) {
   if (rv) ded_round_fail(node, r, rv);
 }
 
+void ded_rounds_on_conn_replaced(ded_node *node, const uint8_t id[DED_ID_BYTES], const char *sid,
+                                 uint64_t now_ns) {
+  for (unsigned i = 0; i < node->rounds.n; i++) {
+    ded_round *r = node->rounds.v[i];
+    if (r->state != ROUND_JOINED || memcmp(r->coord, id, DED_ID_BYTES) != 0) continue;
+    node_log(node, DED_LOG_DEBUG, "round %llu: the connection to coordinator %s broke; "
+             "joining view %u again on another", (unsigned long long)r->no, sid, r->view);
+    uint64_t joined = r->joined_ns, wait = r->wait_ns;
+    ded_round_send_join(node, r, now_ns);
+    if (r->state == ROUND_JOINED) { /* the same wait as before */
+      r->joined_ns = joined;
+      r->wait_ns = wait;
+    }
+  }
+}
+
 /* Chooses the coordinator of |r| once we can (WAIT_PREV), and asks it in
  * once its connection is ready (JOINING). */
 /* Whether another peer's record says it completed a round of the run. */

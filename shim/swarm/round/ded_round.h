@@ -336,6 +336,14 @@ void ded_round_on_have(ded_node *node, ded_round *r, const uint8_t from[DED_ID_B
 void ded_rounds_on_peer_down(ded_node *node, const uint8_t id[DED_ID_BYTES], const char *sid,
                              bool left, uint64_t now_ns);
 
+/* connection replaced: the connection to peer |id| (short id |sid|)
+ * broke and another took over; a JOIN sent on the broken one may never
+ * have arrived, so every round that joined |id| and waits for its COMMIT
+ * sends its JOIN again (the coordinator takes a second JOIN of a view as
+ * the first, or answers how the round went), its waits unchanged. */
+void ded_rounds_on_conn_replaced(ded_node *node, const uint8_t id[DED_ID_BYTES], const char *sid,
+                                 uint64_t now_ns);
+
 /* probe: round |m->round| moved to view |m->view| (|from| NULL: our own
  * coordinator side); a round we finished says so there. */
 void ded_round_probe(ded_node *node, struct ded_peer *from, const ded_msg_probe *m,
