@@ -124,7 +124,7 @@ static size_t make_record(const ded_ident *id, const rec_opts *o, uint8_t *out) 
    * of a tag this version skips (255 bytes at most each) filling the rest. */
   size_t pos = 0;
   if (o->ext_len >= 2 + DED_RECORD_PERF_BYTES + 2) {
-    ded_perf perf = {12500, 6250, 4000000};
+    ded_perf perf = {12500, 6250, 4000000, DED_PERF_F_DOWN_EARLY};
     ded_record_perf_set(&rec, &perf);
     pos = rec.ext_len;
   }
@@ -568,14 +568,14 @@ static void gen_record(void) {
   o = (rec_opts){.naddr = 1};
   n = make_record(&id, &o, rec);
   FUZZ_CHECK(ded_record_decode(rec, n, &full) == 0);
-  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000, 0});
   ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});
   ded_record_sign(&full, &id);
   int m = ded_record_encode(&full, rec, sizeof rec);
   FUZZ_CHECK(m > 0);
   write_seed("record", "progress", rec, (size_t)m);
   /* The same as an older peer writes it: 16 bytes, no attempt. */
-  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000, 0});
   const uint8_t old_progress[] = {DED_RECORD_EXT_PROGRESS, 16, 0xe1, 0x10, 0, 0, 0, 0, 0, 0,
                                   0x76, 0x11, 0, 0, 4, 0, 0, 0};
   memcpy(full.ext + full.ext_len, old_progress, sizeof old_progress);
@@ -595,7 +595,7 @@ static void gen_record(void) {
     g[i].addr.ip[2] = (uint8_t)i;
     g[i].addr.port = (uint16_t)(7100 + i);
   }
-  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000, 0});
   ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});
   ded_group_addr few[4];
   for (unsigned i = 0; i < 4; i++) {
@@ -608,7 +608,7 @@ static void gen_record(void) {
   m = ded_record_encode(&full, rec, sizeof rec);
   FUZZ_CHECK(m > 0);
   write_seed("record", "groups", rec, (size_t)m);
-  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000});
+  ded_record_perf_set(&full, &(ded_perf){12500, 6250, 900000, 0});
   uint8_t isig[DED_SIG_BYTES] = {0x5a};
   ded_record_invite_add(&full, 0, isig);
   ded_record_progress_add(&full, &(ded_progress){4321, 4470, 4, 0x1234, 0, 0});

@@ -79,6 +79,21 @@ static void test_meter_max_of_recent(void **state) {
   assert_true(fabs(ded_meter_rate(&m) - 5e6) < 0.01 * 5e6);
 }
 
+/* Early until DED_METER_SETTLED samples: a lower bound till then. */
+static void test_meter_early_until_settled(void **state) {
+  (void)state;
+  ded_meter m;
+  memset(&m, 0, sizeof m);
+  assert_true(ded_meter_early(&m));
+  uint64_t t = 0;
+  for (int i = 0; i < DED_METER_SETTLED; i++) {
+    assert_true(ded_meter_early(&m));
+    t = upload(&m, t + 100 * MS, 4u << 20, 64 * 1024, 10e6);
+  }
+  assert_false(ded_meter_early(&m));
+  assert_true(fabs(ded_meter_rate(&m) - 10e6) < 0.01 * 10e6);
+}
+
 static void test_meter_long_period_samples_each_second(void **state) {
   (void)state;
   ded_meter m;
@@ -118,6 +133,7 @@ int main(void) {
       cmocka_unit_test(test_meter_short_periods_ignored),
       cmocka_unit_test(test_meter_max_of_recent),
       cmocka_unit_test(test_meter_long_period_samples_each_second),
+      cmocka_unit_test(test_meter_early_until_settled),
       cmocka_unit_test(test_meter_download_gaps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

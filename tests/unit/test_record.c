@@ -344,8 +344,24 @@ static void test_record_sign_covers_fields(void **state) {
   assert_int_equal(ded_record_verify(&rec, run_id, NOW_MS), 0);
 }
 
-/* The rates a record publishes: set, carried, read back; malformed
- * extensions are refused by the decoder. */
+/* The rates a record with extension |ext| (|len| bytes) publishes, once
+ * signed, encoded and decoded. */
+static ded_perf ext_perf(ded_record *rec, const ded_ident *id, const uint8_t *ext, size_t len) {
+  memcpy(rec->ext, ext, len);
+  rec->ext_len = (uint16_t)len;
+  ded_record_sign(rec, id);
+  uint8_t buf[DED_RECORD_BYTES_MAX];
+  size_t n = rec_encode(rec, buf);
+  ded_record out;
+  assert_int_equal(ded_record_decode(buf, n, &out), 0);
+  ded_perf perf;
+  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  return perf;
+}
+
+/* The rates a record publishes: set, carried, read back (and the early
+ * flags, absent from an older version's); malformed extensions are
+ * refused by the decoder. */
 static void test_record_perf(void **state) {
   (void)state;
   ded_ident id;
@@ -355,7 +371,7 @@ static void test_record_perf(void **state) {
   ded_perf perf;
   assert_int_equal(ded_record_perf(&rec, &perf), 0); /* only an unknown tag */
   assert_int_equal(perf.up_kBps, 0);
-  ded_perf want = {12500, 6250, 4000000};
+  ded_perf want = {12500, 6250, 4000000, DED_PERF_F_UP_EARLY};
   ded_record_perf_set(&rec, &want);
   assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES);
   ded_record_sign(&rec, &id);
@@ -366,15 +382,17 @@ static void test_record_perf(void **state) {
   assert_int_equal(perf.up_kBps, 12500);
   assert_int_equal(perf.down_kBps, 6250);
   assert_int_equal(perf.add_kBps, 4000000);
-  /* After an unknown entry, and longer than this version reads. */
-  const uint8_t later[] = {0x42, 2, 9, 9, DED_RECORD_EXT_PERF, 13, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 7};
-  memcpy(rec.ext, later, sizeof later);
-  rec.ext_len = sizeof later;
-  ded_record_sign(&rec, &id);
-  n = rec_encode(&rec, buf);
-  assert_int_equal(ded_record_decode(buf, n, &out), 0);
-  assert_int_equal(ded_record_perf(&out, &perf), 1);
+  assert_int_equal(perf.flags, DED_PERF_F_UP_EARLY);
+  /* After an unknown entry, and longer than this version reads (flags it
+   * does not know of are dropped). */
+  const uint8_t later[] = {0x42, 2, 9, 9, DED_RECORD_EXT_PERF, 14, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 6, 7};
+  perf = ext_perf(&rec, &id, later, sizeof later);
   assert_true(perf.up_kBps == 1 && perf.down_kBps == 2 && perf.add_kBps == 3);
+  assert_int_equal(perf.flags, DED_PERF_F_DOWN_EARLY);
+  /* An older version's, without flags: none early. */
+  const uint8_t older[] = {DED_RECORD_EXT_PERF, 12, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0};
+  perf = ext_perf(&rec, &id, older, sizeof older);
+  assert_true(perf.up_kBps == 4 && perf.down_kBps == 5 && perf.add_kBps == 6 && perf.flags == 0);
   /* Malformed: an entry past the end, a header cut short, a rates entry
    * too short, two rates entries. */
   const struct {
@@ -479,7 +497,7 @@ static void test_record_invite(void **state) {
   uint64_t exp;
   uint8_t sig[DED_SIG_BYTES];
   assert_int_equal(ded_record_invite(&rec, &exp, sig), 0);
-  ded_perf perf = {1, 2, 3};
+  ded_perf perf = {1, 2, 3, 0};
   ded_record_perf_set(&rec, &perf);
   ded_invite inv;
   ded_invite_sign(&inv, &owner, rec.run_id, guest.pk, 77);
@@ -517,7 +535,7 @@ static void test_record_progress(void **state) {
   ded_progress prog;
   assert_int_equal(ded_record_progress(&rec, &prog), 0);
   assert_true(prog.round == 0 && prog.round_ms == 0 && prog.contributors == 0);
-  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3, 0});
   uint8_t sig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, sig);
   ded_record_progress_add(&rec, &(ded_progress){(1ull << 40) + 5, 4470, 12, 0x8877665544332211ull,
@@ -615,7 +633,7 @@ static void test_record_groups(void **state) {
   unit_record(&rec, &id, 1, NOW_MS, 300000);
   ded_group_addr got[DED_RECORD_GROUPS_MAX];
   assert_int_equal(ded_record_groups(&rec, got), -1);
-  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3, 0});
   assert_int_equal(ded_record_groups(&rec, got), -1);
   ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0, 0, 0});
   ded_group_addr g[5];
@@ -635,7 +653,7 @@ static void test_record_groups(void **state) {
   assert_int_equal(ded_record_progress(&out, &prog), 1);
   assert_int_equal(prog.round, 9);
   /* An empty list is a list. */
-  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3, 0});
   assert_int_equal(ded_record_groups_add(&rec, NULL, 0), 0);
   assert_int_equal(rec.ext_len, 2 + DED_RECORD_PERF_BYTES + 2 + 2);
   ded_record_sign(&rec, &id);
@@ -677,7 +695,7 @@ static void test_record_groups_largest(void **state) {
     rec.addr[i].family = 6;
     rec.addr[i].port = (uint16_t)(1000 + i);
   }
-  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3});
+  ded_record_perf_set(&rec, &(ded_perf){1, 2, 3, 0});
   uint8_t isig[DED_SIG_BYTES] = {7};
   ded_record_invite_add(&rec, 99, isig);
   ded_record_progress_add(&rec, &(ded_progress){9, 10, 2, 0, 0, 0});

@@ -49,6 +49,8 @@ void ded_meter_arrive(ded_meter *m, uint64_t bytes, uint64_t now_ns) {
   ded_meter_add(m, bytes, now_ns);
 }
 
+bool ded_meter_early(const ded_meter *m) { return m->nsample < DED_METER_SETTLED; }
+
 double ded_meter_rate(const ded_meter *m) {
   double best = 0.0;
   for (unsigned i = 0; i < m->nsample; i++)

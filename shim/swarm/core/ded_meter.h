@@ -26,6 +26,12 @@
 
 enum {
   DED_METER_SAMPLES = 8,
+  /* Fewer samples than this, and the estimate is early: a lower bound.
+   * A link's first periods read low (connections and their windows ramp
+   * up) and a fast link's transfers are short bursts, few of them long
+   * enough to sample; a slow link's long transfers give a sample a
+   * second and settle it within a round. */
+  DED_METER_SETTLED = 4,
 };
 
 /* A period counts from this much data and time on. */
@@ -65,5 +71,9 @@ void ded_meter_arrive(ded_meter *m, uint64_t bytes, uint64_t now_ns);
 
 /* The estimate in bytes per second; 0 before any sample. */
 double ded_meter_rate(const ded_meter *m);
+
+/* Whether the estimate is early: fewer than DED_METER_SETTLED samples
+ * (the link may well be faster). */
+bool ded_meter_early(const ded_meter *m);
 
 #endif /* DED_METER_H */

@@ -13,18 +13,28 @@ static uint32_t perf_kBps(double Bps) {
   return Bps > 0.0 && Bps / 1000.0 < UINT32_MAX ? (uint32_t)(Bps / 1000.0 + 0.5) : 0;
 }
 
-/* Our rates as of now: declared, else measured. */
+/* Our rates as of now: declared, else measured (flagged while early). */
 static ded_perf node_perf_now(const ded_node *node) {
   ded_perf p;
   p.up_kBps = perf_kBps(node->s.up_Bps > 0.0 ? node->s.up_Bps : ded_meter_rate(&node->up));
   p.down_kBps = perf_kBps(node->s.down_Bps > 0.0 ? node->s.down_Bps : ded_meter_rate(&node->down));
   p.add_kBps = perf_kBps(node->s.add_Bps);
+  p.flags = 0;
+  if (p.up_kBps && !(node->s.up_Bps > 0.0) && ded_meter_early(&node->up)) p.flags |= DED_PERF_F_UP_EARLY;
+  if (p.down_kBps && !(node->s.down_Bps > 0.0) && ded_meter_early(&node->down))
+    p.flags |= DED_PERF_F_DOWN_EARLY;
   return p;
 }
 
 /* A rate worth telling the swarm about: first known, or off by a fifth. */
 static bool perf_moved(uint32_t was, uint32_t now) {
   return (was == 0) != (now == 0) || (double)now > 1.2 * was || (double)now < was / 1.2;
+}
+
+/* Rates worth telling the swarm about again: one moved, or settled. */
+static bool perf_changed(const ded_perf *was, const ded_perf *now) {
+  return perf_moved(was->up_kBps, now->up_kBps) || perf_moved(was->down_kBps, now->down_kBps) ||
+         was->flags != now->flags;
 }
 
 int ded_disc_build_record(ded_node *node, uint64_t now_ns) {
@@ -237,15 +247,17 @@ void ded_disc_tick(ded_node *node, uint64_t now_ns) {
    * moved (at most every NODE_PERF_REPUBLISH_NS: records are flooded). */
   ded_perf perf = node_perf_now(node);
   bool moved = now_ns >= node->disc.perf_ns + NODE_PERF_REPUBLISH_NS &&
-               (perf_moved(node->disc.perf.up_kBps, perf.up_kBps) ||
-                perf_moved(node->disc.perf.down_kBps, perf.down_kBps));
+               perf_changed(&node->disc.perf, &perf);
   bool progressed = node->disc.progress_new && (!node->disc.progress_said ||
                                                 now_ns >= node->disc.perf_ns + NODE_PROGRESS_REPUBLISH_NS);
   if (!node->leaving && (moved || progressed || now_ns >= node->disc.rec_refresh_ns) &&
       ded_disc_build_record(node, now_ns) == 0) {
     if (moved)
-      node_log(node, DED_LOG_INFO, "measured links: up %.1f Mbit/s, down %.1f Mbit/s",
-               node->disc.perf.up_kBps * 8e-3, node->disc.perf.down_kBps * 8e-3);
+      node_log(node, DED_LOG_INFO, "measured links: up %.1f Mbit/s%s, down %.1f Mbit/s%s",
+               node->disc.perf.up_kBps * 8e-3,
+               node->disc.perf.flags & DED_PERF_F_UP_EARLY ? " or more (early)" : "",
+               node->disc.perf.down_kBps * 8e-3,
+               node->disc.perf.flags & DED_PERF_F_DOWN_EARLY ? " or more (early)" : "");
     ded_disc_flood(node, node->disc.rec_bytes, node->disc.rec_len, NULL);
   }
   ded_table_expire(&node->disc.table, node_wall_ms(node, now_ns), node->ident.id);

@@ -74,7 +74,7 @@ static int record_ext_walk(const ded_record *rec, int want, const uint8_t **val,
     uint8_t tag = rec->ext[i], n = rec->ext[i + 1];
     if (rec->ext_len - i - 2 < n) return -1;
     if (tag == DED_RECORD_EXT_PERF) {
-      if (seen_perf || n < DED_RECORD_PERF_BYTES) return -1;
+      if (seen_perf || n < DED_RECORD_PERF_MIN_BYTES) return -1;
       seen_perf = true;
     }
     if (tag == DED_RECORD_EXT_INVITE) {
@@ -102,6 +102,7 @@ void ded_record_perf_set(ded_record *rec, const ded_perf *perf) {
   ded_wr_u32(&w, perf->up_kBps);
   ded_wr_u32(&w, perf->down_kBps);
   ded_wr_u32(&w, perf->add_kBps);
+  ded_wr_u8(&w, perf->flags);
   DED_ASSERT(!w.err);
   rec->ext_len = (uint16_t)w.pos;
 }
@@ -166,6 +167,7 @@ int ded_record_perf(const ded_record *rec, ded_perf *perf) {
   perf->up_kBps = ded_rd_u32(&r);
   perf->down_kBps = ded_rd_u32(&r);
   perf->add_kBps = ded_rd_u32(&r);
+  if (n >= DED_RECORD_PERF_BYTES) perf->flags = ded_rd_u8(&r) & (DED_PERF_F_UP_EARLY | DED_PERF_F_DOWN_EARLY);
   return 1;
 }
 

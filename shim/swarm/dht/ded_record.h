@@ -26,9 +26,11 @@
  * whose value may need more than 255 bytes):
  *
  *     DED_RECORD_EXT_PERF (len >= 12): u32 up | u32 down | u32 add, in
- *     kB/s (1000 bytes), 0 = unknown: the owner's measured upload and
- *     download rates and how fast it adds incoming vectors (ded_meter.h),
- *     what a round's coordinator plans shares with (ded_lp.h).
+ *     kB/s (1000 bytes), 0 = unknown [| u8 flags, when len >= 13:
+ *     DED_PERF_F_*, which rates are early]: the owner's measured upload
+ *     and download rates and how fast it adds incoming vectors
+ *     (ded_meter.h), what a round's coordinator plans shares with
+ *     (ded_lp.h, ded_plan.h).
  *     DED_RECORD_EXT_INVITE (len = 72): u64 expires_ms | sig [64]: the
  *     run owner's invitation of this record's key (ded_invite.h), for a
  *     run with access control.
@@ -83,7 +85,8 @@ enum {
   DED_RECORD_EXT_PROGRESS = 3,
   DED_RECORD_EXT_GROUPS = 4,
 };
-#define DED_RECORD_PERF_BYTES 12
+#define DED_RECORD_PERF_MIN_BYTES 12 /* the least a PERF entry holds */
+#define DED_RECORD_PERF_BYTES 13     /* ... and with its flags */
 #define DED_RECORD_INVITE_BYTES (8 + DED_SIG_BYTES)
 #define DED_RECORD_PROGRESS_BYTES 16      /* the least a PROGRESS entry holds */
 #define DED_RECORD_PROGRESS_FULL_BYTES 24 /* ... and with its attempt */
@@ -114,10 +117,17 @@ typedef struct ded_progress {
 } ded_progress;
 
 /* A peer's rates as its record publishes them, in kB/s; 0 = unknown. */
+/* PERF flags: which rates are early, lower bounds (ded_meter_early). */
+enum {
+  DED_PERF_F_UP_EARLY = 1 << 0,
+  DED_PERF_F_DOWN_EARLY = 1 << 1,
+};
+
 typedef struct ded_perf {
   uint32_t up_kBps;
   uint32_t down_kBps;
   uint32_t add_kBps;
+  uint8_t flags; /* DED_PERF_F_*; 0 in a PERF of 12 bytes */
 } ded_perf;
 
 typedef struct ded_record {

@@ -8,10 +8,11 @@
 #include "../ded_node_int.h"
 #include "ded_pick.h"
 
-/* What the planner knows of joiner |id|: its mode and published rates. */
-ded_lp_peer ded_plan_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
+/* What the planner knows of joiner |id|: its mode and published rates,
+ * and which of them are early (DED_PERF_F_*, into |*early|). */
+static ded_lp_peer plan_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES], uint8_t *early) {
   ded_lp_peer lp = {0.0, 0.0, 0.0, DED_MODE_NODE};
-  ded_perf perf = {0, 0, 0};
+  ded_perf perf = {0, 0, 0, 0};
   if (memcmp(id, node->ident.id, DED_ID_BYTES) == 0) {
     lp.mode = node->s.mode;
     perf = node->disc.perf;
@@ -32,7 +33,28 @@ ded_lp_peer ded_plan_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES
    * fills first). So a download is taken to be at least the upload, as
    * on nearly every access link (DSL, cable, fibre, mobile). */
   if (lp.down_Bps < lp.up_Bps) lp.down_Bps = lp.up_Bps;
+  *early = perf.flags;
   return lp;
+}
+
+ded_lp_peer ded_plan_lp_peer(const ded_node *node, const uint8_t id[DED_ID_BYTES]) {
+  uint8_t early;
+  return plan_peer(node, id, &early);
+}
+
+void ded_plan_lift_early(ded_lp_peer *lp, const uint8_t *early, size_t n) {
+  double up = 0.0, down = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (lp[i].up_Bps > up) up = lp[i].up_Bps;
+    if (lp[i].down_Bps > down) down = lp[i].down_Bps;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if ((early[i] & DED_PERF_F_UP_EARLY) && lp[i].up_Bps * DED_PLAN_EARLY_LIFT >= up)
+      lp[i].up_Bps = up;
+    if ((early[i] & DED_PERF_F_DOWN_EARLY) && lp[i].down_Bps * DED_PLAN_EARLY_LIFT >= down)
+      lp[i].down_Bps = down;
+    if (lp[i].down_Bps > 0.0 && lp[i].down_Bps < lp[i].up_Bps) lp[i].down_Bps = lp[i].up_Bps;
+  }
 }
 
 /* A plan member's mode, from its flags. */
@@ -53,7 +75,7 @@ uint64_t ded_plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
   if (lp && frac && plan->count > 0) {
     for (unsigned i = 0; i < k; i++) {
       const ded_msg_member *m = &plan->members[i];
-      lp[i] = ded_plan_lp_peer(node, m->id);
+      lp[i] = ded_plan_lp_peer(node, m->id); /* as read: an early rate's bound, for patience */
       lp[i].mode = member_mode(m->flags);
       if (!(lp[i].up_Bps > 0.0)) lp[i].up_Bps = DED_RATE_UNKNOWN_BPS;
       if (!(lp[i].down_Bps > 0.0)) lp[i].down_Bps = DED_RATE_UNKNOWN_BPS;
@@ -80,12 +102,19 @@ uint64_t ded_plan_estimate_ns(ded_node *node, const ded_msg_commit *plan) {
  * plan is logged when it changes. */
 int ded_plan_make(ded_node *node, const ded_gather *g, uint64_t round, ded_msg_commit *cm) {
   ded_lp_peer *lp = ded_mem_calloc(node->mem, g->n, sizeof *lp);
-  if (!lp) return DED_ERR_NOMEM;
-  for (size_t i = 0; i < g->n; i++) lp[i] = ded_plan_lp_peer(node, g->v[i].id);
+  uint8_t *early = ded_mem_calloc(node->mem, g->n, 1);
+  if (!lp || !early) {
+    ded_mem_free(node->mem, lp);
+    ded_mem_free(node->mem, early);
+    return DED_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < g->n; i++) lp[i] = plan_peer(node, g->v[i].id, &early[i]);
+  ded_plan_lift_early(lp, early, g->n);
   ded_lp_result res;
   int rv = ded_gather_commit_planned(g, node->mem, node->s.chunk_bytes, lp,
                                      node->s.plan == DED_PLAN_EQUAL, &res, cm);
   ded_mem_free(node->mem, lp);
+  ded_mem_free(node->mem, early);
   if (rv != 0) return rv;
   if (res.fallback != DED_LP_E_NONE)
     node_log(node, DED_LOG_WARN, "round %llu: equal shares: %s", (unsigned long long)round,
@@ -99,13 +128,16 @@ int ded_plan_make(ded_node *node, const ded_gather *g, uint64_t round, ded_msg_c
     size_t pos = 0;
     for (unsigned i = 0; i < cm->k && i < 16 && pos < sizeof line; i++) {
       uint64_t end = i + 1 < cm->k ? cm->members[i + 1].shard_off : cm->count;
-      ded_lp_peer p = ded_plan_lp_peer(node, cm->members[i].id);
+      uint8_t fl;
+      ded_lp_peer p = plan_peer(node, cm->members[i].id, &fl);
       char sid[9];
       ded_id_short(cm->members[i].id, sid);
-      int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f/%.0fMbit)", sid,
+      /* As measured; "+": early, a lower bound (the plan takes the fastest). */
+      int n = snprintf(line + pos, sizeof line - pos, " %s=%.1f%%(%s,%.0f%s/%.0f%sMbit)", sid,
                        100.0 * (double)(end - cm->members[i].shard_off) / (double)cm->count,
-                       ded_mode_str(member_mode(cm->members[i].flags)),
-                       p.up_Bps * 8e-6, p.down_Bps * 8e-6);
+                       ded_mode_str(member_mode(cm->members[i].flags)), p.up_Bps * 8e-6,
+                       fl & DED_PERF_F_UP_EARLY ? "+" : "", p.down_Bps * 8e-6,
+                       fl & DED_PERF_F_DOWN_EARLY ? "+" : "");
       if (n < 0) break;
       pos += (size_t)n;
     }

@@ -335,7 +335,7 @@ static void test_node_intent_renewed_until_cap(void **state) {
  * up. */
 static void send_hello_down(tnode *t, unsigned i, const ded_ident *peer, uint32_t down_kBps) {
   uint8_t f[DED_HELLO_FRAME_BYTES(DED_RECORD_BYTES_MAX)];
-  const ded_perf perf = {0, down_kBps, 0};
+  const ded_perf perf = {0, down_kBps, 0, 0};
   size_t n = unit_hello_frame_with(f, sizeof f, peer, RUN, NOW_MS, &perf, NULL, 0);
   send_raw(t, i, f, n);
 }
