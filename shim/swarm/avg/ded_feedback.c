@@ -3,6 +3,7 @@
  */
 #include "ded_feedback.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -61,11 +62,18 @@ ded_feedback_note ded_feedback_add(ded_feedback *fb, const ded_mem *mem, uint64_
 void ded_feedback_store(ded_feedback *fb, uint64_t step, uint64_t pos, const float *c,
                         const float *q, size_t n) {
   if (!fb->e || step != fb->len) return;
+  /* In runs up to the step's end, as ded_feedback_apply; a residual that
+   * is not finite (NaN fails the comparison) is dropped. */
   uint64_t at = pos % fb->len;
-  for (size_t i = 0; i < n; i++) {
-    float r = c[i] - q[i];
-    fb->e[at] = isfinite(r) ? r : 0.0f;
-    if (++at == fb->len) at = 0;
+  for (size_t i = 0; i < n;) {
+    size_t run = (size_t)DED_MIN((uint64_t)(n - i), fb->len - at);
+    float *e = fb->e + at;
+    for (size_t j = 0; j < run; j++) {
+      float r = c[i + j] - q[i + j];
+      e[j] = fabsf(r) <= FLT_MAX ? r : 0.0f;
+    }
+    i += run;
+    at = 0;
   }
 }
 
