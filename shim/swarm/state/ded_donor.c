@@ -210,13 +210,26 @@ int ded_xfer_snapshot_set(ded_node *node, ded_snapshot *snap, uint64_t now_ns) {
   ded_lin_entry *e = ok ? ded_lineage_get(&node->lin, snap->round - 1) : NULL;
   bool own = node->rounds.diverged || node->rounds.astray;
   if (!e || !e->final || e->final_attempt != e->attempt || e->attempt == 0 || own) {
-    node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s",
+    /* A round before that ended without the swarm's result here (at its
+     * bound, or with no result anywhere) leaves this job in step as far
+     * as it knows: its next step's snapshot will do, and the askers wait
+     * for it, told PENDING already (soak seed 1228100947: a round with no
+     * result anywhere, every donor answered NONE, and two joiners ran out
+     * of time while the run went on stepping). */
+    bool again = ok && !own && st->naskers > 0 && node->cb.want_snapshot && !node->leaving;
+    node_log(node, DED_LOG_WARN, "no snapshot at round %llu to offer: %s%s",
              (unsigned long long)snap->round,
              !ok   ? "malformed"
              : own ? "this job's state is not the run's until it reloads"
-                   : "this job did not finish the round before with the swarm");
+                   : "this job did not finish the round before with the swarm",
+             again ? "; taking one at the trainer's next step" : "");
     ded_mem_free(node->mem, snap->bytes);
     snap->bytes = NULL;
+    if (again) {
+      st->snap_wanted = true;
+      node->cb.want_snapshot(node->user);
+      return DED_ERR_INVALID_ARG;
+    }
     ded_xfer_askers_none(node);
     if (st->own_snap_due && !own && node->cb.want_snapshot) { /* ours is due: the next step */
       st->snap_wanted = true;
