@@ -268,6 +268,11 @@ class SoakJob:
         return "\n".join("  %s:\n%s" % (self.name, indent("\n".join(lines[max(0, i - ctx):i + ctx + 1])))
                          for i in hits)
 
+    def logged_between(self, t0, t1):
+        """Whether it logged a line with its time from |t0| to |t1|."""
+        return any(t0 <= unwall(m, t1) <= t1
+                   for m in re.findall(r"^(\d\d:\d\d:\d\d\.\d\d\d) ", self.err, re.M))
+
     def between(self, t0, t1, most=40):
         """Its stderr lines logged from |t0| to |t1| (time.time()s; a line
         without a time of its own, the shim's, goes with the one before),
@@ -619,6 +624,7 @@ class Result:
             # A line without its time (none is written so) cannot be told
             # apart: a problem.
             n = len(re.findall(r"no result within the bound", err)) - len(hits)
+            windows = []
             for h in hits:
                 end = unwall(h, j.t_start)
                 begun = end - cfg.bound_s
@@ -628,11 +634,20 @@ class Result:
                     self.bound_hits_stopped += 1
                 else:
                     n += 1
+                    windows.append((begun, end))
             if n:
                 self.bound_hits += n
+                # What every job logged during the first such call: where
+                # the round's time went is read across the swarm (the
+                # library's line says what it could still count on).
+                shown = j.around(r"no result within the bound")
+                if windows:
+                    b, e = windows[0]
+                    shown = "\n".join([j.between(b - 0.5, e + 0.2, most=60)] +
+                                      [o.between(b - 0.5, e + 0.2, most=25) for o in jobs
+                                       if o is not j and o.logged_between(b - 0.5, e + 0.2)])
                 self.problems.append(("call at the bound", "%s: %d rounds with no result within "
-                                      "the bound\n%s" % (j.name, n, j.around(r"no result within the "
-                                                                            r"bound"))))
+                                      "the bound\n%s" % (j.name, n, shown)))
             v = len(re.findall(r"dropping (peer|connection)[^\n]*protocol violation", err))
             if v:
                 self.violations += v

@@ -689,6 +689,55 @@ int ded_round_on_redirect(ded_node *node, ded_round *r, const uint8_t from[DED_I
   return 0; /* moot: we moved on */
 }
 
+/* What a round at its bound could still count on, for the log: its
+ * acceptors (the members of the round before's result, where held here)
+ * that still count (not evicted, left or stepped down), how many of those
+ * this job can reach (itself, and peers with a connection ready), whether
+ * that is a quorum, and the ones it cannot reach with how long each has
+ * been unreachable (a quorum that died late in the bound waits for their
+ * evictions, half the bound after each went). */
+static void round_bound_why(ded_node *node, const ded_round *r, uint64_t now_ns, char *why,
+                            size_t len) {
+  ded_lin_entry *prev = r->no > 0 ? ded_lineage_get(&node->lin, r->no - 1) : NULL;
+  if (!prev || !prev->ids || !prev->final) {
+    snprintf(why, len, "its acceptors are not known here");
+    return;
+  }
+  unsigned counted = 0, reach = 0, shown = 0;
+  const uint8_t *primary = NULL;
+  bool primary_reached = false;
+  char lost[160] = "";
+  for (unsigned i = 0; i < prev->n; i++) {
+    const uint8_t *id = prev->ids[i];
+    bool reached;
+    if (id_is_me(node, id)) {
+      if (node->leaving || ded_abstain_from(node, r->no)) continue;
+      reached = true;
+    } else {
+      ded_peer *p = ded_peer_find(node, id);
+      if (!p || p->left || p->evicted || p->abstain_round == r->no) continue;
+      reached = !p->lost;
+      if (!reached) {
+        size_t pos = strlen(lost);
+        if (shown++ < 4)
+          snprintf(lost + pos, sizeof lost - pos, "%s%s for %llu ms", pos ? ", " : "", p->sid,
+                   (unsigned long long)((now_ns - DED_MIN(now_ns, p->lost_ns)) / 1000000u));
+        else if (shown == 5)
+          snprintf(lost + pos, sizeof lost - pos, ", ...");
+      }
+    }
+    counted++;
+    reach += reached;
+    if (!primary || memcmp(id, primary, DED_ID_BYTES) < 0) {
+      primary = id;
+      primary_reached = reached;
+    }
+  }
+  bool quorum = counted > 0 && ded_quorum_of(reach, counted, primary_reached);
+  snprintf(why, len, "%s quorum of its acceptors can be reached (%u of the %u still counted)%s%s",
+           quorum ? "a" : "no", reach, counted, shown ? "; unreachable: " : "", lost);
+}
+
 /* bound: the rendezvous of a first round, then the round's own bound: the
  * call returns, alone and late. True if the round reported. */
 static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
@@ -714,10 +763,13 @@ static bool round_on_bound(ded_node *node, ded_round *r, uint64_t now_ns) {
     return false;
   }
   if (now_ns < r->bound_ns) return false;
+  char why[256];
+  round_bound_why(node, r, now_ns, why, sizeof why);
   node_log(node, DED_LOG_WARN,
-           "round %llu: no result within the bound (%llu ms); this job keeps its own values "
-           "and is out of step",
-           (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u));
+           "round %llu: no result within the bound (%llu ms), in view %u: %s; this job keeps its "
+           "own values and is out of step",
+           (unsigned long long)r->no, (unsigned long long)(node->s.round_timeout_ns / 1000000u),
+           (unsigned)r->view, why);
   ded_round_report(node, r, 0, true, true);
   return true;
 }

@@ -354,6 +354,7 @@ typedef struct tnet_node {
   bool up;
   bool booted;
   bool hold; /* its output stays queued in the node (a stalled peer) */
+  bool frozen; /* stopped (SIGSTOP): no ticks, no bytes either way, no news of closes */
   int side;  /* with net->cut, nodes of different sides hear nothing of each other */
   int rounds_done;
   ded_round_result last;
@@ -416,6 +417,15 @@ void tnet_step(tnet *net);
 
 /* Node |i| crashes: freed, its connections closed under the others. */
 void tnet_kill(tnet *net, int i);
+
+/* Node |i| is stopped (SIGSTOP) with |on|, resumed without: while
+ * stopped it runs no timer, bytes to and from it wait, a connection to
+ * it is not answered, and it learns of closes only once resumed. */
+void tnet_freeze(tnet *net, int i, bool on);
+
+/* Index of the node of |net| whose id is the |rank|-th smallest
+ * (0-based), or -1. */
+int tnet_id_rank(const tnet *net, unsigned rank);
 
 bool tnet_meshed(const tnet *net);
 

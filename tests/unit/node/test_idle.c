@@ -84,17 +84,6 @@ static void test_node_idle_primary_steps_down(void **state) {
   tnet_free(net);
 }
 
-/* Index of the node of |net| whose id is |rank|-th smallest (0-based). */
-static int id_rank(const tnet *net, unsigned rank) {
-  for (unsigned i = 0; i < net->nn; i++) {
-    unsigned below = 0;
-    for (unsigned k = 0; k < net->nn; k++)
-      below += memcmp(ded_node_id(net->n[k].node), ded_node_id(net->n[i].node), DED_ID_BYTES) < 0;
-    if (below == rank) return (int)i;
-  }
-  return -1;
-}
-
 /*
  * Three nodes past round 0; the one that coordinates round 1's view 0
  * (the middle id: member (1 + 0) mod 3 of round 0's) is idle. The other
@@ -109,7 +98,7 @@ static void test_node_idle_coordinator_decided_no_step_down(void **state) {
   for (int i = 0; i < 3; i++) tnet_add(net, 3);
   tnet_mesh(net);
   tnet_round(net, 0x7, -1, 0);
-  int c = id_rank(net, 1);
+  int c = tnet_id_rank(net, 1);
   assert_true(c >= 0);
   int before[3] = {net->n[0].rounds_done, net->n[1].rounds_done, net->n[2].rounds_done};
   unsigned others = 0x7 & ~(1u << c);

@@ -154,7 +154,7 @@ static void tnet_link_release(tlink *l) {
 static bool tnet_move(tnet *net, tlink *l, int s) {
   tnet_node *from = &net->n[l->node[s]], *to = &net->n[l->node[1 - s]];
   bool moved = false;
-  while (l->open[s] && l->open[1 - s] && from->up && !from->hold &&
+  while (l->open[s] && l->open[1 - s] && from->up && !from->hold && !from->frozen && !to->frozen &&
          !(net->cut && from->side != to->side)) {
     ded_iov iov[16];
     int n = ded_node_conn_pending(from->node, l->conn[s], iov, 16);
@@ -193,6 +193,7 @@ void tnet_pump(tnet *net) {
       tnet_node *caller = &net->n[l->node[0]], *target = &net->n[l->node[1]];
       if (!l->accepted) {
         if (net->cut && caller->side != target->side) continue; /* no answer while cut */
+        if (caller->frozen || target->frozen) continue;
         l->accepted = true;
         progress = true;
         if (!l->open[0]) {
@@ -215,7 +216,7 @@ void tnet_pump(tnet *net) {
       for (int s = 0; s < 2; s++) progress |= tnet_move(net, l, s);
       /* A side that closed: the other learns it. */
       for (int s = 0; s < 2; s++)
-        if (l->open[s] && !l->open[1 - s]) {
+        if (l->open[s] && !l->open[1 - s] && !net->n[l->node[s]].frozen) {
           l->open[s] = false;
           tnet_node *tn = &net->n[l->node[s]];
           if (tn->up) ded_node_conn_closed(tn->node, l->conn[s], DED_ERR_PEER_LOST, net->now);
@@ -229,7 +230,7 @@ void tnet_pump(tnet *net) {
 void tnet_step(tnet *net) {
   net->now += TICK_NS;
   for (unsigned i = 0; i < net->nn; i++)
-    if (net->n[i].up && net->now >= ded_node_expiry(net->n[i].node))
+    if (net->n[i].up && !net->n[i].frozen && net->now >= ded_node_expiry(net->n[i].node))
       ded_node_handle_expiry(net->n[i].node, net->now);
   tnet_pump(net);
 }
@@ -242,6 +243,21 @@ void tnet_kill(tnet *net, int i) {
     for (int s = 0; s < 2; s++)
       if (net->l[k].used && net->l[k].node[s] == i) net->l[k].open[s] = false;
   tnet_pump(net);
+}
+
+void tnet_freeze(tnet *net, int i, bool on) {
+  net->n[i].frozen = on;
+  tnet_pump(net);
+}
+
+int tnet_id_rank(const tnet *net, unsigned rank) {
+  for (unsigned i = 0; i < net->nn; i++) {
+    unsigned below = 0;
+    for (unsigned k = 0; k < net->nn; k++)
+      below += memcmp(ded_node_id(net->n[k].node), ded_node_id(net->n[i].node), DED_ID_BYTES) < 0;
+    if (below == rank) return (int)i;
+  }
+  return -1;
 }
 
 bool tnet_meshed(const tnet *net) {

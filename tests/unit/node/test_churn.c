@@ -1,0 +1,132 @@
+/*
+ * test_churn.c: kills and stops (SIGSTOP, tnet_freeze) that fall on a
+ * round's acceptors and coordinators together (tnet: real nodes on an
+ * in-process network). Once a quorum of the acceptors can be reached
+ * again, the round completes at once, with every live contributor; a
+ * stopped node that resumes after the others went on fetches their
+ * result. Faults at random, and their timing, are the simulator's
+ * (tests/sim) and the churn soak's (tests/mp/soak.py).
+ */
+#include "harness.h"
+
+static void submit(tnet *net, int i, uint64_t r) {
+  tnet_node *tn = &net->n[i];
+  ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(tn->node, &a, net->now), (int64_t)r);
+}
+
+/*
+ * Five nodes past rounds 0 to 2: round 3's acceptors are all five, and
+ * its view v is coordinated by member (3 + v) mod 5 of round 2's, in id
+ * order: views 0 and 1 by the two largest ids, view 2 by the smallest,
+ * the primary. The primary submits round 3 and is stopped (SIGSTOP);
+ * the coordinators of views 0 and 1 die; the two left submit. Two of five
+ * acceptors are no quorum, and the dead count until their eviction, half
+ * the 10 s bound after they died. The primary resumes |stop_ms| later,
+ * before that: with it the three are a quorum, and round 3 completes on
+ * all three, with all three contributions, within half a second of its
+ * resumption (the churn soak's round at the bound, seed 674987194, had
+ * this shape: round 398's views 0 and 1 coordinated by jobs killed in
+ * it, view 2 by the primary, stopped twice).
+ */
+static void churn_primary_back(uint64_t stop_ms) {
+  tnet *net = tnet_new();
+  for (int i = 0; i < 5; i++) tnet_add(net, 5);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x1f, -1, r);
+  int p = tnet_id_rank(net, 0), a = tnet_id_rank(net, 3), b = tnet_id_rank(net, 4);
+  int c = tnet_id_rank(net, 1), d = tnet_id_rank(net, 2);
+  int before[5];
+  for (int i = 0; i < 5; i++) before[i] = net->n[i].rounds_done;
+  submit(net, p, 3);
+  tnet_freeze(net, p, true);
+  tnet_kill(net, a);
+  tnet_kill(net, b);
+  submit(net, c, 3);
+  submit(net, d, 3);
+  unsigned live = 1u << p | 1u << c | 1u << d;
+  TNET_UNTIL(net, stop_ms * MS_NS, tnet_rounds_past(net, live, before));
+  if (net->n[c].rounds_done != before[c] || net->n[d].rounds_done != before[d])
+    fail_msg("stop %llu ms: round 3 completed without a quorum (two of five acceptors)",
+             (unsigned long long)stop_ms);
+  tnet_freeze(net, p, false);
+  uint64_t t1 = net->now;
+  TNET_UNTIL(net, 10 * SEC_NS, tnet_rounds_past(net, live, before));
+  assert_true(tnet_rounds_past(net, live, before));
+  if (net->now - t1 > 500 * MS_NS)
+    fail_msg("stop %llu ms: round 3 completed %llu ms after the primary resumed, with a quorum "
+             "back at once",
+             (unsigned long long)stop_ms, (unsigned long long)((net->now - t1) / MS_NS));
+  for (int i = 0; i < 5; i++)
+    if (live >> i & 1) {
+      assert_int_equal(net->n[i].last.status, 0);
+      assert_int_equal(net->n[i].last.round, 3);
+      assert_int_equal(net->n[i].last.contributors, 3);
+      assert_false(net->n[i].last.alone);
+      assert_false(net->n[i].last.late);
+      assert_memory_equal(net->n[i].buf, net->n[c].buf, sizeof net->n[i].buf);
+    }
+  tnet_free(net);
+}
+
+/* Stops shorter and longer than the silence time (a quarter of the
+ * bound): the others close the stopped one's connections at 2.5 s. */
+static void test_node_churn_primary_back(void **state) {
+  (void)state;
+  static const uint64_t stops[] = {1000, 2400, 2600, 4000, 4900};
+  for (unsigned k = 0; k < sizeof stops / sizeof stops[0]; k++) churn_primary_back(stops[k]);
+}
+
+/*
+ * Five nodes past round 0; the primary is stopped before it submits
+ * round 1 and the coordinator of view 0 dies: the other three, a quorum
+ * of five, complete round 1 at once without either, and the primary,
+ * resumed, fetches that result: late, not out of step.
+ */
+static void test_node_churn_quorum_without_primary(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  for (int i = 0; i < 5; i++) tnet_add(net, 5);
+  tnet_mesh(net);
+  tnet_round(net, 0x1f, -1, 0);
+  int p = tnet_id_rank(net, 0), a = tnet_id_rank(net, 1);
+  int before[5];
+  for (int i = 0; i < 5; i++) before[i] = net->n[i].rounds_done;
+  tnet_freeze(net, p, true);
+  tnet_kill(net, a);
+  unsigned rest = 0;
+  for (int i = 0; i < 5; i++)
+    if (i != p && i != a) {
+      submit(net, i, 1);
+      rest |= 1u << i;
+    }
+  TNET_UNTIL(net, SEC_NS, tnet_rounds_past(net, rest, before));
+  assert_true(tnet_rounds_past(net, rest, before));
+  int some = -1;
+  for (int i = 0; i < 5; i++)
+    if (rest >> i & 1) {
+      assert_int_equal(net->n[i].last.status, 0);
+      assert_int_equal(net->n[i].last.contributors, 3);
+      if (some < 0) some = i;
+      assert_memory_equal(net->n[i].buf, net->n[some].buf, sizeof net->n[i].buf);
+    }
+  TNET_UNTIL(net, 3 * SEC_NS, false);
+  tnet_freeze(net, p, false);
+  submit(net, p, 1);
+  TNET_UNTIL(net, 5 * SEC_NS, net->n[p].rounds_done > before[p]);
+  assert_int_equal(net->n[p].rounds_done, before[p] + 1);
+  assert_int_equal(net->n[p].last.status, 0);
+  assert_int_equal(net->n[p].last.round, 1);
+  assert_true(net->n[p].last.late);
+  assert_false(net->n[p].last.alone);
+  assert_memory_equal(net->n[p].buf, net->n[some].buf, sizeof net->n[p].buf);
+  tnet_free(net);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_node_churn_primary_back),
+      cmocka_unit_test(test_node_churn_quorum_without_primary),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
