@@ -9,6 +9,19 @@
  */
 #include "harness.h"
 
+/* Node |i| ended round |r| with the swarm (|late|: it fetched the
+ * result), with |contributors|, holding node |ref|'s bytes. */
+static void expect_done(const tnet *net, int i, uint64_t r, bool late, unsigned contributors,
+                        int ref) {
+  const tnet_node *tn = &net->n[i];
+  assert_int_equal(tn->last.status, 0);
+  assert_int_equal(tn->last.round, r);
+  assert_int_equal(tn->last.contributors, contributors);
+  assert_false(tn->last.alone);
+  assert_true(tn->last.late == late);
+  assert_memory_equal(tn->buf, net->n[ref].buf, sizeof tn->buf);
+}
+
 static void submit(tnet *net, int i, uint64_t r) {
   tnet_node *tn = &net->n[i];
   ded_round_args a = {tn->buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
@@ -58,14 +71,7 @@ static void churn_primary_back(uint64_t stop_ms) {
              "back at once",
              (unsigned long long)stop_ms, (unsigned long long)((net->now - t1) / MS_NS));
   for (int i = 0; i < 5; i++)
-    if (live >> i & 1) {
-      assert_int_equal(net->n[i].last.status, 0);
-      assert_int_equal(net->n[i].last.round, 3);
-      assert_int_equal(net->n[i].last.contributors, 3);
-      assert_false(net->n[i].last.alone);
-      assert_false(net->n[i].last.late);
-      assert_memory_equal(net->n[i].buf, net->n[c].buf, sizeof net->n[i].buf);
-    }
+    if (live >> i & 1) expect_done(net, i, 3, false, 3, c);
   tnet_free(net);
 }
 
@@ -105,21 +111,15 @@ static void test_node_churn_quorum_without_primary(void **state) {
   int some = -1;
   for (int i = 0; i < 5; i++)
     if (rest >> i & 1) {
-      assert_int_equal(net->n[i].last.status, 0);
-      assert_int_equal(net->n[i].last.contributors, 3);
       if (some < 0) some = i;
-      assert_memory_equal(net->n[i].buf, net->n[some].buf, sizeof net->n[i].buf);
+      expect_done(net, i, 1, false, 3, some);
     }
   TNET_UNTIL(net, 3 * SEC_NS, false);
   tnet_freeze(net, p, false);
   submit(net, p, 1);
   TNET_UNTIL(net, 5 * SEC_NS, net->n[p].rounds_done > before[p]);
   assert_int_equal(net->n[p].rounds_done, before[p] + 1);
-  assert_int_equal(net->n[p].last.status, 0);
-  assert_int_equal(net->n[p].last.round, 1);
-  assert_true(net->n[p].last.late);
-  assert_false(net->n[p].last.alone);
-  assert_memory_equal(net->n[p].buf, net->n[some].buf, sizeof net->n[p].buf);
+  expect_done(net, p, 1, true, 3, some);
   tnet_free(net);
 }
 
