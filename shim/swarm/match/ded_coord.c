@@ -226,11 +226,7 @@ static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
  * it is not known to be gone for good (left, or evicted) nor to have
  * stepped down from the round (ded_abstain.h). */
 bool ded_coord_counts(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
-  if (ded_gather_find(&cr->g, id)) return true;
-  if (id_is_me(node, id))
-    return !node->leaving && !node->s.no_rounds && !ded_abstain_from(node, cr->round);
-  ded_peer *p = ded_peer_find(node, id);
-  return p && !p->left && !p->evicted && p->abstain_round != cr->round;
+  return ded_gather_find(&cr->g, id) || ded_abstain_counts(node, cr->round, id);
 }
 
 /* Whether we know the acceptors of |cr|'s round: it is the first, or we

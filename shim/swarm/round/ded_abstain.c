@@ -118,3 +118,10 @@ bool ded_abstain_between(const ded_node *node, uint64_t after, uint64_t before) 
 bool ded_abstain_peer_may_come(const ded_peer *p, uint64_t round) {
   return !p->idle || round < p->abstain_round;
 }
+
+bool ded_abstain_counts(ded_node *node, uint64_t round, const uint8_t *id) {
+  if (id_is_me(node, id))
+    return !node->leaving && !node->s.no_rounds && !ded_abstain_from(node, round);
+  ded_peer *p = ded_peer_find(node, id);
+  return p && !p->left && !p->evicted && p->abstain_round != round;
+}

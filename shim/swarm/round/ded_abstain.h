@@ -75,6 +75,12 @@ void ded_abstain_on_join(struct ded_peer *from, uint64_t round);
 /* True if we stepped down from |round|. */
 bool ded_abstain_from(const struct ded_node *node, uint64_t round);
 
+/* True if |id|, a member of the result before |round|, still counts
+ * among |round|'s acceptors: this job, unless it leaves, takes part in no
+ * rounds or stepped down from |round|; a peer, unless it is unknown,
+ * left, evicted, or stepped down from |round|. */
+bool ded_abstain_counts(struct ded_node *node, uint64_t round, const uint8_t *id);
+
 /* True if we stepped down from a round after |after| and before |before|. */
 bool ded_abstain_between(const struct ded_node *node, uint64_t after, uint64_t before);
 

@@ -709,13 +709,10 @@ static void round_bound_why(ded_node *node, const ded_round *r, uint64_t now_ns,
   char lost[160] = "";
   for (unsigned i = 0; i < prev->n; i++) {
     const uint8_t *id = prev->ids[i];
-    bool reached;
-    if (id_is_me(node, id)) {
-      if (node->leaving || ded_abstain_from(node, r->no)) continue;
-      reached = true;
-    } else {
+    if (!ded_abstain_counts(node, r->no, id)) continue;
+    bool reached = true;
+    if (!id_is_me(node, id)) {
       ded_peer *p = ded_peer_find(node, id);
-      if (!p || p->left || p->evicted || p->abstain_round == r->no) continue;
       reached = !p->lost;
       if (!reached) {
         size_t pos = strlen(lost);
