@@ -18,9 +18,15 @@ float32 all-reduce (8 Mi elements) across the hosts, one process per host:
   gloo_s          torch.distributed's Gloo all_reduce
   bound_s         N·max(1/min up, 2(n-1)/Σ up, 1/min down, 2(n-1)/Σ down)
 
-Each system runs 1 warm-up and --reps timed reps; a rep's time is its
-slowest process's (for dedmpi, the max over the 4 jobs of that rep), and
-every system reports its best rep. A dedmpi column in which some job did
+Each system runs --warmup untimed reps (default 3) and --reps timed reps;
+a rep's time is its slowest process's (for dedmpi, the max over the 4 jobs
+of that rep), and every system reports its best rep. Three warm-ups, not
+one, because a dedmpi run's first calls do its start-up once: the first
+round founds the run's initial state (the other jobs load it, and start
+the second call ~0.1 s after the founder, who waits for them), the third
+call is the first whose training step is known, so the first with error
+feedback, whose residual's pages are first touched then (40 to 230 ms).
+What a training run does on every step is the fourth call on. A dedmpi column in which some job did
 not contribute to a timed rep (it came late and fetched the result, or
 kept its own values) timed a smaller swarm: it is reported as failed
 (nan), with the reps and hosts. Prints one line per topology:
@@ -40,7 +46,7 @@ the LP's solve time for 16, 64 and 256 peers. Lines starting with '#'
 are context. Needs root, BUILD_DIR (default ./build) with shim/libdedmpi.so
 and bench/ar_bench, Open MPI, python3-torch and nftables (lossy).
 
-  /usr/bin/python3 bench/wan.py [--topology NAME]... [--scale F] [--reps K]
+  /usr/bin/python3 bench/wan.py [--topology NAME]... [--scale F] [--reps K] [--warmup W]
       [--systems LIST] [--logs DIR] [--ded-env DEDMPI_NAME=VALUE]...
 
 The topologies' rates are taken as they are (--scale 1, the default;
@@ -83,6 +89,7 @@ REP_RE = re.compile(r"^rep (\d+) (\S+)", re.M)
 MISSED_RE = re.compile(r"round (\d+): (?:fetched the result of \d+ members \(this job came late\)"
                        r"|no result within the bound|the swarm is already at round)")
 DED_ENV = {}  # --ded-env: extra DEDMPI_* settings for both dedmpi systems
+WARMUP = 3  # --warmup: untimed reps before the timed ones, every system alike
 
 
 def ctx(msg):
@@ -133,7 +140,7 @@ def run_openmpi(lab, reps, timeout, logdir, ring):
     if ring:
         argv += ["--mca", "coll_tuned_use_dynamic_rules", "1",
                  "--mca", "coll_tuned_allreduce_algorithm", "4"]
-    argv += [BENCH, "--count", str(COUNT), "--reps", str(reps), "--warmup", "1"]
+    argv += [BENCH, "--count", str(COUNT), "--reps", str(reps), "--warmup", str(WARMUP)]
     name = "openmpi_ring" if ring else "openmpi"
     out = wait_all([spawn(lab, 1, argv, MPI_ENV, logdir, name)], timeout, name, logdir)[0]
     r = reps_of(out)
@@ -145,7 +152,7 @@ def run_gloo(lab, reps, timeout, logdir, port):
     for i in lab.host_ids():
         argv = [sys.executable, GLOO, "--rank", str(i - 1), "--world", str(lab.n),
                 "--master", "%s:%d" % (lab.ip(1), port), "--count", str(COUNT),
-                "--reps", str(reps), "--warmup", "1", "--timeout", str(int(timeout))]
+                "--reps", str(reps), "--warmup", str(WARMUP), "--timeout", str(int(timeout))]
         procs.append(spawn(lab, i, argv, {"GLOO_SOCKET_IFNAME": "wan0", "OMP_NUM_THREADS": "1"},
                            logdir, "gloo-%d" % i))
     out = wait_all(procs, timeout, "gloo", logdir)[0]
@@ -166,17 +173,17 @@ def run_dedmpi(lab, reps, timeout, logdir, port, plan, round_timeout_s, codec="n
         argv = ["mpirun", "-np", "1", "--bind-to", "none"]
         for k, v in env.items():
             argv += ["-x", "%s=%s" % (k, v)]
-        argv += [BENCH, "--count", str(COUNT), "--reps", str(reps), "--warmup", "1"]
+        argv += [BENCH, "--count", str(COUNT), "--reps", str(reps), "--warmup", str(WARMUP)]
         procs.append(spawn(lab, i, argv, MPI_ENV, logdir, "dedmpi-%s-%s-%d" % (plan, codec, i)))
     outs = wait_all(procs, timeout, "dedmpi (%s, %s)" % (plan, codec), logdir)
-    # Round 0 is the warm-up; rep k is round k + 1. A rep in which a job
+    # Rounds 0 .. WARMUP - 1 are the warm-up; rep k is round k + WARMUP. A rep in which a job
     # contributed nothing (it came late, or kept its own values) timed a
     # smaller swarm: the column is not valid.
     missed = {}
     for i, p in zip(lab.host_ids(), procs):
         for rnd in MISSED_RE.findall(open(p.err_path).read()):
-            if int(rnd) >= 1:
-                missed.setdefault(int(rnd) - 1, []).append("h%d" % i)
+            if int(rnd) >= WARMUP:
+                missed.setdefault(int(rnd) - WARMUP, []).append("h%d" % i)
     if missed:
         raise Failed("dedmpi (%s): not every job contributed to every timed rep (%s; logs: %s)" % (
             plan, "; ".join("rep %d: %s" % (k, ",".join(v)) for k, v in sorted(missed.items())),
@@ -223,7 +230,7 @@ def bench_topology(name, args, results, logroot):
             os.makedirs(logroot, exist_ok=True)
         logdir = tempfile.mkdtemp(prefix="wanbench-%s-" % name, dir=logroot)
         per_rep = max(20.0, 6 * ring_bound)
-        timeout = 120 + (args.reps + 1) * per_rep
+        timeout = 120 + (args.reps + WARMUP) * per_rep
         round_timeout = int(max(60, 4 * ring_bound))
         best = {}
         port = 7700
@@ -291,18 +298,24 @@ def bench_topology(name, args, results, logroot):
 
 
 def main():
+    global WARMUP
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topology", action="append", help="repeatable; default: %s" %
                     ", ".join(DEFAULT_TOPOLOGIES))
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiplies every rate (default 1: the topologies' own)")
-    ap.add_argument("--reps", type=int, default=3, help="timed reps per system (after 1 warm-up)")
+    ap.add_argument("--reps", type=int, default=3, help="timed reps per system (after the warm-up)")
+    ap.add_argument("--warmup", type=int, default=WARMUP,
+                    help="untimed reps before them, every system alike (default %d)" % WARMUP)
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="subset to run, comma-separated (default: all)")
     ap.add_argument("--logs", default=None, help="folder for the runs' logs (default: /tmp)")
     ap.add_argument("--ded-env", action="append", default=[], metavar="NAME=VALUE",
                     help="repeatable: a DEDMPI_* setting for the dedmpi jobs (e.g. DEDMPI_STREAMS=1)")
     args = ap.parse_args()
+    if args.warmup < 1 or args.reps < 1:
+        ap.error("--warmup and --reps want at least 1")
+    WARMUP = args.warmup
     for kv in args.ded_env:
         k, eq, v = kv.partition("=")
         if not eq or not k.startswith("DEDMPI_"):
@@ -331,8 +344,8 @@ def main():
         if r.returncode != 0:
             sys.exit("gloo needs torch with Gloo for %s (apt-get install python3-torch)" %
                      sys.executable)
-    ctx("dedmpi WAN benchmark: %d MiB float32 all-reduce, %d reps + 1 warm-up, best rep, "
-        "build %s%s" % (NBYTES >> 20, args.reps, BUILD,
+    ctx("dedmpi WAN benchmark: %d MiB float32 all-reduce, %d reps + %d warm-up, best rep, "
+        "build %s%s" % (NBYTES >> 20, args.reps, WARMUP, BUILD,
                         "".join(" %s=%s" % kv for kv in sorted(DED_ENV.items()))))
     results = {}
     for name in topologies:
