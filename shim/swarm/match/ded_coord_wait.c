@@ -59,7 +59,12 @@ bool ded_coord_peer_waits(ded_node *node, uint64_t round) {
   return false;
 }
 
-/* True if |id| may still report to a round we coordinate, so we wait for it. */
+/* True if |id| may still report to a round we coordinate, so we wait for
+ * it, and may be a member of an attempt we start. A peer gone quiet
+ * (ded_peer_quiet: stopped, most likely, though not yet taken for lost)
+ * is neither: put in an attempt, it would hold the attempt until its
+ * silence is up, and the round would need another view. It still counts
+ * among the acceptors (ded_coord_counts): its vote may be out there. */
 bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (id_is_me(node, id)) {
     if (node->leaving || node->s.no_rounds || ded_abstain_from(node, cr->round)) return false;
@@ -67,7 +72,8 @@ bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_I
     return cr->view == 0 || ded_round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
   }
   ded_peer *p = ded_peer_find(node, id);
-  return p && ded_peer_participates(node, p) && ded_abstain_peer_may_come(p, cr->round);
+  return p && ded_peer_participates(node, p) && !ded_peer_quiet(node, p, node->now_ns) &&
+         ded_abstain_peer_may_come(p, cr->round);
 }
 
 /* ---- announced late members ---- */

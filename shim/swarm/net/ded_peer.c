@@ -366,6 +366,10 @@ void ded_peer_heard(ded_conn *c, uint64_t now_ns) {
   if (c->state == DED_CONN_READY && c->peer) c->peer->heard_ns = now_ns;
 }
 
+bool ded_peer_quiet(const ded_node *node, const ded_peer *p, uint64_t now_ns) {
+  return now_ns > p->heard_ns && now_ns - p->heard_ns >= ded_timing_silence(&node->timing) / 2;
+}
+
 void ded_peers_forgive_silence(ded_node *node, uint64_t gap_ns) {
   for (size_t i = 0; i < node->peers.n; i++) node->peers.v[i]->heard_ns += gap_ns;
 }

@@ -129,6 +129,12 @@ unsigned ded_peers_genesis_view(ded_node *node, const uint8_t **min_id);
 /* Bytes from |c|'s peer arrived. */
 void ded_peer_heard(ded_conn *c, uint64_t now_ns);
 
+/* True if nothing came from |p| for half the silence time: two or more
+ * of the keepalives it sends when it has nothing else to send are late. A
+ * peer that quiet is most likely stopped; it is lost only at the silence
+ * time (ded_peers_tick). */
+bool ded_peer_quiet(const ded_node *node, const ded_peer *p, uint64_t now_ns);
+
 /* This process did not run for |gap_ns| (a stop, a starved thread): what
  * it did not hear meanwhile is not the peers' silence, which is paused
  * for that long (not reset: a peer silent before stays so). */

@@ -407,6 +407,68 @@ static void test_node_coord_commit_needs_live_acceptor_quorum(void **state) {
 }
 
 /*
+ * A joiner gone quiet is no member of the attempt a view starts (the
+ * churn soak in CI, seed 3218675811: round 160's view 3 committed an
+ * attempt with a member stopped 1.4 s before, which held the attempt
+ * until its silence time, and the round ran into its bound). Round 1 of
+ * tlin_view1, view 1 coordinated here: hi reports, then sends nothing
+ * (stopped) for half the silence time, 1.25 s of the 10 s bound, less
+ * than the 2.5 s that make it lost. Node and hi are two of four
+ * acceptors without the primary: no decision. lo1's report makes three
+ * of four, a quorum: the COMMIT is of {lo1, node}, two of four with the
+ * primary, and it goes to lo1 only; hi still counts among the acceptors
+ * (nacc 4). Resumed, hi reports again and learns of the attempt without
+ * it (a DECIDE: it fetches the result).
+ */
+static void test_node_coord_quiet_joiner_left_out(void **state) {
+  (void)state;
+  float b0[COUNT], b1[COUNT], *bufs[2] = {b0, b1};
+  tnode t;
+  tswarm sw;
+  ded_ident peers[3];
+  tlin_view1_lost(&t, &sw, bufs, peers);
+  const unsigned lo1 = sw.conn[0], hi = sw.conn[3];
+  ded_msg_join j = join_of(1, 1, 0, DED_VIEW_NONE);
+  send_join(&t, hi, &j);
+  t.mute[hi] = true;
+  tnode_advance(&t, 1300ull * 1000 * 1000);
+  assert_false(t.closed[hi]);
+  assert_int_equal(tlin_commits(&t, hi, 1, NULL), 0);
+  assert_int_equal(tlin_commits(&t, lo1, 1, NULL), 0);
+  send_join(&t, lo1, &j);
+  ded_msg_commit c;
+  assert_int_equal(tlin_commits(&t, hi, 1, NULL), 0);
+  int n = tlin_commits(&t, lo1, 1, &c);
+  if (n == 0) fail_msg("no COMMIT of round 1 with three of four acceptors in");
+  assert_int_equal(n, 1);
+  if (c.k != 2) {
+    unsigned k = c.k;
+    ded_msg_commit_free(&c, NULL);
+    fail_msg("view 1 committed %u members: hi, silent for 1.3 s, among them", k);
+  }
+  assert_int_equal(c.attempt, attempt_of(1, t.ident.id));
+  assert_int_equal(c.nacc, 4);
+  assert_memory_equal(c.members[0].id, peers[0].id, DED_ID_BYTES);
+  assert_memory_equal(c.members[1].id, t.ident.id, DED_ID_BYTES);
+  assert_int_equal(c.members[0].flags, DED_MEMBER_F_ACCEPTOR | DED_MEMBER_F_PRIMARY);
+  assert_int_equal(c.members[1].flags, DED_MEMBER_F_ACCEPTOR);
+  const uint64_t N = c.attempt;
+  ded_msg_commit_free(&c, NULL);
+  t.mute[hi] = false;
+  send_join(&t, hi, &j);
+  assert_false(t.closed[hi]);
+  int nd, nc;
+  ded_msg_decide d;
+  tcoord_decisions(&t, hi, &nd, &d, &nc, NULL);
+  assert_int_equal(nc, 0);
+  assert_int_equal(nd, 1);
+  assert_int_equal(d.plan.attempt, N);
+  assert_int_equal(d.plan.k, 2);
+  ded_msg_decide_free(&d, NULL);
+  ded_node_free(t.node);
+}
+
+/*
  * The eviction rule's hole (sim_chaos --scenario churn --seed 156): the
  * acceptors still counted saw no completion of a round that a peer we
  * can talk to holds. As test_node_coord_commit_needs_live_acceptor_quorum,
@@ -680,6 +742,7 @@ int main(void) {
       cmocka_unit_test(test_node_coord_accepted_attempt_stands),
       cmocka_unit_test(test_node_coord_new_attempt_needs_quorum),
       cmocka_unit_test(test_node_coord_commit_needs_live_acceptor_quorum),
+      cmocka_unit_test(test_node_coord_quiet_joiner_left_out),
       cmocka_unit_test(test_node_coord_no_attempt_past_holder),
       cmocka_unit_test(test_node_coord_short_attempt_never_stands),
       cmocka_unit_test(test_node_coord_rollback),
