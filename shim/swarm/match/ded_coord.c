@@ -210,6 +210,37 @@ static void coord_send_to_joiners(ded_node *node, ded_coord *cr, const uint8_t *
   }
 }
 
+/* The joiners of |cr| that may be members of a new attempt
+ * (ded_coord_active), into |live| (its own array, in id order). */
+static int coord_live_joiners(ded_node *node, const ded_coord *cr, ded_gather *live) {
+  ded_gather_init(live, cr->g.round, cr->g.genesis);
+  live->v = ded_mem_malloc(node->mem, (cr->g.n ? cr->g.n : 1) * sizeof *live->v);
+  if (!live->v) return DED_ERR_NOMEM;
+  live->cap = cr->g.n;
+  for (size_t i = 0; i < cr->g.n; i++)
+    if (ded_coord_active(node, cr, cr->g.v[i].id)) live->v[live->n++] = cr->g.v[i];
+  return 0;
+}
+
+/* A new attempt's COMMIT to its members among the joiners (|live|); the
+ * other joiners still connected, quiet ones (ded_coord_active), get the
+ * DECIDE a later reporter would: nothing else would tell them (their
+ * connection is still up, so no probe goes out), and their wait for a
+ * decision would end in a failover that probes the attempt's members
+ * into a later view. */
+static void coord_send_commit(ded_node *node, ded_coord *cr, const ded_gather *live) {
+  for (size_t i = 0; i < cr->g.n; i++) {
+    const uint8_t *id = cr->g.v[i].id;
+    if (id_is_me(node, id)) continue;
+    ded_peer *p = ded_peer_find(node, id);
+    if (!p || !p->conn) continue;
+    if (ded_gather_find(live, id))
+      ded_conn_send_ctrl(node, p->conn, cr->commit_frame, cr->commit_len);
+    else if (cr->late_frame)
+      ded_conn_send_ctrl(node, p->conn, cr->late_frame, cr->late_len);
+  }
+}
+
 static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
                               const ded_msg_commit *plan, const uint16_t *holders, size_t *len) {
   size_t cap = DED_DECIDE_FRAME_BYTES(plan->k);
@@ -464,13 +495,18 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     coord_out_of_step(node, cr, prog.round + 1);
     return;
   }
-  /* Joiners that went away before the decision are not members. */
+  /* Joiners that went away before the decision are not members, nor do
+   * their reports count any more. Nor are joiners gone quiet members;
+   * their reports stay (a later decision of this view counts them). */
   size_t out = 0;
   for (size_t i = 0; i < cr->g.n; i++)
     if (ded_coord_alive(node, cr, cr->g.v[i].id)) cr->g.v[out++] = cr->g.v[i];
   cr->g.n = out;
+  ded_gather live;
   ded_msg_commit cm;
-  if (cr->g.n == 0 || ded_plan_make(node, &cr->g, cr->round, &cm) != 0) {
+  int rc = coord_live_joiners(node, cr, &live);
+  if (rc != 0 || live.n == 0 || ded_plan_make(node, &live, cr->round, &cm) != 0) {
+    ded_gather_free(&live, node->mem);
     cr->state = COORD_GAVE_UP; /* no one left, or out of memory */
     return;
   }
@@ -478,11 +514,13 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     node_log(node, DED_LOG_DEBUG, "round %llu: view %u: too few acceptors among the joiners",
              (unsigned long long)cr->round, cr->view);
     ded_msg_commit_free(&cm, node->mem);
+    ded_gather_free(&live, node->mem);
     cr->state = COORD_GATHERING;
     return;
   }
   if ((cr->carried || cr->rolled) && !ded_coord_flag_founder(cr, &cm)) {
     ded_msg_commit_free(&cm, node->mem);
+    ded_gather_free(&live, node->mem);
     cr->rolled = false; /* asked again at the next check */
     cr->state = COORD_GATHERING;
     return;
@@ -506,7 +544,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     node_log(node, cr->view ? DED_LOG_INFO : DED_LOG_DEBUG,
              "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
              cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
-    coord_send_to_joiners(node, cr, cr->commit_frame, cr->commit_len);
+    coord_send_commit(node, cr, &live);
     coord_deliver_self(node, cr->commit_frame, cr->commit_len);
   } else {
     ded_mem_free(node->mem, cr->commit_frame);
@@ -515,6 +553,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
   }
   ded_mem_free(node->mem, ident);
   ded_msg_commit_free(&cm, node->mem);
+  ded_gather_free(&live, node->mem);
 }
 
 /* check: time passed, or someone came, went or reported. Decides |cr|
@@ -583,7 +622,7 @@ static void coord_on_check(ded_node *node, ded_coord *cr, uint64_t now_ns) {
     ded_coord_expect_waited(node, cr, now_ns);
     unsigned alive = 0, in = 0;
     for (unsigned i = 0; i < cr->nexpect; i++) {
-      if (!ded_coord_alive(node, cr, cr->expect[i])) continue;
+      if (!ded_coord_active(node, cr, cr->expect[i])) continue;
       alive++;
       in += ded_gather_find(&cr->g, cr->expect[i]) != NULL;
     }

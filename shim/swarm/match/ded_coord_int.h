@@ -75,8 +75,15 @@ void ded_coord_expect_lineage(ded_node *node, ded_coord *cr);
  * the run's state to) are waited for in |cr|. */
 void ded_coord_expect_waited(ded_node *node, ded_coord *cr, uint64_t now_ns);
 
-/* True if |id| may still report to |cr|, so it is waited for. */
+/* True if |id| may still report to |cr|: our own member in the round, or
+ * a peer we can talk to that takes part in rounds and did not step down
+ * from it. A joiner that is not is dropped from the view's reports. */
 bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]);
+
+/* True if |id| is alive and not gone quiet (ded_peer_quiet): waited for,
+ * and a member of an attempt |cr| starts. A quiet peer's report stays in
+ * the view, and it still counts among the acceptors. */
+bool ded_coord_active(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]);
 
 /* |from| announced it will join round |j->round| (DED_JOIN_F_INTENT). */
 void ded_coord_on_intent(ded_node *node, struct ded_peer *from, const ded_msg_join *j,

@@ -184,7 +184,7 @@ bool ded_coord_try_rollback(ded_node *node, ded_coord *cr) {
     uint64_t r1, att;
     if (!join_held(&gj->join, &r1, &att)) return false;
     if (gj->join.flags & DED_JOIN_F_AUX || ded_peer_evicted(node, gj->id)) continue;
-    bool client = gj->join.flags & DED_JOIN_F_CLIENT || !ded_coord_alive(node, cr, gj->id);
+    bool client = gj->join.flags & DED_JOIN_F_CLIENT || !ded_coord_active(node, cr, gj->id);
     if (r1 > m1) {
       m1 = r1;
       m_att = att;

@@ -59,12 +59,7 @@ bool ded_coord_peer_waits(ded_node *node, uint64_t round) {
   return false;
 }
 
-/* True if |id| may still report to a round we coordinate, so we wait for
- * it, and may be a member of an attempt we start. A peer gone quiet
- * (ded_peer_quiet: stopped, most likely, though not yet taken for lost)
- * is neither: put in an attempt, it would hold the attempt until its
- * silence is up, and the round would need another view. It still counts
- * among the acceptors (ded_coord_counts): its vote may be out there. */
+/* True if |id| may still report to a round we coordinate. */
 bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
   if (id_is_me(node, id)) {
     if (node->leaving || node->s.no_rounds || ded_abstain_from(node, cr->round)) return false;
@@ -72,8 +67,16 @@ bool ded_coord_alive(ded_node *node, const ded_coord *cr, const uint8_t id[DED_I
     return cr->view == 0 || ded_round_find(node, cr->round) || ded_history_find(&node->hist, cr->round);
   }
   ded_peer *p = ded_peer_find(node, id);
-  return p && ded_peer_participates(node, p) && !ded_peer_quiet(node, p, node->now_ns) &&
-         ded_abstain_peer_may_come(p, cr->round);
+  return p && ded_peer_participates(node, p) && ded_abstain_peer_may_come(p, cr->round);
+}
+
+/* Alive and not gone quiet (ded_peer_quiet: stopped, most likely, though
+ * not yet taken for lost): put in an attempt, a quiet peer would hold it
+ * until its silence is up, and the round would need another view. */
+bool ded_coord_active(ded_node *node, const ded_coord *cr, const uint8_t id[DED_ID_BYTES]) {
+  if (!ded_coord_alive(node, cr, id)) return false;
+  ded_peer *p = id_is_me(node, id) ? NULL : ded_peer_find(node, id);
+  return !p || !ded_peer_quiet(node, p, node->now_ns);
 }
 
 /* ---- announced late members ---- */
@@ -88,7 +91,8 @@ typedef struct intent_wait {
 static bool intent_waited(void *ctx, const uint8_t id[DED_ID_BYTES]) {
   const intent_wait *w = ctx;
   ded_peer *p = ded_peer_find(w->node, id);
-  return p && ded_peer_participates(w->node, p) && !(w->cr && ded_gather_find(&w->cr->g, id));
+  return p && ded_peer_participates(w->node, p) && !ded_peer_quiet(w->node, p, w->node->now_ns) &&
+         !(w->cr && ded_gather_find(&w->cr->g, id));
 }
 
 uint64_t ded_coord_intent_until(ded_node *node, uint64_t round, const ded_coord *cr,
@@ -108,7 +112,7 @@ bool ded_coord_lin_finishing(ded_node *node, uint64_t no, const ded_coord *cr, u
     if (id_is_me(node, id) || (cr && ded_gather_find(&cr->g, id))) continue;
     if (prev->have && ded_bit_get(prev->have, i) && !recent) continue;
     ded_peer *p = ded_peer_find(node, id);
-    if (p && ded_peer_participates(node, p)) return true;
+    if (p && ded_peer_participates(node, p) && !ded_peer_quiet(node, p, now_ns)) return true;
   }
   return false;
 }
