@@ -560,9 +560,7 @@ static void node_enter(ded_node *node, uint64_t now_ns) {
     bool long_gap = now_ns > node->now_ns + silence / 2;
     node->quiet_until_ns = now_ns + (long_gap ? silence : node->s.deadline_floor_ns);
     node->wake_soon = true;
-    /* Nor is what we did not hear meanwhile the peers' silence (a peer
-     * gone quiet, ded_peer_quiet, is no member of our attempts). */
-    ded_peers_forgive_silence(node, now_ns - node->now_ns);
+    ded_peers_forgive_silence(node, now_ns - node->now_ns); /* not their silence: our gap */
     /* Our calls' bounds count the time we ran: past when we were due
      * (our tick, or our last call), the rest is the stop's. */
     uint64_t due = DED_MAX(node->tick_ns, node->now_ns);
