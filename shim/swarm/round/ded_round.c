@@ -810,10 +810,15 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
      * with no one but us in it, the others went to another coordinator,
      * whose view may have completed the round: on to the next view, as
      * from any silent coordinator, not waiting for the bound
-     * (ded_coord_undecided). */
+     * (ded_coord_undecided). So too once it gave up (its bound counts
+     * from the view's start, ours is moved by our stops: churn soak
+     * 486647884 waited 5.4 s for nothing). */
     bool self = id_is_me(node, r->coord);
     ded_coord *own = self ? ded_coord_find(node, r->no) : NULL;
-    if (own && own->view == r->view && !ded_coord_undecided(node, r->no, r->view, now_ns)) return;
+    bool gave_up = own && own->view == r->view && own->state == COORD_GAVE_UP;
+    if (own && own->view == r->view && !gave_up &&
+        !ded_coord_undecided(node, r->no, r->view, now_ns))
+      return;
     /* The coordinator waits for a member still finishing the round
      * before: so do we, a wait longer. */
     uint64_t finish_ns = r->joined_ns + 2 * ded_timing_join_wait(&node->timing, 0);
@@ -824,8 +829,9 @@ static void round_on_deadline(ded_node *node, ded_round *r, uint64_t now_ns) {
       r->wait_ns = finish_ns;
       return;
     }
-    ded_round_failover(node, r, self ? "no one but this peer joined its own view"
-                                     : "no decision from the coordinator in time", now_ns);
+    ded_round_failover(node, r, gave_up ? "this peer's own view gave up"
+                                : self  ? "no one but this peer joined its own view"
+                                        : "no decision from the coordinator in time", now_ns);
     return;
   }
   case ROUND_RUNNING:

@@ -123,10 +123,61 @@ static void test_node_churn_quorum_without_primary(void **state) {
   tnet_free(net);
 }
 
+/*
+ * The coordinator of its own view stopped past that view's bound (churn
+ * soak 486647884). Three nodes past rounds 0 to 2; round 3's view 0 is
+ * x's (the smallest id, the primary). z submits round 3, then x, and x
+ * is stopped with z's JOIN in its view; y's trainer never comes to round
+ * 3, and y and z die a second later. x resumes 9 s after its stop: its
+ * call's bound is moved by the stop (to 19 s), its view's is not (10 s),
+ * so at its first check after the quiet time (the silence time, 2.5 s)
+ * the view gives up. Its member must not wait for that view until its
+ * own bound: it fails over, as from any coordinator that will not
+ * decide, and once y and z are evicted (5 s after x heard of their
+ * deaths) x alone is the acceptors still counted, and round 3 completes
+ * with x's own contribution, before the bound. Before, the member waited
+ * for its own view, which had given up, and ended at its bound without
+ * a result.
+ */
+static void test_node_churn_own_view_gave_up(void **state) {
+  (void)state;
+  tnet *net = tnet_new();
+  for (int i = 0; i < 3; i++) tnet_add(net, 3);
+  tnet_mesh(net);
+  for (uint64_t r = 0; r < 3; r++) tnet_round(net, 0x7, -1, r);
+  int x = tnet_id_rank(net, 0), y = tnet_id_rank(net, 1), z = tnet_id_rank(net, 2);
+  int before = net->n[x].rounds_done;
+  uint64_t t0 = net->now;
+  submit(net, z, 3);
+  tnet_pump(net);
+  submit(net, x, 3);
+  tnet_pump(net);
+  tnet_freeze(net, x, true);
+  TNET_UNTIL(net, SEC_NS, false);
+  tnet_kill(net, y);
+  tnet_kill(net, z);
+  const uint64_t rest = t0 + 9 * SEC_NS - net->now;
+  TNET_UNTIL(net, rest, false);
+  tnet_freeze(net, x, false);
+  TNET_UNTIL(net, 12 * SEC_NS, net->n[x].rounds_done != before);
+  assert_int_equal(net->n[x].rounds_done, before + 1);
+  const tnet_node *tn = &net->n[x];
+  uint64_t after_ms = (net->now - t0 - 9 * SEC_NS) / MS_NS;
+  if (tn->last.status != 0)
+    fail_msg("round 3 ended with status %d, %llu ms after x resumed", tn->last.status,
+             (unsigned long long)after_ms);
+  assert_int_equal(tn->last.round, 3);
+  assert_int_equal(tn->last.contributors, 1);
+  if (after_ms > 6000)
+    fail_msg("round 3 completed %llu ms after x resumed", (unsigned long long)after_ms);
+  tnet_free(net);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_churn_primary_back),
       cmocka_unit_test(test_node_churn_quorum_without_primary),
+      cmocka_unit_test(test_node_churn_own_view_gave_up),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
