@@ -201,12 +201,22 @@ static void coord_probe_self(ded_node *node, uint64_t round, uint32_t view) {
   node_post_self(node, frame, w.pos);
 }
 
-static void coord_send_to_joiners(ded_node *node, ded_coord *cr, const uint8_t *frame, size_t len) {
+/* |frame| to every joiner of |cr| but us; with |members|, to those among
+ * them only, and the view's DECIDE to the others (ded_coord_active: a
+ * quiet joiner left out of a new attempt; nothing else would tell it, as
+ * its connection is still up, and its wait for a decision would end in a
+ * failover that probes the attempt's members into a later view). */
+static void coord_send_to_joiners(ded_node *node, ded_coord *cr, const uint8_t *frame, size_t len,
+                                  const ded_gather *members) {
   for (size_t i = 0; i < cr->g.n; i++) {
     const uint8_t *id = cr->g.v[i].id;
     if (id_is_me(node, id)) continue;
     ded_peer *p = ded_peer_find(node, id);
-    if (p && p->conn) ded_conn_send_ctrl(node, p->conn, frame, len);
+    if (!p || !p->conn) continue;
+    if (!members || ded_gather_find(members, id))
+      ded_conn_send_ctrl(node, p->conn, frame, len);
+    else if (cr->late_frame)
+      ded_conn_send_ctrl(node, p->conn, cr->late_frame, cr->late_len);
   }
 }
 
@@ -220,25 +230,6 @@ static int coord_live_joiners(ded_node *node, const ded_coord *cr, ded_gather *l
   for (size_t i = 0; i < cr->g.n; i++)
     if (ded_coord_active(node, cr, cr->g.v[i].id)) live->v[live->n++] = cr->g.v[i];
   return 0;
-}
-
-/* A new attempt's COMMIT to its members among the joiners (|live|); the
- * other joiners still connected, quiet ones (ded_coord_active), get the
- * DECIDE a later reporter would: nothing else would tell them (their
- * connection is still up, so no probe goes out), and their wait for a
- * decision would end in a failover that probes the attempt's members
- * into a later view. */
-static void coord_send_commit(ded_node *node, ded_coord *cr, const ded_gather *live) {
-  for (size_t i = 0; i < cr->g.n; i++) {
-    const uint8_t *id = cr->g.v[i].id;
-    if (id_is_me(node, id)) continue;
-    ded_peer *p = ded_peer_find(node, id);
-    if (!p || !p->conn) continue;
-    if (ded_gather_find(live, id))
-      ded_conn_send_ctrl(node, p->conn, cr->commit_frame, cr->commit_len);
-    else if (cr->late_frame)
-      ded_conn_send_ctrl(node, p->conn, cr->late_frame, cr->late_len);
-  }
 }
 
 static uint8_t *encode_decide(ded_node *node, uint32_t view, uint8_t flags,
@@ -373,7 +364,7 @@ static void coord_out_of_step(ded_node *node, ded_coord *cr, uint64_t next_round
   ded_wr w = ded_wr_init(frame, sizeof frame);
   ded_msg_stale m = {cr->round, next_round};
   ded_msg_stale_encode(&w, &m);
-  coord_send_to_joiners(node, cr, frame, w.pos);
+  coord_send_to_joiners(node, cr, frame, w.pos, NULL);
   coord_deliver_self(node, frame, w.pos);
 }
 
@@ -472,7 +463,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     node_log(node, DED_LOG_INFO, "round %llu: view %u: attempt %llx stands%s, %u members; %zu fetch",
              (unsigned long long)cr->round, cr->view, (unsigned long long)best->plan.attempt,
              chosen ? " (completed)" : "", best->plan.k, cr->g.n);
-    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len);
+    coord_send_to_joiners(node, cr, cr->late_frame, cr->late_len, NULL);
     coord_deliver_self(node, cr->late_frame, cr->late_len);
     return;
   }
@@ -544,7 +535,7 @@ static void coord_decide(ded_node *node, ded_coord *cr, bool all_in) {
     node_log(node, cr->view ? DED_LOG_INFO : DED_LOG_DEBUG,
              "round %llu: view %u: attempt %llx with %u of %zu joiners", (unsigned long long)cr->round,
              cr->view, (unsigned long long)cm.attempt, cm.k, cr->g.n);
-    coord_send_commit(node, cr, &live);
+    coord_send_to_joiners(node, cr, cr->commit_frame, cr->commit_len, &live);
     coord_deliver_self(node, cr->commit_frame, cr->commit_len);
   } else {
     ded_mem_free(node->mem, cr->commit_frame);
