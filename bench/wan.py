@@ -213,7 +213,7 @@ def fmt(x):
 
 def bench_topology(name, args, results, logroot):
     topo = wanlab.load_topology(name)
-    with wanlab.Lab(topo, scale=args.scale) as lab:
+    with wanlab.Lab(topo, scale=args.scale, tcp_cc=args.tcp_cc) as lab:
         t = lab.topology
         bound = t.bound_s(NBYTES)
         up_min = min(h.up_Bps for h in t.hosts)
@@ -312,7 +312,15 @@ def main():
     ap.add_argument("--logs", default=None, help="folder for the runs' logs (default: /tmp)")
     ap.add_argument("--ded-env", action="append", default=[], metavar="NAME=VALUE",
                     help="repeatable: a DEDMPI_* setting for the dedmpi jobs (e.g. DEDMPI_STREAMS=1)")
+    ap.add_argument("--tcp-cc", default=None, metavar="NAME",
+                    help="TCP congestion control in every host, for every system alike (default: "
+                    "the machine's, net.ipv4.tcp_congestion_control; see tcp_available_"
+                    "congestion_control)")
     args = ap.parse_args()
+    if args.tcp_cc is not None:
+        avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+        if args.tcp_cc not in avail:
+            ap.error("--tcp-cc %s: not available here (have: %s)" % (args.tcp_cc, " ".join(avail)))
     if args.warmup < 1 or args.reps < 1:
         ap.error("--warmup and --reps want at least 1")
     WARMUP = args.warmup

@@ -250,13 +250,17 @@ class Lab:
     dies with its owner)."""
 
     def __init__(self, topology, scale=1.0, relay=None, rt_prio=50, detach=False, offload=True,
-                 rps=None):
+                 rps=None, tcp_cc=None):
         self.base = load_topology(topology)
         if scale <= 0:
             raise LabError("scale must be > 0")
         self.scale = float(scale)
         self.topology = self.base.scaled(self.scale)
         self.relay_bin = relay
+        # The hosts' TCP congestion control: None keeps what a new namespace
+        # gets (the machine's default, net.ipv4.tcp_congestion_control).
+        self.tcp_cc = tcp_cc
+        self._allowed_cc_before = None  # the machine's list, while the lab widened it
         self.rt_prio = rt_prio
         self.detach = detach
         self.offload = offload
@@ -481,10 +485,13 @@ class Lab:
         self._save_state()  # before creating anything: `down --stale` can find it all
         for name in self.namespaces:
             sh(["ip", "netns", "add", name])
+        self._allow_cc()
         for i in self.host_ids():
             h, r = self.ns(i), self.router_ns(i)
             hmac, rmac = "02:91:00:00:00:%02x" % i, "02:91:01:00:00:%02x" % i
             sysctl = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+            if self.tcp_cc:
+                sysctl.append("net.ipv4.tcp_congestion_control=%s" % self.tcp_cc)
             sh(["ip", "netns", "exec", h, "sysctl", "-qw"] + sysctl)
             sh(["ip", "netns", "exec", r, "sysctl", "-qw"] + sysctl +
                ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
@@ -602,6 +609,7 @@ exec ip netns exec "%(prefix)s-h$i" unshare --uts sh -c 'hostname "$0" && exec s
                 if p.poll() is None:
                     kill_group(p, grace=1.0)
             teardown(self.prefix, self.namespaces, self.relay_pid, self.relay_start, self.dir)
+            self._restore_allowed_cc()
             if self.relay is not None:
                 try:
                     self.relay.wait(timeout=5)
@@ -616,11 +624,40 @@ exec ip netns exec "%(prefix)s-h$i" unshare --uts sh -c 'hostname "$0" && exec s
                 pass
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
+    ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+    def _allow_cc(self):
+        """A namespace may only default to a congestion control the machine
+        allows (tcp_allowed_congestion_control): the lab adds tcp_cc to that
+        list while it is up, and down() puts the list back."""
+        if not self.tcp_cc:
+            return
+        allowed = open(self.ALLOWED_CC).read().split()
+        if self.tcp_cc in allowed:
+            return
+        self._allowed_cc_before = " ".join(allowed)
+        with open(self.ALLOWED_CC, "w") as f:
+            f.write(" ".join(allowed + [self.tcp_cc]))
+
+    def _restore_allowed_cc(self):
+        if self._allowed_cc_before is None:
+            return
+        with open(self.ALLOWED_CC, "w") as f:
+            f.write(self._allowed_cc_before)
+        self._allowed_cc_before = None
+
     # ------------------------------------------------------------ describe
 
+    def tcp_cc_in_use(self):
+        """The congestion control TCP uses in host 1 (every host has the same)."""
+        out = subprocess.run(["ip", "netns", "exec", self.ns(1), "sysctl", "-n",
+                              "net.ipv4.tcp_congestion_control"], capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+
     def describe(self):
-        lines = ["lab %s: topology %s, scale %g, %d hosts" % (self.prefix, self.base.name,
-                                                             self.scale, self.n)]
+        lines = ["lab %s: topology %s, scale %g, %d hosts, TCP congestion control %s%s" % (
+            self.prefix, self.base.name, self.scale, self.n, self.tcp_cc_in_use(),
+            "" if self.tcp_cc else " (the machine's default)")]
         for i in self.host_ids():
             h = self.hosts[i - 1]
             lines.append("  h%d %-10s up %7.2f Mbit/s  down %7.2f Mbit/s  delay %5.1f ms  loss %.2f%%"
