@@ -629,7 +629,9 @@ exec ip netns exec "%(prefix)s-h$i" unshare --uts sh -c 'hostname "$0" && exec s
     def _allow_cc(self):
         """A namespace may only default to a congestion control the machine
         allows (tcp_allowed_congestion_control): the lab adds tcp_cc to that
-        list while it is up, and down() puts the list back."""
+        list while it is up, and down() puts the list back (not `down --stale`
+        after a SIGKILL: the old list lived in the owner; left wider, it only
+        allows more)."""
         if not self.tcp_cc:
             return
         allowed = open(self.ALLOWED_CC).read().split()
