@@ -1118,6 +1118,15 @@ class Swarm4:
         m = re.findall(r"step (\d+) loss", self.jobs[i].out)
         return int(m[-1]) if m else 0
 
+    def story(self, i):
+        """Job i's engine lines, less peers coming and going, and its step
+        lines as a list: what a failed comparison needs to be read."""
+        err = [l for l in self.jobs[i].err.splitlines()
+               if not re.search(r"peer \S+ (up|closed)$|public key|listening on", l)]
+        steps = " ".join("%s:%s" % kv for kv in sorted(self.checksums(i).items(),
+                                                           key=lambda kv: int(kv[0])))
+        return "job %d's log:\n%s\n  steps: %s" % (i, indent("\n".join(err)[-8000:]), steps)
+
     def checksums(self, i):
         """Step -> parameter checksum, as job i logged them."""
         return dict(re.findall(r"step (\d+) loss \S+ checksum (\S+)", self.jobs[i].out))
@@ -1548,7 +1557,9 @@ def kill_stop_join_run(extra_env):
         common = sorted((s for s in set(mine) & set(ref) if int(s) >= since), key=int)
         check(len(common) >= 10, "job %d: too few steps to compare: %s" % (i, common))
         differ = [s for s in common if mine[s] != ref[s]]
-        check(not differ, "job %d's parameters differ from the run's at steps %s" % (i, differ[:10]))
+        check(not differ, "job %d's parameters differ from the run's at steps %s (job 0 logged "
+              "%s)\n%s\n%s" % (i, [(s, mine[s]) for s in differ[:10]],
+                                [ref[s] for s in differ[:10]], sw.story(i), sw.story(0)))
         notes.append("job %d equal to the run at %d logged steps from step %d" % (i, len(common), since))
         # A reload to round R lands on step R/2 + 1 (two all-reduces a step).
         for r in re.findall(r"back in step at round (\d+)", sw.jobs[i].err):

@@ -266,7 +266,10 @@ void ded_rounds_check_groups(ded_node *node) {
    * just resumed from a stop (the run went on without it, and it hears
    * so within the silence time: a STALE, or the results it fetches), or
    * its newest round completed late, on the result of the members who
-   * made it (it is in their lineage). Evidence counts still: a result
+   * made it (it is in their lineage), or came with a state it loaded (a
+   * peer that joined after that state's round is not among its members,
+   * and is far past it if the swarm went on while the state came: mp.
+   * kill_stop_join). Evidence counts still: a result
    * of a round we both took that differs. (Taking such a job for
    * another group's ended its rounds out of step at once, and a job
    * with a step or two left finished off the run's parameters: churn

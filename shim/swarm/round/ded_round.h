@@ -178,8 +178,10 @@ typedef struct ded_rounds {
   uint8_t intent_frame[DED_JOIN_FRAME_BYTES];
   bool intent_sent;
   /* The newest round that completed here late (its result fetched from
-   * the members that made it), plus one; 0: none. Such a round extends
-   * our previous one in their lineage: we are catching up in our group. */
+   * the members that made it), plus one, or the round a loaded state
+   * resumes at; 0: none. Such a round extends our previous one in their
+   * lineage, and a loaded state comes with the run's: we are catching up
+   * in our group. */
   uint64_t late_done;
   /* Out of step: a STALE said the swarm is at this round. Our rounds
    * below it are over before they start (until a reload). */

@@ -461,6 +461,11 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
   }
   st->lin = NULL;
   node->rounds.next = w->round;
+  /* The lineage loaded is the run's, however far the swarm went on while
+   * the state came: a peer far past it that joined after its round is
+   * the run we catch up with, not another group (ded_rounds_check_groups),
+   * as for a round completed late. */
+  node->rounds.late_done = w->round;
   /* Back from a stall, our views waited to hear whether the run went on
    * without us (node_enter); it did, and we are where it is now. */
   node->quiet_until_ns = 0;

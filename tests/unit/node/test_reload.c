@@ -847,6 +847,43 @@ static void test_node_catching_up_not_other_group(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A job that reloaded is in the run's lineage, not another group: the
+ * state it loaded (of round 40, lineage lo and hi) may be rounds behind
+ * the swarm by the time it is in, and a peer that joined after the
+ * snapshot's round (so not among its members) is far past it. That peer
+ * is the run the job catches up with, not a group to yield to (mp.
+ * kill_stop_join, CI: the stopped job reloaded, took the joiner 16 rounds
+ * ahead for another group, ended the step's rounds out of step on its own
+ * values, logged that step off the run's and reloaded once more). The
+ * rule applies again once a round of the job's own completes.
+ */
+static void test_node_reloaded_not_other_group(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident lo, hi, joiner;
+  tnode_reloaded_lohi(&t, bufs, &lo, &hi, 40);
+  unit_ident(&joiner, 200);
+  assert_memory_not_equal(joiner.id, lo.id, DED_ID_BYTES);
+  assert_memory_not_equal(joiner.id, hi.id, DED_ID_BYTES);
+  assert_memory_not_equal(joiner.id, t.ident.id, DED_ID_BYTES);
+  t.log_want = "of another group";
+  const unsigned h = tnode_accept(&t);
+  send_hello_progress(&t, h, &joiner, 40 + 20, 0x99, 3);
+  assert_false(t.closed[h]);
+  size_t n;
+  for (int k = 0; k < 20; k++) {
+    tnode_advance(&t, 100 * MS_NS);
+    for (unsigned i = 0; i <= h; i++) free(tnode_output_on(&t, i, &n, t.now));
+  }
+  if (t.log_hits != 0)
+    fail_msg("a node that reloaded the state of round 40 took a joiner at round 60 for another "
+             "group");
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -862,6 +899,7 @@ int main(void) {
       cmocka_unit_test(test_node_stall_postpones_bound),
       cmocka_unit_test(test_node_fetch_from_gone_ends_early),
       cmocka_unit_test(test_node_catching_up_not_other_group),
+      cmocka_unit_test(test_node_reloaded_not_other_group),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
