@@ -192,6 +192,8 @@ bool ded_rounds_announcing(ded_node *node, uint64_t now_ns) {
          !ded_round_find(node, rs->intent_round);
 }
 
+void ded_rounds_announce_stop(ded_node *node) { node->rounds.intent_sent = false; }
+
 void ded_rounds_announce_again(ded_node *node, uint64_t now_ns) {
   ded_rounds *rs = &node->rounds;
   if (!ded_rounds_announcing(node, now_ns) || now_ns < rs->intent_ns + node->s.deadline_floor_ns)

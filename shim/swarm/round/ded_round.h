@@ -243,6 +243,12 @@ bool ded_rounds_can_cut(const ded_node *node);
 void ded_rounds_announce_again(ded_node *node, uint64_t now_ns);
 bool ded_rounds_announcing(ded_node *node, uint64_t now_ns);
 
+/* The job reloads the run's state instead (ded_xfer_reload): it will not
+ * come to the round it announced, and stops announcing it, so that the
+ * swarm's rounds, and the donors' steps where the snapshot it waits for
+ * is taken, are held for it no longer than a fetch after the last one. */
+void ded_rounds_announce_stop(ded_node *node);
+
 /* The process did not run for |gap_ns| past when it was due (SIGSTOP, a
  * closed lid): the bound of every open round and queued call moves that
  * much later, so that a call's bound counts the time its job ran, as the

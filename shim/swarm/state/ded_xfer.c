@@ -831,6 +831,7 @@ int ded_xfer_reload(ded_node *node, uint64_t min_round, uint64_t now_ns) {
     node_log(node, DED_LOG_INFO, "this job's state is its own (it kept its own values in a round): "
              "reloading the run's, of round %llu or later", (unsigned long long)min_round);
   st->reload = true;
+  ded_rounds_announce_stop(node); /* we will not come to the round we announced */
   st->run_seen = false; /* a peer in step answered (OFFER, PENDING) */
   st->reload_in_step = !node->rounds.diverged && !node->rounds.astray && !node->rounds.yielding &&
                        node->rounds.stale <= node->rounds.next;

@@ -321,6 +321,47 @@ static void test_node_intent_renewed_until_cap(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * A job that gives up catching up and reloads the run's state (it is
+ * far behind: ded_node_state_reload) will not come to the round it
+ * announced: it stops announcing it at once. Announced on, that round
+ * was held for it up to a quarter of the bound, and with it every donor's
+ * next step, where the snapshot it waited for is taken: mp.kill_stop_join
+ * under the sanitizers, the swarm stalled and the reload took 7.8 s of a
+ * 30 s bound. The node, late for round 0, has its result and announces
+ * round 1; then reloads: no announcement in the 2 s after.
+ */
+static void test_node_intent_ends_with_reload(void **state) {
+  (void)state;
+  float b0[COUNT], g[COUNT];
+  tnode t;
+  ded_ident lo, hi;
+  ded_msg_member m[2];
+  uint64_t A0, round = 0;
+  tnode_late_announced(&t, b0, &lo, &hi, m, &A0, g);
+  send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
+  send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  answer_have_done(&t, 0, 0, A0, d);
+  assert_int_equal(t.rounds_done, 1);
+  tnode_advance(&t, 600 * MS_NS);
+  int before = output_intents(&t, 0, &round);
+  free(tnode_output_on(&t, 1, &(size_t){0}, t.now));
+  assert_true(before >= 1); /* announcing, as the trainer computes round 1 */
+  assert_int_equal(ded_node_state_reload(t.node, 40, t.now), 0);
+  int after = 0;
+  for (int k = 0; k < 20; k++) { /* 2 s, 100 ms at a time */
+    tnode_advance(&t, 100 * MS_NS);
+    after += output_intents(&t, 0, &round);
+    free(tnode_output_on(&t, 1, &(size_t){0}, t.now));
+  }
+  if (after != 0)
+    fail_msg("%d announcements of round 1 in the 2 s after the node began to reload (none "
+             "wanted)", after);
+  ded_node_free(t.node);
+}
+
 /* ------------------------------------- catching up: announced members */
 
 /* An announcer whose record publishes 1 kB/s down (and nothing up: the
@@ -752,6 +793,7 @@ int main(void) {
       cmocka_unit_test(test_node_ahead_moves_intent),
       cmocka_unit_test(test_node_intent_renewed_while_fetching),
       cmocka_unit_test(test_node_intent_renewed_until_cap),
+      cmocka_unit_test(test_node_intent_ends_with_reload),
       cmocka_unit_test(test_node_intent_spent),
       cmocka_unit_test(test_node_intent_holds_round),
       cmocka_unit_test(test_node_intent_extends_member_wait),
