@@ -855,8 +855,9 @@ static void test_node_catching_up_not_other_group(void **state) {
  * is the run the job catches up with, not a group to yield to (mp.
  * kill_stop_join, CI: the stopped job reloaded, took the joiner 16 rounds
  * ahead for another group, ended the step's rounds out of step on its own
- * values, logged that step off the run's and reloaded once more). The
- * rule applies again once a round of the job's own completes.
+ * values, logged that step off the run's and reloaded once more). (The
+ * rule applies again once a round of the job's own completes in time:
+ * late_done no longer names its newest round.)
  */
 static void test_node_reloaded_not_other_group(void **state) {
   (void)state;
