@@ -183,8 +183,9 @@ typedef struct ded_rounds {
    * lineage, and a loaded state comes with the run's: we are catching up
    * in our group. */
   uint64_t late_done;
-  /* Out of step: a STALE said the swarm is at this round. Our rounds
-   * below it are over before they start (until a reload). */
+  /* Out of step: a STALE said the swarm is at this round (or a group we
+   * yield to is past it). Our rounds below it are over before they
+   * start, until a state loads (it lowers this to the state's round). */
   uint64_t stale;
   /* A round that took an older result's acceptors reported here with
    * another member as its founder: this job's state is not the run's

@@ -466,6 +466,11 @@ static void state_finish(ded_node *node, uint64_t now_ns) {
    * the run we catch up with, not another group (ded_rounds_check_groups),
    * as for a round completed late. */
   node->rounds.late_done = w->round;
+  /* Where the swarm was said to be while the state came (a STALE, or a
+   * group yielded to) is behind us now: our rounds from here are fetched
+   * or joined, not ended out of step on our own values; if the swarm is
+   * past them for good, the next STALE says so. */
+  node->rounds.stale = DED_MIN(node->rounds.stale, w->round);
   /* Back from a stall, our views waited to hear whether the run went on
    * without us (node_enter); it did, and we are where it is now. */
   node->quiet_until_ns = 0;

@@ -885,6 +885,73 @@ static void test_node_reloaded_not_other_group(void **state) {
   ded_node_free(t.node);
 }
 
+/*
+ * What a job learns of the swarm while it reloads is behind it once the
+ * state is in: a peer that joined after the job's newest round and is far
+ * past it, heard during the reload, makes the job yield (out of step up
+ * to that peer's round + 1); the state it then loads is of an earlier
+ * round. Its rounds from there are fetched or joined, not ended out of
+ * step on its own values at once (mp.kill_stop_join under the sanitizers:
+ * a yield to the joiner at round 211 during a reload that loaded round
+ * 208; rounds 208 to 211 kept their own values, the step logged off the
+ * run's, and the job reloaded again).
+ */
+static void test_node_reload_forgets_stale_below(void **state) {
+  (void)state;
+  float buf[COUNT], *bufs[1] = {buf};
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i + 1);
+  tnode t;
+  ded_ident joiner;
+  uint8_t lin[DED_LIN_BYTES(2)] = {0};
+  tnode_start(&t, bufs, 1, 1.0, 2);
+  peer_round pr;
+  peer_coord_round(&t, buf, 2, &pr); /* round 0, with lo: the node's newest */
+  assert_int_equal(t.rounds_done, 1);
+  memcpy(lin, pr.lo.id, DED_ID_BYTES);
+  memcpy(lin + DED_ID_BYTES, pr.hi.id, DED_ID_BYTES);
+  assert_int_equal(ded_node_state_reload(t.node, 5, t.now), 0); /* far behind */
+  unit_ident(&joiner, 200);
+  assert_memory_not_equal(joiner.id, pr.lo.id, DED_ID_BYTES);
+  assert_memory_not_equal(joiner.id, pr.hi.id, DED_ID_BYTES);
+  assert_memory_not_equal(joiner.id, t.ident.id, DED_ID_BYTES);
+  t.log_want = "of another group";
+  const unsigned h = tnode_accept(&t);
+  send_hello_progress(&t, h, &joiner, 60, 0x99, 3);
+  size_t n;
+  tnode_advance(&t, 100 * MS_NS);
+  for (unsigned i = 0; i <= h; i++) free(tnode_output_on(&t, i, &n, t.now));
+  assert_int_equal(t.log_hits, 1); /* yielded: out of step up to round 61 */
+  const uint64_t at = 40;
+  uint64_t len = SNAP_RANGE / 2;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
+  ded_msg_state_offer offer = scripted_offer(bytes, len, lin);
+  offer.round = at;
+  send_state_offer(&t, 0, &offer);
+  for (int k = 0; k < 20 && t.state_calls == 0; k++) {
+    tnode_advance(&t, 100 * MS_NS);
+    uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
+    if (frame_count(out, n, DED_MSG_STATE_GET) > 0)
+      send_state_data(&t, 0, at, offer.digest, 0, bytes, len);
+    free(out);
+  }
+  assert_int_equal(t.state_calls, 1);
+  assert_int_equal(t.state_status, 0);
+  assert_int_equal(t.state_snap.round, at);
+  free(t.state_snap.bytes);
+  free(bytes);
+  const int done = t.rounds_done;
+  ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
+  assert_int_equal(ded_node_round_submit(t.node, &a, t.now), (int64_t)at);
+  tnode_advance(&t, 10 * MS_NS);
+  if (t.rounds_done != done)
+    fail_msg("round %llu, the first of the state loaded, ended at once (behind %llu): out of "
+             "step on what the node heard during the reload", (unsigned long long)at,
+             (unsigned long long)t.last.behind);
+  ded_node_free(t.node);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_stale),
@@ -901,6 +968,7 @@ int main(void) {
       cmocka_unit_test(test_node_fetch_from_gone_ends_early),
       cmocka_unit_test(test_node_catching_up_not_other_group),
       cmocka_unit_test(test_node_reloaded_not_other_group),
+      cmocka_unit_test(test_node_reload_forgets_stale_below),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
