@@ -285,6 +285,20 @@ static void test_node_intent_renewed_while_fetching(void **state) {
   ded_node_free(t.node);
 }
 
+/* tnode_late_announced, then round 0's result comes from lo and hi and
+ * the round completes: the node announces round 1 while its trainer
+ * computes it. */
+static void tnode_late_fetched(tnode *t, float *b0, ded_ident *lo, ded_ident *hi,
+                               ded_msg_member m[2], uint64_t *A0, float *g) {
+  tnode_late_announced(t, b0, lo, hi, m, A0, g);
+  send_chunks(t, 0, DED_MSG_RESULT, 0, *A0, 0, g, COUNT / 2);
+  send_chunks(t, 1, DED_MSG_RESULT, 0, *A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
+  uint8_t d[DED_RESULT_DIGEST_BYTES];
+  result_digest(g, d);
+  answer_have_done(t, 0, 0, *A0, d);
+  assert_int_equal(t->rounds_done, 1);
+}
+
 /*
  * A trainer that does not submit the round it announced (it stopped, or
  * its step is that long) is announced for a quarter of the bound (2.5 s)
@@ -300,13 +314,7 @@ static void test_node_intent_renewed_until_cap(void **state) {
   ded_ident lo, hi;
   ded_msg_member m[2];
   uint64_t A0, round = 0;
-  tnode_late_announced(&t, b0, &lo, &hi, m, &A0, g);
-  send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
-  send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
-  uint8_t d[DED_RESULT_DIGEST_BYTES];
-  result_digest(g, d);
-  answer_have_done(&t, 0, 0, A0, d);
-  assert_int_equal(t.rounds_done, 1);
+  tnode_late_fetched(&t, b0, &lo, &hi, m, &A0, g);
   int before = 0, after = 0;
   for (int k = 0; k < 40; k++) { /* 4 s, 100 ms at a time */
     tnode_advance(&t, 100 * MS_NS);
@@ -338,13 +346,7 @@ static void test_node_intent_ends_with_reload(void **state) {
   ded_ident lo, hi;
   ded_msg_member m[2];
   uint64_t A0, round = 0;
-  tnode_late_announced(&t, b0, &lo, &hi, m, &A0, g);
-  send_chunks(&t, 0, DED_MSG_RESULT, 0, A0, 0, g, COUNT / 2);
-  send_chunks(&t, 1, DED_MSG_RESULT, 0, A0, COUNT / 2, g + COUNT / 2, COUNT / 2);
-  uint8_t d[DED_RESULT_DIGEST_BYTES];
-  result_digest(g, d);
-  answer_have_done(&t, 0, 0, A0, d);
-  assert_int_equal(t.rounds_done, 1);
+  tnode_late_fetched(&t, b0, &lo, &hi, m, &A0, g);
   tnode_advance(&t, 600 * MS_NS);
   int before = output_intents(&t, 0, &round);
   free(tnode_output_on(&t, 1, &(size_t){0}, t.now));

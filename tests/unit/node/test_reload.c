@@ -505,6 +505,34 @@ static void test_node_state_reload_times_out(void **state) {
   }
 }
 
+/* The node, reloading, is offered the run's state at |round| on lineage
+ * |lin| (two ids) by the peer on connection |c|, and fetches it from
+ * there: the reload ends with that snapshot. */
+static void reload_served(tnode *t, unsigned c, uint64_t round,
+                          const uint8_t lin[DED_LIN_BYTES(2)]) {
+  uint64_t len = SNAP_RANGE / 2;
+  uint8_t *bytes = malloc(len);
+  assert_non_null(bytes);
+  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
+  ded_msg_state_offer offer = scripted_offer(bytes, len, lin);
+  offer.round = round;
+  send_state_offer(t, c, &offer);
+  size_t n;
+  for (int k = 0; k < 20 && t->state_calls == 0; k++) {
+    tnode_advance(t, 100 * MS_NS);
+    uint8_t *out = tnode_output_on(t, c, &n, t->now);
+    if (frame_count(out, n, DED_MSG_STATE_GET) > 0)
+      send_state_data(t, c, round, offer.digest, 0, bytes, len);
+    free(out);
+  }
+  assert_int_equal(t->state_calls, 1);
+  assert_int_equal(t->state_status, 0);
+  assert_true(t->state_has_snap);
+  assert_int_equal(t->state_snap.round, round);
+  free(t->state_snap.bytes);
+  free(bytes);
+}
+
 /*
  * A node out of step (tnode_out_of_step) that did not run for |gap_ns|
  * (SIGSTOP, a closed lid), then reloads: hi offers the run's state at
@@ -516,27 +544,8 @@ static void tnode_reloaded(tnode *t, float *bufs[], ded_ident *lo, ded_ident *hi
   tnode_out_of_step(t, bufs, 1, lo, hi);
   t->now += gap_ns;
   assert_int_equal(ded_node_state_reload(t->node, 5, t->now), 0);
-  uint64_t len = SNAP_RANGE / 2;
-  uint8_t *bytes = malloc(len);
-  assert_non_null(bytes);
-  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
-  ded_msg_state_offer offer = scripted_offer(bytes, len, lin);
-  offer.round = round;
-  send_state_offer(t, 1, &offer);
+  reload_served(t, 1, round, lin);
   size_t n;
-  for (int k = 0; k < 20 && t->state_calls == 0; k++) {
-    tnode_advance(t, 100 * MS_NS);
-    uint8_t *out = tnode_output_on(t, 1, &n, t->now);
-    if (frame_count(out, n, DED_MSG_STATE_GET) > 0)
-      send_state_data(t, 1, round, offer.digest, 0, bytes, len);
-    free(out);
-  }
-  assert_int_equal(t->state_calls, 1);
-  assert_int_equal(t->state_status, 0);
-  assert_true(t->state_has_snap);
-  assert_int_equal(t->state_snap.round, round);
-  free(t->state_snap.bytes);
-  free(bytes);
   for (unsigned i = 0; i < 2; i++) free(tnode_output_on(t, i, &n, t->now));
 }
 
@@ -922,25 +931,7 @@ static void test_node_reload_forgets_stale_below(void **state) {
   for (unsigned i = 0; i <= h; i++) free(tnode_output_on(&t, i, &n, t.now));
   assert_int_equal(t.log_hits, 1); /* yielded: out of step up to round 61 */
   const uint64_t at = 40;
-  uint64_t len = SNAP_RANGE / 2;
-  uint8_t *bytes = malloc(len);
-  assert_non_null(bytes);
-  for (uint64_t i = 0; i < len; i++) bytes[i] = snap_byte(i);
-  ded_msg_state_offer offer = scripted_offer(bytes, len, lin);
-  offer.round = at;
-  send_state_offer(&t, 0, &offer);
-  for (int k = 0; k < 20 && t.state_calls == 0; k++) {
-    tnode_advance(&t, 100 * MS_NS);
-    uint8_t *out = tnode_output_on(&t, 0, &n, t.now);
-    if (frame_count(out, n, DED_MSG_STATE_GET) > 0)
-      send_state_data(&t, 0, at, offer.digest, 0, bytes, len);
-    free(out);
-  }
-  assert_int_equal(t.state_calls, 1);
-  assert_int_equal(t.state_status, 0);
-  assert_int_equal(t.state_snap.round, at);
-  free(t.state_snap.bytes);
-  free(bytes);
+  reload_served(&t, 0, at, lin);
   const int done = t.rounds_done;
   ded_round_args a = {buf, COUNT, DED_DTYPE_F32, 1.0, 1, NULL, 0};
   assert_int_equal(ded_node_round_submit(t.node, &a, t.now), (int64_t)at);
